@@ -1,0 +1,29 @@
+# Two entry points that work on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test lint bench-accuracy clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## run: benchmark the built-in simulated engine (no flags needed)
+run: $(STAMP)
+	$(BIN)/tokenpace bench
+
+## test: lint and run the test suite
+test: $(STAMP)
+	$(BIN)/ruff check tokenpace tests benchmarks
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check tokenpace tests benchmarks
+	$(BIN)/ruff format --check tokenpace tests benchmarks
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache

@@ -1,0 +1,17 @@
+"""The `tokenpace` command: argument parsing and exit codes only; the work lives in tokenpace.app."""
+
+from __future__ import annotations
+
+import click
+
+from tokenpace import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="tokenpace")
+def cli() -> None:
+    """Measure how fast LLM services respond: TTFT, TPOT, ITL, E2E, throughput, goodput."""
+
+
+def main() -> None:
+    cli()

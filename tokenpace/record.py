@@ -1,0 +1,104 @@
+"""The request record: one per request sent, offline or online, failed or not.
+
+Every timestamp is ``time.perf_counter_ns()`` of the process that measured it (CLOCK_MONOTONIC on
+Linux); only differences between them mean anything. A run carries one wall-clock anchor to place
+them in calendar time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    OK = "ok"
+    HTTP_ERROR = "http_error"
+    TIMEOUT = "timeout"
+    CONNECT_ERROR = "connect_error"
+    STREAM_INTERRUPTED = "stream_interrupted"
+    PROTOCOL_ERROR = "protocol_error"
+    CANCELLED = "cancelled"
+
+
+# Statuses that count as a failure of the server or the network (cancelled is the user's doing).
+FAILURE_STATUSES = frozenset(
+    {
+        Status.HTTP_ERROR,
+        Status.TIMEOUT,
+        Status.CONNECT_ERROR,
+        Status.STREAM_INTERRUPTED,
+        Status.PROTOCOL_ERROR,
+    }
+)
+
+
+class TokenSource(str, Enum):
+    SERVER = "server"  # the server's usage report
+    CHUNKS = "chunks"  # counted: one token per token-carrying chunk
+    NONE = "none"  # nothing to count (failed before any output)
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    request_id: str
+    index: int = 0  # position in the workload (0-based), warm-up included
+    worker: int = 0
+    warmup: bool = False
+    labels: dict[str, str] = field(default_factory=dict)
+
+    # --- timing (perf_counter_ns) ---
+    scheduled_ns: int = 0  # when the schedule wanted it sent
+    dispatched_ns: int = 0  # when the client's dispatcher released it (late => client lag)
+    sent_ns: int = 0  # when the client started sending it (connection acquisition included)
+    connect_ns: int | None = None  # time spent opening a new connection (None: reused one)
+    headers_ns: int | None = None  # response headers received
+    first_token_ns: int | None = None  # first chunk carrying generated output, any channel
+    first_answer_ns: int | None = None  # first chunk carrying answer text or a tool call
+    token_ns: list[int] = field(default_factory=list)  # every token-carrying chunk
+    chunk_tokens: list[int] | None = None  # tokens per chunk, only when the server says so
+    end_ns: int | None = None  # stream finished, failed or was cancelled
+
+    # --- tokens ---
+    prompt_tokens_requested: int | None = None  # what the workload asked for
+    prompt_tokens: int | None = None  # server-reported
+    output_tokens_requested: int | None = None  # max_tokens sent
+    output_tokens_server: int | None = None
+    output_tokens_counted: int = 0  # token-carrying chunks (a chunk may carry several tokens)
+    reasoning_chunks: int = 0  # token-carrying chunks that were reasoning, not answer
+
+    # --- outcome ---
+    status: Status = Status.OK
+    http_status: int | None = None
+    error: str | None = None
+    finish_reason: str | None = None
+
+    @property
+    def output_tokens(self) -> int:
+        """Best output-token count: the server's when it reported one, else counted chunks."""
+        if self.output_tokens_server is not None:
+            return self.output_tokens_server
+        return self.output_tokens_counted
+
+    @property
+    def output_tokens_source(self) -> TokenSource:
+        if self.output_tokens_server is not None:
+            return TokenSource.SERVER
+        if self.output_tokens_counted:
+            return TokenSource.CHUNKS
+        return TokenSource.NONE
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["status"] = self.status.value
+        out["output_tokens"] = self.output_tokens
+        out["output_tokens_source"] = self.output_tokens_source.value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
+        names = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in names}
+        kwargs["status"] = Status(kwargs.get("status", "ok"))
+        return cls(**kwargs)
