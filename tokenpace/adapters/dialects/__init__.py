@@ -1,0 +1,16 @@
+"""API dialects: one module each; adding one touches neither the scheduler nor the metrics."""
+
+from __future__ import annotations
+
+from tokenpace.adapters.dialects.base import Dialect
+from tokenpace.adapters.dialects.openai_chat import OpenAIChat
+from tokenpace.adapters.dialects.openai_completions import OpenAICompletions
+
+DIALECTS: dict[str, type] = {"chat": OpenAIChat, "completions": OpenAICompletions}
+
+
+def get_dialect(name: str) -> Dialect:
+    try:
+        return DIALECTS[name]()
+    except KeyError:
+        raise ValueError(f"unknown API {name!r}; choose from {', '.join(DIALECTS)}") from None

@@ -1,0 +1,76 @@
+"""What every API dialect provides: the request body, and the meaning of each decoded chunk."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tokenpace.record import RequestRecord
+
+# Flags a dialect returns for one decoded chunk.
+ANSWER = 1  # carries answer text or a tool call
+REASONING = 2  # carries reasoning text
+ERROR = 4  # the server reported an error inside the stream
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 1.0
+    ignore_eos: bool = False  # also sends min_tokens = max_tokens (vLLM, SGLang, TGI extensions)
+
+    def to_dict(self) -> dict:
+        return {"temperature": self.temperature, "top_p": self.top_p, "ignore_eos": self.ignore_eos}
+
+
+class Dialect(Protocol):
+    name: str
+    path: str  # appended to the base URL, e.g. "/chat/completions"
+
+    def body(
+        self, prompt: str, max_tokens: int, model: str, sampling: Sampling, stream: bool
+    ) -> dict[str, Any]: ...
+
+    def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
+        """Flags for one streamed chunk; records usage and finish_reason as they appear."""
+        ...
+
+    def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:
+        """Flags for a non-streamed response; records usage and finish_reason."""
+        ...
+
+
+def common_body(model: str, max_tokens: int, sampling: Sampling, stream: bool) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "model": model,
+        "max_tokens": max_tokens,
+        "temperature": sampling.temperature,
+        "top_p": sampling.top_p,
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if sampling.ignore_eos:
+        body["ignore_eos"] = True
+        body["min_tokens"] = max_tokens
+    return body
+
+
+def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
+    usage = chunk.get("usage")
+    if usage:
+        prompt = usage.get("prompt_tokens")
+        completion = usage.get("completion_tokens")
+        if prompt is not None:
+            record.prompt_tokens = prompt
+        if completion is not None:
+            record.output_tokens_server = completion
+
+
+def error_text(chunk: dict[str, Any]) -> str | None:
+    err = chunk.get("error")
+    if err is None:
+        return None
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)
+    return str(err)

@@ -1,0 +1,37 @@
+"""OpenAI ``/v1/completions`` (legacy text completions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenpace.adapters.dialects.base import ANSWER, ERROR, Sampling, common_body, read_usage
+from tokenpace.record import RequestRecord
+
+
+class OpenAICompletions:
+    name = "openai-completions"
+    path = "/completions"
+
+    def body(
+        self, prompt: str, max_tokens: int, model: str, sampling: Sampling, stream: bool
+    ) -> dict[str, Any]:
+        body = common_body(model, max_tokens, sampling, stream)
+        body["prompt"] = prompt
+        return body
+
+    def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
+        if "error" in chunk:
+            return ERROR
+        if "usage" in chunk:
+            read_usage(chunk, record)
+        choices = chunk.get("choices")
+        if not choices:
+            return 0
+        choice = choices[0]
+        finish = choice.get("finish_reason")
+        if finish:
+            record.finish_reason = finish
+        return ANSWER if choice.get("text") else 0
+
+    def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:
+        return self.classify(response, record)

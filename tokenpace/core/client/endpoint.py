@@ -1,0 +1,59 @@
+"""Where to send: a base URL parsed once into what the connection needs."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+
+class EndpointError(ValueError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    url: str
+    scheme: str
+    host: str
+    port: int
+    base_path: str  # e.g. "/v1", no trailing slash
+    host_header: str
+
+    @property
+    def tls(self) -> bool:
+        return self.scheme == "https"
+
+    def ssl_context(self) -> ssl.SSLContext | None:
+        return ssl.create_default_context() if self.tls else None
+
+    def path_for(self, dialect_path: str) -> str:
+        # A URL that already names the API path (".../chat/completions") is used as it is.
+        if self.base_path.endswith(dialect_path):
+            return self.base_path
+        return self.base_path + dialect_path
+
+
+def parse_endpoint(url: str) -> Endpoint:
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise EndpointError(f"URL must start with http:// or https://, got {url!r}")
+    if not parts.hostname:
+        raise EndpointError(f"URL has no host: {url!r}")
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise EndpointError(f"URL has a bad port: {url!r}") from None
+    default_port = port == (443 if parts.scheme == "https" else 80)
+    host = parts.hostname
+    host_header = host if default_port else f"{host}:{port}"
+    if ":" in host and not host.startswith("["):  # IPv6 literal in the Host header
+        host_header = f"[{host}]" if default_port else f"[{host}]:{port}"
+    return Endpoint(
+        url=url,
+        scheme=parts.scheme,
+        host=host,
+        port=port,
+        base_path=parts.path.rstrip("/"),
+        host_header=host_header,
+    )

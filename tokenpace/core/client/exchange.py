@@ -1,0 +1,187 @@
+"""One request and its response: turns body bytes into token timestamps on the record.
+
+Runs inside the connection's ``data_received``: no logging, no per-token objects beyond the one
+int appended to ``token_ns``, JSON parsed once per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+
+from tokenpace.adapters.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.adapters.dialects.sse import SseParser
+from tokenpace.record import RequestRecord, Status
+
+_DONE = b"[DONE]"
+_ERROR_BODY_LIMIT = 4096
+
+
+class Exchange:
+    __slots__ = (
+        "_prev_server_tokens",
+        "body_bytes",
+        "content_type",
+        "dialect",
+        "done",
+        "future",
+        "record",
+        "sse",
+        "stream",
+    )
+
+    def __init__(self, record: RequestRecord, dialect: Dialect, stream: bool, future: asyncio.Future) -> None:
+        self.record = record
+        self.dialect = dialect
+        self.stream = stream
+        self.future = future
+        self.sse: SseParser | None = None
+        self.body_bytes = bytearray()
+        self.content_type = b""
+        self.done = False
+        self._prev_server_tokens: int | None = None
+
+    # --- events from the connection ---
+    def headers(self, status: int, now: int) -> None:
+        rec = self.record
+        rec.headers_ns = now
+        rec.http_status = status
+        if 200 <= status < 300 and self.stream:
+            if self.content_type.startswith(b"application/json"):
+                return  # the server ignored stream=true; read it as one JSON response
+            self.sse = SseParser()
+
+    def body(self, data: bytes, now: int) -> None:
+        if self.future.done():
+            return
+        if self.sse is None:
+            if self.record.http_status is not None and self.record.http_status >= 300:
+                room = _ERROR_BODY_LIMIT - len(self.body_bytes)
+                if room > 0:
+                    self.body_bytes += data[:room]
+            else:
+                self.body_bytes += data
+            return
+        rec = self.record
+        for payload in self.sse.feed(data):
+            if payload == _DONE:
+                self.done = True
+                continue
+            try:
+                chunk = orjson.loads(payload)
+            except orjson.JSONDecodeError:
+                self.fail(Status.PROTOCOL_ERROR, f"malformed JSON in stream: {payload[:80]!r}", now)
+                return
+            if type(chunk) is not dict:
+                self.fail(Status.PROTOCOL_ERROR, f"stream chunk is not an object: {payload[:80]!r}", now)
+                return
+            flags = self.dialect.classify(chunk, rec)
+            if not flags:
+                continue
+            if flags & ERROR:
+                self.fail(Status.STREAM_INTERRUPTED, f"server error in stream: {error_text(chunk)}", now)
+                return
+            rec.token_ns.append(now)
+            rec.output_tokens_counted += 1
+            if rec.first_token_ns is None:
+                rec.first_token_ns = now
+            if flags & ANSWER:
+                if rec.first_answer_ns is None:
+                    rec.first_answer_ns = now
+            else:
+                rec.reasoning_chunks += 1
+            if rec.output_tokens_server is not None:  # per-chunk usage (vLLM continuous_usage_stats)
+                self._note_chunk_tokens(rec)
+
+    def complete(self, now: int) -> None:
+        if self.future.done():
+            return
+        rec = self.record
+        status = rec.http_status or 0
+        if status >= 300:
+            self.fail(Status.HTTP_ERROR, _http_error_text(status, bytes(self.body_bytes)), now)
+            return
+        if self.sse is not None:
+            if self.sse.pending.strip():
+                self.fail(Status.STREAM_INTERRUPTED, "stream ended inside an unterminated event", now)
+            elif self.done or rec.finish_reason:
+                self.finish(now)
+            else:
+                self.fail(Status.STREAM_INTERRUPTED, "stream ended before [DONE]", now)
+            return
+        self._read_full(now)
+
+    def connection_lost(self, exc: Exception | None, now: int) -> None:
+        if self.future.done():
+            return
+        if self.record.headers_ns is None:
+            reason = "connection closed before the response headers"
+        elif self.done:
+            self.finish(now)  # [DONE] arrived; the server closed instead of ending the body
+            return
+        else:
+            reason = "connection closed mid-stream"
+        if exc is not None:
+            reason += f" ({exc})"
+        self.fail(Status.STREAM_INTERRUPTED, reason, now)
+
+    def protocol_error(self, reason: str, now: int) -> None:
+        self.fail(Status.PROTOCOL_ERROR, reason, now)
+
+    # --- outcome ---
+    def finish(self, now: int) -> None:
+        if not self.future.done():
+            self.record.end_ns = now
+            self.record.status = Status.OK
+            self.future.set_result(True)
+
+    def fail(self, status: Status, reason: str, now: int) -> None:
+        if not self.future.done():
+            self.record.end_ns = now
+            self.record.status = status
+            self.record.error = reason
+            self.future.set_result(False)
+
+    # --- helpers (not per chunk) ---
+    def _note_chunk_tokens(self, rec: RequestRecord) -> None:
+        total = rec.output_tokens_server or 0
+        if rec.chunk_tokens is None:
+            rec.chunk_tokens = []
+        rec.chunk_tokens.append(total - (self._prev_server_tokens or 0))
+        self._prev_server_tokens = total
+
+    def _read_full(self, now: int) -> None:
+        rec = self.record
+        try:
+            response = orjson.loads(self.body_bytes)
+        except orjson.JSONDecodeError:
+            self.fail(Status.PROTOCOL_ERROR, "response body is not JSON", now)
+            return
+        if type(response) is not dict:
+            self.fail(Status.PROTOCOL_ERROR, "response body is not a JSON object", now)
+            return
+        flags = self.dialect.read_full(response, rec)
+        if flags & ERROR:
+            self.fail(Status.HTTP_ERROR, f"server error: {error_text(response)}", now)
+            return
+        if flags:
+            # Non-streamed: the whole answer arrives at once, so TTFT equals E2E. Only the
+            # server's usage can tell the token count (no chunks to count).
+            rec.first_token_ns = now
+            if flags & ANSWER:
+                rec.first_answer_ns = now
+            rec.token_ns.append(now)
+        self.finish(now)
+
+
+def _http_error_text(status: int, body: bytes) -> str:
+    message = ""
+    try:
+        parsed = orjson.loads(body)
+        if isinstance(parsed, dict):
+            message = error_text(parsed) or parsed.get("message") or parsed.get("detail") or ""
+    except orjson.JSONDecodeError:
+        message = body.decode("utf-8", "replace").strip()
+    message = " ".join(str(message).split())[:160]
+    return f"HTTP {status}" + (f": {message}" if message else "")

@@ -1,0 +1,178 @@
+"""Sends prepared requests over pooled keep-alive connections and times every one."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+from time import perf_counter_ns
+
+import orjson
+
+from tokenpace import __version__
+from tokenpace.adapters.dialects.base import Dialect, Sampling
+from tokenpace.core.client.connection import HttpConnection
+from tokenpace.core.client.endpoint import Endpoint
+from tokenpace.core.client.exchange import Exchange
+from tokenpace.record import RequestRecord, Status
+
+_STALE = "connection closed before the response headers"
+
+
+class Sender:
+    """Builds request bytes ahead of time and sends them; one instance per run and process."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        dialect: Dialect,
+        model: str,
+        sampling: Sampling,
+        stream: bool = True,
+        timeout_s: float = 300.0,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.dialect = dialect
+        self.model = model
+        self.sampling = sampling
+        self.stream = stream
+        self.timeout_s = timeout_s
+        self._ssl = endpoint.ssl_context()
+        self._idle: list[HttpConnection] = []
+        self._open: set[HttpConnection] = set()
+        self.connections_opened = 0
+        lines = [
+            f"POST {endpoint.path_for(dialect.path)} HTTP/1.1",
+            f"Host: {endpoint.host_header}",
+            "Content-Type: application/json",
+            f"Accept: {'text/event-stream' if stream else 'application/json'}",
+            f"User-Agent: tokenpace/{__version__}",
+        ]
+        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
+        self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+
+    def prepare(self, prompt: str, max_tokens: int, request_id: str) -> bytes:
+        """The request's bytes, built before its send time so building never delays sending."""
+        body = orjson.dumps(self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream))
+        tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
+        return self._head + tail.encode("latin-1") + body
+
+    async def send(self, record: RequestRecord, payload: bytes) -> RequestRecord:
+        """Send and wait for the full response; failures end up on the record, never raised."""
+        record.sent_ns = perf_counter_ns()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s
+        for attempt in (0, 1):
+            conn = self._take_idle()
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect(record, deadline)
+                if conn is None:
+                    return record
+            future = loop.create_future()
+            exchange = Exchange(record, self.dialect, self.stream, future)
+            timer = loop.call_at(deadline, self._on_timeout, exchange, conn, self.timeout_s)
+            try:
+                conn.start(exchange, payload)
+                await future
+            except asyncio.CancelledError:
+                exchange.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
+                conn.close()
+                raise
+            finally:
+                timer.cancel()
+            # A kept-alive connection the server had already closed: retry once on a new one.
+            if (
+                attempt == 0
+                and reused
+                and record.status is Status.STREAM_INTERRUPTED
+                and record.error
+                and record.error.startswith(_STALE)
+            ):
+                _reset(record)
+                continue
+            break
+        self._release(conn)
+        return record
+
+    async def close(self) -> None:
+        for conn in list(self._open):
+            conn.close()
+        self._idle.clear()
+        self._open.clear()
+        await asyncio.sleep(0)
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._open)
+
+    # --- pool ---
+    def _take_idle(self) -> HttpConnection | None:
+        while self._idle:
+            conn = self._idle.pop()
+            if conn.reusable:
+                return conn
+            self._open.discard(conn)
+        return None
+
+    def _release(self, conn: HttpConnection) -> None:
+        if conn.reusable:
+            self._idle.append(conn)
+        else:
+            conn.close()
+            self._open.discard(conn)
+
+    async def _connect(self, record: RequestRecord, deadline: float) -> HttpConnection | None:
+        loop = asyncio.get_running_loop()
+        start = perf_counter_ns()
+        ep = self.endpoint
+        try:
+            _, conn = await asyncio.wait_for(
+                loop.create_connection(HttpConnection, ep.host, ep.port, ssl=self._ssl),
+                timeout=max(0.001, deadline - loop.time()),
+            )
+        except asyncio.TimeoutError:
+            _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+            return None
+        except socket.gaierror as exc:
+            _fail(record, Status.CONNECT_ERROR, f"DNS lookup of {ep.host} failed: {exc.strerror}")
+            return None
+        except ssl.SSLError as exc:
+            _fail(record, Status.CONNECT_ERROR, f"TLS handshake failed: {exc.reason or exc}")
+            return None
+        except ConnectionRefusedError:
+            _fail(record, Status.CONNECT_ERROR, f"connection refused by {ep.host}:{ep.port}")
+            return None
+        except OSError as exc:
+            _fail(
+                record, Status.CONNECT_ERROR, f"cannot connect to {ep.host}:{ep.port}: {exc.strerror or exc}"
+            )
+            return None
+        record.connect_ns = perf_counter_ns() - start
+        self.connections_opened += 1
+        self._open.add(conn)
+        return conn
+
+    @staticmethod
+    def _on_timeout(exchange: Exchange, conn: HttpConnection, timeout_s: float) -> None:
+        rec = exchange.record
+        got = f"{rec.output_tokens_counted} token chunks received" if rec.headers_ns else "no response"
+        exchange.fail(
+            Status.TIMEOUT, f"no complete response within {timeout_s:g}s ({got})", perf_counter_ns()
+        )
+        conn.close()
+
+
+def _fail(record: RequestRecord, status: Status, reason: str) -> None:
+    record.end_ns = perf_counter_ns()
+    record.status = status
+    record.error = reason
+
+
+def _reset(record: RequestRecord) -> None:
+    record.status = Status.OK
+    record.error = None
+    record.end_ns = None
+    record.headers_ns = None
+    record.http_status = None

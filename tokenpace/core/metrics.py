@@ -1,0 +1,337 @@
+"""Records in, numbers out: the metric definitions of tokenpace. Pure: no I/O, no clock.
+
+Definitions (also exported in every JSON result, see DEFINITIONS):
+- TTFT = first_token - sent, where the first token is the first chunk carrying generated output of
+  any channel (answer text, reasoning text, tool call); role-only or empty chunks do not count.
+- TTFAT (time to first answer token) = first_answer - sent, for runs where reasoning came first.
+- E2E = end - sent.  TPOT = (E2E - TTFT) / (output_tokens - 1), only for output_tokens > 1.
+- ITL = each gap between consecutive token-carrying chunks (a chunk may carry several tokens).
+- Latency distributions use successful (status ok), non-warm-up requests only.
+- Window = first send to last completion of the non-warm-up requests; throughputs divide by it.
+- Goodput = ok requests meeting every SLO given, per second of window.
+- Error, timeout and interruption rates divide by all non-warm-up requests sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from itertools import pairwise
+
+from tokenpace.core.stats import Distribution, describe
+from tokenpace.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
+
+NS_PER_MS = 1_000_000
+NS_PER_S = 1_000_000_000
+
+DEFINITIONS = {
+    "ttft_ms": "first chunk carrying generated output (text, reasoning or tool call) minus send time; "
+    "role-only and empty chunks do not count",
+    "ttfat_ms": "first chunk carrying answer text or a tool call (not reasoning) minus send time",
+    "tpot_ms": "(e2e - ttft) / (output_tokens - 1), requests with more than one output token",
+    "itl_ms": "every gap between consecutive token-carrying chunks; a chunk may carry several tokens",
+    "e2e_ms": "end of stream minus send time",
+    "ttft_from_scheduled_ms": "first token minus the time the schedule wanted the request sent "
+    "(includes client queueing: the latency a user arriving on schedule would see)",
+    "e2e_from_scheduled_ms": "end of stream minus scheduled time",
+    "queue_ms": "send time minus scheduled time (waiting for the concurrency cap or a late client)",
+    "dispatch_lag_ms": "when the client released a request minus when the schedule wanted it: "
+    "the client's own lateness",
+    "window_s": "first send to last completion of measured (non-warm-up) requests",
+    "request_throughput": "ok requests per second of window",
+    "output_token_throughput": "output tokens of ok requests per second of window",
+    "total_token_throughput": "prompt + output tokens of ok requests per second of window",
+    "goodput": "ok requests meeting every SLO per second of window (a TPOT SLO is met by "
+    "single-token requests, which have no TPOT)",
+    "error_rate": "requests that failed (http_error, timeout, connect_error, stream_interrupted, "
+    "protocol_error) over requests sent; cancelled requests are counted but are not errors",
+    "timeout_rate": "timeouts over requests sent",
+    "interrupted_rate": "stream interruptions over requests sent",
+    "percentiles": "linear interpolation (numpy default); ci95 by bootstrap over requests "
+    "(order-statistic interval for very large samples); low_sample lists percentiles with fewer "
+    "than 5 samples beyond them",
+    "output_tokens": "server usage when reported, else one token per token-carrying chunk",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Slo:
+    """Per-request service-level objectives in milliseconds; None means not constrained."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2e_ms: float | None = None
+
+    def is_empty(self) -> bool:
+        return self.ttft_ms is None and self.tpot_ms is None and self.e2e_ms is None
+
+    def to_dict(self) -> dict[str, float]:
+        return {
+            k: v
+            for k, v in (("ttft_ms", self.ttft_ms), ("tpot_ms", self.tpot_ms), ("e2e_ms", self.e2e_ms))
+            if v is not None
+        }
+
+
+# --- per-request metrics --------------------------------------------------------------------
+
+
+def ttft_ns(r: RequestRecord) -> int | None:
+    return None if r.first_token_ns is None else r.first_token_ns - r.sent_ns
+
+
+def e2e_ns(r: RequestRecord) -> int | None:
+    return None if r.end_ns is None else r.end_ns - r.sent_ns
+
+
+def tpot_ns(r: RequestRecord) -> float | None:
+    """Time per output token after the first; None for fewer than two tokens."""
+    out = r.output_tokens
+    if out <= 1 or r.first_token_ns is None or r.end_ns is None:
+        return None
+    return (r.end_ns - r.first_token_ns) / (out - 1)
+
+
+def itl_gaps_ns(r: RequestRecord) -> list[int]:
+    t = r.token_ns
+    return [b - a for a, b in pairwise(t)]
+
+
+def meets_slo(r: RequestRecord, slo: Slo) -> bool:
+    if r.status is not Status.OK:
+        return False
+    if slo.ttft_ms is not None:
+        t = ttft_ns(r)
+        if t is None or t > slo.ttft_ms * NS_PER_MS:
+            return False
+    if slo.tpot_ms is not None:
+        t = tpot_ns(r)
+        if t is not None and t > slo.tpot_ms * NS_PER_MS:
+            return False
+    if slo.e2e_ms is not None:
+        t = e2e_ns(r)
+        if t is None or t > slo.e2e_ms * NS_PER_MS:
+            return False
+    return True
+
+
+# --- run summary ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class TokenAccounting:
+    output_sources: dict[str, int]
+    compared: int  # ok requests with both a server count and a chunk count
+    mismatched: int  # ... where they differ
+    max_abs_diff: int
+    tokens_per_chunk: float | None  # server output tokens / token-carrying chunks
+    prompt_compared: int  # requests with both an asked and a server-reported prompt length
+    prompt_mean_ratio: float | None  # server-reported / asked
+
+    def to_dict(self) -> dict:
+        return {
+            "output_sources": self.output_sources,
+            "compared": self.compared,
+            "mismatched": self.mismatched,
+            "max_abs_diff": self.max_abs_diff,
+            "tokens_per_chunk": self.tokens_per_chunk,
+            "prompt_compared": self.prompt_compared,
+            "prompt_server_over_asked": self.prompt_mean_ratio,
+        }
+
+
+@dataclass(slots=True)
+class Summary:
+    ttft_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2e_ms: Distribution
+    ttfat_ms: Distribution
+    ttft_from_scheduled_ms: Distribution
+    e2e_from_scheduled_ms: Distribution
+    queue_ms: Distribution
+    dispatch_lag_ms: Distribution
+    output_tokens: Distribution
+    prompt_tokens: Distribution
+    window_s: float
+    request_throughput: float
+    output_token_throughput: float
+    total_token_throughput: float
+    per_user_output_token_throughput: float | None  # 1 / median TPOT
+    goodput: float | None
+    goodput_ratio: float | None
+    slo: dict[str, float]
+    error_rate: float
+    timeout_rate: float
+    interrupted_rate: float
+    counts: dict[str, int]
+    errors: dict[str, int]  # short reason -> count, most common first
+    tokens: TokenAccounting
+    reasoning: bool  # some request streamed reasoning before its answer
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out: dict = {}
+        for name in (
+            "ttft_ms",
+            "tpot_ms",
+            "itl_ms",
+            "e2e_ms",
+            "ttfat_ms",
+            "ttft_from_scheduled_ms",
+            "e2e_from_scheduled_ms",
+            "queue_ms",
+            "dispatch_lag_ms",
+            "output_tokens",
+            "prompt_tokens",
+        ):
+            out[name] = getattr(self, name).to_dict()
+        for name in (
+            "window_s",
+            "request_throughput",
+            "output_token_throughput",
+            "total_token_throughput",
+            "per_user_output_token_throughput",
+            "goodput",
+            "goodput_ratio",
+            "slo",
+            "error_rate",
+            "timeout_rate",
+            "interrupted_rate",
+            "counts",
+            "errors",
+            "reasoning",
+        ):
+            out[name] = getattr(self, name)
+        out["tokens"] = self.tokens.to_dict()
+        out.update(self.extra)
+        return out
+
+
+def _ms(values: Iterable[float]) -> list[float]:
+    return [v / NS_PER_MS for v in values]
+
+
+def _token_accounting(ok: Sequence[RequestRecord]) -> TokenAccounting:
+    sources = {s.value: 0 for s in TokenSource}
+    compared = mismatched = max_diff = 0
+    server_total = chunk_total = 0
+    prompt_n = 0
+    prompt_ratio_sum = 0.0
+    for r in ok:
+        sources[r.output_tokens_source.value] += 1
+        if r.output_tokens_server is not None and r.output_tokens_counted:
+            compared += 1
+            diff = abs(r.output_tokens_counted - r.output_tokens_server)
+            mismatched += diff > 0
+            max_diff = max(max_diff, diff)
+            server_total += r.output_tokens_server
+            chunk_total += r.output_tokens_counted
+        if r.prompt_tokens is not None and r.prompt_tokens_requested:
+            prompt_n += 1
+            prompt_ratio_sum += r.prompt_tokens / r.prompt_tokens_requested
+    return TokenAccounting(
+        output_sources={k: v for k, v in sources.items() if v},
+        compared=compared,
+        mismatched=mismatched,
+        max_abs_diff=max_diff,
+        tokens_per_chunk=server_total / chunk_total if chunk_total else None,
+        prompt_compared=prompt_n,
+        prompt_mean_ratio=prompt_ratio_sum / prompt_n if prompt_n else None,
+    )
+
+
+def _error_reasons(records: Sequence[RequestRecord]) -> dict[str, int]:
+    reasons: dict[str, int] = {}
+    for r in records:
+        if r.status in FAILURE_STATUSES:
+            key = f"{r.status.value}: {r.error or ''}".rstrip(": ")
+            reasons[key] = reasons.get(key, 0) + 1
+    return dict(sorted(reasons.items(), key=lambda kv: -kv[1]))
+
+
+def window_ns(records: Sequence[RequestRecord]) -> int:
+    starts = [r.sent_ns for r in records if r.sent_ns]
+    ends = [r.end_ns for r in records if r.end_ns is not None]
+    if not starts or not ends:
+        return 0
+    return max(0, max(ends) - min(starts))
+
+
+def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci: bool = True) -> Summary:
+    """Summarise a run's records. Warm-up records are excluded from every number."""
+    measured = [r for r in records if not r.warmup]
+    ok = [r for r in measured if r.status is Status.OK]
+    sent = len(measured)
+
+    counts = {"sent": sent} | {s.value: 0 for s in Status}
+    for r in measured:
+        counts[r.status.value] += 1
+
+    ttfts = [t for r in ok if (t := ttft_ns(r)) is not None]
+    e2es = [t for r in ok if (t := e2e_ns(r)) is not None]
+    tpots = [t for r in ok if (t := tpot_ns(r)) is not None]
+    itls: list[int] = []
+    for r in ok:
+        itls.extend(itl_gaps_ns(r))
+    reasoning = any(r.reasoning_chunks for r in ok)
+    ttfats = [r.first_answer_ns - r.sent_ns for r in ok if r.first_answer_ns is not None] if reasoning else []
+    started = [r for r in measured if r.sent_ns]
+    ttft_sched = [r.first_token_ns - r.scheduled_ns for r in ok if r.first_token_ns is not None]
+    e2e_sched = [r.end_ns - r.scheduled_ns for r in ok if r.end_ns is not None]
+    queue = [r.sent_ns - r.scheduled_ns for r in started]
+    lag = [r.dispatched_ns - r.scheduled_ns for r in started if r.dispatched_ns]
+
+    window = window_ns(measured)
+    window_s = window / NS_PER_S
+    out_tokens = sum(r.output_tokens for r in ok)
+    prompt_tokens = sum(
+        (r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested or 0) for r in ok
+    )
+
+    def per_s(x: float) -> float:
+        return x / window_s if window_s > 0 else 0.0
+
+    slo = slo or Slo()
+    goodput = goodput_ratio = None
+    if not slo.is_empty():
+        good = sum(1 for r in ok if meets_slo(r, slo))
+        goodput = per_s(good)
+        goodput_ratio = good / sent if sent else None
+
+    def d(values: Iterable[float]) -> Distribution:
+        return describe(_ms(values), with_ci=with_ci)
+
+    tpot_dist = d(tpots)
+    failures = counts
+    return Summary(
+        ttft_ms=d(ttfts),
+        tpot_ms=tpot_dist,
+        itl_ms=d(itls),
+        e2e_ms=d(e2es),
+        ttfat_ms=d(ttfats),
+        ttft_from_scheduled_ms=d(ttft_sched),
+        e2e_from_scheduled_ms=d(e2e_sched),
+        queue_ms=d(queue),
+        dispatch_lag_ms=d(lag),
+        output_tokens=describe([r.output_tokens for r in ok], with_ci=False),
+        prompt_tokens=describe(
+            [r.prompt_tokens if r.prompt_tokens is not None else r.prompt_tokens_requested or 0 for r in ok],
+            with_ci=False,
+        ),
+        window_s=window_s,
+        request_throughput=per_s(len(ok)),
+        output_token_throughput=per_s(out_tokens),
+        total_token_throughput=per_s(out_tokens + prompt_tokens),
+        per_user_output_token_throughput=(1000.0 / tpot_dist.p50 if tpot_dist.p50 else None),
+        goodput=goodput,
+        goodput_ratio=goodput_ratio,
+        slo=slo.to_dict(),
+        error_rate=(sum(failures[s.value] for s in FAILURE_STATUSES) / sent) if sent else 0.0,
+        timeout_rate=failures[Status.TIMEOUT.value] / sent if sent else 0.0,
+        interrupted_rate=failures[Status.STREAM_INTERRUPTED.value] / sent if sent else 0.0,
+        counts=counts,
+        errors=_error_reasons(measured),
+        tokens=_token_accounting(ok),
+        reasoning=reasoning,
+    )

@@ -1,0 +1,70 @@
+"""What to send: seeded synthetic requests with input and output lengths from distributions."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenpace.core.lengths import LengthDist
+
+# Common English words that are a single token (with their leading space) in the GPT, Llama and
+# Qwen BPE vocabularies, so that N words make a prompt of about N tokens without a tokenizer.
+_WORDS = (
+    "the of and to in is was for on that with as by at from his it an were are which be this "
+    "had not or have one but they first new their has been after who two all more she other "
+    "time also its into only over year most some her would than when may up there about made "
+    "can out many three city world used such where well these known between no school then "
+    "during under life state them through so later part family while both him name before "
+    "since each four group very high number work became because area day several what any war "
+    "found same second long five early being best back until did house will water old home "
+    "team end last public based government music film book game land road river town north "
+    "south east west light line market power party light show play open book car field hand "
+    "head side face view west point story place way man case week company system program "
+    "question night money fact month lot right study job word business issue kind service "
+    "friend father power hour game line member law car door office health person art war "
+    "history party result change morning reason research girl guy moment air teacher force "
+    "education foot boy age policy process music market sense nation plan college interest "
+    "death experience effect use class control care field development role effort rate heart "
+    "drug show leader light voice wife police mind price report decision son view relationship"
+).split()
+WORDS = tuple(dict.fromkeys(_WORDS))  # dedupe, keep order
+
+
+@dataclass(slots=True)
+class WorkItem:
+    index: int
+    prompt: str
+    input_tokens: int  # asked (words in the synthetic prompt)
+    output_tokens: int  # asked (max_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class SyntheticWorkload:
+    input_len: LengthDist
+    output_len: LengthDist
+    seed: int = 0
+
+    def items(self) -> Iterator[WorkItem]:
+        """Endless, reproducible stream of requests: the same seed gives the same requests."""
+        rng = np.random.default_rng(self.seed)
+        words = np.asarray(WORDS)
+        index = 0
+        while True:
+            # Lengths drawn in blocks to keep numpy call overhead off the per-request path.
+            ins = self.input_len.sample(rng, 256)
+            outs = self.output_len.sample(rng, 256)
+            for n_in, n_out in zip(ins, outs, strict=True):
+                prompt = " ".join(words[rng.integers(0, len(words), size=int(n_in))])
+                yield WorkItem(index, prompt, int(n_in), int(n_out))
+                index += 1
+
+    def describe(self) -> dict:
+        return {
+            "kind": "synthetic",
+            "input_len": self.input_len.describe(),
+            "output_len": self.output_len.describe(),
+            "seed": self.seed,
+            "prompt_words": "common English words, one token each in GPT/Llama/Qwen BPE vocabularies",
+        }
