@@ -5,12 +5,16 @@ from __future__ import annotations
 import click
 
 from tokenpace import __version__
+from tokenpace.cli.bench_cmd import bench
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tokenpace")
 def cli() -> None:
     """Measure how fast LLM services respond: TTFT, TPOT, ITL, E2E, throughput, goodput."""
+
+
+cli.add_command(bench)
 
 
 def main() -> None:

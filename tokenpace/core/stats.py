@@ -19,6 +19,7 @@ MIN_TAIL_SAMPLES = 5
 _BOOTSTRAP_RESAMPLES = 1000
 _BOOTSTRAP_BUDGET = 4_000_000
 _BOOTSTRAP_SEED = 20240601
+_BATCH_ELEMENTS = 250_000
 
 
 @dataclass(slots=True)
@@ -74,8 +75,17 @@ def percentile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95)
     alpha = (1 - confidence) / 2
     if n * _BOOTSTRAP_RESAMPLES <= _BOOTSTRAP_BUDGET:
         rng = np.random.default_rng(_BOOTSTRAP_SEED)
-        idx = rng.integers(0, n, size=(_BOOTSTRAP_RESAMPLES, n))
-        stats = np.percentile(sorted_values[idx], q, axis=1)
+        batch = max(1, _BATCH_ELEMENTS // n)  # resamples per batch: bounded memory
+        stats = np.concatenate(
+            [
+                np.percentile(
+                    sorted_values[rng.integers(0, n, size=(min(batch, _BOOTSTRAP_RESAMPLES - i), n))],
+                    q,
+                    axis=1,
+                )
+                for i in range(0, _BOOTSTRAP_RESAMPLES, batch)
+            ]
+        )
         lo, hi = np.quantile(stats, [alpha, 1 - alpha])
         return float(lo), float(hi)
     p = q / 100

@@ -1,0 +1,66 @@
+"""Result files: the run's JSON (conditions + summary) and its records as JSON lines.
+
+Records are written as they complete, so an interrupted or crashed run keeps what it measured.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import IO, Any
+
+import orjson
+
+from tokenpace.record import RequestRecord
+
+_JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def records_path_for(result_path: Path) -> Path:
+    name = result_path.name
+    stem = name[:-5] if name.endswith(".json") else name
+    return result_path.with_name(stem + ".records.jsonl")
+
+
+class RecordWriter:
+    """Appends one JSON line per finished request; flushed at least every ``flush_every`` lines."""
+
+    def __init__(self, path: Path, flush_every: int = 64) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._file: IO[bytes] = path.open("wb")
+        self._flush_every = flush_every
+        self._pending = 0
+        self.count = 0
+
+    def write(self, record: RequestRecord) -> None:
+        self._file.write(orjson.dumps(record.to_dict()) + b"\n")
+        self.count += 1
+        self._pending += 1
+        if self._pending >= self._flush_every:
+            self._file.flush()
+            self._pending = 0
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.flush()
+            self._file.close()
+
+
+def write_result(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps(result, option=_JSON_OPTS))
+    tmp.replace(path)
+
+
+def read_result(path: Path) -> dict[str, Any]:
+    return orjson.loads(path.read_bytes())
+
+
+def read_records(path: Path) -> list[RequestRecord]:
+    records = []
+    with path.open("rb") as f:
+        for line in f:
+            if line.strip():
+                records.append(RequestRecord.from_dict(orjson.loads(line)))
+    return records

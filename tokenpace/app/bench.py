@@ -1,0 +1,378 @@
+"""Use case: run one benchmark — workload x schedule x client — and summarise its records."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import platform
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from time import perf_counter_ns
+from typing import Any
+
+import numpy as np
+
+from tokenpace import __version__
+from tokenpace.adapters.dialects import get_dialect
+from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.app.health import HealthMonitor, HealthReport
+from tokenpace.app.preflight import resolve_model
+from tokenpace.core.client import Sender, parse_endpoint
+from tokenpace.core.lengths import LengthDist, parse_length
+from tokenpace.core.metrics import DEFINITIONS, Slo, Summary, summarize
+from tokenpace.core.schedule import arrival_offsets_s
+from tokenpace.core.workload import SyntheticWorkload, WorkItem
+from tokenpace.record import RequestRecord, Status
+
+# A run stops by itself when this many requests in a row could not even connect.
+MAX_CONSECUTIVE_CONNECT_ERRORS = 50
+
+
+@dataclass
+class BenchConfig:
+    url: str
+    model: str | None = None
+    api: str = "chat"
+    stream: bool = True
+    concurrency: int | None = None  # closed loop when rate is None
+    rate: float | None = None  # open loop, requests/s
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None  # cap on requests in flight for open loop
+    requests: int | None = None  # measured requests (warm-up not included)
+    duration_s: float | None = None
+    warmup: int = 0
+    timeout_s: float = 300.0
+    input_len: LengthDist = field(default_factory=lambda: parse_length("512"))
+    output_len: LengthDist = field(default_factory=lambda: parse_length("128"))
+    seed: int = 0
+    sampling: Sampling = field(default_factory=Sampling)
+    headers: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = None
+    request_id_prefix: str | None = None
+    slo: Slo = field(default_factory=Slo)
+    labels: dict[str, str] = field(default_factory=dict)
+    target: str = "external"  # or "sim:<profile>" when tokenpace started the engine itself
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    def validate(self) -> None:
+        if self.rate is None and not self.concurrency:
+            raise ValueError("give --concurrency N (closed loop) or --rate R (open loop)")
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError("--rate must be positive")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError("--concurrency must be at least 1")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError("--max-concurrency must be at least 1")
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give --requests N and/or --duration D to bound the run")
+        if self.requests is not None and self.requests < 1:
+            raise ValueError("--requests must be at least 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ValueError("--duration must be positive")
+        if self.warmup < 0:
+            raise ValueError("--warmup must not be negative")
+        if self.timeout_s <= 0:
+            raise ValueError("--timeout must be positive")
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    conditions: dict[str, Any]
+    records: list[RequestRecord]
+    summary: Summary
+    health: HealthReport
+    interrupted: bool
+    stop_reason: str
+    warnings: list[str]
+
+    @property
+    def valid(self) -> bool:
+        return self.health.valid
+
+    def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
+        summary = self.summary.to_dict()
+        summary["client"] = self.health.to_dict()
+        return {
+            "tokenpace_version": __version__,
+            "run_id": self.run_id,
+            "valid": self.valid,
+            "invalid_reasons": self.health.invalid_reasons,
+            "interrupted": self.interrupted,
+            "stop_reason": self.stop_reason,
+            "warnings": self.warnings,
+            "conditions": self.conditions,
+            "summary": summary,
+            "definitions": DEFINITIONS,
+            "records": {"path": records_file, "format": "jsonl", "count": len(self.records)},
+        }
+
+
+class BenchRun:
+    """One run in progress. ``stop()`` (e.g. on Ctrl-C) ends it early; what was measured stays."""
+
+    def __init__(
+        self,
+        config: BenchConfig,
+        on_record: Callable[[RequestRecord], None] | None = None,
+        run_id: str | None = None,
+    ) -> None:
+        config.validate()
+        self.config = config
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.on_record = on_record
+        self.records: list[RequestRecord] = []
+        self.total_planned = (config.requests + config.warmup) if config.requests else None
+        self._stop = asyncio.Event()
+        self._stop_reason = ""
+        self._interrupted = False
+        self._consecutive_connect_errors = 0
+        self._inflight: set[asyncio.Task] = set()
+
+    def stop(self, reason: str = "interrupted by the user") -> None:
+        if not self._stop.is_set():
+            self._interrupted = reason.startswith("interrupted")
+            self._stop_reason = reason
+            self._stop.set()
+            for task in list(self._inflight):
+                task.cancel()
+
+    async def run(self) -> BenchResult:
+        cfg = self.config
+        headers = dict(cfg.headers)
+        if cfg.api_key:
+            headers["Authorization"] = f"Bearer {cfg.api_key}"
+        endpoint = parse_endpoint(cfg.url)
+        model, served = await resolve_model(endpoint, cfg.model, headers)
+        dialect = get_dialect(cfg.api)
+        sender = Sender(endpoint, dialect, model, cfg.sampling, cfg.stream, cfg.timeout_s, headers)
+        workload = SyntheticWorkload(cfg.input_len, cfg.output_len, cfg.seed)
+        prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
+        started_at = datetime.now(timezone.utc)
+        anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
+        monitor = HealthMonitor()
+        monitor.start()
+        t0 = perf_counter_ns()
+        deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
+        items = self._requests(workload.items(), sender, prefix)
+        try:
+            if cfg.open_loop:
+                await self._open_loop(items, sender, t0, deadline_ns)
+            else:
+                await self._closed_loop(items, sender, deadline_ns)
+        finally:
+            await monitor.stop()
+            await sender.close()
+        if not self._stop_reason:
+            self._stop_reason = "completed"
+        summary = summarize(self.records, cfg.slo)
+        chunks = sum(len(r.token_ns) for r in self.records)
+        lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
+        health = monitor.report(chunks, lags, cfg.open_loop)
+        conditions = self._conditions(
+            model, served, endpoint.url, started_at, anchor, prefix, sender.connections_opened
+        )
+        return BenchResult(
+            self.run_id,
+            conditions,
+            self.records,
+            summary,
+            health,
+            self._interrupted,
+            self._stop_reason,
+            self._warnings(summary),
+        )
+
+    # --- request stream ---
+    def _requests(
+        self, items: Iterator[WorkItem], sender: Sender, prefix: str
+    ) -> Iterator[tuple[RequestRecord, bytes]]:
+        """Records and prepared bytes, built before their send time; stops at the request limit."""
+        cfg = self.config
+        for item in items:
+            if self.total_planned is not None and item.index >= self.total_planned:
+                return
+            rid = f"{prefix}{item.index}"
+            record = RequestRecord(
+                request_id=rid,
+                index=item.index,
+                warmup=item.index < cfg.warmup,
+                labels=cfg.labels,
+                prompt_tokens_requested=item.input_tokens,
+                output_tokens_requested=item.output_tokens,
+            )
+            yield record, sender.prepare(item.prompt, item.output_tokens, rid)
+
+    async def _send(self, sender: Sender, record: RequestRecord, payload: bytes) -> None:
+        self.records.append(record)  # before sending: a cancelled request is still a record
+        try:
+            await sender.send(record, payload)
+        finally:
+            if record.end_ns is None:  # cancelled before the client could mark it
+                record.end_ns = perf_counter_ns()
+                record.status = Status.CANCELLED
+                record.error = "cancelled by the user"
+            self._after(record)
+
+    def _after(self, record: RequestRecord) -> None:
+        if record.status is Status.CONNECT_ERROR:
+            self._consecutive_connect_errors += 1
+            if self._consecutive_connect_errors >= MAX_CONSECUTIVE_CONNECT_ERRORS:
+                self.stop(
+                    f"aborted: {MAX_CONSECUTIVE_CONNECT_ERRORS} requests in a row could not "
+                    f"connect ({record.error})"
+                )
+        else:
+            self._consecutive_connect_errors = 0
+        if self.on_record is not None:
+            self.on_record(record)
+
+    # --- closed loop: N users, each sends its next request when the last one finished ---
+    async def _closed_loop(
+        self, items: Iterator[tuple[RequestRecord, bytes]], sender: Sender, deadline_ns: int | None
+    ) -> None:
+        async def user(worker: int) -> None:
+            for record, payload in items:
+                now = perf_counter_ns()
+                if self._stop.is_set() or (deadline_ns is not None and now >= deadline_ns):
+                    return
+                record.worker = worker
+                record.scheduled_ns = record.dispatched_ns = now
+                await self._send(sender, record, payload)
+
+        tasks = [asyncio.ensure_future(user(w)) for w in range(self.config.concurrency or 1)]
+        self._inflight.update(tasks)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # --- open loop: arrivals on their own clock, whatever the server does ---
+    async def _open_loop(
+        self, items: Iterator[tuple[RequestRecord, bytes]], sender: Sender, t0: int, deadline_ns: int | None
+    ) -> None:
+        cfg = self.config
+        rng = np.random.default_rng(cfg.seed + 1)
+        offsets = arrival_offsets_s(cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
+        cap = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        loop = asyncio.get_running_loop()
+
+        async def capped(record: RequestRecord, payload: bytes) -> None:
+            if cap is None:
+                await self._send(sender, record, payload)
+                return
+            try:
+                async with cap:
+                    await self._send(sender, record, payload)
+            except asyncio.CancelledError:
+                if record not in self.records:  # cancelled while waiting for the cap
+                    self.records.append(record)
+                    record.sent_ns = record.end_ns = perf_counter_ns()
+                    record.status = Status.CANCELLED
+                    record.error = "cancelled while queued for the concurrency cap"
+                    self._after(record)
+                raise
+
+        async def dispatch() -> None:
+            for (record, payload), offset in zip(items, offsets):  # noqa: B905 (both endless)
+                scheduled = t0 + int(offset * 1e9)
+                if deadline_ns is not None and scheduled >= deadline_ns:
+                    return
+                delay = (scheduled - perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                record.scheduled_ns = scheduled
+                record.dispatched_ns = perf_counter_ns()
+                task = loop.create_task(capped(record, payload))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+
+        dispatcher = loop.create_task(dispatch())
+        self._inflight.add(dispatcher)  # stop() cancels it with the requests in flight
+        with contextlib.suppress(asyncio.CancelledError):
+            await dispatcher
+        self._inflight.discard(dispatcher)
+        while self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+
+    # --- reporting ---
+    def _conditions(
+        self,
+        model: str,
+        served: list[str],
+        url: str,
+        started_at: datetime,
+        anchor: dict[str, int],
+        prefix: str,
+        connections: int,
+    ) -> dict[str, Any]:
+        cfg = self.config
+        return {
+            "model": model,
+            "served_models": served,
+            "endpoint": url,
+            "target": cfg.target,
+            "api": get_dialect(cfg.api).name,
+            "stream": cfg.stream,
+            "load": {
+                "mode": "open_loop" if cfg.open_loop else "closed_loop",
+                "concurrency": cfg.concurrency,
+                "rate": cfg.rate,
+                "arrival": cfg.arrival if cfg.open_loop else None,
+                "burstiness": cfg.burstiness if cfg.open_loop and cfg.arrival == "gamma" else None,
+                "max_concurrency": cfg.max_concurrency,
+                "requests": cfg.requests,
+                "duration_s": cfg.duration_s,
+                "warmup": cfg.warmup,
+                "timeout_s": cfg.timeout_s,
+            },
+            "workload": SyntheticWorkload(cfg.input_len, cfg.output_len, cfg.seed).describe(),
+            "sampling": cfg.sampling.to_dict(),
+            "seed": cfg.seed,
+            "slo": cfg.slo.to_dict(),
+            "labels": cfg.labels,
+            "request_id_prefix": prefix,
+            "headers": sorted(cfg.headers),  # names only: values may be secrets
+            "connections_opened": connections,
+            "started_at": started_at.isoformat(),
+            "clock": {"source": "time.perf_counter_ns", **anchor},
+            "tool": {"name": "tokenpace", "version": __version__},
+            "client_host": {
+                "hostname": socket.gethostname(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+                "cpu_count": _cpu_count(),
+                "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+            },
+        }
+
+    def _warnings(self, summary: Summary) -> list[str]:
+        out = []
+        if not self.config.stream:
+            out.append("streaming off (--no-stream): TTFT equals E2E and there is no ITL")
+        tok = summary.tokens
+        if tok.mismatched:
+            out.append(
+                f"client chunk count and server usage disagree on {tok.mismatched} of "
+                f"{tok.compared} requests (max {tok.max_abs_diff} tokens): chunks carry "
+                f"{tok.tokens_per_chunk or 0:.2f} tokens on average"
+            )
+        ok = summary.counts.get("ok", 0)
+        if ok and tok.output_sources.get("server", 0) < ok:
+            out.append("some requests had no server usage: their output tokens were counted as one per chunk")
+        return out
+
+
+def _cpu_count() -> int:
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1

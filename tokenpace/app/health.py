@@ -1,0 +1,130 @@
+"""The client checks itself: event-loop lag, CPU and memory while it measures.
+
+A load tester that silently falls behind reports its own lag as the server's latency, or sends a
+lower load than it claims. These numbers decide whether a run is valid for the load asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+# Limits beyond which the client's own delays distort what it measures.
+LOOP_LAG_P99_LIMIT_MS = 5.0
+DISPATCH_LAG_P99_LIMIT_MS = 5.0
+CPU_LIMIT = 0.90  # share of one core: beyond it the event loop queues work
+
+
+@dataclass
+class HealthReport:
+    loop_lag_p50_ms: float | None
+    loop_lag_p99_ms: float | None
+    loop_lag_max_ms: float | None
+    cpu_fraction: float  # process CPU time / wall time (1.0 = one full core)
+    cpu_us_per_chunk: float | None  # process CPU per token-carrying chunk received
+    max_rss_mb: float
+    dispatch_lag_p50_ms: float | None = None
+    dispatch_lag_p99_ms: float | None = None
+    invalid_reasons: list[str] = field(default_factory=list)
+
+    @property
+    def valid(self) -> bool:
+        return not self.invalid_reasons
+
+    def to_dict(self) -> dict:
+        return {
+            "valid": self.valid,
+            "invalid_reasons": self.invalid_reasons,
+            "loop_lag_ms": {
+                "p50": self.loop_lag_p50_ms,
+                "p99": self.loop_lag_p99_ms,
+                "max": self.loop_lag_max_ms,
+            },
+            "dispatch_lag_ms": {"p50": self.dispatch_lag_p50_ms, "p99": self.dispatch_lag_p99_ms},
+            "cpu_fraction": self.cpu_fraction,
+            "cpu_us_per_chunk": self.cpu_us_per_chunk,
+            "max_rss_mb": self.max_rss_mb,
+            "limits": {
+                "loop_lag_p99_ms": LOOP_LAG_P99_LIMIT_MS,
+                "dispatch_lag_p99_ms": DISPATCH_LAG_P99_LIMIT_MS,
+                "cpu_fraction": CPU_LIMIT,
+            },
+        }
+
+
+class HealthMonitor:
+    """Samples event-loop lag every ``interval_s`` and CPU time over the run."""
+
+    def __init__(self, interval_s: float = 0.02) -> None:
+        self.interval_s = interval_s
+        self.lags_ms: list[float] = []
+        self._task: asyncio.Task | None = None
+        self._cpu0 = self._wall0 = 0.0
+        self._cpu = self._wall = 0.0
+
+    def start(self) -> None:
+        self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+
+    async def stop(self) -> None:
+        self._cpu = time.process_time() - self._cpu0
+        self._wall = time.perf_counter() - self._wall0
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _sample(self) -> None:
+        # The probe asks to run "as soon as possible" and measures how long that took: the time a
+        # callback waits behind the loop's other work, which is how late data_received (and so
+        # every timestamp) can be. Sleep overshoot would mostly measure timer granularity instead.
+        loop = asyncio.get_running_loop()
+        lags = self.lags_ms
+
+        def probe_ran(asked: float) -> None:
+            lags.append((time.perf_counter() - asked) * 1000)
+
+        while True:
+            await asyncio.sleep(self.interval_s)
+            loop.call_soon(probe_ran, time.perf_counter())
+
+    def report(self, chunks: int, dispatch_lags_ms: list[float], open_loop: bool) -> HealthReport:
+        lags = np.asarray(self.lags_ms) if self.lags_ms else None
+        cpu_fraction = self._cpu / self._wall if self._wall > 0 else 0.0
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        rss_mb = rss / (1024 * 1024) if sys.platform == "darwin" else rss / 1024
+        report = HealthReport(
+            loop_lag_p50_ms=float(np.percentile(lags, 50)) if lags is not None else None,
+            loop_lag_p99_ms=float(np.percentile(lags, 99)) if lags is not None else None,
+            loop_lag_max_ms=float(lags.max()) if lags is not None else None,
+            cpu_fraction=cpu_fraction,
+            cpu_us_per_chunk=self._cpu * 1e6 / chunks if chunks else None,
+            max_rss_mb=rss_mb,
+        )
+        if dispatch_lags_ms:
+            report.dispatch_lag_p50_ms = float(np.percentile(dispatch_lags_ms, 50))
+            report.dispatch_lag_p99_ms = float(np.percentile(dispatch_lags_ms, 99))
+        reasons = report.invalid_reasons
+        if report.loop_lag_p99_ms is not None and report.loop_lag_p99_ms > LOOP_LAG_P99_LIMIT_MS:
+            reasons.append(
+                f"event-loop lag P99 {report.loop_lag_p99_ms:.1f} ms > "
+                f"{LOOP_LAG_P99_LIMIT_MS:g} ms: timestamps were taken late"
+            )
+        if (
+            open_loop
+            and report.dispatch_lag_p99_ms is not None
+            and report.dispatch_lag_p99_ms > DISPATCH_LAG_P99_LIMIT_MS
+        ):
+            reasons.append(
+                f"requests went out late (dispatch lag P99 {report.dispatch_lag_p99_ms:.1f} ms"
+                f" > {DISPATCH_LAG_P99_LIMIT_MS:g} ms): the load sent was lower than asked"
+            )
+        if cpu_fraction > CPU_LIMIT:
+            reasons.append(f"the client used {cpu_fraction:.0%} of a core: it was the bottleneck")
+        return report

@@ -1,0 +1,48 @@
+"""Before any load: is the endpoint there, and which model does it serve?"""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+
+from tokenpace.core.client import Endpoint
+
+
+class PreflightError(Exception):
+    """The endpoint cannot be benchmarked as given; the message is for the user."""
+
+
+async def resolve_model(
+    endpoint: Endpoint, model: str | None, headers: dict[str, str], timeout_s: float = 10.0
+) -> tuple[str, list[str]]:
+    """Check the server answers and pick the model: the one given, else the first it lists."""
+    url = f"{endpoint.scheme}://{endpoint.host_header}{endpoint.base_path}/models"
+    if endpoint.base_path.endswith(("/chat/completions", "/completions")):
+        url = url.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
+            session.get(url, headers=headers) as resp,
+        ):
+            status = resp.status
+            data = await resp.json(content_type=None) if status == 200 else None
+    except asyncio.TimeoutError:
+        raise PreflightError(f"{endpoint.url} did not answer within {timeout_s:g}s") from None
+    except aiohttp.ClientConnectorError as exc:
+        raise PreflightError(f"cannot reach {endpoint.url}: {exc.os_error or exc}") from None
+    except aiohttp.ClientError as exc:
+        raise PreflightError(f"cannot talk to {endpoint.url}: {exc}") from None
+    except ValueError:
+        data = None
+        status = 200
+    if status in (401, 403):
+        raise PreflightError(f"{url} answered HTTP {status}: check --api-key / OPENAI_API_KEY")
+    models = []
+    if isinstance(data, dict):
+        models = [m.get("id") for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
+    if model:
+        return model, models
+    if models:
+        return models[0], models
+    raise PreflightError(f"no --model given and {url} lists none (HTTP {status}); pass --model NAME")

@@ -1,0 +1,292 @@
+"""`tokenpace bench`: flags in, one run, dashboard and files out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from tokenpace.adapters.dialects import DIALECTS
+from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
+from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.preflight import PreflightError
+from tokenpace.app.simproc import SimProcess, SimStartError
+from tokenpace.cli import parsing
+from tokenpace.cli.dashboard import render
+from tokenpace.core.client import EndpointError
+from tokenpace.core.schedule import ARRIVALS
+from tokenpace.record import RequestRecord, Status
+
+DEFAULT_CONCURRENCY = 16
+DEFAULT_REQUESTS = 200
+EXIT_BAD_INPUT = 2
+EXIT_INTERRUPTED = 130
+
+
+@click.command()
+@click.option(
+    "--url",
+    help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. "
+    "Without it, tokenpace starts its simulated engine on 127.0.0.1 and measures that.",
+)
+@click.option(
+    "--sim",
+    "sim_profile",
+    metavar="PROFILE",
+    help="Benchmark this profile of the simulated engine (see `tokenpace sim --list-profiles`).",
+)
+@click.option("--model", help="Model name to request (default: the first one the server lists).")
+@click.option(
+    "--api",
+    type=click.Choice(sorted(DIALECTS)),
+    default="chat",
+    show_default=True,
+    help="API dialect: /v1/chat/completions or /v1/completions.",
+)
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
+@click.option("--header", "headers", multiple=True, metavar="K:V", help="Extra request header.")
+@click.option("--no-stream", is_flag=True, help="Ask for whole responses (TTFT then equals E2E).")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    help=f"Closed loop: requests in flight at once (default {DEFAULT_CONCURRENCY}).",
+)
+@click.option("--rate", "-r", type=float, help="Open loop: requests per second.")
+@click.option(
+    "--arrival",
+    type=click.Choice(ARRIVALS),
+    default="poisson",
+    show_default=True,
+    help="Open-loop arrival process.",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Gamma arrival shape: 1 = Poisson, <1 burstier, >1 smoother.",
+)
+@click.option("--max-concurrency", type=int, help="Open loop: cap on requests in flight.")
+@click.option(
+    "--requests",
+    "-n",
+    type=int,
+    help=f"Measured requests (default {DEFAULT_REQUESTS} unless --duration is given).",
+)
+@click.option("--duration", "duration", help="Stop sending after this long, e.g. 60s or 5m.")
+@click.option(
+    "--warmup",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Requests sent first and left out of every number.",
+)
+@click.option("--timeout", "timeout", default="300s", show_default=True, help="Per-request timeout.")
+@click.option(
+    "--input-len",
+    default="512",
+    show_default=True,
+    help="Prompt tokens: 512 | 256:1024 | normal:512,128 | lognormal:512,0.5 | 128,512,2048 | 128@3,2048@1.",
+)
+@click.option(
+    "--output-len",
+    default="128",
+    show_default=True,
+    help="Output tokens (max_tokens), same forms as --input-len.",
+)
+@click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Ask the engine to generate exactly the output length (ignore_eos, min_tokens).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and arrivals.")
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--top-p", type=float, default=1.0, show_default=True)
+@click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="K=V",
+    help="Label the run (engine, version, hardware, region, ...).",
+)
+@click.option("--request-id-prefix", help="Prefix of each x-request-id (default tp-RUNID-).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+def bench(**opts) -> None:
+    """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
+    try:
+        config = _config(opts)
+        config.validate()
+    except (click.BadParameter, ValueError, EndpointError) as exc:
+        _die(str(exc))
+    console = Console()
+    run_id = uuid.uuid4().hex[:12]
+    out = opts["out"] or Path("results") / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{run_id}.json"
+    try:
+        if config.url:
+            result = _run(config, run_id, out, console, opts["quiet"])
+        else:
+            profile = opts["sim_profile"]
+            config.target = f"sim:{profile or 'default'}"
+            with SimProcess(profile) as url:
+                config.url = url
+                result = _run(config, run_id, out, console, opts["quiet"])
+    except (PreflightError, SimStartError, EndpointError) as exc:
+        _die(str(exc))
+    if result is None:
+        return
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+
+
+def _config(o: dict) -> BenchConfig:
+    rate = o["rate"]
+    concurrency = o["concurrency"]
+    if rate is not None and concurrency is not None:
+        raise click.BadParameter(
+            "--concurrency is closed loop and --rate is open loop: pick one "
+            "(cap an open loop with --max-concurrency)"
+        )
+    if rate is None and concurrency is None:
+        concurrency = DEFAULT_CONCURRENCY
+    duration = parsing.duration_s(o["duration"]) if o["duration"] else None
+    requests = o["requests"]
+    if requests is None and duration is None:
+        requests = DEFAULT_REQUESTS
+    if o["url"] and o["sim_profile"]:
+        raise click.BadParameter("--url and --sim name two targets: give one")
+    headers = parsing.key_values(o["headers"], ":", "a header as NAME:VALUE")
+    return BenchConfig(
+        url=o["url"] or "",
+        model=o["model"],
+        api=o["api"],
+        stream=not o["no_stream"],
+        concurrency=concurrency,
+        rate=rate,
+        arrival=o["arrival"],
+        burstiness=o["burstiness"],
+        max_concurrency=o["max_concurrency"],
+        requests=requests,
+        duration_s=duration,
+        warmup=o["warmup"],
+        timeout_s=parsing.duration_s(o["timeout"], "timeout"),
+        input_len=parsing.length(o["input_len"]),
+        output_len=parsing.length(o["output_len"]),
+        seed=o["seed"],
+        sampling=Sampling(o["temperature"], o["top_p"], o["ignore_eos"]),
+        headers=headers,
+        api_key=o["api_key"],
+        request_id_prefix=o["request_id_prefix"],
+        slo=parsing.slo(o["slo"]),
+        labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
+    )
+
+
+def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: bool) -> BenchResult | None:
+    records_path = records_path_for(out)
+    writer = RecordWriter(records_path)
+    progress = _Progress(console, quiet)
+    run: BenchRun | None = None
+
+    def on_record(record: RequestRecord) -> None:
+        writer.write(record)
+        progress.advance(record)
+
+    async def main() -> BenchResult:
+        nonlocal run
+        run = BenchRun(config, on_record=on_record, run_id=run_id)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, run.stop)
+        progress.start(run.total_planned, config.duration_s)
+        ticker = loop.create_task(progress.tick())
+        try:
+            return await run.run()
+        finally:
+            ticker.cancel()
+            progress.stop()
+
+    try:
+        result = _event_loop_run(main())
+    finally:
+        writer.close()
+    write_result(out, result.to_dict(records_file=records_path.name))
+    render(result.to_dict(), console)
+    console.print(f"results: {out}  (records: {records_path})")
+    return result
+
+
+def _event_loop_run(coro):
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
+class _Progress:
+    """A progress bar refreshed from the event loop four times a second (no refresh thread)."""
+
+    def __init__(self, console: Console, quiet: bool) -> None:
+        self.quiet = quiet
+        self.progress = Progress(
+            TextColumn("[bold]bench"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[status]}"),
+            TimeElapsedColumn(),
+            console=console,
+            auto_refresh=False,
+            transient=True,
+        )
+        self.task = None
+        self.ok = self.failed = 0
+
+    def start(self, total: int | None, duration_s: float | None) -> None:
+        if self.quiet:
+            return
+        self.progress.start()
+        self.task = self.progress.add_task("bench", total=total, status="")
+
+    async def tick(self) -> None:
+        while not self.quiet:
+            self.progress.refresh()
+            await asyncio.sleep(0.25)
+
+    def advance(self, record: RequestRecord) -> None:
+        if record.status is Status.OK:
+            self.ok += 1
+        else:
+            self.failed += 1
+        if self.task is not None:
+            self.progress.update(
+                self.task,
+                advance=1,
+                status=f"{self.ok} ok" + (f", {self.failed} failed" if self.failed else ""),
+            )
+
+    def stop(self) -> None:
+        if not self.quiet:
+            self.progress.stop()
+
+
+def _die(message: str) -> None:
+    click.echo(f"tokenpace bench: error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)

@@ -1,0 +1,174 @@
+"""The end-of-run dashboard: every headline number side by side, conditions beside them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+_LATENCY_ROWS = (
+    ("TTFT", "ttft_ms"),
+    ("TTFAT (answer)", "ttfat_ms"),
+    ("TPOT", "tpot_ms"),
+    ("ITL", "itl_ms"),
+    ("E2E", "e2e_ms"),
+)
+_SCHEDULED_ROWS = (
+    ("TTFT from scheduled", "ttft_from_scheduled_ms"),
+    ("E2E from scheduled", "e2e_from_scheduled_ms"),
+    ("client queue", "queue_ms"),
+)
+_COLUMNS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+def _latency_table(summary: dict[str, Any], rows: tuple[tuple[str, str], ...], title: str) -> Table:
+    table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
+    table.add_column("metric", style="bold")
+    for col in _COLUMNS:
+        table.add_column(col, justify="right")
+    table.add_column("n", justify="right", style="dim")
+    for label, key in rows:
+        dist = summary.get(key) or {}
+        if not dist.get("n"):
+            continue
+        low = set(dist.get("low_sample") or [])
+        cells = []
+        for col in _COLUMNS:
+            text = _fmt(dist.get(col))
+            cells.append(Text(f"~{text}", style="yellow") if col in low else Text(text))
+        table.add_row(label, *cells, str(dist["n"]))
+    return table
+
+
+def render(result: dict[str, Any], console: Console) -> None:
+    cond, summary = result["conditions"], result["summary"]
+    load = cond["load"]
+    wl = cond["workload"]
+    if load["mode"] == "closed_loop":
+        mode = f"closed loop, concurrency {load['concurrency']}"
+    else:
+        mode = f"open loop, {load['rate']:g} req/s {load['arrival']}"
+        if load.get("burstiness"):
+            mode += f" (burstiness {load['burstiness']:g})"
+        if load.get("max_concurrency"):
+            mode += f", cap {load['max_concurrency']}"
+    counts = summary["counts"]
+    header = Text.assemble(
+        (f"{cond['model']}", "bold cyan"),
+        " @ ",
+        cond["endpoint"],
+        "  ",
+        (f"run {result['run_id']}", "dim"),
+        "\n",
+        f"{mode} | input {wl['input_len']['spec']} tok | output {wl['output_len']['spec']} tok | "
+        f"{counts['sent']} requests"
+        + (f" (+{load['warmup']} warm-up)" if load["warmup"] else "")
+        + f" | seed {cond['seed']} | {cond['api']}{'' if cond['stream'] else ' (no stream)'} | "
+        f"temperature {cond['sampling']['temperature']:g}",
+    )
+    parts: list[Any] = [header, Text()]
+    parts.append(_latency_table(summary, _LATENCY_ROWS, "Latency (ms)"))
+    queue = summary.get("queue_ms") or {}
+    if load["mode"] == "open_loop" and queue.get("n"):
+        parts.append(
+            _latency_table(summary, _SCHEDULED_ROWS, "Open loop: latency from the scheduled send time (ms)")
+        )
+    parts.append(_throughput(summary))
+    parts.append(_outcomes(summary))
+    parts.append(_client(result))
+    notes = _notes(result)
+    if notes:
+        parts.append(notes)
+    title = "tokenpace bench" + ("  [INTERRUPTED]" if result.get("interrupted") else "")
+    border = "red" if not result["valid"] else "green"
+    console.print(Panel(Group(*parts), title=title, border_style=border, expand=False))
+
+
+def _throughput(s: dict[str, Any]) -> Text:
+    text = Text.assemble(
+        ("Throughput  ", "bold"),
+        f"{s['request_throughput']:.2f} req/s | {s['output_token_throughput']:,.1f} output tok/s | "
+        f"{s['total_token_throughput']:,.1f} total tok/s",
+    )
+    if s.get("per_user_output_token_throughput"):
+        text.append(f" | {s['per_user_output_token_throughput']:.1f} tok/s per user (1/TPOT P50)")
+    text.append(f" | window {s['window_s']:.1f} s")
+    if s.get("goodput") is not None:
+        slo = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in s["slo"].items())
+        text.append(
+            Text.assemble(
+                "\n",
+                ("Goodput     ", "bold"),
+                f"{s['goodput']:.2f} req/s met every SLO ({slo}): {s['goodput_ratio']:.1%} of requests",
+            )
+        )
+    return text
+
+
+def _outcomes(s: dict[str, Any]) -> Text:
+    counts = s["counts"]
+    parts = [f"{counts['sent']} sent", f"{counts['ok']} ok"]
+    parts += [f"{v} {k}" for k, v in counts.items() if k not in ("sent", "ok") and v]
+    style = "red" if s["error_rate"] > 0 else ""
+    text = Text.assemble(
+        ("Outcomes    ", "bold"),
+        ", ".join(parts),
+        " | ",
+        (f"error rate {s['error_rate']:.1%}", style),
+        f", timeouts {s['timeout_rate']:.1%}, interrupted {s['interrupted_rate']:.1%}",
+    )
+    for reason, n in list(s.get("errors", {}).items())[:5]:
+        text.append(f"\n            {n} x {reason}", style="red")
+    return text
+
+
+def _client(result: dict[str, Any]) -> Text:
+    c = result["summary"]["client"]
+    lag = c["dispatch_lag_ms"]
+    loop = c["loop_lag_ms"]
+    text = Text.assemble(("Client      ", "bold"))
+    if lag.get("p50") is not None and result["conditions"]["load"]["mode"] == "open_loop":
+        text.append(f"dispatch lag P50 {_fmt(lag['p50'], 2)} / P99 {_fmt(lag['p99'], 2)} ms | ")
+    text.append(
+        f"loop lag P50 {_fmt(loop['p50'], 2)} / P99 {_fmt(loop['p99'], 2)} ms | "
+        f"CPU {c['cpu_fraction']:.0%} of a core"
+    )
+    if c.get("cpu_us_per_chunk"):
+        text.append(f" ({c['cpu_us_per_chunk']:.0f} us/chunk)")
+    text.append(f" | {c['max_rss_mb']:.0f} MB")
+    if result["valid"]:
+        text.append("\n            VALID: the client kept up with the load asked", style="green")
+    else:
+        text.append("\n            NOT VALID for the load asked:", style="bold red")
+        for reason in result["invalid_reasons"]:
+            text.append(f"\n            - {reason}", style="red")
+    return text
+
+
+def _notes(result: dict[str, Any]) -> Text | None:
+    lines = list(result.get("warnings") or [])
+    s = result["summary"]
+    if any((s.get(k) or {}).get("low_sample") for k, _ in (("ttft_ms", 0), ("e2e_ms", 0))):
+        lines.append(
+            "~ marks a percentile with fewer than 5 samples beyond it: "
+            "treat it as noise (see ci95 in the JSON)"
+        )
+    src = s["tokens"]["output_sources"]
+    if src:
+        lines.append("output tokens from " + ", ".join(f"{k}: {v}" for k, v in src.items()))
+    if result.get("stop_reason") and result["stop_reason"] != "completed":
+        lines.append(f"stopped: {result['stop_reason']}")
+    if not lines:
+        return None
+    return Text("\n".join(f"note: {line}" for line in lines), style="dim")
