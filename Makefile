@@ -16,8 +16,12 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/tokenpace bench
 
-## test: lint and run the test suite
-test: $(STAMP)
+$(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STAMP)
+	scripts/system-deps.sh
+	touch $@
+
+## test: lint and run the test suite (installs the system packages tests need, once)
+test: $(STAMP) $(VENV)/.system-deps
 	$(BIN)/ruff check tokenpace tests benchmarks
 	$(BIN)/pytest
 
