@@ -1,0 +1,302 @@
+"""The engine model: continuous batching, one step at a time, with no clock of its own.
+
+A runner (real time in server.py, virtual time in virtual.py) drives it: `add` requests as they arrive,
+`schedule(now)` to pack the next step and learn how long it takes, then `complete(end)` when the step
+is over, which returns the requests that produced a token. Requests that arrive while a step runs join
+the next one, as in vLLM and SGLang.
+
+Each request has `num_tokens` known tokens (prompt + generated) of which `num_computed` have KV in the
+cache; a step computes some of the rest, and a request whose KV catches up samples one new token. So
+prefill, chunked prefill, decode and recompute after preemption are one rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.sim.costmodel import CostModel, StepWork, prefill_pairs
+from tokenpace.sim.kvcache import KVCache, block_hashes
+from tokenpace.sim.profile import Profile
+
+WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
+
+
+@dataclass(eq=False, slots=True)
+class SimRequest:
+    rid: str
+    prompt: list[str]
+    max_tokens: int
+    min_tokens: int = 0
+    ignore_eos: bool = False
+    sink: Any = None  # the runner's handle (the HTTP stream, a record)
+    # Set by the engine:
+    prompt_len: int = 0
+    target_len: int = 0  # tokens this request will generate
+    finish_reason: str = "length"
+    hashes: list[int] = field(default_factory=list)
+    state: str = WAITING
+    num_computed: int = 0
+    generated: int = 0
+    blocks: list[int] = field(default_factory=list)
+    registered: int = 0  # prompt blocks already offered to the prefix cache
+    cached_tokens: int = 0  # prefix-cache hit at first admission
+    preemptions: int = 0
+    aborted: bool = False
+    arrival_t: float = 0.0
+    scheduled_t: float | None = None  # first time it got into a step
+    first_token_t: float | None = None
+    last_token_t: float | None = None
+    finish_t: float | None = None
+
+    @property
+    def num_tokens(self) -> int:
+        return self.prompt_len + self.generated
+
+    @property
+    def finished(self) -> bool:
+        return self.state == FINISHED
+
+
+class Engine:
+    def __init__(self, profile: Profile, seed: int = 0) -> None:
+        self.profile = profile
+        e = profile.engine
+        self.block_size = e.block_size
+        self.max_num_seqs = e.max_num_seqs
+        self.chunked = e.chunked_prefill
+        # Without chunking a whole prompt must fit one step, as vLLM raises the budget to max_model_len.
+        self.budget = (
+            e.max_num_batched_tokens if self.chunked else max(e.max_num_batched_tokens, e.max_model_len)
+        )
+        self.eos_prob = e.eos_prob
+        self.kv = KVCache(profile.num_gpu_blocks, e.block_size, e.prefix_caching)
+        self.watermark = max(1, int(0.01 * self.kv.num_blocks))  # headroom kept when admitting
+        self.cost = CostModel(profile)
+        self.rng = random.Random(seed)
+        self.waiting: deque[SimRequest] = deque()
+        self.running: list[SimRequest] = []
+        self.num_preemptions = 0
+        self._step: list[tuple[SimRequest, int]] = []
+
+    # ---- requests in and out -------------------------------------------------------------------
+    def add(self, req: SimRequest, now: float) -> None:
+        req.prompt_len = len(req.prompt)
+        req.arrival_t = now
+        req.hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
+        req.target_len, req.finish_reason = self._sample_length(req)
+        self.waiting.append(req)
+
+    def _sample_length(self, req: SimRequest) -> tuple[int, str]:
+        if req.ignore_eos or self.eos_prob <= 0:
+            return req.max_tokens, "length"
+        n = max(1, req.min_tokens)
+        while n < req.max_tokens and self.rng.random() >= self.eos_prob:
+            n += 1
+        return n, ("length" if n >= req.max_tokens else "stop")
+
+    def abort(self, req: SimRequest) -> None:
+        """The client went away: drop it now if queued, else after the step it is in."""
+        if req.state in (FINISHED, ABORTED):
+            return
+        req.aborted = True
+        if req.state == WAITING:
+            with contextlib.suppress(ValueError):
+                self.waiting.remove(req)
+            self._release(req, ABORTED)
+
+    @property
+    def capacity_tokens(self) -> int:
+        """Longest sequence (prompt + output) the engine can ever hold."""
+        return min(self.profile.engine.max_model_len, self.kv.num_blocks * self.block_size)
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running)
+
+    # ---- one step ------------------------------------------------------------------------------
+    def schedule(self, now: float) -> float:
+        """Pack the next step; returns its duration in seconds (0: nothing could run)."""
+        self._drop_aborted()
+        work = StepWork()
+        step: list[tuple[SimRequest, int]] = []
+        preempted = False
+        budget = self.budget
+        if not self.chunked and self._can_admit_head():
+            # vLLM without chunked prefill: a step is prefills only, and decodes wait for it.
+            budget = self._admit(step, work, budget, now, first_may_exceed=True)
+        if not step:
+            budget, preempted = self._schedule_running(step, work, budget)
+            if not preempted and self.chunked:
+                self._admit(step, work, budget, now, first_may_exceed=False)
+        self._step = step
+        return self.cost.step_seconds(work)
+
+    def complete(self, end: float) -> list[SimRequest]:
+        """Finish the packed step at time `end`; returns the requests that produced a token."""
+        out: list[SimRequest] = []
+        kv = self.kv
+        bs = self.block_size
+        for req, n in self._step:
+            if req.state != RUNNING:
+                continue
+            req.num_computed += n
+            full = min(req.num_computed // bs, len(req.hashes))
+            while req.registered < full:
+                kv.register(req.blocks[req.registered], req.hashes[req.registered])
+                req.registered += 1
+            if req.aborted:
+                self._release(req, ABORTED)
+                continue
+            if req.num_computed == req.num_tokens:
+                req.generated += 1
+                if req.first_token_t is None:
+                    req.first_token_t = end
+                req.last_token_t = end
+                if req.generated >= req.target_len:
+                    req.finish_t = end
+                    self._release(req, FINISHED)
+                out.append(req)
+        self._step = []
+        if any(r.state != RUNNING for r in self.running):
+            self.running = [r for r in self.running if r.state == RUNNING]
+        return out
+
+    def fast_forward(self, now: float, horizon: float) -> tuple[float, list[SimRequest]]:
+        """Virtual clock only: run consecutive decode-only steps in one go.
+
+        Valid while nothing can change the batch: no request waits, every running one decodes, no block
+        shortage, and no arrival (`horizon`) before a step ends. Stops at the first finish, so the result
+        is exactly what step-by-step scheduling would give, at O(steps + batch) instead of O(steps x batch).
+        Returns (end time, requests finished); (now, []) when it does not apply.
+        """
+        run = self.running
+        if self.waiting or len(run) == 0 or any(r.num_computed != r.num_tokens - 1 or r.aborted for r in run):
+            return now, []
+        k = min(r.target_len - r.generated for r in run)
+        kv = self.kv
+        while k > 1 and sum(kv.blocks_for(r.num_computed + k) - len(r.blocks) for r in run) > kv.num_free:
+            k //= 2
+        if k < 2:
+            return now, []
+        b = len(run)
+        ctx = sum(r.num_tokens for r in run)
+        work = StepWork(decode_seqs=b, seqs=b)
+        t, j = now, 0
+        while j < k and t < horizon:
+            work.decode_context = ctx + j * b
+            t += self.cost.step_seconds(work)
+            j += 1
+        done: list[SimRequest] = []
+        for r in run:
+            extra = kv.blocks_for(r.num_computed + j) - len(r.blocks)
+            if extra > 0:
+                r.blocks += kv.allocate(extra)
+            r.num_computed += j
+            r.generated += j
+            r.last_token_t = t
+            if r.generated >= r.target_len:
+                r.finish_t = t
+                self._release(r, FINISHED)
+                done.append(r)
+        if done:
+            self.running = [r for r in run if r.state == RUNNING]
+        return t, done
+
+    # ---- internals -----------------------------------------------------------------------------
+    def _drop_aborted(self) -> None:
+        if any(r.aborted for r in self.running):
+            for r in self.running:
+                if r.aborted:
+                    self._release(r, ABORTED)
+            self.running = [r for r in self.running if r.state == RUNNING]
+
+    def _release(self, req: SimRequest, state: str) -> None:
+        if req.blocks:
+            self.kv.free(req.blocks)
+            req.blocks = []
+        req.state = state
+
+    def _schedule_running(self, step: list, work: StepWork, budget: int) -> tuple[int, bool]:
+        kv = self.kv
+        preempted = False
+        i = 0
+        while i < len(self.running) and budget > 0:
+            req = self.running[i]
+            n = req.num_tokens - req.num_computed
+            if self.chunked:
+                n = min(n, budget)
+            need = kv.blocks_for(req.num_computed + n) - len(req.blocks)
+            while need > kv.num_free:
+                # Out of KV: recompute-preempt the newest running request, as vLLM does.
+                victim = self.running.pop()
+                self._preempt(victim)
+                preempted = True
+                if victim is req:
+                    break
+            if req.state != RUNNING:
+                break
+            if need > 0:
+                req.blocks += kv.allocate(need)
+            self._add_work(step, work, req, n)
+            budget -= n
+            i += 1
+        return budget, preempted
+
+    def _preempt(self, req: SimRequest) -> None:
+        self.kv.free(req.blocks)
+        req.blocks = []
+        req.num_computed = 0
+        req.registered = 0
+        req.state = WAITING
+        req.preemptions += 1
+        self.num_preemptions += 1
+        self.waiting.appendleft(req)
+
+    def _can_admit_head(self) -> bool:
+        return bool(self.waiting) and len(self.running) < self.max_num_seqs
+
+    def _admit(self, step: list, work: StepWork, budget: int, now: float, first_may_exceed: bool) -> int:
+        kv = self.kv
+        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
+            req = self.waiting[0]
+            hit = kv.lookup(req.hashes[: (req.num_tokens - 1) // self.block_size])
+            start = len(hit) * self.block_size
+            n = req.num_tokens - start
+            if self.chunked:
+                n = min(n, budget)
+            elif n > budget and not (first_may_exceed and not step):
+                break
+            need = kv.blocks_for(start + n) - len(hit)
+            if need > kv.num_free - kv.count_free_among(hit) - self.watermark and self.running:
+                break  # KV full: wait for running requests to finish
+            if need > kv.num_free - kv.count_free_among(hit):
+                break  # does not fit even in an empty engine's free space right now
+            self.waiting.popleft()
+            kv.touch(hit)
+            req.blocks = hit + kv.allocate(need)
+            req.num_computed = start
+            req.registered = len(hit)
+            if req.scheduled_t is None:
+                req.scheduled_t = now
+                req.cached_tokens = start
+                kv.queries += req.prompt_len
+                kv.hits += start
+            req.state = RUNNING
+            self.running.append(req)
+            self._add_work(step, work, req, n)
+            budget -= n
+        return budget
+
+    @staticmethod
+    def _add_work(step: list, work: StepWork, req: SimRequest, n: int) -> None:
+        step.append((req, n))
+        work.seqs += 1
+        if req.num_computed + n == req.num_tokens and n == 1 and req.generated > 0:
+            work.decode_seqs += 1
+            work.decode_context += req.num_tokens
+        else:
+            work.prefill_tokens += n
+            work.prefill_pairs += prefill_pairs(req.num_computed, n)

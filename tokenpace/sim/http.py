@@ -1,0 +1,155 @@
+"""A lean HTTP/1.1 server on asyncio transports and httptools: keep-alive, chunked streaming, no framework.
+
+The sim writes hundreds of streams per engine step; a framework's per-write coroutine and buffering
+would cost more than the whole engine model, so responses are plain transport writes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http import HTTPStatus
+
+import httptools
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    keep_alive: bool
+    conn: HttpConnection = field(repr=False)
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Status"
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection. Requests are handled one at a time (pipelined ones wait their turn)."""
+
+    def __init__(self, handler: Callable[[HttpRequest], None], on_open: Callable, on_close: Callable) -> None:
+        self._handler = handler
+        self._on_open, self._on_close = on_open, on_close
+        self._parser = httptools.HttpRequestParser(self)
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self.on_lost: Callable[[], None] | None = None  # set by whoever is answering the current request
+        self._url = b""
+        self._headers: dict[str, str] = {}
+        self._body: list[bytes] = []
+        self._busy = False
+        self._queue: list[HttpRequest] = []
+        self._keep_alive = True
+
+    # ---- asyncio.Protocol ----------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._on_open(self)
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._fail(400, b"upgrades are not supported")
+        except httptools.HttpParserError:
+            self._fail(400, b"malformed HTTP request")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self._on_close(self)
+        cb, self.on_lost = self.on_lost, None
+        if cb is not None:
+            cb()
+
+    # ---- httptools callbacks -------------------------------------------------------------------
+    def on_message_begin(self) -> None:
+        self._url, self._headers, self._body = b"", {}, []
+
+    def on_url(self, url: bytes) -> None:
+        self._url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_body(self, body: bytes) -> None:
+        self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        path = self._url.split(b"?", 1)[0].decode("latin-1")
+        req = HttpRequest(
+            method=self._parser.get_method().decode("latin-1"),
+            path=path,
+            headers=self._headers,
+            body=b"".join(self._body),
+            keep_alive=self._parser.should_keep_alive(),
+            conn=self,
+        )
+        if self._busy:
+            self._queue.append(req)
+        else:
+            self._dispatch(req)
+
+    # ---- responding ----------------------------------------------------------------------------
+    def _dispatch(self, req: HttpRequest) -> None:
+        self._busy = True
+        self._keep_alive = req.keep_alive
+        self._handler(req)
+
+    def _done(self) -> None:
+        self._busy = False
+        self.on_lost = None
+        if not self._keep_alive:
+            self.close()
+        elif self._queue and not self.closed:
+            self._dispatch(self._queue.pop(0))
+
+    def _head(self, status: int, headers: list[tuple[str, str]], extra: str) -> bytes:
+        lines = [f"HTTP/1.1 {status} {_reason(status)}"]
+        lines += [f"{k}: {v}" for k, v in headers]
+        lines.append(extra)
+        if not self._keep_alive:
+            lines.append("connection: close")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+    def respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        if self.closed or self.transport is None:
+            return
+        self.transport.write(self._head(status, headers, f"content-length: {len(body)}") + body)
+        self._done()
+
+    def start_stream(self, status: int, headers: list[tuple[str, str]]) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(self._head(status, headers, "transfer-encoding: chunked"))
+
+    def write_chunk(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
+
+    def end_stream(self, last: bytes = b"") -> None:
+        if self.closed or self.transport is None:
+            return
+        if last:
+            self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))
+        else:
+            self.transport.write(b"0\r\n\r\n")
+        self._done()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.close()
+
+    def _fail(self, status: int, message: bytes) -> None:
+        if self.transport is not None and not self.closed:
+            self._keep_alive = False
+            self.transport.write(
+                self._head(status, [("content-type", "text/plain")], f"content-length: {len(message)}")
+                + message
+            )
+            self.close()

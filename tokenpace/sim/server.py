@@ -1,0 +1,304 @@
+"""The real-time sim: an OpenAI-compatible HTTP server whose tokens come from the engine model.
+
+One task runs the engine step by step on the wall clock: it packs a step, sleeps until the step's
+model end time, then writes every produced token. Step k+1 starts at step k's *model* end time, so a
+late wake-up does not accumulate into drift; the lateness itself is exported as
+tokenpace_sim_emit_lag_seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import random
+import time
+from typing import Any
+
+import orjson
+
+from tokenpace.sim.api import ApiError, ChunkFormat, error_body, load_json, parse_generation, prompt_of
+from tokenpace.sim.engine import Engine, SimRequest
+from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
+from tokenpace.sim.http import HttpConnection, HttpRequest
+from tokenpace.sim.metrics import SimMetrics
+from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.streams import ResponseStream, deliver
+from tokenpace.sim.tokens import token_id
+from tokenpace.sim.virtual import sample_rtt
+
+RESYNC_S = 0.05  # later than this behind model time, restart the model clock from now
+JSON = ("content-type", "application/json")
+SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
+
+
+class SimServer:
+    """`async with SimServer(profile="llama-3.1-8b-h100", port=0) as srv: ... srv.url` (ends in /v1)."""
+
+    def __init__(
+        self,
+        profile: Profile | str | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        faults: FaultConfig | None = None,
+        network: Network | None = None,
+        seed: int = 0,
+        precise: bool = False,
+    ) -> None:
+        self.profile = profile if isinstance(profile, Profile) else get_profile(profile)
+        self.host, self.port = host, port
+        self.network = network or self.profile.network
+        self.faults = faults or FaultConfig()
+        self.precise = precise  # spin the last millisecond before each step's end for tighter timing
+        self.engine = Engine(self.profile, seed=seed)
+        self.metrics = SimMetrics(self.profile.served_model_name)
+        self._picker = FaultPicker(self.faults)
+        self._rng = random.Random(seed + 1)
+        self._ids = itertools.count(1)
+        self._conns: set[HttpConnection] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._task: asyncio.Task | None = None
+        self._wake = asyncio.Event()
+        self._started = 0.0
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # ---- lifecycle ---------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}/v1"
+
+    async def start(self) -> SimServer:
+        loop = self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._server = await loop.create_server(
+            lambda: HttpConnection(self._handle, self._conns.add, self._conns.discard),
+            self.host,
+            self.port,
+            backlog=4096,
+            reuse_address=True,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._started = loop.time()
+        self._task = loop.create_task(self._engine_loop())
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for c in list(self._conns):
+            c.close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None
+
+    async def __aenter__(self) -> SimServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ---- the engine on the wall clock --------------------------------------------------------
+    async def _engine_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        eng = self.engine
+        cold_until = self._started + self.faults.cold_start_s
+        t_model: float | None = None
+        while True:
+            if not eng.has_work():
+                self._wake.clear()
+                await self._wake.wait()
+                t_model = None
+                continue
+            now = loop.time()
+            start = now if t_model is None or now - t_model > RESYNC_S else t_model
+            eng.cost.slowdown = self.faults.cold_start_factor if start < cold_until else 1.0
+            d = eng.schedule(start)
+            if d <= 0:
+                t_model = None
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            end = start + d
+            delay = end - loop.time()
+            if self.precise and delay > 0.0015:
+                await asyncio.sleep(delay - 0.0012)
+                while loop.time() < end:
+                    await asyncio.sleep(0)
+            elif delay > 0:
+                await asyncio.sleep(delay)
+            out = eng.complete(end)
+            if out:
+                deliver(out, end, self.metrics, self.engine.abort)
+            self.metrics.lag.observe(max(0.0, loop.time() - end))
+            t_model = end
+
+    # ---- routing -----------------------------------------------------------------------------
+    def _handle(self, req: HttpRequest) -> None:
+        headers = [JSON]
+        rid_header = req.headers.get("x-request-id")
+        if rid_header is not None:
+            headers.append(("x-request-id", rid_header))
+        try:
+            route = (req.method, req.path.rstrip("/") or "/")
+            if route == ("POST", "/v1/chat/completions"):
+                self._generate(req, "chat", headers)
+            elif route == ("POST", "/v1/completions"):
+                self._generate(req, "completion", headers)
+            elif route == ("GET", "/v1/models"):
+                req.conn.respond(200, self._models(), headers)
+            elif route in (("POST", "/tokenize"), ("POST", "/v1/tokenize")):
+                req.conn.respond(200, self._tokenize(req.body), headers)
+            elif route == ("GET", "/health"):
+                req.conn.respond(200, b"", headers)
+            elif route == ("GET", "/metrics"):
+                req.conn.respond(200, self._metrics(), [("content-type", "text/plain; version=0.0.4")])
+            elif route[1] in (
+                "/v1/chat/completions",
+                "/v1/completions",
+                "/v1/models",
+                "/tokenize",
+                "/health",
+                "/metrics",
+            ):
+                raise ApiError(
+                    f"method {req.method} not allowed on {req.path}", status=405, code="method_not_allowed"
+                )
+            else:
+                raise ApiError(f"no route {req.method} {req.path}", status=404, code="not_found")
+        except ApiError as e:
+            req.conn.respond(e.status, e.body(), headers)
+        except Exception as e:  # never let a request take the server down
+            req.conn.respond(
+                500, error_body(f"internal error: {type(e).__name__}: {e}", "server_error"), headers
+            )
+
+    def _models(self) -> bytes:
+        p = self.profile
+        return orjson.dumps(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": p.served_model_name,
+                        "object": "model",
+                        "created": int(self._started_wall()),
+                        "owned_by": "tokenpace-sim",
+                        "root": p.served_model_name,
+                        "max_model_len": self.engine.capacity_tokens,
+                    }
+                ],
+            }
+        )
+
+    def _started_wall(self) -> float:
+        return time.time() - (asyncio.get_running_loop().time() - self._started)
+
+    def _tokenize(self, raw: bytes) -> bytes:
+        body = load_json(raw)
+        kind = "chat" if "messages" in body else "completion"
+        words = prompt_of(body, kind)
+        return orjson.dumps(
+            {
+                "tokens": [token_id(w) for w in words],
+                "count": len(words),
+                "max_model_len": self.engine.capacity_tokens,
+            }
+        )
+
+    def _metrics(self) -> bytes:
+        eng = self.engine
+        kv = eng.kv
+        usage = kv.usage
+        hit_rate = kv.hits / kv.queries if kv.queries else 0.0
+        gauges = {
+            "vllm:num_requests_running": float(len(eng.running)),
+            "vllm:num_requests_waiting": float(len(eng.waiting)),
+            "vllm:gpu_cache_usage_perc": usage,
+            "vllm:kv_cache_usage_perc": usage,
+            "vllm:gpu_prefix_cache_hit_rate": hit_rate,
+        }
+        counters = {
+            "vllm:num_preemptions_total": eng.num_preemptions,
+            "vllm:prefix_cache_queries_total": kv.queries,
+            "vllm:prefix_cache_hits_total": kv.hits,
+        }
+        return self.metrics.render(gauges, counters)
+
+    # ---- generation --------------------------------------------------------------------------
+    def _generate(self, req: HttpRequest, kind: str, headers: list[tuple[str, str]]) -> None:
+        gen = parse_generation(req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens)
+        fault = self._picker.pick(req.headers.get("x-sim-fault"))
+        if fault is not None and fault.kind == "error":
+            req.conn.respond(
+                fault.status,
+                error_body(f"simulated error {fault.status}", "server_error", None, fault.status),
+                headers,
+            )
+            return
+        if fault is not None and fault.kind == "429":
+            retry = self.faults.retry_after_s
+            req.conn.respond(
+                429,
+                error_body(
+                    "simulated rate limit: retry later", "rate_limit_error", None, "rate_limit_exceeded"
+                ),
+                [*headers, ("retry-after", f"{retry:g}")],
+            )
+            return
+        rid = f"sim-{next(self._ids)}"
+        fmt = ChunkFormat(kind, rid, gen.model, int(time.time()))
+        stream = ResponseStream(req.conn, gen, fmt, [*SSE, *headers[1:]] if gen.stream else headers)
+        rtt = sample_rtt(self.network, self._rng)
+        assert self._loop is not None
+        if rtt > 0:
+            self._loop.call_later(rtt, self._admit, stream, rid, fault)
+        else:
+            self._admit(stream, rid, fault)
+
+    def _admit(self, s: ResponseStream, rid: str, fault: Fault | None) -> None:
+        conn = s.conn
+        if conn.closed:
+            return
+        if s.gen.stream:
+            conn.start_stream(200, s.headers)
+            if s.gen.kind == "chat":
+                conn.write_chunk(s.fmt.role())
+        if fault is not None and fault.kind == "hang":
+            return  # accepted, then silence until the client gives up
+        sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)
+        assert self._loop is not None
+        self.engine.add(sreq, self._loop.time())
+        if fault is not None and s.gen.stream:
+            at = fault.after_tokens
+            if at is None:
+                at = self._rng.randint(1, max(1, sreq.target_len - 1))
+            at = max(1, min(at, sreq.target_len))
+            if fault.kind == "cut" and at < sreq.target_len:
+                s.cut_at = at
+            elif fault.kind == "malformed":
+                s.malformed_at = at
+        conn.on_lost = lambda: self._lost(sreq)
+        self._wake.set()
+
+    def _lost(self, sreq: SimRequest) -> None:
+        if sreq.state not in ("finished", "aborted"):
+            self.metrics.success["abort"] += 1
+        self.engine.abort(sreq)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Engine state for tests and the CLI."""
+        eng = self.engine
+        return {
+            "running": len(eng.running),
+            "waiting": len(eng.waiting),
+            "kv_usage": eng.kv.usage,
+            "preemptions": eng.num_preemptions,
+            "prefix_queries": eng.kv.queries,
+            "prefix_hits": eng.kv.hits,
+        }
