@@ -1,0 +1,44 @@
+import numpy as np
+import pytest
+
+from tokenpace.core.stats import describe, enough_samples, percentile_ci
+
+
+def test_percentiles_interpolate_linearly():
+    d = describe([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    # numpy linear: position (n-1)*q = 9*0.5 = 4.5 -> between 5 and 6
+    assert d.p50 == pytest.approx(5.5)
+    assert d.p90 == pytest.approx(9.1)
+    assert d.p99 == pytest.approx(9.91)
+    assert (d.n, d.min, d.max, d.mean) == (10, 1, 10, 5.5)
+
+
+def test_small_sample_percentiles_are_flagged():
+    d = describe(list(range(50)))
+    assert "p99" in d.low_sample and "p95" in d.low_sample
+    assert "p50" not in d.low_sample
+    assert enough_samples(500, 99) and not enough_samples(499, 99)
+
+
+def test_empty_sample_has_no_numbers():
+    d = describe([])
+    assert d.n == 0 and d.p50 is None and d.to_dict()["p99"] is None
+
+
+def test_bootstrap_interval_contains_the_estimate_and_narrows_with_n():
+    rng = np.random.default_rng(1)
+    small = np.sort(rng.exponential(100, 100))
+    large = np.sort(rng.exponential(100, 3000))
+    lo_s, hi_s = percentile_ci(small, 95)
+    lo_l, hi_l = percentile_ci(large, 95)
+    assert lo_s <= np.percentile(small, 95) <= hi_s
+    assert lo_l <= np.percentile(large, 95) <= hi_l
+    assert (hi_l - lo_l) < (hi_s - lo_s)
+
+
+def test_order_statistic_interval_for_huge_samples_covers_truth():
+    rng = np.random.default_rng(2)
+    values = np.sort(rng.uniform(0, 1, 200_000))
+    lo, hi = percentile_ci(values, 99)
+    assert lo < 0.99 < hi
+    assert hi - lo < 0.002
