@@ -6,6 +6,7 @@ import click
 
 from tokenpace import __version__
 from tokenpace.cli.bench_cmd import bench
+from tokenpace.cli.sim_cmd import sim
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -15,6 +16,7 @@ def cli() -> None:
 
 
 cli.add_command(bench)
+cli.add_command(sim)
 
 
 def main() -> None:
