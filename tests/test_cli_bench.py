@@ -146,3 +146,31 @@ def test_ctrl_c_stops_the_run_and_still_writes_what_was_measured(threaded_server
     statuses = {r.status.value for r in saved}
     assert "ok" in statuses and "cancelled" in statuses
     assert "INTERRUPTED" in stdout
+
+
+def test_default_target_is_the_simulated_engine(tmp_path):
+    out = tmp_path / "sim.json"
+    p = tokenpace(
+        "bench",
+        "-c",
+        "4",
+        "-n",
+        "12",
+        "--input-len",
+        "64:256",
+        "--output-len",
+        "16",
+        "--out",
+        str(out),
+        "-q",
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    result = json.loads(out.read_text())
+    assert result["conditions"]["target"] == "sim:default"
+    assert result["conditions"]["endpoint"].startswith("http://127.0.0.1:")
+    s = result["summary"]
+    assert s["counts"]["ok"] == 12
+    assert s["tokens"]["output_sources"] == {"server": 12}
+    assert s["tokens"]["mismatched"] == 0  # one token per chunk, and the client counted them all
+    assert s["ttft_ms"]["p50"] > 0 and s["tpot_ms"]["p50"] > 0
