@@ -142,3 +142,30 @@ def test_url_may_name_the_api_path():
     assert ep.path_for("/chat/completions") == "/v1/chat/completions"
     assert parse_endpoint("https://api.example.com/v1/").path_for("/completions") == "/v1/completions"
     assert parse_endpoint("https://api.example.com/v1").host_header == "api.example.com"
+
+
+def test_tls_to_a_plain_http_server_is_a_connect_error():
+    async def go():
+        async with ScriptedServer() as srv:
+            url = srv.url.replace("http://", "https://")
+            sender = Sender(parse_endpoint(url), get_dialect("chat"), "m", Sampling(), True, 2.0)
+            r = RequestRecord("x")
+            await sender.send(r, sender.prepare("a", 4, "x"))
+            await sender.close()
+            return r
+
+    r = run(go())
+    assert r.status is Status.CONNECT_ERROR and "TLS" in r.error
+
+
+def test_dns_failure_is_a_connect_error():
+    async def go():
+        sender = Sender(
+            parse_endpoint("http://no-such-host.invalid/v1"), get_dialect("chat"), "m", Sampling(), True, 5.0
+        )
+        r = RequestRecord("x")
+        await sender.send(r, sender.prepare("a", 4, "x"))
+        return r
+
+    r = run(go())
+    assert r.status is Status.CONNECT_ERROR and "DNS" in r.error
