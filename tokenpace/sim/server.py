@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import random
 import time
+from collections import deque
 from typing import Any
 
 import orjson
@@ -61,6 +62,9 @@ class SimServer:
         self._wake = asyncio.Event()
         self._started = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Worst-token lag of recent steps, for exact quantiles of the sim's own timing error.
+        self.lag_samples: deque[float] = deque(maxlen=50_000)
+        self.first_lag_samples: deque[float] = deque(maxlen=50_000)  # the step's first token
 
     # ---- lifecycle ---------------------------------------------------------------------------
     @property
@@ -133,9 +137,12 @@ class SimServer:
             elif delay > 0:
                 await asyncio.sleep(delay)
             out = eng.complete(end)
+            self.first_lag_samples.append(max(0.0, loop.time() - end))
             if out:
                 deliver(out, end, self.metrics, self.engine.abort)
-            self.metrics.lag.observe(max(0.0, loop.time() - end))
+            lag = max(0.0, loop.time() - end)
+            self.metrics.lag.observe(lag)
+            self.lag_samples.append(lag)
             t_model = end
 
     # ---- routing -----------------------------------------------------------------------------
@@ -228,7 +235,20 @@ class SimServer:
             "vllm:prefix_cache_queries_total": kv.queries,
             "vllm:prefix_cache_hits_total": kv.hits,
         }
-        return self.metrics.render(gauges, counters)
+        return self.metrics.render(gauges, counters, self._lag_quantiles)
+
+    def _lag_quantiles(self) -> list[str]:
+        lines: list[str] = []
+        for name, samples in (
+            ("tokenpace_sim_emit_lag_recent_seconds", self.lag_samples),
+            ("tokenpace_sim_first_emit_lag_recent_seconds", self.first_lag_samples),
+        ):
+            xs = sorted(samples)
+            lines.append(f"# TYPE {name} gauge")
+            for q in (0.5, 0.9, 0.99, 1.0):
+                v = xs[min(len(xs) - 1, int(q * len(xs)))] if xs else 0.0
+                lines.append(f'{name}{{{self.metrics.label},quantile="{q:g}"}} {v!r}')
+        return lines
 
     # ---- generation --------------------------------------------------------------------------
     def _generate(self, req: HttpRequest, kind: str, headers: list[tuple[str, str]]) -> None:
