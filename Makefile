@@ -22,12 +22,12 @@ $(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STA
 
 ## test: lint and run the test suite (installs the system packages tests need, once)
 test: $(STAMP) $(VENV)/.system-deps
-	$(BIN)/ruff check tokenpace tests benchmarks
+	$(BIN)/ruff check .
 	$(BIN)/pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check tokenpace tests benchmarks
-	$(BIN)/ruff format --check tokenpace tests benchmarks
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
