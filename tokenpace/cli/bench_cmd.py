@@ -20,7 +20,7 @@ from tokenpace.adapters.results import RecordWriter, records_path_for, write_res
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
-from tokenpace.cli import parsing
+from tokenpace.cli import bench_store, parsing
 from tokenpace.cli.dashboard import render
 from tokenpace.core.client import EndpointError
 from tokenpace.core.schedule import ARRIVALS
@@ -128,6 +128,8 @@ EXIT_INTERRUPTED = 130
     help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)  # run store (issue 5)
+@click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 def bench(**opts) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
@@ -135,6 +137,7 @@ def bench(**opts) -> None:
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
+    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
     console = Console()
     run_id = uuid.uuid4().hex[:12]
     out = opts["out"] or Path("results") / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{run_id}.json"
@@ -151,8 +154,11 @@ def bench(**opts) -> None:
         _die(str(exc))
     if result is None:
         return
+    saved = bench_store.save_after_run(store, result, out, console)  # also when interrupted
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if not saved:
+        sys.exit(EXIT_BAD_INPUT)
 
 
 def _config(o: dict) -> BenchConfig:

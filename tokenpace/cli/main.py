@@ -5,7 +5,12 @@ from __future__ import annotations
 import click
 
 from tokenpace import __version__
+from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
+from tokenpace.cli.check_cmd import check
+from tokenpace.cli.compare_cmd import compare
+from tokenpace.cli.history_cmd import history
+from tokenpace.cli.runs_cmd import runs
 from tokenpace.cli.sim_cmd import sim
 
 
@@ -17,6 +22,11 @@ def cli() -> None:
 
 cli.add_command(bench)
 cli.add_command(sim)
+cli.add_command(runs)
+cli.add_command(compare)
+cli.add_command(check)
+cli.add_command(history)
+cli.add_command(baseline)
 
 
 def main() -> None:

@@ -1,0 +1,53 @@
+"""Schema versions and the steps between them. A store records its version in ``tokenpace_schema``;
+opening it applies every later step in one transaction, so an old store opens after an upgrade.
+
+A step must never change once released: a later change to a table is a new step (ALTER TABLE ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+
+from tokenpace.adapters.store import schema
+from tokenpace.adapters.store.url import StoreError
+
+
+def _v1(conn: sa.Connection) -> None:
+    for table in (schema.runs, schema.run_labels, schema.records):
+        table.create(conn, checkfirst=True)
+
+
+def _v2(conn: sa.Connection) -> None:
+    schema.baselines.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2}
+assert max(STEPS) == schema.SCHEMA_VERSION
+
+
+def current_version(conn: sa.Connection) -> int:
+    """0 for an empty database."""
+    if not sa.inspect(conn).has_table(schema.schema_version.name):
+        return 0
+    value = conn.execute(sa.select(sa.func.max(schema.schema_version.c.version))).scalar()
+    return int(value or 0)
+
+
+def migrate(conn: sa.Connection, target: int = schema.SCHEMA_VERSION) -> int:
+    """Bring the store to ``target``; returns the version found. Refuses a newer store."""
+    found = current_version(conn)
+    if found > schema.SCHEMA_VERSION:
+        raise StoreError(
+            f"the store has schema version {found}, newer than this tokenpace understands "
+            f"({schema.SCHEMA_VERSION}): upgrade tokenpace"
+        )
+    if found >= target:
+        return found
+    schema.schema_version.create(conn, checkfirst=True)
+    for version in range(found + 1, target + 1):
+        STEPS[version](conn)
+    conn.execute(sa.delete(schema.schema_version))
+    conn.execute(sa.insert(schema.schema_version).values(version=target))
+    return found

@@ -1,0 +1,63 @@
+"""The store's tables (current version). Changing a table means a new step in ``migrations``."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+SCHEMA_VERSION = 2
+
+metadata = sa.MetaData()
+
+schema_version = sa.Table(
+    "tokenpace_schema",
+    metadata,
+    sa.Column("version", sa.Integer, nullable=False),
+)
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # bench, sweep step, ab arm, import
+    sa.Column("started_at", sa.String(40), nullable=False),  # ISO 8601, UTC
+    sa.Column("started_unix", sa.Float, nullable=False, index=True),
+    sa.Column("stored_unix", sa.Float, nullable=False),
+    sa.Column("model", sa.String(300)),
+    sa.Column("endpoint", sa.String(1000)),
+    sa.Column("tool_version", sa.String(40)),
+    sa.Column("interrupted", sa.Boolean, nullable=False, default=False),
+    sa.Column("valid", sa.Boolean, nullable=False, default=True),
+    sa.Column("stop_reason", sa.Text),
+    sa.Column("record_count", sa.Integer, nullable=False),
+    sa.Column("conditions", sa.JSON, nullable=False),
+    sa.Column("summary", sa.JSON, nullable=False),
+    sa.Column("extra", sa.JSON),  # warnings, invalid reasons, client health
+)
+
+run_labels = sa.Table(
+    "run_labels",
+    metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("key", sa.String(200), primary_key=True),
+    sa.Column("value", sa.String(1000), nullable=False),
+)
+
+records = sa.Table(
+    "records",
+    metadata,
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),  # order the run finished them in
+    sa.Column("request_id", sa.String(300), nullable=False),
+    sa.Column("status", sa.String(32), nullable=False),
+    sa.Column("warmup", sa.Boolean, nullable=False),
+    sa.Column("data", sa.JSON, nullable=False),  # RequestRecord.to_dict()
+)
+
+# Added in schema version 2.
+baselines = sa.Table(
+    "baselines",
+    metadata,
+    sa.Column("name", sa.String(200), primary_key=True),
+    sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), nullable=False),
+    sa.Column("set_unix", sa.Float, nullable=False),
+)

@@ -1,0 +1,72 @@
+"""Use case: the release gate — a run against a named baseline, with regression thresholds."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tokenpace.adapters.store import Store, StoreError
+from tokenpace.app.compare import RunComparison, compare_runs
+from tokenpace.core.analysis.compare import DEFAULT_ALPHA
+from tokenpace.core.analysis.gate import GateItem, Threshold, evaluate
+
+PASS, REGRESSED, BAD_INPUT = 0, 1, 2
+
+
+@dataclass(slots=True)
+class CheckReport:
+    baseline: str
+    run: RunComparison
+    thresholds: list[Threshold]
+    items: list[GateItem]
+
+    @property
+    def exit_code(self) -> int:
+        if any(i.outcome == "regressed" for i in self.items):
+            return REGRESSED
+        if any(i.outcome == "undecided" for i in self.items):
+            return BAD_INPUT
+        return PASS
+
+    @property
+    def outcome(self) -> str:
+        return {PASS: "pass", REGRESSED: "regressed", BAD_INPUT: "undecided"}[self.exit_code]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome,
+            "exit_code": self.exit_code,
+            "baseline": {"name": self.baseline, "run_id": self.run.a.id},
+            "candidate": {"run_id": self.run.b.id, "labels": self.run.b.labels},
+            "checks": [i.to_dict() for i in self.items],
+            "decision_rule": self.run.comparison.rule,
+            "warnings": self.run.warnings,
+            "comparison": self.run.to_dict(),
+        }
+
+
+def check(
+    store: Store,
+    baseline: str,
+    thresholds: Sequence[Threshold],
+    candidate: str | None = None,
+    alpha: float = DEFAULT_ALPHA,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> CheckReport:
+    """Compare ``candidate`` (default: the newest run that is not the baseline) with the baseline."""
+    base = store.get_baseline(baseline)
+    if base is None:
+        names = ", ".join(b.name for b in store.baselines()) or "none yet"
+        raise StoreError(
+            f"no baseline named {baseline!r} (baselines: {names}); set one: tokenpace baseline set"
+        )
+    if candidate is None:
+        newest = [r for r in store.list_runs(limit=2) if r.id != base.run_id]
+        if not newest:
+            raise StoreError("no run to check: the store holds only the baseline's run")
+        candidate = newest[0].id
+    percentiles = sorted({t.q for t in thresholds} | {50.0})
+    rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed)
+    return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))

@@ -1,0 +1,90 @@
+"""Use case: compare two stored runs (ids, labels or baseline names)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.core.analysis.compare import (
+    DEFAULT_ALPHA,
+    DEFAULT_MIN_EFFECT,
+    DEFAULT_PERCENTILES,
+    Comparison,
+    compare_records,
+)
+from tokenpace.core.analysis.conditions import differing_fields, run_level
+
+
+@dataclass(slots=True)
+class RunComparison:
+    a: RunInfo
+    b: RunInfo
+    comparison: Comparison
+    differing: list[tuple[str, Any, Any]]
+    run_level: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": _side(self.a),
+            "b": _side(self.b),
+            "differing_conditions": [{"field": f, "a": va, "b": vb} for f, va, vb in self.differing],
+            "warnings": self.warnings,
+            **self.comparison.to_dict(),
+            "run_level": self.run_level,
+        }
+
+
+def _side(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "started_at": run.started_at,
+        "model": run.model,
+        "endpoint": run.endpoint,
+        "labels": run.labels,
+        "records": run.record_count,
+    }
+
+
+def condition_warnings(a: RunInfo, b: RunInfo, differing: list[tuple[str, Any, Any]]) -> list[str]:
+    out = []
+    if differing:
+        shown = ", ".join(f for f, _, _ in differing[:12])
+        more = f" and {len(differing) - 12} more" if len(differing) > 12 else ""
+        out.append(f"the runs' conditions differ: {shown}{more}")
+    for run, side in ((a, "A"), (b, "B")):
+        if run.interrupted:
+            out.append(f"run {side} ({run.id}) was interrupted: {run.stop_reason}")
+        if not run.valid:
+            out.append(f"run {side} ({run.id}) is marked invalid (the client could not keep up)")
+    return out
+
+
+def compare_runs(
+    store: Store,
+    ref_a: str,
+    ref_b: str,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> RunComparison:
+    """B against A: positive differences mean B is larger (slower, for latencies)."""
+    a, b = store.resolve(ref_a), store.resolve(ref_b)
+    comparison = compare_records(
+        store.load_records(a.id),
+        store.load_records(b.id),
+        percentiles=percentiles,
+        alpha=alpha,
+        min_effect=min_effect,
+        resamples=resamples,
+        seed=seed,
+    )
+    differing = differing_fields(a.conditions, b.conditions)
+    warnings = condition_warnings(a, b, differing)
+    if a.id == b.id:
+        warnings.insert(0, f"A and B are the same run ({a.id})")
+    return RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)

@@ -1,0 +1,120 @@
+"""Console tables for comparisons, gates and histories (rich). Display only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tokenpace.core.analysis.compare import Comparison
+from tokenpace.core.analysis.gate import GateItem
+from tokenpace.core.analysis.verdict import Verdict
+
+_STYLE = {
+    Verdict.SLOWER: "bold red",
+    Verdict.FASTER: "bold green",
+    Verdict.NO_DIFFERENCE: "",
+    Verdict.NEGLIGIBLE: "dim",
+    Verdict.TOO_FEW: "yellow",
+}
+
+
+def num(v: float | None, digits: int = 2, signed: bool = False) -> str:
+    if v is None:
+        return "-"
+    return f"{v:+,.{digits}f}" if signed else f"{v:,.{digits}f}"
+
+
+def pct(v: float | None, signed: bool = True) -> str:
+    return "-" if v is None else (f"{v:+.1%}" if signed else f"{v:.1%}")
+
+
+def pvalue(p: float | None) -> str:
+    if p is None:
+        return "-"
+    return f"{p:.2g}" if p >= 0.001 else "<0.001"
+
+
+def comparison_table(c: Comparison, title: str, p_title: str = "rank p") -> Table:
+    conf = f"{100 * (1 - c.alpha):g}% CI"
+    t = Table(title=title, title_justify="left", header_style="bold")
+    for name, justify in (
+        ("metric", "left"),
+        ("", "left"),
+        ("A", "right"),
+        ("B", "right"),
+        ("B - A", "right"),
+        (conf, "right"),
+        ("change", "right"),
+        ("p", "right"),
+        ("verdict", "left"),
+    ):
+        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for m in c.metrics:
+        first = True
+        for r in m.rows:
+            ci = f"[{num(r.ci[0], signed=True)}, {num(r.ci[1], signed=True)}]" if r.ci else "-"
+            t.add_row(
+                f"{m.title} ({m.unit})" if first else "",
+                r.percentile.upper(),
+                num(r.a),
+                num(r.b),
+                num(r.diff, signed=True),
+                ci,
+                pct(r.rel),
+                pvalue(r.p_value),
+                f"[{_STYLE[r.verdict]}]{r.verdict.value}[/]" if _STYLE[r.verdict] else r.verdict.value,
+            )
+            first = False
+        t.add_row(
+            "",
+            "all",
+            f"n={m.n_a}",
+            f"n={m.n_b}",
+            "",
+            "",
+            "",
+            pvalue(m.rank_p),
+            f"[{_STYLE[m.verdict]}]{m.verdict.value}[/]" if _STYLE[m.verdict] else m.verdict.value,
+            end_section=True,
+        )
+    t.caption = f"p: bootstrap p per percentile; 'all': {p_title} over the whole distribution"
+    return t
+
+
+def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:
+    t = Table(title="Whole-run numbers (one value per run: no interval)", title_justify="left")
+    for name in ("", "A", "B", "change"):
+        t.add_column(name, justify="left" if not name else "right")
+    for r in rows:
+        t.add_row(r["title"], num(r["a"]), num(r["b"]), pct(r["rel"]))
+    return t
+
+
+def gate_table(items: Sequence[GateItem]) -> Table:
+    t = Table(title="Release gate", title_justify="left", header_style="bold")
+    for name in ("check", "allowed", "baseline", "candidate", "change", "outcome", "why"):
+        t.add_column(name, justify="right" if name in ("baseline", "candidate", "change") else "left")
+    style = {"pass": "green", "regressed": "bold red", "undecided": "yellow"}
+    for i in items:
+        t.add_row(
+            i.threshold.name,
+            f"+{i.threshold.limit:.0%}",
+            num(i.baseline),
+            num(i.candidate),
+            pct(i.rel),
+            f"[{style[i.outcome]}]{i.outcome}[/]",
+            i.reason,
+        )
+    return t
+
+
+def print_warnings(console: Console, warnings: Sequence[str]) -> None:
+    for w in warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def print_rule(console: Console, rule: str) -> None:
+    console.print(f"[dim]Decision rule: {rule}[/]", highlight=False)

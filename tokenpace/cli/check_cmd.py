@@ -1,0 +1,62 @@
+"""`tokenpace check --baseline NAME --max-regression ttft.p95=5%`: the release gate for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tokenpace.app.check import check as run_check
+from tokenpace.cli.analysis_view import comparison_table, gate_table, print_rule, print_warnings
+from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
+from tokenpace.core.analysis.gate import parse_thresholds
+
+
+@click.command()
+@click.option("--baseline", required=True, metavar="NAME", help="Baseline to check against.")
+@click.option(
+    "--max-regression",
+    "max_regression",
+    required=True,
+    metavar="M.pNN=X%,...",
+    help="Largest regression allowed per metric and percentile, e.g. ttft.p95=5%,e2e.p99=10%.",
+)
+@click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
+@click.option("--resamples", type=int, default=1000, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
+)
+@click.option("--quiet", "-q", is_flag=True, help="Only the outcome line.")
+@store_option
+@guarded("check")
+def check(baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet, store_url) -> None:
+    """Exit 0 when no metric regressed beyond its threshold with significance, 1 when one did,
+    2 on bad input (including too few samples to decide)."""
+    thresholds = parse_thresholds(max_regression)
+    if not 0 < alpha < 1:
+        raise ValueError("--alpha must be between 0 and 1")
+    store = open_or_fail("check", store_url)
+    report = run_check(store, baseline, thresholds, run_ref, alpha, resamples, seed)
+    if out:
+        write_report(out, report.to_dict())
+    console = Console()
+    if not quiet:
+        title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
+        console.print(comparison_table(report.run.comparison, title))
+        console.print(gate_table(report.items))
+        print_warnings(console, report.run.warnings)
+        print_rule(console, report.run.comparison.rule)
+    failed = [i.threshold.name for i in report.items if i.outcome == "regressed"]
+    undecided = [i.threshold.name for i in report.items if i.outcome == "undecided"]
+    if failed:
+        line = f"REGRESSED: {', '.join(failed)} (run {report.run.b.id} vs baseline {baseline})"
+    elif undecided:
+        line = f"UNDECIDED: too few samples for {', '.join(undecided)}"
+    else:
+        line = f"PASS: no regression beyond the thresholds (run {report.run.b.id} vs baseline {baseline})"
+    console.print(line, highlight=False)
+    sys.exit(report.exit_code)

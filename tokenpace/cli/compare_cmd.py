@@ -1,0 +1,76 @@
+"""`tokenpace compare A B`: two stored runs, metric by metric, with a verdict."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+
+from tokenpace.app.compare import compare_runs
+from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings, run_level_table
+from tokenpace.cli.store_opts import (
+    guarded,
+    open_or_fail,
+    parse_percent,
+    parse_percentiles,
+    store_option,
+    write_report,
+)
+
+
+@click.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
+@click.option(
+    "--min-effect",
+    default="1%",
+    show_default=True,
+    help="Smallest relative change called slower/faster; smaller significant ones are 'negligible'.",
+)
+@click.option("--percentiles", default="50,95,99", show_default=True)
+@click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
+@store_option
+@guarded("compare")
+def compare(run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_json, out, store_url) -> None:
+    """Compare run B with run A (run ids, baseline names, or KEY=VALUE labels: the newest match).
+
+    For TTFT, TPOT, ITL, E2E and per-request throughput: the percentiles of each side, B - A with a
+    bootstrap confidence interval, a Mann-Whitney rank test, and a verdict.
+    """
+    if not 0 < alpha < 1:
+        raise ValueError("--alpha must be between 0 and 1")
+    if resamples < 100:
+        raise ValueError("--resamples must be at least 100")
+    store = open_or_fail("compare", store_url)
+    rc = compare_runs(
+        store,
+        run_a,
+        run_b,
+        parse_percentiles(percentiles),
+        alpha,
+        parse_percent(min_effect, "--min-effect"),
+        resamples,
+        seed,
+    )
+    data = rc.to_dict()
+    if out:
+        write_report(out, data)
+    if as_json:
+        click.echo(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+        return
+    console = Console()
+    title = f"A = {rc.a.id} {_labels(rc.a.labels)}  vs  B = {rc.b.id} {_labels(rc.b.labels)}"
+    console.print(comparison_table(rc.comparison, title))
+    console.print(run_level_table(rc.run_level))
+    print_warnings(console, rc.warnings)
+    print_rule(console, rc.comparison.rule)
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return "(" + ",".join(f"{k}={v}" for k, v in sorted(labels.items())) + ")" if labels else ""
