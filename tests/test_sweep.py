@@ -1,0 +1,132 @@
+"""Sweep use case against scripted servers: steps, same workload, early stops, interruption, auto."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+
+import pytest
+
+from tokenpace.app.bench import BenchConfig
+from tokenpace.app.sweep import Sweep, SweepConfig, rate_steps
+from tokenpace.core.lengths import parse_length
+from tokenpace.core.metrics import Slo
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+FAST = Script(ttft_s=0.01, itl_s=0.002)
+
+
+def base(url: str, **kw) -> BenchConfig:
+    cfg = dict(
+        url=url,
+        model="m",
+        input_len=parse_length("8:64"),
+        output_len=parse_length("4"),
+        requests=8,
+        timeout_s=5.0,
+        seed=7,
+    )
+    cfg.update(kw)
+    return BenchConfig(**cfg)
+
+
+async def sweep(script=FAST, stop_during_step=None, records=None, **kw):
+    bench_kw = {k: kw.pop(k) for k in list(kw) if k in ("requests", "slo", "model")}
+    async with ScriptedServer(script) as srv:
+        cfg = SweepConfig(base=base(srv.url, **bench_kw), **kw)
+
+        def on_start(index, phase, mode, load, run):
+            if stop_during_step == index:
+                asyncio.get_running_loop().call_later(0.03, runner.stop)
+
+        def on_record(index, record):
+            if records is not None:
+                records.setdefault(index, []).append(record)
+
+        runner = Sweep(cfg, "sw1", on_step_start=on_start, on_record=on_record)
+        return await runner.run()
+
+
+def test_one_full_run_per_step_with_the_same_workload():
+    records: dict = {}
+    result = asyncio.run(sweep(mode="concurrency", steps=[1, 2, 4], records=records))
+    assert [s.load for s in result.steps] == [1, 2, 4]
+    assert result.stop_reason == "completed" and not result.interrupted
+    loads = [s.result.conditions["load"]["concurrency"] for s in result.steps]
+    assert loads == [1, 2, 4]
+    prompts = [sorted(r.prompt_tokens_requested for r in s.result.records) for s in result.steps]
+    assert prompts[0] == prompts[1] == prompts[2]  # same seed, same workload at every step
+    assert len({s.result.run_id for s in result.steps}) == 3
+    assert {len(v) for v in records.values()} == {8} and sorted(records) == [1, 2, 3]
+    assert result.steps[1].result.conditions["labels"] == {"sweep_id": "sw1", "sweep_step": "2"}
+    doc = result.to_dict({1: "a.jsonl"})
+    assert doc["kind"] == "sweep" and len(doc["steps"]) == 3 and doc["probe"] == []
+    assert doc["steps"][0]["records"]["path"] == "a.jsonl"
+    assert doc["steps"][2]["sweep_step"] == {"index": 3, "phase": "step", "mode": "concurrency", "load": 4}
+    assert "knee_ttft_p95" in doc["analysis"] and "watermark_rps_per_replica" in doc["plan"]
+    assert doc["analysis"]["littles_law"]["steps"][0]["status"] in ("ok", "inconsistent")
+
+
+def test_rate_steps_run_open_loop():
+    result = asyncio.run(sweep(mode="rate", steps=[20, 40], requests=6))
+    loads = [s.result.conditions["load"] for s in result.steps]
+    assert [(ld["mode"], ld["rate"]) for ld in loads] == [("open_loop", 20), ("open_loop", 40)]
+
+
+def test_stops_early_when_errors_climb():
+    result = asyncio.run(sweep(Script(http_status=500), mode="concurrency", steps=[1, 2, 4]))
+    assert len(result.steps) == 1
+    assert "errors climbed to 100%" in result.stop_reason
+    kept = asyncio.run(sweep(Script(http_status=500), mode="concurrency", steps=[1, 2], keep_going=True))
+    assert len(kept.steps) == 2
+
+
+def test_stops_early_when_the_slo_is_broken_by_far():
+    slow = Script(ttft_s=0.05, itl_s=0.002)
+    result = asyncio.run(sweep(slow, mode="concurrency", steps=[1, 2], slo=Slo(ttft_ms=10)))
+    assert len(result.steps) == 1 and "over 3x its SLO" in result.stop_reason
+
+
+def test_stop_keeps_finished_steps_and_the_partial_one():
+    slow = Script(ttft_s=0.02, itl_s=0.01)
+    result = asyncio.run(sweep(slow, mode="concurrency", steps=[1, 1, 1], requests=20, stop_during_step=2))
+    assert result.interrupted and len(result.steps) == 2
+    assert not result.steps[0].result.interrupted and result.steps[1].result.interrupted
+    assert len(result.steps[1].result.records) < 20
+    assert result.to_dict()["steps"][1]["interrupted"] is True
+
+
+def test_auto_rate_probes_then_places_rate_steps_up_to_the_maximum():
+    # a fixed-latency server never plateaus, so the probe doubles to its cap (4)
+    result = asyncio.run(sweep(mode="rate", auto=True, auto_steps=3, max_probe_concurrency=4, requests=6))
+    probe = [s for s in result.steps if s.phase == "probe"]
+    curve = result.curve()
+    assert [s.load for s in probe] == [1, 2, 4]
+    best = max(s.result.summary.request_throughput for s in probe)
+    assert [s.mode for s in curve] == ["rate"] * 3
+    assert curve[-1].load == pytest.approx(best, rel=0.01) and curve[0].load < best / 5
+    doc = result.to_dict()
+    assert len(doc["probe"]) == 3 and len(doc["steps"]) == 3
+
+
+def test_rate_steps_span_low_to_max_denser_near_the_max():
+    steps = rate_steps(10.0, 5, 0.1)
+    assert steps[0] == 1.0 and steps[-1] == 10.0
+    gaps = [b - a for a, b in itertools.pairwise(steps)]
+    assert all(g > 0 for g in gaps) and gaps == sorted(gaps, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"steps": []}, "give the steps"),
+        ({"steps": [1.5]}, "whole number"),
+        ({"steps": [0]}, "positive"),
+        ({"steps": [1], "auto": True}, "--auto"),
+        ({"steps": [1], "headroom": 1.0}, "headroom"),
+    ],
+)
+def test_bad_sweep_configs_are_refused(kw, message):
+    cfg = SweepConfig(base=base("http://127.0.0.1:9/v1", concurrency=1), mode="concurrency", **kw)
+    with pytest.raises(ValueError, match=message):
+        cfg.validate()

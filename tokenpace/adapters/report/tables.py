@@ -1,0 +1,218 @@
+"""The numbers of a run or a sweep as tables: one source for the console, Markdown, CSV and HTML.
+
+Every table is (headers, rows) with raw values (None for missing); ``fmt`` renders one for people.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+Table = tuple[list[str], list[list[Any]]]
+
+LATENCY_METRICS = (
+    ("TTFT", "ttft_ms"),
+    ("TTFAT (answer)", "ttfat_ms"),
+    ("TPOT", "tpot_ms"),
+    ("ITL", "itl_ms"),
+    ("E2E", "e2e_ms"),
+)
+LATENCY_COLUMNS = ("mean", "p50", "p90", "p95", "p99", "max")
+
+
+def is_sweep(doc: dict[str, Any]) -> bool:
+    return doc.get("kind") == "sweep" or "steps" in doc
+
+
+def fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        if value != 0 and abs(value) < 0.1:
+            return f"{value:.3g}"
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def latency_table(summary: dict[str, Any]) -> Table:
+    headers = ["metric (ms)", *LATENCY_COLUMNS, "n"]
+    rows = []
+    for label, key in LATENCY_METRICS:
+        dist = summary.get(key) or {}
+        if not dist.get("n"):
+            continue
+        rows.append([label, *(dist.get(c) for c in LATENCY_COLUMNS), dist["n"]])
+    return headers, rows
+
+
+def throughput_table(summary: dict[str, Any]) -> Table:
+    rows: list[list[Any]] = [
+        ["requests/s (ok)", summary.get("request_throughput")],
+        ["output tokens/s", summary.get("output_token_throughput")],
+        ["total tokens/s", summary.get("total_token_throughput")],
+        ["output tokens/s per user (1/TPOT P50)", summary.get("per_user_output_token_throughput")],
+        ["goodput requests/s (met every SLO)", summary.get("goodput")],
+        ["error rate", summary.get("error_rate")],
+        ["window s", summary.get("window_s")],
+    ]
+    return ["throughput", "value"], [r for r in rows if r[1] is not None]
+
+
+def load_label(result: dict[str, Any]) -> str:
+    load = result["conditions"]["load"]
+    if load["mode"] == "closed_loop":
+        return f"c={load['concurrency']}"
+    return f"{load['rate']:g} rps"
+
+
+def conditions_table(result: dict[str, Any]) -> Table:
+    c = result["conditions"]
+    load = c["load"]
+    wl = c.get("workload") or {}
+    counts = result["summary"].get("counts") or {}
+    mode = (
+        f"closed loop, concurrency {load['concurrency']}"
+        if load["mode"] == "closed_loop"
+        else f"open loop, {load['rate']:g} req/s {load.get('arrival') or ''}".rstrip()
+        + (f", cap {load['max_concurrency']}" if load.get("max_concurrency") else "")
+    )
+    rows = [
+        ["model", c.get("model")],
+        ["endpoint", c.get("endpoint")],
+        ["target", c.get("target")],
+        ["api", f"{c.get('api')}{'' if c.get('stream', True) else ' (no stream)'}"],
+        ["load", mode],
+        ["requests", f"{counts.get('sent')} (+{load.get('warmup', 0)} warm-up)"],
+        ["input tokens", (wl.get("input_len") or {}).get("spec")],
+        ["output tokens", (wl.get("output_len") or {}).get("spec")],
+        ["seed", c.get("seed")],
+        ["sampling", ", ".join(f"{k}={v}" for k, v in (c.get("sampling") or {}).items())],
+        ["SLO", ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in (c.get("slo") or {}).items()) or None],
+        ["labels", ", ".join(f"{k}={v}" for k, v in (c.get("labels") or {}).items()) or None],
+        ["started", c.get("started_at")],
+        ["tool", f"tokenpace {(c.get('tool') or {}).get('version', '')}"],
+        ["client", (c.get("client_host") or {}).get("hostname")],
+        ["valid", result.get("valid")],
+    ]
+    return ["condition", "value"], [r for r in rows if r[1] not in (None, "")]
+
+
+def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
+    return (summary.get(metric) or {}).get(p)
+
+
+def steps_table(sweep: dict[str, Any]) -> Table:
+    """One row per curve step, with the knee, SLO verdict and Little's-law status beside it."""
+    analysis = sweep.get("analysis") or {}
+    knee = (analysis.get("knee") or {}).get("index")
+    slo = analysis.get("slo_capacity") or {}
+    holds = slo.get("holds") or []
+    little = {c["step"]: c["status"] for c in (analysis.get("littles_law") or {}).get("steps", [])}
+    headers = [
+        "step",
+        "load",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p95",
+        "TTFT p99",
+        "TPOT p50",
+        "TPOT p95",
+        "E2E p50",
+        "E2E p95",
+        "E2E p99",
+        "goodput",
+        "errors",
+        "Little",
+    ]
+    if holds:
+        headers.append("SLO")
+    headers.append("note")
+    rows = []
+    for i, step in enumerate(sweep.get("steps") or []):
+        s = step["summary"]
+        notes = []
+        if knee == i:
+            notes.append("knee")
+        if step.get("interrupted"):
+            notes.append("interrupted")
+        if not step.get("valid", True):
+            notes.append("client invalid")
+        row = [
+            i + 1,
+            load_label(step),
+            s.get("request_throughput"),
+            s.get("output_token_throughput"),
+            _pct(s, "ttft_ms", "p50"),
+            _pct(s, "ttft_ms", "p95"),
+            _pct(s, "ttft_ms", "p99"),
+            _pct(s, "tpot_ms", "p50"),
+            _pct(s, "tpot_ms", "p95"),
+            _pct(s, "e2e_ms", "p50"),
+            _pct(s, "e2e_ms", "p95"),
+            _pct(s, "e2e_ms", "p99"),
+            s.get("goodput"),
+            s.get("error_rate"),
+            little.get(i + 1),
+        ]
+        if holds:
+            row.append(holds[i] if i < len(holds) else None)
+        row.append(", ".join(notes))
+        rows.append(row)
+    return headers, rows
+
+
+def plan_lines(sweep: dict[str, Any]) -> list[str]:
+    """The capacity conclusions in sentences."""
+    a = sweep.get("analysis") or {}
+    p = sweep.get("plan") or {}
+    out = []
+    knee = a.get("knee")
+    if knee:
+        out.append(
+            f"Knee: {knee['load_rps']:.3g} req/s ({knee['metric']} {knee['latency_ms']:.0f} ms, "
+            f"step {knee['index'] + 1}); method: Kneedle on P95 latency vs achieved load"
+        )
+    else:
+        out.append(f"Knee: none — {(a.get('knee_ttft_p95') or {}).get('reason', 'no analysis')}")
+    ms = a.get("max_sustainable") or {}
+    if ms.get("load_rps") is not None:
+        out.append(
+            f"Max sustainable throughput: {ms['load_rps']:.3g} req/s (step {ms['step']}, "
+            f"errors <= {ms['max_error_rate']:.0%})"
+        )
+    slo = a.get("slo_capacity")
+    if slo:
+        limits = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in slo["slo"].items())
+        if slo.get("max_load_rps") is not None:
+            out.append(
+                f"Max load under the SLO ({slo['percentile'].upper()} {limits}): {slo['max_load_rps']:.3g} "
+                f"req/s (step {slo['step']}), goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
+            )
+        else:
+            out.append(f"SLO ({slo['percentile'].upper()} {limits}) held at no step")
+    if p.get("watermark_rps_per_replica") is not None:
+        line = (
+            f"Safe watermark per replica: {p['watermark_rps_per_replica']:.3g} req/s "
+            f"({p['headroom']:.0%} headroom under the {p['ceiling_from'].replace('_', ' ')} ceiling "
+            f"of {p['ceiling_rps_per_replica']:.3g} req/s)"
+        )
+        if p.get("watermark_in_flight_per_replica") is not None:
+            line += f", about {p['watermark_in_flight_per_replica']:.1f} requests in flight"
+        out.append(line)
+    if p.get("replicas") is not None:
+        out.append(f"Replicas for a peak of {p['peak_rps']:g} req/s: {p['replicas']}")
+    little = a.get("littles_law") or {}
+    if little:
+        if little.get("consistent"):
+            out.append("Little's law (in flight = rate x latency): consistent at every checked step")
+        for c in little.get("steps", []):
+            if c["status"] in ("inconsistent", "overloaded"):
+                out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
+    out += [f"Warning: {w}" for w in p.get("warnings") or []]
+    return out
