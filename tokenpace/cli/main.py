@@ -7,11 +7,13 @@ import click
 from tokenpace import __version__
 from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
+from tokenpace.cli.plan_cmd import plan
 from tokenpace.cli.check_cmd import check
 from tokenpace.cli.compare_cmd import compare
 from tokenpace.cli.history_cmd import history
 from tokenpace.cli.runs_cmd import runs
 from tokenpace.cli.sim_cmd import sim
+from tokenpace.cli.sweep_cmd import sweep
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -22,6 +24,8 @@ def cli() -> None:
 
 cli.add_command(bench)
 cli.add_command(sim)
+cli.add_command(sweep)
+cli.add_command(plan)
 cli.add_command(runs)
 cli.add_command(compare)
 cli.add_command(check)
