@@ -73,6 +73,9 @@ class Engine:
             e.max_num_batched_tokens if self.chunked else max(e.max_num_batched_tokens, e.max_model_len)
         )
         self.eos_prob = e.eos_prob
+        self.chunk_cap = (
+            e.long_prefill_token_threshold if self.chunked and e.long_prefill_token_threshold > 0 else 0
+        )
         self.kv = KVCache(profile.num_gpu_blocks, e.block_size, e.prefix_caching)
         self.watermark = max(1, int(0.01 * self.kv.num_blocks))  # headroom kept when admitting
         self.cost = CostModel(profile)
@@ -167,13 +170,18 @@ class Engine:
     def fast_forward(self, now: float, horizon: float) -> tuple[float, list[SimRequest]]:
         """Virtual clock only: run consecutive decode-only steps in one go.
 
-        Valid while nothing can change the batch: no request waits, every running one decodes, no block
+        Valid while nothing can change the batch: no request can be admitted (none waits, or the batch is
+        at max_num_seqs), every running one decodes, no block
         shortage, and no arrival (`horizon`) before a step ends. Stops at the first finish, so the result
         is exactly what step-by-step scheduling would give, at O(steps + batch) instead of O(steps x batch).
         Returns (end time, requests finished); (now, []) when it does not apply.
         """
         run = self.running
-        if self.waiting or len(run) == 0 or any(r.num_computed != r.num_tokens - 1 or r.aborted for r in run):
+        if (
+            (self.waiting and len(run) < self.max_num_seqs)
+            or len(run) == 0
+            or any(r.num_computed != r.num_tokens - 1 or r.aborted for r in run)
+        ):
             return now, []
         k = min(r.target_len - r.generated for r in run)
         kv = self.kv
@@ -182,6 +190,8 @@ class Engine:
         if k < 2:
             return now, []
         b = len(run)
+        if b >= self.max_num_seqs:
+            horizon = float("inf")  # arrivals could only join the queue: they change nothing here
         ctx = sum(r.num_tokens for r in run)
         work = StepWork(decode_seqs=b, seqs=b)
         t, j = now, 0
@@ -227,7 +237,7 @@ class Engine:
             req = self.running[i]
             n = req.num_tokens - req.num_computed
             if self.chunked:
-                n = min(n, budget)
+                n = min(n, budget, self.chunk_cap or n)
             need = kv.blocks_for(req.num_computed + n) - len(req.blocks)
             while need > kv.num_free:
                 # Out of KV: recompute-preempt the newest running request, as vLLM does.
@@ -266,7 +276,7 @@ class Engine:
             start = len(hit) * self.block_size
             n = req.num_tokens - start
             if self.chunked:
-                n = min(n, budget)
+                n = min(n, budget, self.chunk_cap or n)
             elif n > budget and not (first_may_exceed and not step):
                 break
             need = kv.blocks_for(start + n) - len(hit)

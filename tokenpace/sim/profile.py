@@ -82,6 +82,9 @@ class EngineConfig:
     max_num_seqs: int = 256
     max_num_batched_tokens: int = 8192
     chunked_prefill: bool = True
+    # With chunking, the most tokens one request may prefill per step (vLLM's
+    # long_prefill_token_threshold); 0 = up to the whole budget. Leaves room for short prompts.
+    long_prefill_token_threshold: int = 0
     prefix_caching: bool = True
     max_model_len: int = 32768
     eos_prob: float = 0.0  # per generated token after min_tokens; 0 = always run to max_tokens
