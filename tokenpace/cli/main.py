@@ -7,6 +7,7 @@ import click
 from tokenpace import __version__
 from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
+from tokenpace.cli.gateway_cmd import gateway
 from tokenpace.cli.plan_cmd import plan
 from tokenpace.cli.check_cmd import check
 from tokenpace.cli.compare_cmd import compare
@@ -31,6 +32,7 @@ cli.add_command(compare)
 cli.add_command(check)
 cli.add_command(history)
 cli.add_command(baseline)
+cli.add_command(gateway)
 
 
 def main() -> None:

@@ -1,0 +1,88 @@
+"""`tokenpace gateway`: argument parsing only; the proxy lives in tokenpace.gateway."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import click
+
+from tokenpace.cli.parsing import duration_s
+from tokenpace.cli.parsing import slo as parse_slo
+
+
+@click.command()
+@click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT to serve on.")
+@click.option(
+    "--upstream",
+    "upstreams",
+    multiple=True,
+    metavar="name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]",
+    help="An OpenAI-compatible upstream (repeat for A/B). URL usually ends in /v1.",
+)
+@click.option(
+    "--slo", "slo_text", default=None, help="e.g. ttft=800ms,tpot=50ms,e2e=10s: bucket bounds and alerts."
+)
+@click.option("--slo-objective", default=0.99, show_default=True, help="Share of requests meeting each SLO.")
+@click.option("--records", "records_path", default=None, help="Append request records here (JSONL).")
+@click.option("--max-body", default=4 * 1024 * 1024, show_default=True, help="Largest request body, bytes.")
+@click.option("--first-token-timeout", default="300s", show_default=True)
+@click.option("--stall-timeout", default="60s", show_default=True, help="Longest gap between tokens.")
+@click.option("--connect-timeout", default="10s", show_default=True)
+@click.option("--sticky-header", default="x-user-id", show_default=True, help="A/B stickiness key.")
+@click.option(
+    "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
+)
+def gateway(
+    listen: str,
+    upstreams: tuple[str, ...],
+    slo_text: str | None,
+    slo_objective: float,
+    records_path: str | None,
+    max_body: int,
+    first_token_timeout: str,
+    stall_timeout: str,
+    connect_timeout: str,
+    sticky_header: str,
+    emit_dir: str | None,
+) -> None:
+    """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
+    from tokenpace.gateway.config import GatewayConfig, parse_upstream
+    from tokenpace.gateway.emit import emit
+
+    slo = parse_slo(slo_text)
+    if emit_dir:
+        for path in emit(emit_dir, slo, slo_objective):
+            click.echo(f"wrote {path}")
+        return
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
+    try:
+        config = GatewayConfig(
+            upstreams=tuple(parse_upstream(u) for u in upstreams),
+            host=host,
+            port=int(port),
+            slo=slo,
+            slo_objective=slo_objective,
+            max_body_bytes=max_body,
+            connect_timeout_s=duration_s(connect_timeout),
+            first_token_timeout_s=duration_s(first_token_timeout),
+            stall_timeout_s=duration_s(stall_timeout),
+            sticky_header=sticky_header.lower(),
+            records_path=records_path,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    from tokenpace.gateway.serve import serve_forever
+
+    def ready(gw) -> None:
+        names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
+        click.echo(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics", err=True)
+
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        uvloop.install()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(config, ready))

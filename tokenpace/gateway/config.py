@@ -1,0 +1,102 @@
+"""Gateway configuration: upstreams, SLOs, limits. Parsing raises ValueError with a message for users."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from tokenpace.core.metrics import Slo
+
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region")
+
+
+def parse_duration_s(text: str) -> float:
+    text = text.strip()
+    for unit in ("ms", "s", "m", "h"):
+        if text.endswith(unit) and text[: -len(unit)].replace(".", "", 1).isdigit():
+            return float(text[: -len(unit)]) * _DURATION_UNITS[unit]
+    if text.replace(".", "", 1).isdigit():
+        return float(text)
+    raise ValueError(f"{text!r} is not a duration; use e.g. 500ms, 60s, 2m")
+
+
+@dataclass(frozen=True, slots=True)
+class Upstream:
+    name: str
+    url: str  # base URL up to and including /v1 when the upstream has it, e.g. http://host:8000/v1
+    weight: float = 1.0
+    model: str | None = None  # serves only this model (requests for it go here first)
+    arm: str = ""  # A/B arm label; defaults to the name
+    ramp_s: float = 0.0  # weight grows linearly from 0 over this long after start (cold-start warm-up)
+    labels: dict[str, str] = field(default_factory=dict)  # version, region: copied into records
+
+    @property
+    def origin(self) -> str:
+        """scheme://host:port of the URL."""
+        parts = urlsplit(self.url)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def base_path(self) -> str:
+        """The URL's path without a trailing /v1 (requests keep their own /v1/... path)."""
+        path = urlsplit(self.url).path.rstrip("/")
+        return path[:-3] if path.endswith("/v1") else path
+
+
+def parse_upstream(text: str) -> Upstream:
+    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]``."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or "=" not in parts[0]:
+        raise ValueError(f"{text!r}: expected name=URL[,weight=W][,model=M][,ramp=60s]")
+    name, _, url = parts[0].partition("=")
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"{text!r}: {url!r} is not an http(s) URL")
+    kv: dict[str, str] = {}
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if not sep or key not in _UPSTREAM_KEYS:
+            raise ValueError(f"{part!r}: upstream options are {', '.join(k + '=' for k in _UPSTREAM_KEYS)}")
+        kv[key] = value
+    try:
+        weight = float(kv.get("weight", "1"))
+    except ValueError:
+        raise ValueError(f"{text!r}: weight must be a number") from None
+    if weight < 0:
+        raise ValueError(f"{text!r}: weight must be >= 0")
+    ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
+    labels = {k: kv[k] for k in ("version", "region") if k in kv}
+    return Upstream(
+        name=name.strip(),
+        url=url.rstrip("/"),
+        weight=weight,
+        model=kv.get("model"),
+        arm=kv.get("arm", name.strip()),
+        ramp_s=ramp,
+        labels=labels,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GatewayConfig:
+    upstreams: tuple[Upstream, ...]
+    host: str = "127.0.0.1"
+    port: int = 9000
+    slo: Slo = field(default_factory=Slo)
+    slo_objective: float = 0.99  # share of requests that must meet each latency SLO (burn-rate alerts)
+    max_body_bytes: int = 4 * 1024 * 1024
+    connect_timeout_s: float = 10.0
+    first_token_timeout_s: float = 300.0  # no first token (or full response) by then: timeout
+    stall_timeout_s: float = 60.0  # no bytes for this long after the first: stall
+    sticky_header: str = "x-user-id"  # sticky A/B key; the body's "user" field is the fallback
+    records_path: str | None = None  # JSONL of request records
+    record_queue: int = 10_000  # records waiting to be written; beyond it they are dropped and counted
+    max_model_labels: int = 32  # distinct model label values before the rest become "other"
+
+    def __post_init__(self) -> None:
+        if not self.upstreams:
+            raise ValueError("at least one --upstream name=URL is needed")
+        names = [u.name for u in self.upstreams]
+        if len(set(names)) != len(names):
+            raise ValueError(f"upstream names must be unique: {names}")

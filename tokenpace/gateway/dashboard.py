@@ -1,0 +1,115 @@
+"""A Grafana dashboard (JSON model) on the gateway's metric names, with SLO lines from the same SLOs."""
+
+from __future__ import annotations
+
+from tokenpace.core.metrics import Slo
+from tokenpace.gateway import prom
+from tokenpace.gateway.rules import _le
+
+BY = "model, upstream, arm"
+
+
+def _panel(
+    pid: int,
+    title: str,
+    targets: list[tuple[str, str]],
+    unit: str,
+    x: int,
+    y: int,
+    threshold: float | None = None,
+) -> dict:
+    panel: dict = {
+        "id": pid,
+        "type": "timeseries",
+        "title": title,
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [
+            {"refId": chr(65 + i), "expr": e, "legendFormat": legend} for i, (e, legend) in enumerate(targets)
+        ],
+    }
+    if threshold is not None:
+        panel["fieldConfig"]["defaults"]["thresholds"] = {
+            "mode": "absolute",
+            "steps": [{"color": "green", "value": None}, {"color": "red", "value": threshold}],
+        }
+        panel["fieldConfig"]["defaults"]["custom"] = {"thresholdsStyle": {"mode": "line"}}
+    return panel
+
+
+def _quantiles(metric: str, extra: str = "") -> list[tuple[str, str]]:
+    sel = f"{metric}_bucket{{{extra}}}" if extra else f"{metric}_bucket"
+    return [
+        (
+            f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[$__rate_interval])))",
+            f"P{int(q * 100)} {{{{arm}}}}",
+        )
+        for q in (0.5, 0.95, 0.99)
+    ]
+
+
+def dashboard(slo: Slo) -> dict:
+    s = lambda ms: None if ms is None else ms / 1000  # noqa: E731
+    panels = [
+        _panel(1, "TTFT (gateway)", _quantiles(prom.TTFT), "s", 0, 0, s(slo.ttft_ms)),
+        _panel(2, "Time per output token", _quantiles(prom.TPOT), "s", 12, 0, s(slo.tpot_ms)),
+        _panel(3, "E2E (ok requests)", _quantiles(prom.E2E, 'outcome="ok"'), "s", 0, 8, s(slo.e2e_ms)),
+        _panel(
+            4,
+            "Requests by outcome",
+            [(f"sum by (outcome) (rate({prom.REQUESTS}[$__rate_interval]))", "{{outcome}}")],
+            "reqps",
+            12,
+            8,
+        ),
+        _panel(
+            5,
+            "Output tokens / s",
+            [
+                (
+                    f"sum by ({BY}) "
+                    f'(rate({prom.TOKENS}_sum{{gen_ai_token_type="output"}}[$__rate_interval]))',
+                    "{{arm}}",
+                )
+            ],
+            "short",
+            0,
+            16,
+        ),
+        _panel(
+            6,
+            "In flight, records dropped",
+            [(prom.IN_FLIGHT, "in flight"), (f"rate({prom.DROPPED}[$__rate_interval])", "dropped/s")],
+            "short",
+            12,
+            16,
+        ),
+    ]
+    if slo.ttft_ms is not None:
+        le = _le(slo.ttft_ms / 1000)
+        panels.append(
+            _panel(
+                7,
+                f"Share of requests with TTFT <= {slo.ttft_ms:g} ms (exact: a bucket bound)",
+                [
+                    (
+                        f'sum by ({BY}) (rate({prom.TTFT}_bucket{{le="{le}"}}[$__rate_interval])) / '
+                        f"sum by ({BY}) (rate({prom.TTFT}_count[$__rate_interval]))",
+                        "{{arm}}",
+                    )
+                ],
+                "percentunit",
+                0,
+                24,
+            )
+        )
+    return {
+        "title": "tokenpace gateway",
+        "uid": "tokenpace-gateway",
+        "schemaVersion": 39,
+        "time": {"from": "now-1h", "to": "now"},
+        "refresh": "30s",
+        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus"}]},
+        "panels": panels,
+    }

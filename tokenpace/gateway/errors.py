@@ -1,0 +1,32 @@
+"""OpenAI-style error responses the gateway itself produces (it never rewrites an upstream's)."""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+
+def error_response(status: int, message: str, kind: str, code: str | None = None) -> web.Response:
+    body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+
+
+def bad_request(message: str) -> web.Response:
+    return error_response(400, message, "invalid_request_error", "invalid_json")
+
+
+def too_large(limit: int) -> web.Response:
+    return error_response(
+        413, f"request body larger than {limit} bytes", "invalid_request_error", "request_too_large"
+    )
+
+
+def bad_gateway(upstream: str) -> web.Response:
+    # The reason stays in the record; the client learns only which upstream, not its address.
+    return error_response(502, f"upstream {upstream!r} is unreachable", "upstream_error", "bad_gateway")
+
+
+def gateway_timeout(upstream: str) -> web.Response:
+    return error_response(
+        504, f"upstream {upstream!r} sent no first token in time", "upstream_error", "gateway_timeout"
+    )

@@ -1,0 +1,30 @@
+"""Who ended a proxied request, and how: a bounded set (a Prometheus label) mapped onto record statuses."""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from tokenpace.record import Status
+
+
+class Outcome(str, Enum):
+    OK = "ok"
+    HTTP_ERROR = "http_error"  # the upstream answered with an error status
+    CONNECT_ERROR = "connect_error"  # the upstream could not be reached (client got a 502)
+    TIMEOUT_BEFORE_FIRST_TOKEN = "timeout_before_first_token"
+    STALL = "stall"  # bytes stopped flowing mid-stream for longer than the stall timeout
+    UPSTREAM_ABORT_MID_STREAM = "upstream_abort_mid_stream"  # cut, or an error event in the stream
+    PROTOCOL_ERROR = "protocol_error"  # the stream was forwarded but could not be parsed
+    CLIENT_DISCONNECT = "client_disconnect"  # the client went away; the upstream request was cancelled
+
+
+STATUS = {
+    Outcome.OK: Status.OK,
+    Outcome.HTTP_ERROR: Status.HTTP_ERROR,
+    Outcome.CONNECT_ERROR: Status.CONNECT_ERROR,
+    Outcome.TIMEOUT_BEFORE_FIRST_TOKEN: Status.TIMEOUT,
+    Outcome.STALL: Status.TIMEOUT,
+    Outcome.UPSTREAM_ABORT_MID_STREAM: Status.STREAM_INTERRUPTED,
+    Outcome.PROTOCOL_ERROR: Status.PROTOCOL_ERROR,
+    Outcome.CLIENT_DISCONNECT: Status.CANCELLED,
+}

@@ -1,0 +1,124 @@
+"""Prometheus metrics of the gateway, named after the OpenTelemetry GenAI conventions where they exist.
+
+Labels are bounded: model (capped, see ModelLabels), upstream, arm, outcome. Never a user, key or path.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from tokenpace.core.metrics import Slo, e2e_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from tokenpace.gateway.buckets import TOKEN_BUCKETS, latency_buckets
+from tokenpace.gateway.outcome import Outcome
+from tokenpace.record import RequestRecord
+
+NS = 1e9
+LABELS = ("model", "upstream", "arm")
+
+TTFT = "gen_ai_server_time_to_first_token_seconds"
+TPOT = "gen_ai_server_time_per_output_token_seconds"
+E2E = "gen_ai_server_request_duration_seconds"
+TOKENS = "gen_ai_client_token_usage"
+ITL = "tokenpace_gateway_inter_token_latency_seconds"
+REQUESTS = "tokenpace_gateway_requests_total"
+DROPPED = "tokenpace_gateway_records_dropped_total"
+IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
+
+
+class ModelLabels:
+    """Maps request model names onto at most ``limit`` label values; the rest become "other"."""
+
+    def __init__(self, configured: set[str], limit: int) -> None:
+        self.seen = set(configured)
+        self.limit = max(limit, len(configured))
+
+    def __call__(self, model: str | None) -> str:
+        if not model:
+            return "unknown"
+        if model in self.seen:
+            return model
+        if len(self.seen) < self.limit:
+            self.seen.add(model)
+            return model
+        return "other"
+
+
+class GatewayMetrics:
+    def __init__(self, slo: Slo, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.slo = slo
+        r = self.registry
+        self.ttft_buckets = latency_buckets(slo.ttft_ms / 1000 if slo.ttft_ms else None)
+        self.tpot_buckets = latency_buckets(slo.tpot_ms / 1000 if slo.tpot_ms else None, 0.0001, 10.0)
+        self.e2e_buckets = latency_buckets(slo.e2e_ms / 1000 if slo.e2e_ms else None, 0.01, 1000.0)
+        self.ttft = Histogram(
+            TTFT,
+            "Time to first token seen by the gateway (ok streamed requests)",
+            LABELS,
+            registry=r,
+            buckets=self.ttft_buckets,
+        )
+        self.tpot = Histogram(
+            TPOT,
+            "Time per output token after the first (ok requests)",
+            LABELS,
+            registry=r,
+            buckets=self.tpot_buckets,
+        )
+        self.e2e = Histogram(
+            E2E,
+            "Request duration at the gateway, every outcome",
+            (*LABELS, "outcome"),
+            registry=r,
+            buckets=self.e2e_buckets,
+        )
+        self.itl = Histogram(
+            ITL,
+            "Gaps between token-carrying chunks (a chunk may carry several tokens)",
+            LABELS,
+            registry=r,
+            buckets=self.tpot_buckets,
+        )
+        self.tokens = Histogram(
+            TOKENS,
+            "Tokens per request, by gen_ai_token_type (input/output)",
+            (*LABELS, "gen_ai_token_type"),
+            registry=r,
+            buckets=TOKEN_BUCKETS,
+        )
+        self.requests = Counter(
+            REQUESTS.removesuffix("_total"), "Requests by outcome", (*LABELS, "outcome"), registry=r
+        )
+        self.dropped = Counter(
+            DROPPED.removesuffix("_total"),
+            "Records not written because the writer queue was full",
+            registry=r,
+        )
+        self.in_flight = Gauge(IN_FLIGHT, "Requests being proxied now", registry=r)
+
+    def observe(self, rec: RequestRecord) -> None:
+        """One finished generation request. Latency histograms take ok requests only (as offline)."""
+        lab = rec.labels
+        key = (lab.get("model", "unknown"), lab.get("upstream", ""), lab.get("arm", ""))
+        outcome = lab.get("outcome", Outcome.OK.value)
+        self.requests.labels(*key, outcome).inc()
+        e2e = e2e_ns(rec)
+        if e2e is not None:
+            self.e2e.labels(*key, outcome).observe(e2e / NS)
+        if outcome != Outcome.OK.value:
+            return
+        t = ttft_ns(rec)
+        if t is not None:
+            self.ttft.labels(*key).observe(t / NS)
+        tp = tpot_ns(rec)
+        if tp is not None:
+            self.tpot.labels(*key).observe(tp / NS)
+        gaps = itl_gaps_ns(rec)
+        if gaps:
+            h = self.itl.labels(*key)
+            for g in gaps:
+                h.observe(g / NS)
+        if rec.prompt_tokens is not None:
+            self.tokens.labels(*key, "input").observe(rec.prompt_tokens)
+        if rec.output_tokens:
+            self.tokens.labels(*key, "output").observe(rec.output_tokens)

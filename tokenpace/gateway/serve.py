@@ -1,0 +1,64 @@
+"""Start and stop a gateway on a TCP address (used by the CLI and by tests)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from aiohttp import web
+
+from tokenpace.gateway.config import GatewayConfig
+from tokenpace.gateway.proxy import Gateway
+from tokenpace.gateway.sink import BatchWriter, jsonl_writer
+from tokenpace.record import RequestRecord
+
+
+class RunningGateway:
+    """``async with RunningGateway(config) as gw:`` then send requests to ``gw.url``."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        writer: BatchWriter | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+    ) -> None:
+        if writer is None and config.records_path:
+            writer = jsonl_writer(config.records_path)
+        self.gateway = Gateway(config, writer=writer, on_record=on_record)
+        self.config = config
+        self.port = config.port
+        self._runner: web.AppRunner | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.config.host}:{self.port}"
+
+    async def start(self) -> RunningGateway:
+        # handler_cancellation: a client that goes away cancels its handler, which cancels the
+        # upstream request at once instead of at the next write.
+        self._runner = web.AppRunner(self.gateway.app, handler_cancellation=True, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024)
+        await site.start()
+        server = site._server  # the bound port when 0 was asked for
+        if server is not None and server.sockets:  # type: ignore[union-attr]
+            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        return self
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> RunningGateway:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def serve_forever(config: GatewayConfig, ready: Callable[[RunningGateway], None] | None = None) -> None:
+    async with RunningGateway(config) as gw:
+        if ready is not None:
+            ready(gw)
+        await asyncio.Event().wait()

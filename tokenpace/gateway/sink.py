@@ -1,0 +1,96 @@
+"""Records leave the hot path through a bounded queue; a writer task stores them in batches.
+
+The proxy never waits on its own bookkeeping: when the queue is full the record is dropped and
+counted (``tokenpace_gateway_records_dropped_total``), and the writing itself runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+
+from tokenpace.record import RequestRecord
+
+BatchWriter = Callable[[list[RequestRecord]], None]
+
+
+def jsonl_writer(path: str | Path) -> BatchWriter:
+    """Appends one JSON object per record to ``path``."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(batch: list[RequestRecord]) -> None:
+        data = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in batch)
+        with target.open("ab") as fh:
+            fh.write(data)
+
+    return write
+
+
+class RecordSink:
+    def __init__(
+        self,
+        writer: BatchWriter | None,
+        maxsize: int = 10_000,
+        batch: int = 500,
+        on_drop: Callable[[], None] | None = None,
+    ) -> None:
+        self.writer = writer
+        self.queue: asyncio.Queue[RequestRecord] = asyncio.Queue(maxsize)
+        self.batch = batch
+        self.on_drop = on_drop
+        self.dropped = 0
+        self.written = 0
+        self.write_errors = 0
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        if self.writer is not None and self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def put(self, rec: RequestRecord) -> None:
+        if self.writer is None:
+            return
+        try:
+            self.queue.put_nowait(rec)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            if self.on_drop is not None:
+                self.on_drop()
+
+    async def _run(self) -> None:
+        assert self.writer is not None
+        while True:
+            batch = [await self.queue.get()]
+            while len(batch) < self.batch and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
+            await self._write(batch)
+
+    async def _write(self, batch: list[RequestRecord]) -> None:
+        assert self.writer is not None
+        try:
+            await asyncio.to_thread(self.writer, batch)
+            self.written += len(batch)
+        except Exception:  # a failing store must not stop the proxy; the loss is counted
+            self.write_errors += 1
+            self.dropped += len(batch)
+            if self.on_drop is not None:
+                for _ in batch:
+                    self.on_drop()
+
+    async def close(self) -> None:
+        """Stop the writer and flush what is queued."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        rest: list[RequestRecord] = []
+        while not self.queue.empty():
+            rest.append(self.queue.get_nowait())
+        if rest:
+            await self._write(rest)
