@@ -4,14 +4,15 @@ Block k holds arm A's and arm B's records for the same seeded workload, sent bac
 drift of the machine or the network affects both arms of a block alike. For each metric and
 percentile:
 
-- the estimate is P_q(all B) - P_q(all A), and each block's own difference is reported (paired deltas);
-- the confidence interval resamples whole blocks (both arms of a block travel together);
-- the p-value is a randomisation test of the design: under "no difference" swapping the arm labels
-  within any block changes nothing, so the observed difference is ranked among the differences of
-  every within-block swap pattern (all 2^K of them up to 2048, else a seeded random 1999).
-
-With K blocks the smallest attainable p-value is 2 / 2^K; a verdict needs that below alpha
-(6 blocks at alpha = 0.05).
+- each block gives a paired delta, P_q(B in block k) - P_q(A in block k); the estimate (B - A) is
+  their mean, and the A and B columns show the percentiles of all blocks pooled;
+- the confidence interval resamples whole blocks;
+- the p-value is a randomisation test of the design: under "no difference" each block's delta is as
+  likely to have the other sign, so the observed mean is ranked among the means of every sign
+  pattern (all 2^K up to 2048, else a seeded random 1999);
+- no verdict on a percentile that a block's own sample cannot carry (P95 needs 100 requests per
+  arm and block), nor with too few blocks: the smallest attainable p-value is 2 / 2^K, so a verdict
+  at alpha = 0.05 needs at least 6 blocks.
 """
 
 from __future__ import annotations
@@ -56,9 +57,7 @@ def min_p_value(blocks: int) -> float:
     return min(1.0, 2 / 2**blocks)
 
 
-def _pooled(values: list[np.ndarray], qs: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    if weights is not None:
-        values = [v for v, w in zip(values, weights) for _ in range(int(w))]  # noqa: B905
+def _pooled(values: list[np.ndarray], qs: np.ndarray) -> np.ndarray:
     flat = np.concatenate(values) if values else np.empty(0)
     return np.percentile(flat, qs) if len(flat) else np.full(len(qs), np.nan)
 
@@ -93,43 +92,44 @@ def _metric(
             float(np.percentile(b, q) - np.percentile(a, q)) if len(a) and len(b) else None
             for a, b in zip(per_a, per_b)  # noqa: B905
         ]
-    if n_a == 0 or n_b == 0:
+    usable = [k for k, (a, b) in enumerate(zip(per_a, per_b)) if len(a) and len(b)]  # noqa: B905
+    if not usable:
         result.rows = [row_from_estimate(metric, q, n_a, n_b, None, Verdict.TOO_FEW) for q in qs]
         return result, deltas
     pa, pb = _pooled(per_a, q_arr), _pooled(per_b, q_arr)
-    observed = pb - pa
-    k = len(blocks)
-    # Randomisation test: swap arms within the blocks of each pattern.
-    extreme = np.zeros(len(qs))
-    patterns = _patterns(k, rng)
-    for pattern in patterns:
-        sa = [b if s else a for a, b, s in zip(per_a, per_b, pattern)]  # noqa: B905
-        sb = [a if s else b for a, b, s in zip(per_a, per_b, pattern)]  # noqa: B905
-        stat = _pooled(sb, q_arr) - _pooled(sa, q_arr)
-        extreme += np.abs(stat) >= np.abs(observed) - 1e-12 * np.abs(observed)
-    p_values = extreme / len(patterns)
-    # Block bootstrap of the pooled difference.
-    diffs = np.empty((resamples, len(qs)))
-    rels = np.empty((resamples, len(qs)))
-    for i in range(resamples):
-        w = np.bincount(rng.integers(0, k, size=k), minlength=k)
-        ra, rb = _pooled(per_a, q_arr, w), _pooled(per_b, q_arr, w)
-        diffs[i] = rb - ra
-        with np.errstate(divide="ignore", invalid="ignore"):
-            rels[i] = (rb - ra) / ra
+    # Paired deltas: one per block and percentile; the block's own A percentile scales them.
+    block_a = np.array([np.percentile(per_a[k], q_arr) for k in usable])
+    block_d = np.array([np.percentile(per_b[k], q_arr) - np.percentile(per_a[k], q_arr) for k in usable])
+    k = len(usable)
+    observed = block_d.mean(axis=0)
+    # Randomisation test: under no difference each block's delta is as likely negated.
+    signs = np.where(_patterns(k, rng), -1.0, 1.0)
+    stats = signs @ block_d / k
+    p_values = (np.abs(stats) >= np.abs(observed) - 1e-12 * np.abs(observed)).mean(axis=0)
+    # Block bootstrap of the mean delta (and of it relative to the mean A percentile).
+    draws = rng.integers(0, k, size=(resamples, k))
+    boot_d = block_d[draws].mean(axis=1)
+    boot_a = block_a[draws].mean(axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        boot_rel = boot_d / boot_a
     lo_q, hi_q = alpha / 2, 1 - alpha / 2
     enough_blocks = min_p_value(k) <= alpha
+    smallest_block = min(min(len(per_a[i]), len(per_b[i])) for i in usable)
     for j, q in enumerate(qs):
-        d, r = diffs[:, j], rels[:, j]
-        d, r = d[np.isfinite(d)], r[np.isfinite(r)]
-        lo, hi = np.quantile(d, [lo_q, hi_q]) if len(d) else (np.nan, np.nan)
+        lo, hi = (float(x) for x in np.quantile(boot_d[:, j], [lo_q, hi_q]))
+        r = boot_rel[:, j][np.isfinite(boot_rel[:, j])]
         rel_lo, rel_hi = (float(x) for x in np.quantile(r, [lo_q, hi_q])) if len(r) else (None, None)
-        rel = float(observed[j] / pa[j]) if pa[j] else None
+        mean_a = float(block_a[:, j].mean())
+        rel = float(observed[j] / mean_a) if mean_a else None
         est = DiffEstimate(
-            float(pa[j]), float(pb[j]), float(observed[j]), float(lo), float(hi), rel, rel_lo, rel_hi,
+            float(pa[j]), float(pb[j]), float(observed[j]), lo, hi, rel, rel_lo, rel_hi,
             float(p_values[j]), resamples,
         )  # fmt: skip
-        verdict = decide(est, n_a, n_b, q, info.higher_is_better, min_effect, bool(p_values[j] < alpha))
+        significant = bool(p_values[j] < alpha)
+        # Each block's percentile must rest on enough samples, and the blocks must allow p < alpha.
+        verdict = decide(
+            est, smallest_block, smallest_block, q, info.higher_is_better, min_effect, significant
+        )
         if not enough_blocks:
             verdict = Verdict.TOO_FEW
         result.rows.append(row_from_estimate(metric, q, n_a, n_b, est, verdict))
