@@ -51,7 +51,7 @@ def comparison_table(c: Comparison, title: str, p_title: str = "rank p") -> Tabl
         ("p", "right"),
         ("verdict", "left"),
     ):
-        t.add_column(name, justify=justify)  # type: ignore[arg-type]
+        t.add_column(name, justify=justify, no_wrap=name == "verdict")  # type: ignore[arg-type]
     for m in c.metrics:
         first = True
         for r in m.rows:
