@@ -70,7 +70,8 @@ def load_label(result: dict[str, Any]) -> str:
     return f"{load['rate']:g} rps"
 
 
-def conditions_table(result: dict[str, Any]) -> Table:
+def conditions_table(result: dict[str, Any], sweep: dict[str, Any] | None = None) -> Table:
+    """The conditions of a run; of a sweep's first step with the load ladder in place of its load."""
     c = result["conditions"]
     load = c["load"]
     wl = c.get("workload") or {}
@@ -99,6 +100,16 @@ def conditions_table(result: dict[str, Any]) -> Table:
         ["client", (c.get("client_host") or {}).get("hostname")],
         ["valid", result.get("valid")],
     ]
+    if sweep is not None:
+        ladder = ", ".join(load_label(s) for s in sweep.get("steps") or [])
+        labels = {k: v for k, v in (c.get("labels") or {}).items() if not k.startswith("sweep_")}
+        for row in rows:
+            if row[0] == "load":
+                row[1] = f"sweep ({sweep.get('mode')}): {ladder}; {mode.split(',')[0]}"
+            elif row[0] == "requests":
+                row[1] = f"{load.get('requests') or '-'} per step (+{load.get('warmup', 0)} warm-up)"
+            elif row[0] == "labels":
+                row[1] = ", ".join(f"{k}={v}" for k, v in labels.items()) or None
     return ["condition", "value"], [r for r in rows if r[1] not in (None, "")]
 
 
@@ -179,7 +190,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
             f"step {knee['index'] + 1}); method: Kneedle on P95 latency vs achieved load"
         )
     else:
-        out.append(f"Knee: none — {(a.get('knee_ttft_p95') or {}).get('reason', 'no analysis')}")
+        reason = (a.get("knee_ttft_p95") or {}).get("reason", "no analysis").removeprefix("no knee: ")
+        out.append(f"Knee: none — {reason}")
     ms = a.get("max_sustainable") or {}
     if ms.get("load_rps") is not None:
         out.append(

@@ -1,0 +1,182 @@
+"""One self-contained HTML file for a run or a sweep: plotly.js inline, no network needed to open it."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+from tokenpace.adapters.report import figures as F
+from tokenpace.adapters.report.tables import (
+    Table,
+    conditions_table,
+    fmt,
+    is_sweep,
+    latency_table,
+    plan_lines,
+    steps_table,
+    throughput_table,
+)
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1280px;
+padding:16px 24px;color:#222}
+h1{font-size:1.5em;margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:32px}
+.sub{color:#666;margin-top:4px}.cards{display:flex;flex-wrap:wrap;gap:12px;margin:16px 0}
+.card{border:1px solid #ddd;border-radius:8px;padding:10px 14px;min-width:150px}
+.card .k{color:#666;font-size:.85em}.card .v{font-size:1.4em;font-weight:600}
+.card .d{color:#888;font-size:.8em}
+table{border-collapse:collapse;font-size:.9em;margin:8px 0}
+td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f6f6f6}
+td:first-child,th:first-child{text-align:left}tr.knee td{background:#fff3cd;font-weight:600}
+.grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px}
+@media (max-width:1100px){.grid{grid-template-columns:minmax(0,1fr)}}
+.grid>div{min-width:0;overflow:hidden}
+.warn{color:#b00}.bad{background:#fdd;padding:8px;border-radius:6px}ul.lines li{margin:3px 0}
+dl.defs dt{font-weight:600}dl.defs dd{margin:0 0 6px 16px;color:#444}
+"""
+
+
+def _table(t: Table, cls_rows: dict[int, str] | None = None, pct_cols: tuple[str, ...] = ()) -> str:
+    headers, rows = t
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = []
+    for i, row in enumerate(rows):
+        cells = []
+        for h, v in zip(headers, row, strict=True):
+            text = f"{v:.1%}" if h in pct_cols and isinstance(v, float) else fmt(v)
+            cells.append(f"<td>{html.escape(text)}</td>")
+        cls = (cls_rows or {}).get(i)
+        body.append(f"<tr{f' class={cls!r}' if cls else ''}>{''.join(cells)}</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _card(key: str, value: str, detail: str = "") -> str:
+    return (
+        f'<div class="card"><div class="k">{html.escape(key)}</div><div class="v">{html.escape(value)}</div>'
+        f'<div class="d">{html.escape(detail)}</div></div>'
+    )
+
+
+def _headline(result: dict[str, Any]) -> str:
+    s = result["summary"]
+
+    def lat(key: str, name: str) -> str:
+        d = s.get(key) or {}
+        if not d.get("n"):
+            return ""
+        return _card(
+            f"{name} P50 / P95 / P99",
+            f"{fmt(d.get('p50'))} / {fmt(d.get('p95'))} / {fmt(d.get('p99'))} ms",
+            f"n={d['n']}, mean {fmt(d.get('mean'))} ms",
+        )
+
+    cards = [lat("ttft_ms", "TTFT"), lat("tpot_ms", "TPOT"), lat("itl_ms", "ITL"), lat("e2e_ms", "E2E")]
+    cards.append(
+        _card(
+            "Throughput",
+            f"{fmt(s.get('request_throughput'), 2)} req/s",
+            f"{fmt(s.get('output_token_throughput'))} output tok/s",
+        )
+    )
+    if s.get("goodput") is not None:
+        cards.append(_card("Goodput (met SLO)", f"{fmt(s['goodput'], 2)} req/s", f"{s['goodput_ratio']:.1%}"))
+    cards.append(_card("Error rate", f"{s.get('error_rate', 0):.2%}", f"{s['counts'].get('sent')} sent"))
+    return f'<div class="cards">{"".join(c for c in cards if c)}</div>'
+
+
+class _Page:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.figures = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+
+    def fig(self, fig: go.Figure) -> str:
+        self.figures += 1
+        return fig.to_html(
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"tp-fig-{self.figures}",
+            config={"displaylogo": False, "responsive": True},
+        )
+
+    def grid(self, figs: list[go.Figure]) -> None:
+        self.add('<div class="grid">' + "".join(f"<div>{self.fig(f)}</div>" for f in figs) + "</div>")
+
+
+def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = None) -> str:
+    """The report page. ``doc`` is a bench result or a sweep; ``steps`` carry the records per run."""
+    page = _Page()
+    sweep = is_sweep(doc)
+    first = steps[0].result
+    name = title or (
+        f"tokenpace sweep {doc.get('sweep_id', '')}" if sweep else f"tokenpace run {doc.get('run_id', '')}"
+    )
+    cond = first["conditions"]
+    page.add(f"<h1>{html.escape(name)}</h1>")
+    page.add(
+        f'<p class="sub">{html.escape(str(cond.get("model")))} @ {html.escape(str(cond.get("endpoint")))}'
+        f" — started {html.escape(str(cond.get('started_at')))}</p>"
+    )
+    if sweep:
+        _sweep_sections(page, doc)
+    else:
+        if not doc.get("valid", True):
+            reasons = "; ".join(doc.get("invalid_reasons") or [])
+            page.add(f'<p class="bad">NOT VALID for the load asked: {html.escape(reasons)}</p>')
+        page.add("<h2>Headline</h2>" + _headline(doc))
+        page.add(_table(latency_table(doc["summary"])) + _table(throughput_table(doc["summary"])))
+    page.add("<h2>Test conditions</h2>" + _table(conditions_table(first, doc if sweep else None)))
+    if not any(st.records for st in steps):
+        page.add('<p class="warn">No records file found: distributions and timelines are missing.</p>')
+    page.add("<h2>Distributions</h2>")
+    page.grid(
+        [
+            F.cdf(steps, "ttft", "TTFT"),
+            F.histogram(steps, "ttft", "TTFT"),
+            F.cdf(steps, "tpot", "TPOT"),
+            F.histogram(steps, "tpot", "TPOT"),
+            F.cdf(steps, "e2e", "E2E"),
+            F.histogram(steps, "e2e", "E2E"),
+        ]
+    )
+    page.add("<h2>Over time and by input</h2>")
+    page.grid([F.ttft_timeline(steps), F.prefill_scatter(steps), F.errors_over_time(steps)])
+    defs = first.get("definitions") or {}
+    if defs:
+        items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in defs.items())
+        page.add(f'<h2>Definitions</h2><dl class="defs">{items}</dl>')
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8">'
+        f"<title>{html.escape(name)}</title><style>{_CSS}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+        f'<body data-figures="{page.figures}">{"".join(page.parts)}'
+        '<p class="sub">Made by tokenpace; opens offline (plotly.js is inside this file).</p></body></html>'
+    )
+
+
+def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
+    lines = plan_lines(doc)
+    warn = ("Warning", "Little's law, step")
+    items = "".join(
+        f"<li{' class=warn' if ln.startswith(warn) else ''}>{html.escape(ln)}</li>" for ln in lines
+    )
+    page.add(f'<h2>Capacity</h2><ul class="lines">{items}</ul>')
+    if doc.get("stop_reason") not in (None, "completed"):
+        page.add(f"<p>Sweep stopped: {html.escape(str(doc['stop_reason']))}</p>")
+    headers, rows = steps_table(doc)
+    knee_rows = {i: "knee" for i, r in enumerate(rows) if "knee" in str(r[-1])}
+    page.add("<h2>Steps</h2>" + _table((headers, rows), knee_rows, pct_cols=("errors",)))
+    page.add("<h2>Curves against load</h2>")
+    page.grid(
+        [
+            F.latency_curve(doc, "ttft_ms", "TTFT"),
+            F.latency_curve(doc, "e2e_ms", "E2E"),
+            F.latency_curve(doc, "tpot_ms", "TPOT"),
+            F.throughput_curve(doc),
+        ]
+    )

@@ -1,0 +1,86 @@
+"""`tokenpace report RESULT_OR_SWEEP`: a self-contained HTML report, and Markdown/CSV exports."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tokenpace.adapters.report.exports import to_csv, to_markdown
+from tokenpace.adapters.report.figures import Step, make_steps
+from tokenpace.adapters.report.html import render_html
+from tokenpace.adapters.report.tables import is_sweep
+from tokenpace.adapters.results import read_records, read_result
+from tokenpace.cli.plan_cmd import die
+from tokenpace.record import RequestRecord
+
+
+def _records(base: Path, result: dict[str, Any]) -> list[RequestRecord]:
+    name = (result.get("records") or {}).get("path")
+    if not name:
+        return []
+    path = base / name
+    try:
+        return read_records(path)
+    except FileNotFoundError:
+        click.echo(f"tokenpace report: note: {path} not found; charts of records left empty", err=True)
+    except (OSError, ValueError, TypeError) as exc:
+        click.echo(f"tokenpace report: note: {path} unreadable ({exc}); left out", err=True)
+    return []
+
+
+def load_report(path: Path) -> tuple[dict[str, Any], list[Step]]:
+    try:
+        doc = read_result(path)
+    except FileNotFoundError:
+        die("report", f"{path}: no such file")
+    except (OSError, ValueError) as exc:
+        die("report", f"{path}: not a tokenpace JSON file ({str(exc).splitlines()[0]})")
+    if not isinstance(doc, dict):
+        die("report", f"{path}: not a tokenpace result or sweep")
+    if is_sweep(doc):
+        results = doc.get("steps") or []
+        if not results:
+            die("report", f"{path}: the sweep has no finished steps")
+    elif "summary" in doc and "conditions" in doc:
+        results = [doc]
+    else:
+        die("report", f"{path}: not a tokenpace result or sweep (no summary or steps)")
+    try:
+        return doc, make_steps(results, [_records(path.parent, r) for r in results])
+    except (KeyError, TypeError) as exc:
+        die("report", f"{path}: malformed result ({exc})")
+
+
+@click.command()
+@click.argument("source", type=click.Path(path_type=Path), metavar="RESULT_OR_SWEEP")
+@click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), help="HTML report.")
+@click.option("--md", "md_out", type=click.Path(dir_okay=False, path_type=Path), help="Markdown tables.")
+@click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="CSV table.")
+@click.option("--title", help="Report title.")
+def report(
+    source: Path, html_out: Path | None, md_out: Path | None, csv_out: Path | None, title: str | None
+) -> None:
+    """Report a bench result or a sweep: offline HTML (--html), Markdown (--md), CSV (--csv).
+
+    With no output option the Markdown goes to standard output.
+    """
+    doc, steps = load_report(source)
+    try:
+        if html_out:
+            html_out.parent.mkdir(parents=True, exist_ok=True)
+            html_out.write_text(render_html(doc, steps, title), encoding="utf-8")
+            click.echo(f"html: {html_out}")
+        if md_out:
+            md_out.write_text(to_markdown(doc), encoding="utf-8")
+            click.echo(f"markdown: {md_out}")
+        if csv_out:
+            csv_out.write_text(to_csv(doc), encoding="utf-8")
+            click.echo(f"csv: {csv_out}")
+    except OSError as exc:
+        die("report", str(exc))
+    except (KeyError, TypeError) as exc:
+        die("report", f"{source}: malformed result ({exc})")
+    if not (html_out or md_out or csv_out):
+        click.echo(to_markdown(doc), nl=False)
