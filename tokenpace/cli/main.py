@@ -9,6 +9,7 @@ from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
 from tokenpace.cli.gateway_cmd import gateway
 from tokenpace.cli.plan_cmd import plan
+from tokenpace.cli.report_cmd import report
 from tokenpace.cli.check_cmd import check
 from tokenpace.cli.compare_cmd import compare
 from tokenpace.cli.history_cmd import history
@@ -27,6 +28,7 @@ cli.add_command(bench)
 cli.add_command(sim)
 cli.add_command(sweep)
 cli.add_command(plan)
+cli.add_command(report)
 cli.add_command(runs)
 cli.add_command(compare)
 cli.add_command(check)
