@@ -37,7 +37,7 @@ def pvalue(p: float | None) -> str:
     return f"{p:.2g}" if p >= 0.001 else "<0.001"
 
 
-def comparison_table(c: Comparison, title: str, p_title: str = "rank p") -> Table:
+def comparison_table(c: Comparison, title: str, caption: str | None = None) -> Table:
     conf = f"{100 * (1 - c.alpha):g}% CI"
     t = Table(title=title, title_justify="left", header_style="bold")
     for name, justify in (
@@ -80,7 +80,9 @@ def comparison_table(c: Comparison, title: str, p_title: str = "rank p") -> Tabl
             f"[{_STYLE[m.verdict]}]{m.verdict.value}[/]" if _STYLE[m.verdict] else m.verdict.value,
             end_section=True,
         )
-    t.caption = f"p: bootstrap p per percentile; 'all': {p_title} over the whole distribution"
+    t.caption = (
+        caption or "p: bootstrap p per percentile; 'all': Mann-Whitney rank test of the whole distribution"
+    )
     return t
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from tokenpace import __version__
+from tokenpace.cli.ab_cmd import ab
 from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
 from tokenpace.cli.gateway_cmd import gateway
@@ -34,6 +35,7 @@ cli.add_command(compare)
 cli.add_command(check)
 cli.add_command(history)
 cli.add_command(baseline)
+cli.add_command(ab)
 cli.add_command(gateway)
 
 

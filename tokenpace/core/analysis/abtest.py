@@ -159,7 +159,24 @@ def analyse_blocks(
         results.append(res)
         all_deltas[m] = deltas
     method = (
-        f"paired blocks: {len(blocks)} blocks, randomisation test of within-block arm swaps, "
-        f"block bootstrap interval"
+        f"paired blocks: {len(blocks)} blocks; B - A is the mean of the per-block differences, its "
+        f"interval a block bootstrap, its p-value a sign-flip randomisation test"
     )
-    return AbAnalysis(Comparison(alpha, min_effect, results, method), len(blocks), all_deltas)
+    rule = (
+        f"A percentile differs when the sign-flip randomisation test of its mean per-block difference "
+        f"gives p < {alpha:g}; it is called slower or faster only when the relative change is also at "
+        f"least {100 * min_effect:g}% (smaller significant changes are 'negligible'). The metric's "
+        f"overall verdict is its P50's. No verdict on a percentile that each block's own sample cannot "
+        f"carry (5 samples beyond it: P50 needs 10 requests per arm and block, P95 100), nor with "
+        f"fewer than {_min_blocks(alpha)} blocks (the smallest attainable p is 2 / 2^blocks). "
+        f"A regression needs both an effect above its threshold and significance."
+    )
+    comparison = Comparison(alpha, min_effect, results, method, rule)
+    return AbAnalysis(comparison, len(blocks), all_deltas)
+
+
+def _min_blocks(alpha: float) -> int:
+    k = 1
+    while min_p_value(k) > alpha:
+        k += 1
+    return k

@@ -77,13 +77,14 @@ class Comparison:
     min_effect: float
     metrics: list[MetricResult]
     method: str = "bootstrap over requests (independent samples)"
+    rule_text: str | None = None  # a design-specific decision rule (paired blocks)
 
     def metric(self, name: str) -> MetricResult:
         return next(m for m in self.metrics if m.metric == name)
 
     @property
     def rule(self) -> str:
-        return decision_rule(self.alpha, self.min_effect)
+        return self.rule_text or decision_rule(self.alpha, self.min_effect)
 
     def to_dict(self) -> dict:
         return {

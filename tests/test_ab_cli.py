@@ -1,0 +1,68 @@
+"""tokenpace ab against two scripted servers: B slower is found, equal arms are not told apart."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from baseline_fixtures import served, tokenpace
+
+from tokenpace.adapters.store import Store
+from tokenpace.app.ab import AbConfig, AbRun, block_order
+from tokenpace.app.bench import BenchConfig
+from tokenpace.core.analysis.verdict import Verdict
+from tokenpace.core.lengths import parse_length
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+
+def test_ab_finds_b_slower_block_by_block_and_stores_both_arms(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    out = tmp_path / "ab.json"
+    with served(Script(ttft_s=0.05, itl_s=0.005)) as a, served(Script(ttft_s=0.08, itl_s=0.005)) as b:
+        done = tokenpace("ab", "--a", a.url, "--b", b.url, "--model", "m", "--blocks", "6",
+                         "--block-requests", "10", "-c", "5", "--input-len", "16", "--output-len", "4",
+                         "--out", str(out), "--store", db)  # fmt: skip
+        assert a.stats.requests >= 60 and b.stats.requests >= 60
+    assert done.returncode == 0, done.stderr
+    data = json.loads(out.read_text())
+    assert data["order"] == ["AB", "BA", "AB", "BA", "AB", "BA"]
+    analysis = data["analysis"]
+    ttft = next(m for m in analysis["metrics"] if m["metric"] == "ttft")
+    assert ttft["verdict"] == "slower"
+    p50 = ttft["percentiles"][0]
+    assert p50["verdict"] == "slower" and 25 < p50["diff"] < 35  # 30 ms slower, scripted
+    assert all(20 < d < 40 for d in analysis["block_deltas"]["ttft"]["p50"])
+    tpot = next(m for m in analysis["metrics"] if m["metric"] == "tpot")
+    assert tpot["verdict"] in ("no significant difference", "negligible")
+    assert "stored arm A as run" in done.stdout and "sign-flip" in done.stdout
+    store = Store.open(db)
+    for arm in ("a", "b"):
+        run = store.get_run(f"{data['ab_id']}-{arm}")
+        assert run is not None and run.labels["arm"] == arm and run.kind == "ab"
+        assert store.record_counts(run.id)["total"] == 60
+
+
+def test_equal_arms_show_no_significant_difference() -> None:
+    async def main():
+        script = Script(ttft_s=0.04, itl_s=0.005)
+        async with ScriptedServer(default=script) as a, ScriptedServer(default=script) as b:
+            base = BenchConfig(url="", model="m", concurrency=5, input_len=parse_length("16"),
+                               output_len=parse_length("4"))  # fmt: skip
+            return await AbRun(AbConfig(a.url, b.url, base, blocks=6, block_requests=10)).run()
+
+    result = asyncio.run(main())
+    assert result.analysis is not None and len(result.blocks) == 6 and not result.interrupted
+    for m in result.analysis.comparison.metrics:
+        assert m.verdict in (Verdict.NO_DIFFERENCE, Verdict.NEGLIGIBLE), (m.metric, m.verdict)
+    assert len(result.records("a")) == len(result.records("b")) == 60
+
+
+def test_block_orders_and_bad_input() -> None:
+    assert block_order(4, "alternate", 0) == ["AB", "BA", "AB", "BA"]
+    rnd = block_order(20, "random", 1)
+    assert rnd == block_order(20, "random", 1) and set(rnd) == {"AB", "BA"}
+    done = tokenpace("ab", "--a", "http://127.0.0.1:1/v1", "--b", "http://127.0.0.1:1/v1", "--blocks", "1",
+                     "--no-store")  # fmt: skip
+    assert done.returncode == 2 and "--blocks must be at least 2" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,170 @@
+"""`tokenpace ab --a URL_A --b URL_B`: paired blocks of the same workload, a verdict per metric."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tokenpace.adapters.dialects import DIALECTS
+from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.adapters.store import Store, StoreError
+from tokenpace.app.ab import ORDERS, AbConfig, AbResult, AbRun
+from tokenpace.app.bench import BenchConfig, BenchResult
+from tokenpace.app.preflight import PreflightError
+from tokenpace.cli import bench_store, parsing
+from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
+from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles, write_report
+from tokenpace.core.client import EndpointError
+
+EXIT_INTERRUPTED = 130
+_CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
+
+
+@click.command()
+@click.option(
+    "--a", "url_a", required=True, metavar="URL", help="Arm A: base URL of an OpenAI-compatible API."
+)
+@click.option("--b", "url_b", required=True, metavar="URL", help="Arm B: base URL.")
+@click.option("--model", help="Model name for both arms (default: the first each server lists).")
+@click.option("--api", type=click.Choice(sorted(DIALECTS)), default="chat", show_default=True)
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
+@click.option("--blocks", type=int, default=10, show_default=True, help="Blocks; each sends to A and to B.")
+@click.option("--block-requests", type=int, default=20, show_default=True, help="Requests per arm and block.")
+@click.option("--concurrency", "-c", type=int, default=4, show_default=True)
+@click.option("--order", type=click.Choice(ORDERS), default="alternate", show_default=True,
+              help="alternate: AB, BA, AB ... (counterbalanced); random: seeded coin per block.")  # fmt: skip
+@click.option("--input-len", default="512", show_default=True)
+@click.option("--output-len", default="128", show_default=True)
+@click.option("--ignore-eos", is_flag=True)
+@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Block k uses workload seed SEED+k.")
+@click.option("--timeout", default="300s", show_default=True, help="Per-request timeout.")
+@click.option("--label", "labels", multiple=True, metavar="K=V")
+@click.option("--alpha", type=float, default=0.05, show_default=True)
+@click.option("--min-effect", default="1%", show_default=True)
+@click.option("--percentiles", default="50,95,99", show_default=True)
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the A/B result JSON here."
+)
+@click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)
+@click.option("--no-store", is_flag=True, help="Do not save the two arms in the run store.")
+@click.option("--quiet", "-q", is_flag=True, help="No per-block lines.")
+def ab(**o) -> None:
+    """Send the same seeded workload to A and B in alternating blocks and compare them per block.
+
+    Running A, then B an hour later, confounds drift of the machine with the difference measured;
+    paired blocks cancel it. Each arm is stored as a run (<id>-a, <id>-b) unless --no-store.
+    """
+    try:
+        config = _config(o)
+        config.validate()
+        config.base.validate()
+    except (click.BadParameter, ValueError, EndpointError) as exc:
+        fail("ab", exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
+    store = bench_store.open_for_run(o["store_url"], o["no_store"], cmd="ab")
+    console = Console()
+
+    def on_block(k: int, arm: str, r: BenchResult) -> None:
+        if not o["quiet"]:
+            p50 = r.summary.ttft_ms.p50
+            console.print(
+                f"block {k + 1}/{config.blocks} arm {arm}: {r.summary.counts.get('ok', 0)} ok, "
+                f"TTFT P50 {p50 if p50 is None else round(p50, 2)} ms",
+                highlight=False,
+            )
+
+    run = AbRun(config, on_block)
+    try:
+        result = _loop_run(run)
+    except (PreflightError, EndpointError) as exc:
+        fail("ab", str(exc))
+    data = result.to_dict()
+    if o["out"]:
+        write_report(o["out"], data)
+    _print(console, result)
+    stored_ok = _store(store, result, console)
+    if result.interrupted:
+        sys.exit(EXIT_INTERRUPTED)
+    if not stored_ok:
+        sys.exit(2)
+
+
+def _config(o: dict) -> AbConfig:
+    base = BenchConfig(
+        url="",
+        model=o["model"],
+        api=o["api"],
+        concurrency=o["concurrency"],
+        requests=o["block_requests"],
+        timeout_s=parsing.duration_s(o["timeout"], "timeout"),
+        input_len=parsing.length(o["input_len"]),
+        output_len=parsing.length(o["output_len"]),
+        seed=o["seed"],
+        sampling=Sampling(o["temperature"], 1.0, o["ignore_eos"]),
+        api_key=o["api_key"],
+        labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
+    )
+    return AbConfig(
+        o["url_a"],
+        o["url_b"],
+        base,
+        blocks=o["blocks"],
+        block_requests=o["block_requests"],
+        order=o["order"],
+        alpha=o["alpha"],
+        min_effect=parse_percent(o["min_effect"], "--min-effect"),
+        percentiles=tuple(parse_percentiles(o["percentiles"])),
+    )
+
+
+def _loop_run(run: AbRun) -> AbResult:
+    async def main() -> AbResult:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, run.stop)
+        return await run.run()
+
+    return asyncio.run(main())
+
+
+def _print(console: Console, result: AbResult) -> None:
+    a = result.analysis
+    if a is None:
+        console.print("no complete block: nothing to compare", highlight=False)
+    else:
+        title = f"A/B {result.ab_id}: A = {result.config.url_a}  vs  B = {result.config.url_b}"
+        console.print(comparison_table(a.comparison, title, caption=_CAPTION))
+        deltas = a.block_deltas.get("ttft", {}).get("p50", [])
+        shown = ", ".join("-" if d is None else f"{d:+.2f}" for d in deltas)
+        console.print(
+            f"TTFT P50 B - A per block (ms), order {' '.join(result.order)}: {shown}", highlight=False
+        )
+        console.print(f"[dim]Method: {a.comparison.method}[/]", highlight=False)
+        print_rule(console, a.comparison.rule)
+    print_warnings(console, result.warnings)
+
+
+def _store(store: Store | None, result: AbResult, console: Console) -> bool:
+    if store is None:
+        return True
+    ok = True
+    for arm in ("a", "b"):
+        if not result.blocks and arm.upper() not in result.partial:
+            continue
+        run_id, conditions, summary, records = result.arm_run(arm)
+        try:
+            store.save_run(run_id, conditions, summary, records, kind="ab", interrupted=result.interrupted)
+            console.print(
+                f"stored arm {arm.upper()} as run {run_id} ({len(records)} records)", highlight=False
+            )
+        except StoreError as exc:
+            click.echo(f"tokenpace ab: error: could not store arm {arm.upper()}: {exc}", err=True)
+            ok = False
+    return ok
