@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 
 import click
 
@@ -24,7 +25,17 @@ from tokenpace.cli.parsing import slo as parse_slo
     "--slo", "slo_text", default=None, help="e.g. ttft=800ms,tpot=50ms,e2e=10s: bucket bounds and alerts."
 )
 @click.option("--slo-objective", default=0.99, show_default=True, help="Share of requests meeting each SLO.")
-@click.option("--records", "records_path", default=None, help="Append request records here (JSONL).")
+@click.option("--records", "records_path", default=None, help="Also append request records here (JSONL).")
+@click.option(
+    "--store",
+    "store_url",
+    metavar="URL",
+    help="Store real-traffic records as runs (one per upstream, labelled source=gateway) in this store: "
+    "a SQLite path or URL, or postgresql://... (default: $TOKENPACE_STORE, else "
+    "~/.local/share/tokenpace/runs.db).",
+)
+@click.option("--no-store", is_flag=True, help="Do not write records to the run store.")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra label on the stored runs.")
 @click.option("--max-body", default=4 * 1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option("--first-token-timeout", default="300s", show_default=True)
 @click.option("--stall-timeout", default="60s", show_default=True, help="Longest gap between tokens.")
@@ -39,6 +50,9 @@ def gateway(
     slo_text: str | None,
     slo_objective: float,
     records_path: str | None,
+    store_url: str | None,
+    no_store: bool,
+    labels: tuple[str, ...],
     max_body: int,
     first_token_timeout: str,
     stall_timeout: str,
@@ -74,15 +88,38 @@ def gateway(
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    from tokenpace.cli import bench_store
+    from tokenpace.cli.parsing import key_values
     from tokenpace.gateway.serve import serve_forever
+
+    extra_labels = key_values(labels, "=", "a label as KEY=VALUE")
+    store = bench_store.open_for_run(store_url, no_store, cmd="gateway")  # exits 2 when it cannot
+    writer = None
+    session = uuid.uuid4().hex[:12]
+    if store is not None:
+        from tokenpace.gateway.store_writer import StoreRecordWriter
+
+        writer = StoreRecordWriter(store, config, session, extra_labels)
 
     def ready(gw) -> None:
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         click.echo(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics", err=True)
+        if store is not None:
+            click.echo(
+                f"storing records in {store.display_url} as session {session} "
+                f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)",
+                err=True,
+            )
+
+    def done(gw) -> None:
+        sink = gw.gateway.sink
+        click.echo(f"records: {sink.written} written, {sink.dropped} dropped", err=True)
+        if store is not None:
+            store.close()
 
     with contextlib.suppress(ImportError):
         import uvloop
 
         uvloop.install()
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, ready))
+        asyncio.run(serve_forever(config, ready, writer=writer, done=done))

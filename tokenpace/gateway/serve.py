@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import signal
 from collections.abc import Callable
 
 from aiohttp import web
 
 from tokenpace.gateway.config import GatewayConfig
 from tokenpace.gateway.proxy import Gateway
-from tokenpace.gateway.sink import BatchWriter, jsonl_writer
+from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer
 from tokenpace.record import RequestRecord
 
 
@@ -22,8 +24,8 @@ class RunningGateway:
         writer: BatchWriter | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
     ) -> None:
-        if writer is None and config.records_path:
-            writer = jsonl_writer(config.records_path)
+        if config.records_path:  # the JSONL file as well as any other writer
+            writer = fan_out(writer, jsonl_writer(config.records_path))
         self.gateway = Gateway(config, writer=writer, on_record=on_record)
         self.config = config
         self.port = config.port
@@ -57,8 +59,24 @@ class RunningGateway:
         await self.stop()
 
 
-async def serve_forever(config: GatewayConfig, ready: Callable[[RunningGateway], None] | None = None) -> None:
-    async with RunningGateway(config) as gw:
-        if ready is not None:
-            ready(gw)
-        await asyncio.Event().wait()
+async def serve_forever(
+    config: GatewayConfig,
+    ready: Callable[[RunningGateway], None] | None = None,
+    writer: BatchWriter | None = None,
+    done: Callable[[RunningGateway], None] | None = None,
+) -> None:
+    """Serve until cancelled; ``done`` runs after the queued records are flushed."""
+    gw = RunningGateway(config, writer=writer)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        async with gw:
+            if ready is not None:
+                ready(gw)
+            await stop.wait()
+    finally:
+        if done is not None:
+            done(gw)

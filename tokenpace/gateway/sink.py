@@ -31,6 +31,27 @@ def jsonl_writer(path: str | Path) -> BatchWriter:
     return write
 
 
+def fan_out(*writers: BatchWriter | None) -> BatchWriter | None:
+    """One BatchWriter calling each of ``writers``; every one is tried, the first failure re-raised."""
+    live = [w for w in writers if w is not None]
+    if not live:
+        return None
+    if len(live) == 1:
+        return live[0]
+
+    def write(batch: list[RequestRecord]) -> None:
+        error: Exception | None = None
+        for w in live:
+            try:
+                w(batch)
+            except Exception as exc:  # the sink counts the loss
+                error = error or exc
+        if error is not None:
+            raise error
+
+    return write
+
+
 class RecordSink:
     def __init__(
         self,
@@ -68,7 +89,11 @@ class RecordSink:
             batch = [await self.queue.get()]
             while len(batch) < self.batch and not self.queue.empty():
                 batch.append(self.queue.get_nowait())
-            await self._write(batch)
+            try:
+                await self._write(batch)
+            finally:
+                for _ in batch:
+                    self.queue.task_done()
 
     async def _write(self, batch: list[RequestRecord]) -> None:
         assert self.writer is not None
@@ -82,15 +107,23 @@ class RecordSink:
                 for _ in batch:
                     self.on_drop()
 
-    async def close(self) -> None:
-        """Stop the writer and flush what is queued."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
-        rest: list[RequestRecord] = []
+    async def close(self, timeout_s: float = 30.0) -> None:
+        """Flush what is queued (waiting up to ``timeout_s``), then stop the writer.
+
+        The writer is never cancelled mid-batch: a batch handed to its thread is finished and
+        counted, and no second write starts beside it. What is still queued after the timeout is
+        dropped and counted.
+        """
+        if self._task is None:
+            return
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.queue.join(), timeout_s)
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+        self._task = None
         while not self.queue.empty():
-            rest.append(self.queue.get_nowait())
-        if rest:
-            await self._write(rest)
+            self.queue.get_nowait()
+            self.dropped += 1
+            if self.on_drop is not None:
+                self.on_drop()

@@ -1,0 +1,136 @@
+"""Real-traffic records into the run store: one run per gateway session and upstream (A/B arm).
+
+Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<name>``, ``arm=<arm>``
+(plus the upstream's version/region), so ``tokenpace compare source=gateway,arm=a
+source=gateway,arm=b`` puts the newest session's arm A against its arm B. A run is created when its
+first record arrives; later batches are appended (records and ``record_count`` in one transaction).
+
+Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
+sink counts the batch as dropped. Traffic never waits on it.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import sqlalchemy as sa
+
+from tokenpace import __version__
+from tokenpace.adapters.store import Store, StoreError
+from tokenpace.adapters.store import schema as s
+from tokenpace.gateway.config import GatewayConfig, Upstream
+from tokenpace.record import RequestRecord
+
+RUN_KIND = "gateway"
+_ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def _safe_url(url: str) -> str:
+    """The URL without user:password (never stored)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+class _Arm:
+    __slots__ = ("run_id", "seq", "upstream")
+
+    def __init__(self, run_id: str, upstream: Upstream) -> None:
+        self.run_id = run_id
+        self.upstream = upstream
+        self.seq = -1  # -1: the run is not in the store yet
+
+
+class StoreRecordWriter:
+    """A ``BatchWriter`` (``list[RequestRecord] -> None``) that appends to per-upstream runs."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: GatewayConfig,
+        session: str,
+        labels: Mapping[str, str] | None = None,
+    ) -> None:
+        self.store = store
+        self.config = config
+        self.session = session
+        self.labels = dict(labels or {})
+        self.started = datetime.now(timezone.utc)
+        self.anchor = {"perf_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
+        self.arms: dict[str, _Arm] = {}
+        for u in config.upstreams:
+            name = _ID_SAFE.sub("_", u.name)[:40]
+            self.arms[u.name] = _Arm(f"gw-{session[:16]}-{name}", u)
+
+    def run_labels(self, up: Upstream) -> dict[str, str]:
+        return {
+            **self.labels,
+            **up.labels,
+            "source": "gateway",
+            "gateway_session": self.session,
+            "upstream": up.name,
+            "arm": up.arm,
+        }
+
+    def conditions(self, up: Upstream) -> dict[str, Any]:
+        return {
+            "source": "gateway",
+            "model": up.model,
+            "endpoint": _safe_url(up.url),
+            "labels": self.run_labels(up),
+            "slo": self.config.slo.to_dict(),
+            "gateway": {"session": self.session, "upstreams": len(self.config.upstreams)},
+            "started_at": self.started.isoformat(),
+            "clock": {"source": "time.perf_counter_ns", **self.anchor},
+            "tool": {"name": "tokenpace gateway", "version": __version__},
+        }
+
+    def __call__(self, batch: list[RequestRecord]) -> None:
+        groups: dict[str, list[RequestRecord]] = {}
+        for rec in batch:
+            groups.setdefault(rec.labels.get("upstream", ""), []).append(rec)
+        failed: StoreError | None = None
+        for name, records in groups.items():
+            arm = self.arms.get(name)
+            if arm is None:
+                continue
+            try:
+                self._append(arm, records)
+            except StoreError as exc:
+                failed = exc
+        if failed is not None:
+            raise failed
+
+    def _append(self, arm: _Arm, records: list[RequestRecord]) -> None:
+        if arm.seq < 0:
+            up = arm.upstream
+            self.store.save_run(
+                arm.run_id, self.conditions(up), {}, [], kind=RUN_KIND, labels=self.run_labels(up)
+            )
+            arm.seq = 0
+        rows = [
+            {
+                "run_id": arm.run_id,
+                "seq": arm.seq + i,
+                "request_id": r.request_id,
+                "status": r.status.value,
+                "warmup": r.warmup,
+                "data": r.to_dict(),
+            }
+            for i, r in enumerate(records)
+        ]
+        runs = s.runs
+        with self.store._tx(f"append records to run {arm.run_id}") as conn:
+            conn.execute(sa.insert(s.records), rows)
+            conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == arm.run_id)
+                .values(record_count=runs.c.record_count + len(rows), stored_unix=time.time())
+            )
+        arm.seq += len(rows)
