@@ -84,7 +84,6 @@ def _run(coro: Any) -> Any:
 )
 @click.option("--cold-start-factor", type=click.FloatRange(1), default=None)
 @click.option("--no-fault-header", is_flag=True, help="Ignore the x-sim-fault request header.")
-@click.option("--precise", is_flag=True, help="Spin the last ms of each step for tighter timing (uses CPU).")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
 @click.option("--input-len", default="512", show_default=True, help="Virtual: N, LO:HI, normal:M,SD, N1,N2")
@@ -201,7 +200,6 @@ async def _serve(o: dict[str, Any], profile: Any, network: Any, faults: Any) -> 
         faults=faults,
         network=network,
         seed=o["seed"],
-        precise=o["precise"],
     )
     try:
         await srv.start()

@@ -137,6 +137,10 @@ class Engine:
         self._step = step
         return self.cost.step_seconds(work)
 
+    def tokens_in_step(self) -> int:
+        """How many requests the packed step will give a token to (partial prefills give none)."""
+        return sum(1 for r, n in self._step if r.num_computed + n == r.num_tokens)
+
     def complete(self, end: float) -> list[SimRequest]:
         """Finish the packed step at time `end`; returns the requests that produced a token."""
         out: list[SimRequest] = []

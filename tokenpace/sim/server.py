@@ -1,6 +1,7 @@
 """The real-time sim: an OpenAI-compatible HTTP server whose tokens come from the engine model.
 
-One task runs the engine step by step on the wall clock: it packs a step, sleeps until the step's
+One task runs the engine step by step on the wall clock (time.monotonic: uvloop.time() has only
+millisecond resolution): it packs a step, sleeps until the step's
 model end time, then writes every produced token. Step k+1 starts at step k's *model* end time, so a
 late wake-up does not accumulate into drift; the lateness itself is exported as
 tokenpace_sim_emit_lag_seconds.
@@ -44,13 +45,11 @@ class SimServer:
         faults: FaultConfig | None = None,
         network: Network | None = None,
         seed: int = 0,
-        precise: bool = False,
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.host, self.port = host, port
         self.network = network or self.profile.network
         self.faults = faults or FaultConfig()
-        self.precise = precise  # spin the last millisecond before each step's end for tighter timing
         self.engine = Engine(self.profile, seed=seed)
         self.metrics = SimMetrics(self.profile.served_model_name)
         self._picker = FaultPicker(self.faults)
@@ -62,7 +61,8 @@ class SimServer:
         self._wake = asyncio.Event()
         self._started = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
-        # Worst-token lag of recent steps, for exact quantiles of the sim's own timing error.
+        # Signed lateness of each recent step's last and first written token against its model end
+        # time, for exact quantiles of the sim's own timing error.
         self.lag_samples: deque[float] = deque(maxlen=50_000)
         self.first_lag_samples: deque[float] = deque(maxlen=50_000)  # the step's first token
 
@@ -83,7 +83,7 @@ class SimServer:
             reuse_address=True,
         )
         self.port = self._server.sockets[0].getsockname()[1]
-        self._started = loop.time()
+        self._started = time.monotonic()
         self._task = loop.create_task(self._engine_loop())
         return self
 
@@ -109,17 +109,17 @@ class SimServer:
 
     # ---- the engine on the wall clock --------------------------------------------------------
     async def _engine_loop(self) -> None:
-        loop = asyncio.get_running_loop()
         eng = self.engine
         cold_until = self._started + self.faults.cold_start_s
         t_model: float | None = None
+        write_cost = 0.0  # seconds per token written, averaged over recent steps
         while True:
             if not eng.has_work():
                 self._wake.clear()
                 await self._wake.wait()
                 t_model = None
                 continue
-            now = loop.time()
+            now = time.monotonic()
             start = now if t_model is None or now - t_model > RESYNC_S else t_model
             eng.cost.slowdown = self.faults.cold_start_factor if start < cold_until else 1.0
             d = eng.schedule(start)
@@ -129,20 +129,21 @@ class SimServer:
                 await self._wake.wait()
                 continue
             end = start + d
-            delay = end - loop.time()
-            if self.precise and delay > 0.0015:
-                await asyncio.sleep(delay - 0.0012)
-                while loop.time() < end:
-                    await asyncio.sleep(0)
-            elif delay > 0:
+            # Centre the step's burst of writes on its model end time: start half a burst early.
+            lead = min(0.5 * write_cost * eng.tokens_in_step(), 0.5 * d)
+            delay = end - lead - time.monotonic()
+            if delay > 0:
                 await asyncio.sleep(delay)
             out = eng.complete(end)
-            self.first_lag_samples.append(max(0.0, loop.time() - end))
+            t_first = time.monotonic()
             if out:
                 deliver(out, end, self.metrics, self.engine.abort)
-            lag = max(0.0, loop.time() - end)
-            self.metrics.lag.observe(lag)
-            self.lag_samples.append(lag)
+            t_last = time.monotonic()
+            if out:
+                write_cost = 0.8 * write_cost + 0.2 * (t_last - t_first) / len(out)
+            self.first_lag_samples.append(t_first - end)
+            self.lag_samples.append(t_last - end)
+            self.metrics.lag.observe(max(0.0, t_last - end))
             t_model = end
 
     # ---- routing -----------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class SimServer:
         )
 
     def _started_wall(self) -> float:
-        return time.time() - (asyncio.get_running_loop().time() - self._started)
+        return time.time() - (time.monotonic() - self._started)
 
     def _tokenize(self, raw: bytes) -> bytes:
         body = load_json(raw)
@@ -293,7 +294,7 @@ class SimServer:
             return  # accepted, then silence until the client gives up
         sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)
         assert self._loop is not None
-        self.engine.add(sreq, self._loop.time())
+        self.engine.add(sreq, time.monotonic())
         if fault is not None and s.gen.stream:
             at = fault.after_tokens
             if at is None:
