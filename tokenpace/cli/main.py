@@ -8,12 +8,12 @@ from tokenpace import __version__
 from tokenpace.cli.ab_cmd import ab
 from tokenpace.cli.baseline_cmd import baseline
 from tokenpace.cli.bench_cmd import bench
-from tokenpace.cli.gateway_cmd import gateway
-from tokenpace.cli.plan_cmd import plan
-from tokenpace.cli.report_cmd import report
 from tokenpace.cli.check_cmd import check
 from tokenpace.cli.compare_cmd import compare
+from tokenpace.cli.gateway_cmd import gateway
 from tokenpace.cli.history_cmd import history
+from tokenpace.cli.plan_cmd import plan
+from tokenpace.cli.report_cmd import report
 from tokenpace.cli.runs_cmd import runs
 from tokenpace.cli.sim_cmd import sim
 from tokenpace.cli.sweep_cmd import sweep
@@ -27,6 +27,7 @@ def cli() -> None:
 
 cli.add_command(bench)
 cli.add_command(sim)
+cli.add_command(gateway)
 cli.add_command(sweep)
 cli.add_command(plan)
 cli.add_command(report)
@@ -36,7 +37,6 @@ cli.add_command(check)
 cli.add_command(history)
 cli.add_command(baseline)
 cli.add_command(ab)
-cli.add_command(gateway)
 
 
 def main() -> None:
