@@ -1,0 +1,475 @@
+"""How accurate and how cheap is tokenpace's client? Measured against a server whose truth is known.
+
+    .venv/bin/python benchmarks/accuracy.py            # full run, ~3-4 min on 2 cores; updates BENCHMARKS.md
+    .venv/bin/python benchmarks/accuracy.py --quick    # ~40 s smoke run; prints the table only
+
+For every scenario and client, a fresh scripted server (benchmarks/truth_server.py: first token
+50 ms after the request is read, then one token chunk every 10 ms, 64 tokens, each chunk stamped
+with the server's perf_counter_ns) runs pinned to core 0 and one client process
+(benchmarks/client_proc.py) runs pinned to core 1. Both clocks are CLOCK_MONOTONIC on one machine,
+so the client's timestamps can be compared with the server's send times directly:
+
+- TTFT error      = client first-token timestamp - server send time of the first token chunk
+- ITL error       = |client gap - server gap|, per gap between consecutive token chunks
+- delivery delay  = client timestamp - server send time, for every token chunk
+- CPU per token   = client process CPU (user + system) during the run / token chunks received
+
+Clients: ``tokenpace`` (tokenpace's real BenchRun on uvloop), ``raw`` (asyncio streams + uvloop +
+orjson, the floor) and ``aiohttp`` (the same on aiohttp); see benchmarks/refclients.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+PY = sys.executable
+SERVER_CPU, CLIENT_CPU = 0, 1
+MD_PATH = ROOT / "BENCHMARKS.md"
+MD_START, MD_END = "<!-- accuracy:start -->", "<!-- accuracy:end -->"
+ITL_NS = 10_000_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    key: str
+    label: str
+    requests: int
+    concurrency: int | None = None
+    rate: float | None = None
+
+
+FULL = [
+    Scenario("c1", "closed, 1 stream", 20, concurrency=1),
+    Scenario("c16", "closed, 16 streams", 160, concurrency=16),
+    Scenario("c64", "closed, 64 streams", 384, concurrency=64),
+    Scenario("c256", "closed, 256 streams", 1024, concurrency=256),
+    Scenario("p600", "Poisson 600 req/s, no cap", 1800, rate=600.0),
+]
+QUICK = [
+    Scenario("c1", "closed, 1 stream", 5, concurrency=1),
+    Scenario("c16", "closed, 16 streams", 32, concurrency=16),
+    Scenario("c64", "closed, 64 streams", 128, concurrency=64),
+    Scenario("c256", "closed, 256 streams", 256, concurrency=256),
+    Scenario("p600", "Poisson 600 req/s, no cap", 600, rate=600.0),
+]
+ALL_CLIENTS = ("tokenpace", "raw", "aiohttp")
+
+
+# --- processes ---
+def _pinned(cpu: int):
+    def pin() -> None:
+        if cpu >= 0 and hasattr(os, "sched_setaffinity"):
+            os.sched_setaffinity(0, {cpu})
+
+    return pin
+
+
+def _cpus() -> tuple[int, int]:
+    """Server and client cores: 0 and 1 where the machine has them, else no pinning."""
+    try:
+        avail = sorted(os.sched_getaffinity(0))
+    except AttributeError:
+        return -1, -1
+    if len(avail) < 2:
+        return -1, -1
+    return avail[0], avail[1]
+
+
+def _wait_rusage(proc: subprocess.Popen, timeout_s: float) -> tuple[int, Any, float]:
+    """Waits for ``proc`` (killing it after ``timeout_s``); returns exit code, rusage, wall seconds."""
+    t0 = time.perf_counter()
+    timer = threading.Timer(timeout_s, proc.kill)
+    timer.start()
+    try:
+        _, status, ru = os.wait4(proc.pid, 0)
+    finally:
+        timer.cancel()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return proc.returncode, ru, time.perf_counter() - t0
+
+
+class TruthServer:
+    def __init__(self, workdir: Path, cpu: int, name: str) -> None:
+        self.truth_path = workdir / f"truth-{name}.json"
+        self.cpu = cpu
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def __enter__(self) -> TruthServer:
+        self.proc = subprocess.Popen(
+            [PY, str(HERE / "truth_server.py"), "--truth", str(self.truth_path), "--cpu", str(self.cpu)],
+            stdout=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        line = self.proc.stdout.readline()  # type: ignore[union-attr]
+        if not line.strip():
+            self.proc.kill()
+            raise RuntimeError("truth server did not start")
+        self.url = f"http://127.0.0.1:{int(line)}/v1"
+        return self
+
+    def stop(self) -> dict:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise RuntimeError("truth server did not stop") from None
+        self.proc.stdout.close()  # type: ignore[union-attr]
+        return orjson.loads(self.truth_path.read_bytes())
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def run_client(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], profile: bool) -> dict:
+    out_path = workdir / f"{kind}-{sc.key}.json"
+    with TruthServer(workdir, cpus[0], f"{kind}-{sc.key}") as server:
+        cmd = [
+            PY,
+            str(HERE / "client_proc.py"),
+            "--kind",
+            kind,
+            "--url",
+            server.url,
+            "--requests",
+            str(sc.requests),
+            "--prefix",
+            f"{kind}-{sc.key}-",
+            "--out",
+            str(out_path),
+            "--cpu",
+            str(cpus[1]),
+        ]
+        cmd += ["--concurrency", str(sc.concurrency)] if sc.concurrency else ["--rate", str(sc.rate)]
+        if profile:
+            cmd += ["--profile", str(workdir / f"{kind}-{sc.key}.prof")]
+        proc = subprocess.Popen(cmd, cwd=ROOT)
+        rc, ru, wall = _wait_rusage(proc, timeout_s=120)
+        truth = server.stop()
+    if rc != 0:
+        raise RuntimeError(f"{kind} client failed on {sc.key} (exit {rc})")
+    data = orjson.loads(out_path.read_bytes())
+    data["process"] = {"cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024, "wall_s": wall}
+    return analyze(data, truth)
+
+
+# --- analysis ---
+def _pct(values: list[float] | np.ndarray, q: float) -> float | None:
+    return float(np.percentile(values, q)) if len(values) else None
+
+
+def analyze(data: dict, server: dict) -> dict:
+    truth: dict[str, list[int]] = server["truth"]
+    ttft, itl, delay, server_gaps = [], [], [], []
+    ok = mismatched = missing = 0
+    tokens = 0
+    first_sent, last_end = None, None
+    for r in data["records"]:
+        tokens += len(r["token_ns"])
+        if r["sent_ns"]:
+            first_sent = r["sent_ns"] if first_sent is None else min(first_sent, r["sent_ns"])
+        if r["end_ns"]:
+            last_end = r["end_ns"] if last_end is None else max(last_end, r["end_ns"])
+        if r["status"] != "ok":
+            continue
+        ok += 1
+        t = truth.get(r["request_id"])
+        if not t:
+            missing += 1
+            continue
+        c = np.asarray(r["token_ns"], dtype=np.int64)
+        s = np.asarray(t, dtype=np.int64)
+        if len(c) != len(s):
+            mismatched += 1
+            n = min(len(c), len(s))
+            c, s = c[:n], s[:n]
+        if not len(c):
+            continue
+        ttft.append(float(c[0] - s[0]) / 1e6)
+        delay.extend(((c - s) / 1e6).tolist())
+        itl.extend((np.abs(np.diff(c) - np.diff(s)) / 1e6).tolist())
+        server_gaps.extend(((np.diff(s) - ITL_NS) / 1e6).tolist())
+    recs = data["records"]
+    dispatch = [(r["dispatched_ns"] - r["scheduled_ns"]) / 1e6 for r in recs if r["dispatched_ns"]]
+    send = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs if r["sent_ns"] and r["scheduled_ns"]]
+    if data["kind"] == "tokenpace":
+        loop_lag_p99 = data["health"]["loop_lag_ms"]["p99"]
+        loop_lag_p50 = data["health"]["loop_lag_ms"]["p50"]
+    else:
+        loop_lag_p99 = _pct(data["loop_lag_ms"], 99)
+        loop_lag_p50 = _pct(data["loop_lag_ms"], 50)
+    window_s = (last_end - first_sent) / 1e9 if first_sent and last_end else None
+    out = {
+        "kind": data["kind"],
+        "sent": len(recs),
+        "ok": ok,
+        "errors": sorted({r["error"] for r in recs if r["status"] != "ok" and r.get("error")})[:3],
+        "tokens": tokens,
+        "tokens_per_s": tokens / window_s if window_s else None,
+        "joined_requests": len(ttft),
+        "missing_truth": missing,
+        "token_count_mismatch": mismatched,
+        "ttft_err_ms": {"p50": _pct(ttft, 50), "p99": _pct(ttft, 99), "max": max(ttft, default=None)},
+        "itl_abs_err_ms": {"p50": _pct(itl, 50), "p99": _pct(itl, 99), "n": len(itl)},
+        "delivery_delay_ms": {
+            "p50": _pct(delay, 50),
+            "p99": _pct(delay, 99),
+            "max": max(delay, default=None),
+        },
+        "server_gap_late_ms": {"p50": _pct(server_gaps, 50), "p99": _pct(server_gaps, 99)},
+        "loop_lag_ms": {"p50": loop_lag_p50, "p99": loop_lag_p99},
+        "dispatch_lag_ms": {"p50": _pct(dispatch, 50), "p99": _pct(dispatch, 99)},
+        "send_lag_ms": {"p50": _pct(send, 50), "p99": _pct(send, 99)},
+        "cpu_s": data["cpu_s"],
+        "wall_s": data["wall_s"],
+        "cpu_us_per_token": data["cpu_s"] * 1e6 / tokens if tokens else None,
+        "max_rss_mb": data["max_rss_mb"],
+        "process": data["process"],
+    }
+    if data["kind"] == "tokenpace":
+        out["valid"] = data["valid"]
+        out["invalid_reasons"] = data["invalid_reasons"]
+        out["health_cpu_us_per_chunk"] = data["health"]["cpu_us_per_chunk"]
+        out["health_cpu_fraction"] = data["health"]["cpu_fraction"]
+        out["reported"] = data["reported"]
+    return out
+
+
+# --- start-up ---
+def measure_startup(workdir: Path, cpus: tuple[int, int], reps: int) -> dict:
+    exe = shutil.which("tokenpace", path=str(Path(PY).parent)) or str(Path(PY).parent / "tokenpace")
+
+    def timed(cmd: list[str]) -> tuple[float, float]:
+        quiet = subprocess.DEVNULL
+        proc = subprocess.Popen(cmd, cwd=workdir, stdout=quiet, stderr=quiet, preexec_fn=_pinned(cpus[1]))
+        rc, ru, wall = _wait_rusage(proc, timeout_s=60)
+        if rc != 0:
+            raise RuntimeError(f"{' '.join(cmd)} exited {rc}")
+        return wall, ru.ru_maxrss / 1024
+
+    help_runs = [timed([exe, "--help"]) for _ in range(reps)]
+    with TruthServer(workdir, cpus[0], "startup") as server:
+        tiny = [
+            exe,
+            "bench",
+            "--url",
+            server.url,
+            "--model",
+            "tiny",
+            "-c",
+            "1",
+            "-n",
+            "1",
+            "--input-len",
+            "8",
+            "--output-len",
+            "1",
+            "-q",
+            "--out",
+            str(workdir / "tiny.json"),
+        ]
+        tiny_runs = [timed(tiny) for _ in range(reps)]
+        server.stop()
+
+    def walls(runs: list[tuple[float, float]]) -> dict:
+        return {"median": statistics.median(w for w, _ in runs), "max": max(w for w, _ in runs)}
+
+    return {
+        "help_s": walls(help_runs),
+        "help_rss_mb": max(m for _, m in help_runs),
+        "tiny_run_s": walls(tiny_runs),
+        "tiny_run_rss_mb": max(m for _, m in tiny_runs),
+        "reps": reps,
+    }
+
+
+# --- machine and report ---
+def machine() -> dict:
+    model = "unknown"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    try:
+        import uvloop
+
+        uvloop_version = uvloop.__version__
+    except ImportError:
+        uvloop_version = None
+
+    def git(*args: str) -> str:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    commit = git("rev-parse", "--short", "HEAD")
+    if git("status", "--porcelain", "--", "tokenpace"):
+        commit += " + uncommitted changes in tokenpace/"
+    return {
+        "commit": commit,
+        "nproc": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "uvloop": uvloop_version,
+        "kernel": platform.release(),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "loadavg_before": os.getloadavg(),
+    }
+
+
+def _f(x: float | None, digits: int = 2) -> str:
+    return "—" if x is None else f"{x:.{digits}f}"
+
+
+def markdown(results: dict) -> str:
+    m = results["machine"]
+    lines = [
+        f"Measured {m['date']} on {m['nproc']} cores ({m['cpu_model']}), Linux {m['kernel']}, "
+        f"Python {m['python']}, uvloop {m['uvloop']}, tokenpace at {m['commit']}; load average before "
+        f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (1 min). "
+        f"Mode: {'quick' if results['quick'] else 'full'}, {results['elapsed_s']:.0f} s.",
+        "",
+        "| scenario | client | ok/sent | tokens/s | TTFT err P50 / P99 (ms) | ITL \\|err\\| P50 / P99 (ms) "
+        "| delivery delay P50 / P99 (ms) | loop lag P99 (ms) | dispatch lag P99 (ms) "
+        "| CPU µs/token, run / streaming "
+        "| max RSS (MB) | server late P99 (ms) | tokenpace's verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for sc in results["scenarios"]:
+        for kind, r in sc["clients"].items():
+            verdict = "—"
+            streaming = r.get("health_cpu_us_per_chunk", r["cpu_us_per_token"])
+            if kind == "tokenpace":
+                verdict = "valid" if r["valid"] else "**not valid**: " + "; ".join(r["invalid_reasons"])
+            lines.append(
+                f"| {sc['label']} | {kind} | {r['ok']}/{r['sent']} | {_f(r['tokens_per_s'], 0)} "
+                f"| {_f(r['ttft_err_ms']['p50'])} / {_f(r['ttft_err_ms']['p99'])} "
+                f"| {_f(r['itl_abs_err_ms']['p50'])} / {_f(r['itl_abs_err_ms']['p99'])} "
+                f"| {_f(r['delivery_delay_ms']['p50'])} / {_f(r['delivery_delay_ms']['p99'])} "
+                f"| {_f(r['loop_lag_ms']['p99'])} | {_f(r['dispatch_lag_ms']['p99'])} "
+                f"| {_f(r['cpu_us_per_token'], 0)} / {_f(streaming, 0)} "
+                f"| {_f(r['max_rss_mb'], 0)} | {_f(r['server_gap_late_ms']['p99'], 1)} | {verdict} |"
+            )
+    su = results.get("startup")
+    if su:
+        lines += [
+            "",
+            f"Start-up (tokenpace, pinned to one core, median / max of {su['reps']}): "
+            f"`tokenpace --help` {su['help_s']['median']:.2f} / {su['help_s']['max']:.2f} s "
+            f"({su['help_rss_mb']:.0f} MB RSS); a one-request run (`tokenpace bench --url ... -c 1 -n 1 "
+            f"--output-len 1 -q`, server answering at once) {su['tiny_run_s']['median']:.2f} / "
+            f"{su['tiny_run_s']['max']:.2f} s ({su['tiny_run_rss_mb']:.0f} MB RSS).",
+        ]
+    return "\n".join(lines)
+
+
+def update_md(table: str) -> None:
+    text = MD_PATH.read_text() if MD_PATH.exists() else f"# Benchmarks\n\n{MD_START}\n{MD_END}\n"
+    if MD_START not in text or MD_END not in text:
+        text += f"\n{MD_START}\n{MD_END}\n"
+    head, rest = text.split(MD_START, 1)
+    _, tail = rest.split(MD_END, 1)
+    MD_PATH.write_text(f"{head}{MD_START}\n{table}\n{MD_END}{tail}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short smoke run (~40 s), tokenpace and raw only")
+    ap.add_argument("--clients", help=f"comma-separated subset of {','.join(ALL_CLIENTS)}")
+    ap.add_argument("--only", help="comma-separated scenario keys (c1,c16,c64,c256,p600)")
+    ap.add_argument("--profile", action="store_true", help="cProfile each tokenpace client run")
+    ap.add_argument("--no-startup", action="store_true", help="skip the start-up timings")
+    ap.add_argument("--write-md", action=argparse.BooleanOptionalAction, help="update BENCHMARKS.md")
+    ap.add_argument("--render", type=Path, help="only re-render the table of this results JSON")
+    ap.add_argument("--keep", type=Path, help="keep raw client outputs and server truth in this folder")
+    ap.add_argument("--json", type=Path, help="results JSON (default: benchmarks/results/)")
+    args = ap.parse_args()
+    if args.render:
+        table = markdown(orjson.loads(args.render.read_bytes()))
+        if args.write_md:
+            update_md(table)
+        print(table)
+        return
+    scenarios = QUICK if args.quick else FULL
+    if args.only:
+        keep = set(args.only.split(","))
+        scenarios = [s for s in scenarios if s.key in keep]
+    clients = ["tokenpace", "raw"] if args.quick else list(ALL_CLIENTS)
+    if args.clients:
+        clients = args.clients.split(",")
+    cpus = _cpus()
+    if cpus[0] >= 0:
+        os.sched_setaffinity(0, {cpus[0]})  # this process mostly waits; keep it off the client's core
+    results: dict[str, Any] = {"machine": machine(), "quick": args.quick, "scenarios": []}
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="tp-accuracy-") as tmp:
+        workdir = Path(tmp)
+        if args.keep:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            workdir = args.keep
+        for sc in scenarios:
+            entry = {"key": sc.key, "label": sc.label, "requests": sc.requests, "clients": {}}
+            for kind in clients:
+                elapsed = time.perf_counter() - t0
+                print(f"[{elapsed:6.1f}s] {sc.label}: {kind} ...", file=sys.stderr, flush=True)
+                r = run_client(kind, sc, workdir, cpus, args.profile and kind == "tokenpace")
+                entry["clients"][kind] = r
+                print(
+                    f"    TTFT err P50 {_f(r['ttft_err_ms']['p50'])} ms, ITL |err| P50 "
+                    f"{_f(r['itl_abs_err_ms']['p50'])} ms, CPU {_f(r['cpu_us_per_token'], 0)} µs/token"
+                    + (f", valid={r['valid']}" if kind == "tokenpace" else ""),
+                    file=sys.stderr,
+                    flush=True,
+                )
+            results["scenarios"].append(entry)
+        if "tokenpace" in clients and not args.no_startup:
+            print(f"[{time.perf_counter() - t0:6.1f}s] start-up timings ...", file=sys.stderr, flush=True)
+            results["startup"] = measure_startup(workdir, cpus, reps=3 if args.quick else 5)
+        if args.profile:
+            prof_dir = HERE / "results" / "profiles"
+            prof_dir.mkdir(parents=True, exist_ok=True)
+            for p in workdir.glob("*.prof"):
+                shutil.copy(p, prof_dir / p.name)
+    results["machine"]["loadavg_after"] = os.getloadavg()
+    results["elapsed_s"] = time.perf_counter() - t0
+    table = markdown(results)
+    json_path = args.json or HERE / "results" / ("accuracy-quick.json" if args.quick else "accuracy.json")
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY))
+    write_md = args.write_md if args.write_md is not None else not args.quick
+    if write_md:
+        update_md(table)
+    print(table)
+    print(f"\nresults: {json_path}" + (f"; table written to {MD_PATH}" if write_md else ""), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
