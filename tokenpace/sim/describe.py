@@ -37,6 +37,8 @@ def describe_profiles() -> str:
             f"prefix caching {'on' if e.prefix_caching else 'off'}, max_model_len {e.max_model_len}"
         )
         lines.append(f"  model: {profile_figures(p)}")
+        if p.calibration:
+            lines.append(f"  calibration: {p.calibration}")
         for s in p.sources:
             lines.append(f"  source: {s}")
         lines.append("")
