@@ -163,3 +163,19 @@ def test_result_json_carries_summary_keys_and_definitions():
 def test_invalid_configs_refused(kw):
     with pytest.raises(ValueError):
         config("http://127.0.0.1:1/v1", **kw).validate()
+
+
+def test_a_frozen_client_is_caught_and_the_run_marked_not_valid():
+    import time
+
+    async def go():
+        async with ScriptedServer(Script(ttft_s=0.01, itl_s=0.01)) as srv:
+            run = BenchRun(config(srv.url, concurrency=4, requests=16))
+            # block the event loop for 300 ms mid-run, as a GC pause or a descheduled process would
+            asyncio.get_running_loop().call_later(0.15, time.sleep, 0.3)
+            return await run.run()
+
+    result = asyncio.run(go())
+    assert not result.valid
+    assert any("stalled" in r for r in result.health.invalid_reasons)
+    assert result.health.longest_stall_ms >= 250

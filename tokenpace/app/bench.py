@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import chain
 from time import perf_counter_ns
 from typing import Any
 
@@ -30,6 +31,8 @@ from tokenpace.record import RequestRecord, Status
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
+PREBUILD_REQUESTS = 4096
+PREBUILD_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -158,11 +161,11 @@ class BenchRun:
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
+        items = _prebuilt(self._requests(workload.items(), sender, prefix))
         monitor = HealthMonitor()
         monitor.start()
         t0 = perf_counter_ns()
         deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
-        items = self._requests(workload.items(), sender, prefix)
         try:
             if cfg.open_loop:
                 await self._open_loop(items, sender, t0, deadline_ns)
@@ -188,7 +191,7 @@ class BenchRun:
             health,
             self._interrupted,
             self._stop_reason,
-            self._warnings(summary),
+            self._warnings(summary) + health.warnings,
         )
 
     # --- request stream ---
@@ -367,6 +370,22 @@ class BenchRun:
         if ok and tok.output_sources.get("server", 0) < ok:
             out.append("some requests had no server usage: their output tokens were counted as one per chunk")
         return out
+
+
+def _prebuilt(
+    requests: Iterator[tuple[RequestRecord, bytes]],
+) -> Iterator[tuple[RequestRecord, bytes]]:
+    """Build the first requests before the clock starts, so that building them (tens of µs each)
+    never delays timestamping other streams' chunks, e.g. when 256 closed-loop users restart
+    together. Bounded in count and bytes; later requests are built as they are needed."""
+    ready: list[tuple[RequestRecord, bytes]] = []
+    size = 0
+    for item in requests:
+        ready.append(item)
+        size += len(item[1])
+        if len(ready) >= PREBUILD_REQUESTS or size >= PREBUILD_BYTES:
+            break
+    return chain(ready, requests)
 
 
 def _cpu_count() -> int:

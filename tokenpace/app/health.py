@@ -19,6 +19,12 @@ import numpy as np
 LOOP_LAG_P99_LIMIT_MS = 5.0
 DISPATCH_LAG_P99_LIMIT_MS = 5.0
 CPU_LIMIT = 0.90  # share of one core: beyond it the event loop queues work
+# A stall: the loop did not run at all (a GC pause, the process descheduled or stopped). Timer
+# granularity makes a sleep wake up to ~1 ms late, so only lateness beyond this counts.
+STALL_THRESHOLD_MS = 3.0
+LONGEST_STALL_LIMIT_MS = 50.0
+STALL_SHARE_LIMIT = 0.05  # of the run's wall time
+STALL_SHARE_WARNING = 0.01
 
 
 @dataclass
@@ -29,9 +35,12 @@ class HealthReport:
     cpu_fraction: float  # process CPU time / wall time (1.0 = one full core)
     cpu_us_per_chunk: float | None  # process CPU per token-carrying chunk received
     max_rss_mb: float
+    longest_stall_ms: float = 0.0
+    stall_share: float = 0.0  # share of the run the loop was stalled
     dispatch_lag_p50_ms: float | None = None
     dispatch_lag_p99_ms: float | None = None
     invalid_reasons: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -47,12 +56,15 @@ class HealthReport:
                 "max": self.loop_lag_max_ms,
             },
             "dispatch_lag_ms": {"p50": self.dispatch_lag_p50_ms, "p99": self.dispatch_lag_p99_ms},
+            "stalls": {"longest_ms": self.longest_stall_ms, "share": self.stall_share},
             "cpu_fraction": self.cpu_fraction,
             "cpu_us_per_chunk": self.cpu_us_per_chunk,
             "max_rss_mb": self.max_rss_mb,
             "limits": {
                 "loop_lag_p99_ms": LOOP_LAG_P99_LIMIT_MS,
                 "dispatch_lag_p99_ms": DISPATCH_LAG_P99_LIMIT_MS,
+                "longest_stall_ms": LONGEST_STALL_LIMIT_MS,
+                "stall_share": STALL_SHARE_LIMIT,
                 "cpu_fraction": CPU_LIMIT,
             },
         }
@@ -61,9 +73,10 @@ class HealthReport:
 class HealthMonitor:
     """Samples event-loop lag every ``interval_s`` and CPU time over the run."""
 
-    def __init__(self, interval_s: float = 0.02) -> None:
+    def __init__(self, interval_s: float = 0.005) -> None:
         self.interval_s = interval_s
         self.lags_ms: list[float] = []
+        self.stalls_ms: list[float] = []
         self._task: asyncio.Task | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu = self._wall = 0.0
@@ -90,9 +103,16 @@ class HealthMonitor:
         def probe_ran(asked: float) -> None:
             lags.append((time.perf_counter() - asked) * 1000)
 
+        # A frozen loop delays the wake-up itself, which the probe cannot see: measure that too.
+        interval, stalls = self.interval_s, self.stalls_ms
         while True:
-            await asyncio.sleep(self.interval_s)
-            loop.call_soon(probe_ran, time.perf_counter())
+            slept = time.perf_counter()
+            await asyncio.sleep(interval)
+            woke = time.perf_counter()
+            late_ms = (woke - slept - interval) * 1000
+            if late_ms > STALL_THRESHOLD_MS:
+                stalls.append(late_ms)
+            loop.call_soon(probe_ran, woke)
 
     def report(self, chunks: int, dispatch_lags_ms: list[float], open_loop: bool) -> HealthReport:
         lags = np.asarray(self.lags_ms) if self.lags_ms else None
@@ -106,6 +126,8 @@ class HealthMonitor:
             cpu_fraction=cpu_fraction,
             cpu_us_per_chunk=self._cpu * 1e6 / chunks if chunks else None,
             max_rss_mb=rss_mb,
+            longest_stall_ms=max(self.stalls_ms, default=0.0),
+            stall_share=sum(self.stalls_ms) / 1000 / self._wall if self._wall > 0 else 0.0,
         )
         if dispatch_lags_ms:
             report.dispatch_lag_p50_ms = float(np.percentile(dispatch_lags_ms, 50))
@@ -124,6 +146,16 @@ class HealthMonitor:
             reasons.append(
                 f"requests went out late (dispatch lag P99 {report.dispatch_lag_p99_ms:.1f} ms"
                 f" > {DISPATCH_LAG_P99_LIMIT_MS:g} ms): the load sent was lower than asked"
+            )
+        if report.longest_stall_ms > LONGEST_STALL_LIMIT_MS or report.stall_share > STALL_SHARE_LIMIT:
+            reasons.append(
+                f"the client stalled (longest {report.longest_stall_ms:.0f} ms, "
+                f"{report.stall_share:.1%} of the run): timestamps in those moments are late"
+            )
+        elif report.stall_share > STALL_SHARE_WARNING:
+            report.warnings.append(
+                f"the client's loop was held up {report.stall_share:.1%} of the run (longest "
+                f"{report.longest_stall_ms:.0f} ms): is something else busy on this machine?"
             )
         if cpu_fraction > CPU_LIMIT:
             reasons.append(f"the client used {cpu_fraction:.0%} of a core: it was the bottleneck")

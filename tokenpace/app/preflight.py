@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-import aiohttp
-
 from tokenpace.core.client import Endpoint
 
 
@@ -17,6 +15,8 @@ async def resolve_model(
     endpoint: Endpoint, model: str | None, headers: dict[str, str], timeout_s: float = 10.0
 ) -> tuple[str, list[str]]:
     """Check the server answers and pick the model: the one given, else the first it lists."""
+    import aiohttp  # here, not at import: it costs a fifth of a second of start-up
+
     url = f"{endpoint.scheme}://{endpoint.host_header}{endpoint.base_path}/models"
     if endpoint.base_path.endswith(("/chat/completions", "/completions")):
         url = url.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"

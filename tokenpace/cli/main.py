@@ -2,41 +2,45 @@
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
 from tokenpace import __version__
-from tokenpace.cli.ab_cmd import ab
-from tokenpace.cli.baseline_cmd import baseline
-from tokenpace.cli.bench_cmd import bench
-from tokenpace.cli.check_cmd import check
-from tokenpace.cli.compare_cmd import compare
-from tokenpace.cli.gateway_cmd import gateway
-from tokenpace.cli.history_cmd import history
-from tokenpace.cli.plan_cmd import plan
-from tokenpace.cli.report_cmd import report
-from tokenpace.cli.runs_cmd import runs
-from tokenpace.cli.sim_cmd import sim
-from tokenpace.cli.sweep_cmd import sweep
+
+# Command name -> module defining it (attribute of the same name). Modules load only when their
+# command runs, so `tokenpace bench` does not pay for the store's or the report's imports.
+COMMANDS = {
+    "bench": "tokenpace.cli.bench_cmd",
+    "sweep": "tokenpace.cli.sweep_cmd",
+    "plan": "tokenpace.cli.plan_cmd",
+    "report": "tokenpace.cli.report_cmd",
+    "runs": "tokenpace.cli.runs_cmd",
+    "compare": "tokenpace.cli.compare_cmd",
+    "check": "tokenpace.cli.check_cmd",
+    "history": "tokenpace.cli.history_cmd",
+    "baseline": "tokenpace.cli.baseline_cmd",
+    "ab": "tokenpace.cli.ab_cmd",
+    "gateway": "tokenpace.cli.gateway_cmd",
+    "sim": "tokenpace.cli.sim_cmd",
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module = COMMANDS.get(cmd_name)
+        if module is None:
+            return None
+        return getattr(importlib.import_module(module), cmd_name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="tokenpace")
 def cli() -> None:
     """Measure how fast LLM services respond: TTFT, TPOT, ITL, E2E, throughput, goodput."""
-
-
-cli.add_command(bench)
-cli.add_command(sim)
-cli.add_command(gateway)
-cli.add_command(sweep)
-cli.add_command(plan)
-cli.add_command(report)
-cli.add_command(runs)
-cli.add_command(compare)
-cli.add_command(check)
-cli.add_command(history)
-cli.add_command(baseline)
-cli.add_command(ab)
 
 
 def main() -> None:

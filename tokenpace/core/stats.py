@@ -62,16 +62,19 @@ def enough_samples(n: int, percentile: float) -> bool:
     return n * tail >= MIN_TAIL_SAMPLES
 
 
-def percentile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
-    """Confidence interval of the q-th percentile (0-100).
+def percentile_cis(
+    sorted_values: np.ndarray, qs: Sequence[float], confidence: float = 0.95
+) -> list[tuple[float, float]]:
+    """Confidence intervals of several percentiles (0-100) of one sample.
 
-    Bootstrap (percentile method) for samples that fit the budget; the order-statistic interval
-    (normal approximation to the binomial count below the percentile) beyond it.
+    Bootstrap (percentile method) for samples that fit the budget, one set of resamples shared by
+    all percentiles; the order-statistic interval (normal approximation to the binomial count
+    below the percentile) beyond it.
     """
     n = len(sorted_values)
     if n == 1:
         v = float(sorted_values[0])
-        return v, v
+        return [(v, v)] * len(qs)
     alpha = (1 - confidence) / 2
     if n * _BOOTSTRAP_RESAMPLES <= _BOOTSTRAP_BUDGET:
         rng = np.random.default_rng(_BOOTSTRAP_SEED)
@@ -80,20 +83,28 @@ def percentile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95)
             [
                 np.percentile(
                     sorted_values[rng.integers(0, n, size=(min(batch, _BOOTSTRAP_RESAMPLES - i), n))],
-                    q,
+                    qs,
                     axis=1,
-                )
+                ).T
                 for i in range(0, _BOOTSTRAP_RESAMPLES, batch)
             ]
-        )
-        lo, hi = np.quantile(stats, [alpha, 1 - alpha])
-        return float(lo), float(hi)
-    p = q / 100
+        )  # shape (resamples, len(qs))
+        bounds = np.quantile(stats, [alpha, 1 - alpha], axis=0)
+        return [(float(lo), float(hi)) for lo, hi in bounds.T]
     z = NormalDist().inv_cdf(1 - alpha)
-    half = z * np.sqrt(n * p * (1 - p))
-    lo_rank = int(np.clip(np.floor(n * p - half), 0, n - 1))
-    hi_rank = int(np.clip(np.ceil(n * p + half), 0, n - 1))
-    return float(sorted_values[lo_rank]), float(sorted_values[hi_rank])
+    out = []
+    for q in qs:
+        p = q / 100
+        half = z * np.sqrt(n * p * (1 - p))
+        lo_rank = int(np.clip(np.floor(n * p - half), 0, n - 1))
+        hi_rank = int(np.clip(np.ceil(n * p + half), 0, n - 1))
+        out.append((float(sorted_values[lo_rank]), float(sorted_values[hi_rank])))
+    return out
+
+
+def percentile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    """Confidence interval of the q-th percentile (0-100); see percentile_cis."""
+    return percentile_cis(sorted_values, [q], confidence)[0]
 
 
 def describe(values: Sequence[float] | np.ndarray, with_ci: bool = True) -> Distribution:
@@ -110,10 +121,11 @@ def describe(values: Sequence[float] | np.ndarray, with_ci: bool = True) -> Dist
         min=float(arr[0]),
         max=float(arr[-1]),
     )
-    for p, v in zip(PERCENTILES, pcts, strict=True):
+    cis = percentile_cis(arr, PERCENTILES) if with_ci else None
+    for i, (p, v) in enumerate(zip(PERCENTILES, pcts, strict=True)):
         setattr(dist, f"p{p}", float(v))
-        if with_ci:
-            dist.ci95[f"p{p}"] = percentile_ci(arr, p)
+        if cis is not None:
+            dist.ci95[f"p{p}"] = cis[i]
         if not enough_samples(n, p):
             dist.low_sample.append(f"p{p}")
     return dist
