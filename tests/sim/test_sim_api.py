@@ -213,3 +213,30 @@ def test_models_tokenize_health_metrics_and_unknown_routes():
         assert f"{h}_count{{{label}}} 1" in m or f"{h}_count{{{label}}} 2" in m, h
     assert f"vllm:generation_tokens_total{{{label}}} 3.0" in m
     assert f"vllm:prompt_tokens_total{{{label}}} 40.0" in m
+
+
+def test_expect_100_continue_and_pipelined_keep_alive_requests():
+    async def go(srv, _session):
+        port = int(srv.url.rsplit(":", 1)[1].split("/")[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        body = b'{"prompt": "a b", "max_tokens": 1}'
+        head = (
+            f"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n"
+            "expect: 100-continue\r\n\r\n"
+        ).encode()
+        writer.write(head)
+        interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 0.5)
+        writer.write(body)
+        plain = (
+            f"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: {len(body)}\r\n\r\n".encode() + body
+        )
+        writer.write(plain + plain)  # two more, pipelined on the same connection
+        data = b""
+        while data.count(b'"completion_tokens":1') < 3:
+            data += await asyncio.wait_for(reader.read(65536), 2)
+        writer.close()
+        return interim, data
+
+    interim, data = serve(go)
+    assert interim.startswith(b"HTTP/1.1 100 Continue")
+    assert data.count(b"HTTP/1.1 200 OK") == 3
