@@ -1,24 +1,84 @@
 """TTFT and E2E added by the gateway against hitting the upstream directly, at 1 and 100 streams.
 
-The upstream is the scripted server (fixed TTFT and ITL); one aiohttp client measures both paths
-with the same code, alternating direct and proxied rounds so drift hits both equally. Overhead
-percentiles are differences of the two paths' percentiles (the paths are measured separately).
+Three processes: the scripted upstream (fixed TTFT and ITL), ``tokenpace gateway`` (uvloop, no
+store) and this load client, so the gateway has its own event loop. With ``--pin`` (Linux,
+``taskset``) each gets the cores given: ``--pin 0,1,0`` = upstream, gateway, client cores. One
+aiohttp client measures both paths with the same code, alternating direct and proxied rounds so
+drift hits both equally. Overhead percentiles are differences of the two paths' percentiles (the
+paths are measured separately).
 
-    .venv/bin/python benchmarks/gateway_overhead.py [--requests 400] [--tokens 64]
+    .venv/bin/python benchmarks/gateway_overhead.py [--requests 400] [--tokens 64] [--pin 0,1,0]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
+import shutil
+import socket
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import aiohttp
 import numpy as np
 
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.serve import RunningGateway
+UPSTREAM = """
+import asyncio, sys, uvloop
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+async def serve():
+    async with ScriptedServer(Script(ttft_s=0.02, itl_s=0.005), port=int(sys.argv[1])):
+        await asyncio.Event().wait()
+uvloop.install()
+asyncio.run(serve())
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pinned(cmd: list[str], core: str | None) -> list[str]:
+    return ["taskset", "-c", core, *cmd] if core is not None and shutil.which("taskset") else cmd
+
+
+def wait_port(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on 127.0.0.1:{port}")
+
+
+@contextmanager
+def servers(pin: list[str | None]) -> Iterator[tuple[str, str]]:
+    up_port, gw_port = free_port(), free_port()
+    gateway = [sys.executable, "-m", "tokenpace", "gateway", "--no-store", "--listen", f"127.0.0.1:{gw_port}"]
+    gateway += ["--upstream", f"up=http://127.0.0.1:{up_port}/v1"]
+    procs = [
+        subprocess.Popen(pinned([sys.executable, "-c", UPSTREAM, str(up_port)], pin[0])),
+        subprocess.Popen(pinned(gateway, pin[1]), stderr=subprocess.DEVNULL),
+    ]
+    try:
+        wait_port(up_port)
+        wait_port(gw_port)
+        yield f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{gw_port}/v1"
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
 
 
 async def one(s: aiohttp.ClientSession, url: str, tokens: int) -> tuple[float, float]:
@@ -50,44 +110,50 @@ async def rounds(s, url: str, conc: int, n: int, tokens: int) -> list[tuple[floa
     return out
 
 
-async def main(requests: int, tokens: int) -> None:
-    async with ScriptedServer(Script(ttft_s=0.02, itl_s=0.005)) as up:
-        config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
-        async with RunningGateway(config) as gw:
-            conn = aiohttp.TCPConnector(limit=0)
-            async with aiohttp.ClientSession(connector=conn) as s:
-                direct_url = up.url + "/chat/completions"
-                gw_url = gw.url + "/v1/chat/completions"
-                await rounds(s, direct_url, 10, 20, tokens)
-                await rounds(s, gw_url, 10, 20, tokens)  # warm both connection pools
-                print("| streams | metric | direct P50 | via gateway P50 | added P50 | added P99 |")
-                print("|---|---|---|---|---|---|")
-                for conc in (1, 100):
-                    n = requests if conc > 1 else max(50, requests // 4)
-                    d: list[tuple[float, float]] = []
-                    g: list[tuple[float, float]] = []
-                    for _ in range(4):  # alternate to share drift
-                        d += await rounds(s, direct_url, conc, n // 4, tokens)
-                        g += await rounds(s, gw_url, conc, n // 4, tokens)
-                    for i, name in ((0, "TTFT"), (1, "E2E")):
-                        dv, gv = np.array([x[i] for x in d]), np.array([x[i] for x in g])
-                        p50d, p50g = np.percentile(dv, 50), np.percentile(gv, 50)
-                        p99 = np.percentile(gv, 99) - np.percentile(dv, 99)
-                        print(
-                            f"| {conc} | {name} | {p50d:.2f} ms | {p50g:.2f} ms | {p50g - p50d:+.2f} ms | "
-                            f"{p99:+.2f} ms |"
-                        )
+async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
+    with servers(pin) as (up_url, gw_base):
+        conn = aiohttp.TCPConnector(limit=0)
+        async with aiohttp.ClientSession(connector=conn) as s:
+            direct_url = up_url + "/chat/completions"
+            gw_url = gw_base + "/chat/completions"
+            await rounds(s, direct_url, 100, 200, tokens)
+            await rounds(s, gw_url, 100, 200, tokens)  # warm both connection pools
+            print(f"load average before: {os.getloadavg()[0]:.2f}; cores (upstream, gateway, client): {pin}")
+            print("| streams | metric | direct P50 | via gateway P50 | added P50 | added P99 |")
+            print("|---|---|---|---|---|---|")
+            for conc in (1, 100):
+                n = requests if conc > 1 else max(50, requests // 4)
+                d: list[tuple[float, float]] = []
+                g: list[tuple[float, float]] = []
+                for _ in range(4):  # alternate to share drift
+                    d += await rounds(s, direct_url, conc, n // 4, tokens)
+                    g += await rounds(s, gw_url, conc, n // 4, tokens)
+                for i, name in ((0, "TTFT"), (1, "E2E")):
+                    dv, gv = np.array([x[i] for x in d]), np.array([x[i] for x in g])
+                    p50d, p50g = np.percentile(dv, 50), np.percentile(gv, 50)
+                    p99 = np.percentile(gv, 99) - np.percentile(dv, 99)
+                    print(
+                        f"| {conc} | {name} | {p50d:.2f} ms | {p50g:.2f} ms | {p50g - p50d:+.2f} ms | "
+                        f"{p99:+.2f} ms |"
+                    )
+            print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--pin", default=None, help="cores for upstream,gateway,client, e.g. 0,1,0")
     args = parser.parse_args()
+    cores: list[str | None] = list(args.pin.split(",")) if args.pin else [None, None, None]
+    if len(cores) != 3:
+        parser.error("--pin takes three cores: upstream,gateway,client")
+    if cores[2] is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(cores[2])})
     try:
         import uvloop
 
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(main(args.requests, args.tokens))
+    asyncio.run(main(args.requests, args.tokens, cores))
