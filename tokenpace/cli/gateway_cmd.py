@@ -35,6 +35,14 @@ from tokenpace.cli.parsing import slo as parse_slo
     "~/.local/share/tokenpace/runs.db).",
 )
 @click.option("--no-store", is_flag=True, help="Do not write records to the run store.")
+@click.option(
+    "--client-key",
+    "client_keys",
+    multiple=True,
+    metavar="KEY",
+    help="Accept only clients sending Authorization: Bearer KEY (repeat; shows in ps: prefer the file).",
+)
+@click.option("--client-key-file", default=None, help="Gateway keys for clients, one per line.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra label on the stored runs.")
 @click.option("--max-body", default=4 * 1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option("--first-token-timeout", default="300s", show_default=True)
@@ -53,6 +61,8 @@ def gateway(
     store_url: str | None,
     no_store: bool,
     labels: tuple[str, ...],
+    client_keys: tuple[str, ...],
+    client_key_file: str | None,
     max_body: int,
     first_token_timeout: str,
     stall_timeout: str,
@@ -61,7 +71,7 @@ def gateway(
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
-    from tokenpace.gateway.config import GatewayConfig, parse_upstream
+    from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
     from tokenpace.gateway.emit import emit
 
     slo = parse_slo(slo_text)
@@ -72,6 +82,14 @@ def gateway(
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
+    keys = set(client_keys)
+    if client_key_file:
+        try:
+            keys.update(read_key_file(client_key_file))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {client_key_file}: {exc.strerror}") from None
+        if not keys:
+            raise click.BadParameter(f"{client_key_file} holds no key", param_hint="--client-key-file")
     try:
         config = GatewayConfig(
             upstreams=tuple(parse_upstream(u) for u in upstreams),
@@ -85,6 +103,7 @@ def gateway(
             stall_timeout_s=duration_s(stall_timeout),
             sticky_header=sticky_header.lower(),
             records_path=records_path,
+            client_keys=frozenset(keys),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

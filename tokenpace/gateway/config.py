@@ -93,6 +93,10 @@ class GatewayConfig:
     records_path: str | None = None  # JSONL of request records
     record_queue: int = 10_000  # records waiting to be written; beyond it they are dropped and counted
     max_model_labels: int = 32  # distinct model label values before the rest become "other"
+    client_keys: frozenset[str] = frozenset()  # gateway keys for clients; empty: no check
+
+    def __repr__(self) -> str:  # never show client keys
+        return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
 
     def __post_init__(self) -> None:
         if not self.upstreams:
@@ -100,3 +104,9 @@ class GatewayConfig:
         names = [u.name for u in self.upstreams]
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique: {names}")
+
+
+def read_key_file(path: str) -> list[str]:
+    """One key per line; blank lines and lines starting with # are skipped."""
+    with open(path, encoding="utf-8") as fh:
+        return [s for line in fh if (s := line.strip()) and not s.startswith("#")]

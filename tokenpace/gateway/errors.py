@@ -30,3 +30,12 @@ def gateway_timeout(upstream: str) -> web.Response:
     return error_response(
         504, f"upstream {upstream!r} sent no first token in time", "upstream_error", "gateway_timeout"
     )
+
+
+def unauthorized() -> web.Response:
+    resp = error_response(
+        401, "missing or invalid gateway key (Authorization: Bearer KEY)", "invalid_request_error",
+        "invalid_api_key",
+    )  # fmt: skip
+    resp.headers["WWW-Authenticate"] = "Bearer"
+    return resp

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hmac
 import time
 import uuid
 from collections.abc import Callable
@@ -87,8 +88,23 @@ class Gateway:
 
     # --- request handling ------------------------------------------------------------------------
 
+    def _authorized(self, request: web.Request) -> bool:
+        keys = self.config.client_keys
+        if not keys:
+            return True
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not given:
+            return False
+        token = given.strip().encode()
+        ok = False
+        for key in keys:  # constant time per key; every key is tried
+            ok |= hmac.compare_digest(token, key.encode())
+        return ok
+
     async def handle(self, request: web.Request) -> web.StreamResponse:
         start = perf_ns()
+        if not self._authorized(request):
+            return errors.unauthorized()
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return errors.too_large(limit)

@@ -1,0 +1,65 @@
+"""Gateway keys for clients: without a valid key a request gets an OpenAI-style 401 and is never
+forwarded or recorded; the key appears in no record, metric or repr."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import aiohttp
+import orjson
+
+from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
+from tokenpace.gateway.serve import RunningGateway
+from tokenpace.record import RequestRecord
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True}
+KEY = "gw-key-0123456789"
+
+
+def test_client_keys_gate_requests(tmp_path: Path) -> None:
+    key_file = tmp_path / "keys"
+    key_file.write_text(f"# clients\n\n{KEY}\nother-key\n")
+    assert read_key_file(str(key_file)) == [KEY, "other-key"]
+    records: list[RequestRecord] = []
+
+    async def main() -> None:
+        async with ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as up:
+            config = GatewayConfig(
+                upstreams=(parse_upstream(f"a={up.url}"),),
+                port=0,
+                client_keys=frozenset(read_key_file(str(key_file))),
+                records_path=str(tmp_path / "records.jsonl"),
+            )
+            assert KEY not in repr(config)
+            async with RunningGateway(config, on_record=records.append) as gw, aiohttp.ClientSession() as s:
+                url = gw.url + "/v1/chat/completions"
+                for headers in (
+                    {},
+                    {"Authorization": "Bearer wrong"},
+                    {"Authorization": KEY},  # no Bearer scheme
+                    {"Authorization": f"Bearer {KEY}x"},
+                ):
+                    async with s.post(url, json=CHAT, headers=headers) as r:
+                        assert r.status == 401
+                        assert r.headers["WWW-Authenticate"] == "Bearer"
+                        err = (await r.json())["error"]
+                        assert err["code"] == "invalid_api_key" and KEY not in err["message"]
+                async with s.get(gw.url + "/v1/models") as r:  # every proxied path is gated
+                    assert r.status == 401
+                assert up.stats.requests == 0 and records == []
+                for key in (KEY, "other-key"):
+                    async with s.post(url, json=CHAT, headers={"Authorization": f"Bearer {key}"}) as r:
+                        assert r.status == 200
+                        await r.read()
+                async with s.get(gw.url + "/metrics") as r:  # Prometheus scrapes without a key
+                    assert r.status == 200
+                    metrics = await r.text()
+            assert len(records) == 2
+            assert KEY not in metrics
+
+    asyncio.run(main())
+    stored = (tmp_path / "records.jsonl").read_bytes()
+    assert len(stored.splitlines()) == 2 and KEY.encode() not in stored
+    assert all(KEY not in orjson.dumps(r.to_dict()).decode() for r in records)
