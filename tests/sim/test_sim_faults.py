@@ -155,3 +155,23 @@ def test_fault_config_validation_and_file(tmp_path):
     f.write_text('{"eror_rate": 0.1}')
     with pytest.raises(ValueError, match="eror_rate"):
         FaultConfig.from_file(f)
+
+
+def test_non_streaming_cut_drops_the_connection_and_malformed_truncates_the_body():
+    body = {"prompt": "x", "max_tokens": 6}
+
+    async def go(srv, s):
+        out = []
+        for h in ("cut:2", "malformed"):
+            try:
+                async with s.post(srv.url + "/completions", json=body, headers={"x-sim-fault": h}) as r:
+                    out.append((r.status, await r.read()))
+            except aiohttp.ClientError as e:
+                out.append(("dropped", type(e).__name__))
+        return out
+
+    (cut, malformed) = serve(go)
+    assert cut[0] == "dropped"
+    assert malformed[0] == 200
+    with pytest.raises(ValueError):
+        json.loads(malformed[1])

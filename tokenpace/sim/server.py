@@ -295,7 +295,7 @@ class SimServer:
         sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)
         assert self._loop is not None
         self.engine.add(sreq, time.monotonic())
-        if fault is not None and s.gen.stream:
+        if fault is not None:
             at = fault.after_tokens
             if at is None:
                 at = self._rng.randint(1, max(1, sreq.target_len - 1))

@@ -55,8 +55,14 @@ def deliver(
         if conn.closed:
             continue
         if not s.gen.stream:
-            if req.finished:
-                conn.respond(200, s.fmt.full_response(k, req.prompt_len, req.finish_reason), s.headers)
+            if k == s.cut_at and not req.finished:
+                abort(req)
+                conn.close()  # the connection drops before any answer
+            elif req.finished:
+                body = s.fmt.full_response(k, req.prompt_len, req.finish_reason)
+                if s.malformed_at:
+                    body = body[: len(body) // 2]  # a 200 whose JSON is cut short
+                conn.respond(200, body, s.headers)
             continue
         data = s.fmt.token(_SPACED[(k - 1) % n_words])
         if k == s.malformed_at:
