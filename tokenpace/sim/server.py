@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import itertools
 import random
+import sys
 import time
 from collections import deque
 from typing import Any
@@ -85,7 +86,17 @@ class SimServer:
         self.port = self._server.sockets[0].getsockname()[1]
         self._started = time.monotonic()
         self._task = loop.create_task(self._engine_loop())
+        self._task.add_done_callback(self._engine_died)
         return self
+
+    def _engine_died(self, task: asyncio.Task) -> None:
+        # A bug in the engine must not leave clients hanging on a silent server: say so and drop them.
+        if task.cancelled() or task.exception() is None:
+            return
+        exc = task.exception()
+        sys.stderr.write(f"tokenpace sim: engine loop failed: {type(exc).__name__}: {exc}\n")
+        for c in list(self._conns):
+            c.close()
 
     async def stop(self) -> None:
         if self._server is not None:
