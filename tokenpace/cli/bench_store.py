@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 from rich.console import Console
 
-from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.bench import BenchResult
-from tokenpace.app.store_ops import open_store, save_result
+if TYPE_CHECKING:  # imported when used: --no-store runs never load SQLAlchemy
+    from tokenpace.adapters.store import Store
+    from tokenpace.app.bench import BenchResult
 
 STORE_HELP = (
     "Save the run in this store: a SQLite path or URL, or postgresql://... "
@@ -19,6 +21,9 @@ def open_for_run(url: str | None, no_store: bool, cmd: str = "bench") -> Store |
     """The store, proven writable, or None with --no-store. Exits 2 with one line when it fails."""
     if no_store:
         return None
+    from tokenpace.adapters.store import StoreError
+    from tokenpace.app.store_ops import open_store
+
     try:
         return open_store(url, writable=True)
     except StoreError as exc:
@@ -33,6 +38,9 @@ def save_after_run(store: Store | None, result: BenchResult, out: object, consol
     """Save the run (records included); on failure say where the result file is. True when saved."""
     if store is None:
         return True
+    from tokenpace.adapters.store import StoreError
+    from tokenpace.app.store_ops import save_result
+
     try:
         n = save_result(store, result)
     except StoreError as exc:
