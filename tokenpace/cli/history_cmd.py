@@ -75,6 +75,12 @@ def history(
     console.print(table)
     if not hist.points:
         console.print("no matching run has this metric", highlight=False)
+    elif len(hist.points) < 2 * min_size:
+        console.print(
+            f"too few runs to look for a level shift ({len(hist.points)}; needs {2 * min_size}, "
+            f"twice --min-size)",
+            highlight=False,
+        )
     elif not hist.change_points:
         console.print(f"no level shift found ({len(hist.points)} runs)", highlight=False)
     if varying:
