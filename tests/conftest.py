@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import tempfile
 import threading
 from collections.abc import Iterator
 
@@ -11,6 +13,9 @@ import pytest
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 MS = 1_000_000
+
+# Runs made by tests (bench auto-saves) go to a throwaway store, never the user's own library.
+os.environ["TOKENPACE_STORE"] = os.path.join(tempfile.mkdtemp(prefix="tokenpace-tests-"), "runs.db")
 
 
 class ThreadedServer:

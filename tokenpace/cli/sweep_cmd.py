@@ -18,10 +18,13 @@ from rich.table import Table
 
 from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
 from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
+from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.bench import BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
+from tokenpace.app.store_ops import save_result
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
+from tokenpace.cli import bench_store
 from tokenpace.cli.bench_cmd import _config, _event_loop_run, _Progress, bench
 from tokenpace.core.client import EndpointError
 from tokenpace.record import RequestRecord
@@ -102,18 +105,19 @@ def sweep(**opts: Any) -> None:
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
+    store = bench_store.open_for_run(opts["store_url"], opts["no_store"], cmd="sweep")  # before any load
     console = Console()
     sweep_id = uuid.uuid4().hex[:12]
     stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     out = opts["out"] or Path("results") / f"sweep-{stamp}-{sweep_id}.json"
     try:
         if config.base.url:
-            result = _run(config, sweep_id, out, console, opts["quiet"])
+            result = _run(config, sweep_id, out, console, opts["quiet"], store)
         else:
             config.base.target = f"sim:{opts['sim_profile'] or 'default'}"
             with SimProcess(opts["sim_profile"]) as url:
                 config.base.url = url
-                result = _run(config, sweep_id, out, console, opts["quiet"])
+                result = _run(config, sweep_id, out, console, opts["quiet"], store)
     except (PreflightError, SimStartError, EndpointError) as exc:
         _die(str(exc))
     if result.interrupted:
@@ -150,7 +154,9 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
     )
 
 
-def _run(config: SweepConfig, sweep_id: str, out: Path, console: Console, quiet: bool) -> SweepResult:
+def _run(
+    config: SweepConfig, sweep_id: str, out: Path, console: Console, quiet: bool, store: Store | None
+) -> SweepResult:
     writers: dict[int, RecordWriter] = {}
     files: dict[int, str] = {}
     progress: _Progress | None = None
@@ -180,6 +186,14 @@ def _run(config: SweepConfig, sweep_id: str, out: Path, console: Console, quiet:
         console.print(_step_line(step), highlight=False)
         assert runner is not None
         write_result(out, runner.snapshot().to_dict(files))  # saved after every step
+        if store is not None:  # each step is a full run in the store, labelled with its sweep
+            try:
+                save_result(store, step.result, kind="sweep")
+            except StoreError as exc:
+                console.print(
+                    f"[red]could not store step {step.index} (run {step.result.run_id}): {exc}; "
+                    f"it is in {out}[/]"
+                )
 
     async def main() -> SweepResult:
         nonlocal runner
