@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's `llama-server` from the llama.cpp tree vendored in PyPI's llama-cpp-python sdist
+# and caches the binary by version, so a machine builds it once (10-18 minutes on 2 cores).
+#
+#   scripts/build-llama-server.sh          # prints the cached binary's path (builds it if needed)
+#
+# Environment:
+#   TOKENPACE_CACHE          cache folder (default ~/.cache/tokenpace)
+#   LLAMA_CPP_PYTHON_VERSION sdist version (default 0.3.36)
+#   BUILD_JOBS               parallel compile jobs (default 2)
+#   PYTHON                   interpreter whose pip downloads the sdist (default: .venv/bin/python or python3)
+#
+# Exit status: 0 built or cached (path on stdout), 3 build tools missing (message on stderr; the engine
+# tests skip), anything else a failed build (log in the cache folder).
+set -euo pipefail
+
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
+CACHE="${TOKENPACE_CACHE:-$HOME/.cache/tokenpace}"
+JOBS="${BUILD_JOBS:-2}"
+DEST="$CACHE/llama-server-$VERSION"
+BIN="$DEST/llama-server"
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+
+if [ -x "$BIN" ]; then
+  echo "$BIN"
+  exit 0
+fi
+
+missing=()
+for tool in cmake c++ cc tar; do
+  command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+done
+if [ -z "${PYTHON:-}" ]; then
+  if [ -x "$ROOT/.venv/bin/python" ]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
+fi
+"$PYTHON" -m pip --version >/dev/null 2>&1 || missing+=("pip (for $PYTHON)")
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "build-llama-server: cannot build llama-server, missing: ${missing[*]}" >&2
+  exit 3
+fi
+
+mkdir -p "$CACHE"
+# One build per cache folder at a time; a second caller waits and then finds the binary.
+exec 9>"$CACHE/llama-server-$VERSION.lock"
+flock 9
+if [ -x "$BIN" ]; then
+  echo "$BIN"
+  exit 0
+fi
+
+WORK="$CACHE/build-llama-server-$VERSION"
+LOG="$CACHE/build-llama-server-$VERSION.log"
+rm -rf "$WORK"
+mkdir -p "$WORK"
+echo "build-llama-server: building llama-server from llama-cpp-python $VERSION (log: $LOG)" >&2
+start=$(date +%s)
+{
+  sdist="$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz"
+  if [ ! -f "$sdist" ]; then
+    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+      --dest "$CACHE/sdist" "llama-cpp-python==$VERSION"
+  fi
+  tar -xzf "$sdist" -C "$WORK"
+  src="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
+  generator=()
+  if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+  cmake -S "$src" -B "$WORK/build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_CURL=OFF \
+    -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_TOOLS=ON \
+    -DLLAMA_BUILD_SERVER=ON
+  cmake --build "$WORK/build" --target llama-server -j "$JOBS"
+} >"$LOG" 2>&1 || {
+  echo "build-llama-server: build failed; last lines of $LOG:" >&2
+  tail -n 30 "$LOG" >&2
+  exit 1
+}
+
+built="$WORK/build/bin/llama-server"
+"$built" --version >>"$LOG" 2>&1
+mkdir -p "$DEST"
+cp "$built" "$BIN.tmp"
+mv "$BIN.tmp" "$BIN"
+rm -rf "$WORK"
+echo "build-llama-server: built in $(($(date +%s) - start)) s" >&2
+echo "$BIN"
