@@ -28,8 +28,16 @@ class Dialect(Protocol):
     path: str  # appended to the base URL, e.g. "/chat/completions"
 
     def body(
-        self, prompt: str, max_tokens: int, model: str, sampling: Sampling, stream: bool
-    ) -> dict[str, Any]: ...
+        self,
+        prompt: str,
+        max_tokens: int,
+        model: str,
+        sampling: Sampling,
+        stream: bool,
+        messages: list[dict[str, str]] | None = None,
+    ) -> dict[str, Any]:
+        """The request body; ``messages`` (a chat so far) replaces the single user message."""
+        ...
 
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
         """Flags for one streamed chunk; records usage and finish_reason as they appear."""

@@ -13,10 +13,16 @@ class OpenAIChat:
     path = "/chat/completions"
 
     def body(
-        self, prompt: str, max_tokens: int, model: str, sampling: Sampling, stream: bool
+        self,
+        prompt: str,
+        max_tokens: int,
+        model: str,
+        sampling: Sampling,
+        stream: bool,
+        messages: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         body = common_body(model, max_tokens, sampling, stream)
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt}]
         return body
 
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:

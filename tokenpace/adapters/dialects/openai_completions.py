@@ -13,10 +13,17 @@ class OpenAICompletions:
     path = "/completions"
 
     def body(
-        self, prompt: str, max_tokens: int, model: str, sampling: Sampling, stream: bool
+        self,
+        prompt: str,
+        max_tokens: int,
+        model: str,
+        sampling: Sampling,
+        stream: bool,
+        messages: list[dict[str, str]] | None = None,
     ) -> dict[str, Any]:
         body = common_body(model, max_tokens, sampling, stream)
-        body["prompt"] = prompt
+        # A chat becomes plain text: each message's content on its own line, in order.
+        body["prompt"] = "\n".join(m.get("content") or "" for m in messages) if messages else prompt
         return body
 
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:

@@ -22,6 +22,7 @@ class Exchange:
     __slots__ = (
         "_prev_server_tokens",
         "body_bytes",
+        "capture",
         "content_type",
         "dialect",
         "done",
@@ -41,6 +42,7 @@ class Exchange:
         self.content_type = b""
         self.done = False
         self._prev_server_tokens: int | None = None
+        self.capture: list[bytes] | None = None  # raw token chunks, kept for multi-turn history
 
     # --- events from the connection ---
     def headers(self, status: int, now: int) -> None:
@@ -84,6 +86,8 @@ class Exchange:
                 return
             rec.token_ns.append(now)
             rec.output_tokens_counted += 1
+            if self.capture is not None:
+                self.capture.append(payload)
             if rec.first_token_ns is None:
                 rec.first_token_ns = now
             if flags & ANSWER:
@@ -162,6 +166,8 @@ class Exchange:
             self.fail(Status.PROTOCOL_ERROR, "response body is not a JSON object", now)
             return
         flags = self.dialect.read_full(response, rec)
+        if self.capture is not None:
+            self.capture.append(bytes(self.body_bytes))
         if flags & ERROR:
             self.fail(Status.HTTP_ERROR, f"server error: {error_text(response)}", now)
             return
