@@ -53,6 +53,10 @@ class RequestRecord:
     dispatched_ns: int = 0  # when the client's dispatcher released it (late => client lag)
     sent_ns: int = 0  # when the client started sending it (connection acquisition included)
     connect_ns: int | None = None  # time spent opening a new connection (None: reused one)
+    dns_ns: int | None = None  # ... of which DNS lookup
+    tcp_ns: int | None = None  # ... TCP connect
+    tls_ns: int | None = None  # ... TLS handshake (None: plain HTTP)
+    request_ns: int | None = None  # request bytes handed to the kernel
     headers_ns: int | None = None  # response headers received
     first_token_ns: int | None = None  # first chunk carrying generated output, any channel
     first_answer_ns: int | None = None  # first chunk carrying answer text or a tool call
@@ -67,6 +71,12 @@ class RequestRecord:
     output_tokens_server: int | None = None
     output_tokens_counted: int = 0  # token-carrying chunks (a chunk may carry several tokens)
     reasoning_chunks: int = 0  # token-carrying chunks that were reasoning, not answer
+
+    # --- workload (issue 7): which session turn or shared prefix this request was ---
+    session: int | None = None  # multi-turn session number
+    turn: int | None = None  # turn index in its session (0 = first)
+    prefix_id: int | None = None  # shared prefix the prompt started with
+    prefix_cold: bool | None = None  # first request of the run to use that prefix
 
     # --- outcome ---
     status: Status = Status.OK

@@ -38,6 +38,9 @@ class WorkItem:
     prompt: str
     input_tokens: int  # asked (words in the synthetic prompt)
     output_tokens: int  # asked (max_tokens)
+    messages: list[dict[str, str]] | None = None  # a chat to send as it is (else one user message)
+    prefix_id: int | None = None  # which shared prefix the prompt starts with
+    prefix_cold: bool | None = None  # first request of the workload to use that prefix
 
 
 @dataclass(frozen=True, slots=True)
