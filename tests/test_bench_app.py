@@ -101,8 +101,13 @@ def test_stop_keeps_what_was_measured_and_marks_the_rest_cancelled():
 def test_unreachable_server_mid_run_stops_the_run_with_a_reason():
     async def go():
         srv = await ScriptedServer(FAST).start()
-        run = BenchRun(config(srv.url, concurrency=2, requests=10_000))
-        asyncio.get_running_loop().call_later(0.2, lambda: asyncio.ensure_future(srv.stop()))
+        stopping = []
+
+        def on_record(record):  # the server dies once it has answered 10 requests
+            if len(stopping) == 0 and record.status is Status.OK and record.index >= 10:
+                stopping.append(asyncio.ensure_future(srv.stop()))
+
+        run = BenchRun(config(srv.url, concurrency=2, requests=10_000), on_record=on_record)
         return await run.run()
 
     result = asyncio.run(go())

@@ -21,6 +21,13 @@ def records_path_for(result_path: Path) -> Path:
     return result_path.with_name(stem + ".records.jsonl")
 
 
+def scrapes_path_for(result_path: Path) -> Path:
+    """Raw /metrics scrapes of the run, beside its result."""
+    name = result_path.name
+    stem = name[:-5] if name.endswith(".json") else name
+    return result_path.with_name(stem + ".server-metrics.jsonl")
+
+
 class RecordWriter:
     """Appends one JSON line per finished request; flushed at least every ``flush_every`` lines."""
 

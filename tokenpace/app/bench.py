@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain
+from pathlib import Path
 from time import perf_counter_ns
 from typing import Any
 
@@ -21,8 +22,9 @@ from tokenpace import __version__
 from tokenpace.adapters.dialects import get_dialect
 from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.app.health import HealthMonitor, HealthReport
+from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
-from tokenpace.core.client import Sender, parse_endpoint
+from tokenpace.core.client import Sender, parse_endpoint, tls_context
 from tokenpace.core.lengths import LengthDist, parse_length
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary, summarize
 from tokenpace.core.schedule import arrival_offsets_s
@@ -60,6 +62,12 @@ class BenchConfig:
     slo: Slo = field(default_factory=Slo)
     labels: dict[str, str] = field(default_factory=dict)
     target: str = "external"  # or "sim:<profile>" when tokenpace started the engine itself
+    server_metrics: str = "auto"  # "auto" (the endpoint's own /metrics if it answers), "off", a URL
+    server_metrics_interval_s: float = 1.0
+    connect_probe: bool = False
+    new_connection_per_request: bool = False
+    tls_verify: bool = True
+    ca_cert: str | None = None
 
     @property
     def open_loop(self) -> bool:
@@ -84,6 +92,8 @@ class BenchConfig:
             raise ValueError("--warmup must not be negative")
         if self.timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.server_metrics_interval_s < 0.1:
+            raise ValueError("--server-metrics-interval must be at least 100ms")
 
 
 @dataclass
@@ -96,6 +106,7 @@ class BenchResult:
     interrupted: bool
     stop_reason: str
     warnings: list[str]
+    observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
 
     @property
     def valid(self) -> bool:
@@ -104,6 +115,9 @@ class BenchResult:
     def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
         summary = self.summary.to_dict()
         summary["client"] = self.health.to_dict()
+        server = self.observed.get("server_metrics") or {}
+        if server.get("decomposition") or server.get("engine_latency_ms"):
+            summary["server"] = {k: server.get(k) for k in ("engine", "decomposition", "engine_latency_ms")}
         return {
             "tokenpace_version": __version__,
             "run_id": self.run_id,
@@ -116,6 +130,7 @@ class BenchResult:
             "summary": summary,
             "definitions": DEFINITIONS,
             "records": {"path": records_file, "format": "jsonl", "count": len(self.records)},
+            **self.observed,
         }
 
 
@@ -127,8 +142,10 @@ class BenchRun:
         config: BenchConfig,
         on_record: Callable[[RequestRecord], None] | None = None,
         run_id: str | None = None,
+        scrape_path: Path | None = None,
     ) -> None:
         config.validate()
+        self.scrape_path = scrape_path  # where raw /metrics scrapes go (default: a temp file)
         self.config = config
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.on_record = on_record
@@ -154,15 +171,30 @@ class BenchRun:
         if cfg.api_key:
             headers["Authorization"] = f"Bearer {cfg.api_key}"
         endpoint = parse_endpoint(cfg.url)
-        model, served = await resolve_model(endpoint, cfg.model, headers)
+        tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
+        model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
         dialect = get_dialect(cfg.api)
-        sender = Sender(endpoint, dialect, model, cfg.sampling, cfg.stream, cfg.timeout_s, headers)
+        observers = await RunObservers.create(
+            endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, self.scrape_path
+        )
+        sender = Sender(
+            endpoint,
+            dialect,
+            model,
+            cfg.sampling,
+            cfg.stream,
+            cfg.timeout_s,
+            headers,
+            reuse_connections=not cfg.new_connection_per_request,
+            ssl_context=tls,
+        )
         workload = SyntheticWorkload(cfg.input_len, cfg.output_len, cfg.seed)
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
         items = _prebuilt(self._requests(workload.items(), sender, prefix))
         monitor = HealthMonitor()
+        await observers.start()
         monitor.start()
         t0 = perf_counter_ns()
         deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
@@ -174,6 +206,7 @@ class BenchRun:
         finally:
             await monitor.stop()
             await sender.close()
+            observed = await observers.stop(self.records, t0)
         if not self._stop_reason:
             self._stop_reason = "completed"
         summary = summarize(self.records, cfg.slo)
@@ -183,6 +216,12 @@ class BenchRun:
         conditions = self._conditions(
             model, served, endpoint.url, started_at, anchor, prefix, sender.connections_opened
         )
+        conditions["observers"] = observers.describe()
+        conditions["connections"] = {
+            "reuse": not cfg.new_connection_per_request,
+            "tls_verify": cfg.tls_verify,
+            "ca_cert": cfg.ca_cert,
+        }
         return BenchResult(
             self.run_id,
             conditions,
@@ -192,6 +231,7 @@ class BenchRun:
             self._interrupted,
             self._stop_reason,
             self._warnings(summary) + health.warnings,
+            observed,
         )
 
     # --- request stream ---

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 
 from tokenpace.core.client import Endpoint
 
@@ -12,7 +13,11 @@ class PreflightError(Exception):
 
 
 async def resolve_model(
-    endpoint: Endpoint, model: str | None, headers: dict[str, str], timeout_s: float = 10.0
+    endpoint: Endpoint,
+    model: str | None,
+    headers: dict[str, str],
+    timeout_s: float = 10.0,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[str, list[str]]:
     """Check the server answers and pick the model: the one given, else the first it lists."""
     import aiohttp  # here, not at import: it costs a fifth of a second of start-up
@@ -23,7 +28,7 @@ async def resolve_model(
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-            session.get(url, headers=headers) as resp,
+            session.get(url, headers=headers, ssl=ssl_context if ssl_context is not None else True) as resp,
         ):
             status = resp.status
             data = await resp.json(content_type=None) if status == 200 else None

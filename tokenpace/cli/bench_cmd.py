@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tokenpace.adapters.dialects import DIALECTS
 from tokenpace.adapters.dialects.base import Sampling
-from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
+from tokenpace.adapters.results import RecordWriter, records_path_for, scrapes_path_for, write_result
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
@@ -127,6 +127,25 @@ EXIT_INTERRUPTED = 130
     type=click.Path(dir_okay=False, path_type=Path),
     help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json).",
 )
+@click.option(
+    "--server-metrics",
+    default="auto",
+    show_default=True,
+    metavar="URL|auto|off",
+    help="Scrape the engine's Prometheus metrics during the run (auto: the endpoint's own /metrics "
+    "when it answers); vLLM, SGLang, TGI, llama.cpp and the simulator are understood.",
+)
+@click.option(
+    "--server-metrics-interval", default="1s", show_default=True, help="Scrape interval (>= 100ms)."
+)
+@click.option("--connect-probe", is_flag=True, help="Time a TCP connect to the endpoint every second.")
+@click.option(
+    "--new-connection-per-request",
+    is_flag=True,
+    help="Open a new connection for every request (measures connection set-up on purpose).",
+)
+@click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
+@click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
@@ -201,6 +220,12 @@ def _config(o: dict) -> BenchConfig:
         request_id_prefix=o["request_id_prefix"],
         slo=parsing.slo(o["slo"]),
         labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
+        server_metrics=o["server_metrics"],
+        server_metrics_interval_s=parsing.duration_s(o["server_metrics_interval"], "interval"),
+        connect_probe=o["connect_probe"],
+        new_connection_per_request=o["new_connection_per_request"],
+        tls_verify=not o["insecure"],
+        ca_cert=o["ca_cert"],
     )
 
 
@@ -216,7 +241,7 @@ def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: b
 
     async def main() -> BenchResult:
         nonlocal run
-        run = BenchRun(config, on_record=on_record, run_id=run_id)
+        run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes_path_for(out))
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError, RuntimeError):

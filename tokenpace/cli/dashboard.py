@@ -86,6 +86,7 @@ def render(result: dict[str, Any], console: Console) -> None:
         )
     parts.append(_throughput(summary))
     parts.append(_outcomes(summary))
+    parts.extend(p for p in (_network(result), _server(result)) if p is not None)
     parts.append(_client(result))
     notes = _notes(result)
     if notes:
@@ -130,6 +131,61 @@ def _outcomes(s: dict[str, Any]) -> Text:
     )
     for reason, n in list(s.get("errors", {}).items())[:5]:
         text.append(f"\n            {n} x {reason}", style="red")
+    return text
+
+
+def _network(result: dict[str, Any]) -> Text | None:
+    net = result["summary"].get("network") or {}
+    if not net.get("new_connections") and not result.get("connect_probe"):
+        return None
+    text = Text.assemble(("Network     ", "bold"))
+    if net.get("new_connections"):
+        phases = " / ".join(
+            f"{name} {_fmt(net[key]['p50'], 2)}"
+            for name, key in (("DNS", "dns_ms"), ("TCP", "tcp_ms"), ("TLS", "tls_ms"))
+            if net[key].get("n")
+        )
+        text.append(f"{net['new_connections']} new connections ({phases} ms P50)")
+        cold, warm = net["ttft_cold_ms"], net["ttft_warm_ms"]
+        if cold.get("n") and warm.get("n"):
+            text.append(f" | TTFT P50 cold {_fmt(cold['p50'])} vs warm {_fmt(warm['p50'])} ms")
+    probe = result.get("connect_probe")
+    if probe and probe["rtt_ms"].get("n"):
+        text.append(
+            f" | connect probe RTT P50 {_fmt(probe['rtt_ms']['p50'], 2)} ms "
+            f"(P95 {_fmt(probe['rtt_ms']['p95'], 2)}, {probe['failures']} failed)"
+        )
+    return text
+
+
+def _server(result: dict[str, Any]) -> Text | None:
+    server = result.get("server_metrics")
+    if not server:
+        return None
+    text = Text.assemble(
+        ("Server      ", "bold"), f"{server['engine']} /metrics, {server['scrapes']} scrapes"
+    )
+    dec = server.get("decomposition")
+    if dec:
+        split = ""
+        if dec.get("engine_queue_mean_ms") is not None and dec.get("engine_prefill_mean_ms") is not None:
+            split = (
+                f" (queue {_fmt(dec['engine_queue_mean_ms'])} + prefill "
+                f"{_fmt(dec['engine_prefill_mean_ms'])})"
+            )
+        text.append(
+            f"\n            TTFT mean {_fmt(dec['client_ttft_mean_ms'])} ms = engine "
+            f"{_fmt(dec['engine_ttft_mean_ms'])}{split} + network and client "
+            f"{_fmt(dec['network_and_client_ms'])} ms"
+        )
+    series = server.get("series") or {}
+    peaks = [
+        f"{name} max {max(v for _, v in series[name]):.3g}"
+        for name in ("running", "waiting", "kv_usage")
+        if series.get(name)
+    ]
+    if peaks:
+        text.append("\n            " + ", ".join(peaks))
     return text
 
 

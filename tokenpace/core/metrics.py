@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from tokenpace.core.network import network_phases
 from tokenpace.core.stats import Distribution, describe
 from tokenpace.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
 
@@ -334,4 +335,5 @@ def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci:
         errors=_error_reasons(measured),
         tokens=_token_accounting(ok),
         reasoning=reasoning,
+        extra={"network": network_phases(measured)},
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
@@ -293,21 +294,26 @@ class ScriptedServer:
         scripts: dict[str, Script] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.default = default or Script()
         self.scripts = scripts or {}
         self.host, self.port = host, port
+        self.ssl_context = ssl_context  # serve HTTPS (e.g. a self-signed test certificate)
         self.stats = ServerStats()
         self.connections: set[_Connection] = set()
         self._server: asyncio.AbstractServer | None = None
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}/v1"
+        scheme = "https" if self.ssl_context is not None else "http"
+        return f"{scheme}://{self.host}:{self.port}/v1"
 
     async def start(self) -> ScriptedServer:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port)
+        self._server = await loop.create_server(
+            lambda: _Connection(self), self.host, self.port, ssl=self.ssl_context
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

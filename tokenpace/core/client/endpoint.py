@@ -34,6 +34,15 @@ class Endpoint:
         return self.base_path + dialect_path
 
 
+def tls_context(verify: bool = True, ca_cert: str | None = None) -> ssl.SSLContext:
+    """Default verification, a private CA (e.g. a self-signed test endpoint), or none at all."""
+    ctx = ssl.create_default_context(cafile=ca_cert)
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
 def parse_endpoint(url: str) -> Endpoint:
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https"):

@@ -12,6 +12,7 @@ import orjson
 from tokenpace import __version__
 from tokenpace.adapters.dialects.base import Dialect, Sampling
 from tokenpace.core.client.connection import HttpConnection
+from tokenpace.core.client.dial import dial
 from tokenpace.core.client.endpoint import Endpoint
 from tokenpace.core.client.exchange import Exchange
 from tokenpace.record import RequestRecord, Status
@@ -31,6 +32,8 @@ class Sender:
         stream: bool = True,
         timeout_s: float = 300.0,
         headers: dict[str, str] | None = None,
+        reuse_connections: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.dialect = dialect
@@ -38,7 +41,8 @@ class Sender:
         self.sampling = sampling
         self.stream = stream
         self.timeout_s = timeout_s
-        self._ssl = endpoint.ssl_context()
+        self.reuse_connections = reuse_connections  # False: a new connection per request, on purpose
+        self._ssl = ssl_context if ssl_context is not None else endpoint.ssl_context()
         self._idle: list[HttpConnection] = []
         self._open: set[HttpConnection] = set()
         self.connections_opened = 0
@@ -75,6 +79,7 @@ class Sender:
             timer = loop.call_at(deadline, self._on_timeout, exchange, conn, self.timeout_s)
             try:
                 conn.start(exchange, payload)
+                record.request_ns = perf_counter_ns()
                 await future
             except asyncio.CancelledError:
                 exchange.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
@@ -117,7 +122,7 @@ class Sender:
         return None
 
     def _release(self, conn: HttpConnection) -> None:
-        if conn.reusable:
+        if conn.reusable and self.reuse_connections:
             self._idle.append(conn)
         else:
             conn.close()
@@ -128,9 +133,8 @@ class Sender:
         start = perf_counter_ns()
         ep = self.endpoint
         try:
-            _, conn = await asyncio.wait_for(
-                loop.create_connection(HttpConnection, ep.host, ep.port, ssl=self._ssl),
-                timeout=max(0.001, deadline - loop.time()),
+            conn, times = await asyncio.wait_for(
+                dial(ep.host, ep.port, self._ssl), timeout=max(0.001, deadline - loop.time())
             )
         except asyncio.TimeoutError:
             _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
@@ -150,6 +154,7 @@ class Sender:
             )
             return None
         record.connect_ns = perf_counter_ns() - start
+        record.dns_ns, record.tcp_ns, record.tls_ns = times.dns_ns, times.tcp_ns, times.tls_ns
         self.connections_opened += 1
         self._open.add(conn)
         return conn

@@ -1,0 +1,100 @@
+"""Engine metrics: names of every engine mapped to one vocabulary, window latencies, decomposition."""
+
+import pytest
+
+from tokenpace.adapters.servermetrics.parse import parse_metrics, series_key, split_key
+from tokenpace.core.analysis.engine_metrics import analyse, detect_engine, normalize
+from tokenpace.record import RequestRecord
+
+MS = 1_000_000
+
+
+def vllm_text(running, ttft_sum, ttft_count, buckets, queue_sum=None, kv_name="vllm:kv_cache_usage_perc"):
+    lines = [
+        "# TYPE vllm:num_requests_running gauge",
+        f'vllm:num_requests_running{{model_name="m"}} {running}',
+        "# TYPE " + kv_name + " gauge",
+        f'{kv_name}{{model_name="m"}} 0.25',
+        "# TYPE vllm:time_to_first_token_seconds histogram",
+    ]
+    for le, count in buckets:
+        lines.append(f'vllm:time_to_first_token_seconds_bucket{{le="{le}",model_name="m"}} {count}')
+    lines += [
+        f'vllm:time_to_first_token_seconds_sum{{model_name="m"}} {ttft_sum}',
+        f'vllm:time_to_first_token_seconds_count{{model_name="m"}} {ttft_count}',
+    ]
+    if queue_sum is not None:
+        lines += [
+            "# TYPE vllm:request_queue_time_seconds histogram",
+            f'vllm:request_queue_time_seconds_sum{{model_name="m"}} {queue_sum}',
+            f'vllm:request_queue_time_seconds_count{{model_name="m"}} {ttft_count}',
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def test_parse_and_keys_round_trip():
+    samples = parse_metrics(vllm_text(3, 1.0, 4, [("0.1", 1), ("+Inf", 4)]))
+    assert samples['vllm:num_requests_running{model_name="m"}'] == 3
+    key = series_key("x", {"b": "2", "a": "1"})
+    assert key == 'x{a="1",b="2"}' and split_key(key) == ("x", {"a": "1", "b": "2"})
+    with pytest.raises(ValueError):
+        parse_metrics("this is { not prometheus")
+
+
+@pytest.mark.parametrize(
+    ("names", "engine"),
+    [
+        (["vllm:num_requests_running"], "vllm"),
+        (["sglang:num_running_reqs"], "sglang"),
+        (["sglang_num_running_reqs"], "sglang"),
+        (["tgi_queue_size"], "tgi"),
+        (["llamacpp:requests_processing"], "llama.cpp"),
+        (["process_cpu_seconds_total"], "unknown"),
+    ],
+)
+def test_engines_are_recognised(names, engine):
+    assert detect_engine(normalize(dict.fromkeys(names, 1.0))) == engine
+
+
+def test_window_latency_and_decomposition_by_hand():
+    # between the scrapes the engine saw 4 first tokens totalling 0.8 s: mean 200 ms;
+    # 3 of them under 0.1 s ... wait: bucket deltas 0.1 -> 2, 0.5 -> 4: p50 = 0.1 exactly
+    first = {
+        "t_ns": 1_000 * MS,
+        "samples": parse_metrics(vllm_text(0, 0.0, 0, [("0.1", 0), ("0.5", 0), ("+Inf", 0)], 0.0)),
+    }
+    last = {
+        "t_ns": 3_000 * MS,
+        "samples": parse_metrics(vllm_text(2, 0.8, 4, [("0.1", 2), ("0.5", 4), ("+Inf", 4)], 0.2)),
+    }
+    records = []
+    for i in range(4):  # client saw 250 ms TTFT for each, first tokens inside the window
+        r = RequestRecord(f"r{i}", sent_ns=(1_500 + i) * MS)
+        r.first_token_ns = r.sent_ns + 250 * MS
+        records.append(r)
+    out = analyse([first, last], records, start_ns=1_000 * MS)
+    assert out["engine"] == "vllm"
+    ttft = out["engine_latency_ms"]["ttft"]
+    assert ttft["n"] == 4 and ttft["mean"] == pytest.approx(200)
+    assert ttft["p50"] == pytest.approx(100)
+    assert ttft["p95"] == pytest.approx(100 + 400 * (3.8 - 2) / 2)  # interpolated in (0.1, 0.5]
+    dec = out["decomposition"]
+    assert dec["client_ttft_mean_ms"] == pytest.approx(250)
+    assert dec["engine_queue_mean_ms"] == pytest.approx(50)
+    assert dec["network_and_client_ms"] == pytest.approx(50)
+    assert out["series"]["running"] == [[0.0, 0.0], [2.0, 2.0]]
+    assert out["series"]["kv_usage"][0][1] == 0.25
+
+
+def test_deprecated_vllm_names_still_read():
+    a = {
+        "t_ns": 0,
+        "samples": parse_metrics(vllm_text(1, 0, 0, [("+Inf", 0)], kv_name="vllm:gpu_cache_usage_perc")),
+    }
+    out = analyse([a], [], start_ns=0)
+    assert out["series"]["kv_usage"] == [[0.0, 0.25]]
+
+
+def test_failed_scrapes_are_counted_not_fatal():
+    out = analyse([{"t_ns": 0, "error": "refused"}], [], start_ns=0)
+    assert out == {"scrapes": 1, "errors": 1, "engine": "unknown"}

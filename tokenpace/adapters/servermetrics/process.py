@@ -1,0 +1,81 @@
+"""Starting and stopping the scraper process; finding an endpoint's own /metrics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import orjson
+
+from tokenpace.adapters.servermetrics.parse import parse_metrics
+
+
+def probe_metrics_url(url: str, timeout_s: float = 3.0) -> str | None:
+    """None when ``url`` answers with Prometheus text, else why not."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            text = resp.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return f"{url} did not answer: {exc}"
+    try:
+        if not parse_metrics(text):
+            return f"{url} has no metrics"
+    except ValueError:
+        return f"{url} is not Prometheus text"
+    return None
+
+
+class ScraperProcess:
+    def __init__(self, url: str, interval_s: float, out_path: Path) -> None:
+        self.url, self.interval_s, self.out_path = url, interval_s, out_path
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tokenpace.adapters.servermetrics.scraper",
+                self.url,
+                str(self.interval_s),
+                str(self.out_path),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_first_scrape(self, timeout_s: float = 10.0) -> bool:
+        """Block until the first scrape is written: the baseline must come before any load."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.out_path.exists() and self.out_path.stat().st_size > 0:
+                return True
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            time.sleep(0.02)
+        return False
+
+    def stop(self) -> list[dict]:
+        """Stop (after one last scrape) and return every scrape, oldest first."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.proc = None
+        if not self.out_path.exists():
+            return []
+        scrapes = []
+        for line in self.out_path.read_bytes().splitlines():
+            try:
+                scrapes.append(orjson.loads(line))
+            except orjson.JSONDecodeError:
+                break  # a line cut by the stop
+        return scrapes

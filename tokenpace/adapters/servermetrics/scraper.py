@@ -1,0 +1,59 @@
+"""The scraper process: GET a /metrics URL every interval, one JSON line per scrape.
+
+Run apart from the load client so that fetching and parsing (milliseconds of pure Python per
+scrape) never delays the client's timestamps. ``time.perf_counter_ns`` is CLOCK_MONOTONIC on
+Linux, the same clock in both processes, so scrapes line up with request records.
+
+    python -m tokenpace.adapters.servermetrics.scraper URL INTERVAL_S OUT.jsonl
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+
+import orjson
+
+from tokenpace.adapters.servermetrics.parse import parse_metrics
+
+
+def scrape_once(url: str, timeout_s: float) -> dict:
+    t_ns = time.perf_counter_ns()
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            text = resp.read().decode("utf-8", "replace")
+        return {"t_ns": t_ns, "samples": parse_metrics(text)}
+    except (OSError, urllib.error.URLError, ValueError) as exc:
+        return {"t_ns": t_ns, "error": str(exc)[:200]}
+
+
+def main(argv: list[str]) -> int:
+    url, interval_s, out_path = argv[0], float(argv[1]), argv[2]
+    stopping = False
+
+    def stop(*_: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    with open(out_path, "wb") as out:
+        next_at = time.monotonic()
+        while not stopping:
+            out.write(orjson.dumps(scrape_once(url, max(0.05, interval_s))) + b"\n")
+            out.flush()
+            next_at += interval_s
+            delay = next_at - time.monotonic()
+            if delay < 0:  # a slow server: keep the cadence, skip what was missed
+                next_at = time.monotonic()
+                delay = 0
+            time.sleep(delay)
+        out.write(orjson.dumps(scrape_once(url, 2.0)) + b"\n")  # a last one after the load
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

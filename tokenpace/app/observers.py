@@ -1,0 +1,98 @@
+"""What watches a run besides the client: the engine's /metrics and TCP connect probes."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+
+from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
+from tokenpace.app.preflight import PreflightError
+from tokenpace.app.probe import ConnectProbe
+from tokenpace.core.analysis.engine_metrics import analyse
+from tokenpace.core.client import Endpoint
+from tokenpace.record import RequestRecord
+
+
+async def metrics_url_for(endpoint: Endpoint, setting: str) -> tuple[str | None, str]:
+    """The /metrics URL to scrape and why: "auto" tries the endpoint's own, quietly; a URL given
+    explicitly must answer, or the run is refused before any load."""
+    if setting == "off":
+        return None, "off"
+    url = f"{endpoint.scheme}://{endpoint.host_header}/metrics" if setting == "auto" else setting
+    problem = await asyncio.to_thread(probe_metrics_url, url)  # blocking I/O off the loop
+    if setting == "auto":
+        return (None, f"auto: none ({problem})") if problem else (url, "auto")
+    if problem:
+        raise PreflightError(f"--server-metrics: {problem}")
+    return setting, "given"
+
+
+class RunObservers:
+    """Build with ``await RunObservers.create(...)``."""
+
+    @classmethod
+    async def create(
+        cls,
+        endpoint: Endpoint,
+        metrics_setting: str,
+        interval_s: float,
+        connect_probe: bool,
+        scrape_path: Path | None = None,
+    ) -> RunObservers:
+        url, source = await metrics_url_for(endpoint, metrics_setting)
+        return cls(endpoint, url, source, interval_s, connect_probe, scrape_path)
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        metrics_url: str | None,
+        metrics_source: str,
+        interval_s: float,
+        connect_probe: bool,
+        scrape_path: Path | None,
+    ) -> None:
+        self.metrics_url, self.metrics_source = metrics_url, metrics_source
+        self.interval_s = interval_s
+        self._tmp: tempfile.TemporaryDirectory | None = None
+        if self.metrics_url and scrape_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="tokenpace-scrape-")
+            scrape_path = Path(self._tmp.name) / "scrapes.jsonl"
+        self.scrape_path = scrape_path
+        self.scraper = ScraperProcess(self.metrics_url, interval_s, scrape_path) if self.metrics_url else None
+        self.probe = ConnectProbe(endpoint.host, endpoint.port) if connect_probe else None
+
+    async def start(self) -> None:
+        if self.scraper is not None:
+            self.scraper.start()
+            await asyncio.to_thread(self.scraper.wait_first_scrape)
+        if self.probe is not None:
+            self.probe.start()
+
+    async def stop(self, records: list[RequestRecord], start_ns: int) -> dict:
+        """Stop watching; what was seen, analysed against the run's records."""
+        out: dict = {}
+        if self.probe is not None:
+            await self.probe.stop()
+            out["connect_probe"] = self.probe.summary(start_ns)
+        if self.scraper is not None:
+            scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
+            analysis = analyse(scrapes, records, start_ns)
+            analysis.update(
+                url=self.metrics_url,
+                source=self.metrics_source,
+                interval_s=self.interval_s,
+                raw_file=str(self.scrape_path) if self._tmp is None else None,
+            )
+            out["server_metrics"] = analysis
+        if self._tmp is not None:
+            self._tmp.cleanup()
+        return out
+
+    def describe(self) -> dict:
+        return {
+            "server_metrics": self.metrics_url,
+            "server_metrics_source": self.metrics_source,
+            "server_metrics_interval_s": self.interval_s if self.metrics_url else None,
+            "connect_probe": self.probe is not None,
+        }
