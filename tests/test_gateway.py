@@ -158,7 +158,7 @@ def test_credentials_forwarded_but_never_recorded(tmp_path) -> None:
     run(main())
     text = path.read_text()
     assert json.loads(text.splitlines()[0])["labels"]["outcome"] == "ok"
-    for secret in ("sk-SECRET", "alice", "secret prompt", "Hello", 'ld"'):
+    for secret in ("sk-SECRET", "alice", "secret prompt", "Hello", '"ld"'):  # "ld": a streamed piece
         assert secret not in text
 
 
