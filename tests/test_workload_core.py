@@ -1,6 +1,8 @@
 """Pure workload pieces: prompts of exact length, dataset/pairs/trace workloads, shared prefixes,
 sessions, breakdowns and the length-fit report."""
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -201,3 +203,13 @@ def test_prompt_check_flags_more_than_two_percent():
     assert check["mismatch"] is True and check["server_over_asked"] == pytest.approx(1.1)
     failed = [rec(0, 10, 100, 5, prompt_tokens=500, status=Status.HTTP_ERROR)]
     assert prompt_check(failed)["compared"] == 0
+
+
+def test_prefixes_start_each_session_of_a_conversation_dataset():
+    convs = [DatasetEntry(turns=(f"first {i}", f"second {i}"), replies=("r", "r")) for i in range(4)]
+    ds = DatasetWorkload(convs, parse_length("5"), seed=0)
+    wl = SessionWorkload(SharedPrefixes(ds, prefix_len=6, prefixes=1, maker=PromptMaker(), seed=0), turns=2)
+    groups = list(itertools.islice(wl.sessions(), 4))
+    for group in groups:
+        assert group[0].input_tokens == 8 and group[0].prefix_id == 0
+        assert group[1].prompt.startswith("second") and group[1].prefix_id is None

@@ -21,14 +21,17 @@ import numpy as np
 from tokenpace import __version__
 from tokenpace.adapters.dialects import get_dialect
 from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.app import workloads
 from tokenpace.app.health import HealthMonitor, HealthReport
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
+from tokenpace.app.sessions import run_sessions
+from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.core.client import Sender, parse_endpoint, tls_context
 from tokenpace.core.lengths import LengthDist, parse_length
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary, summarize
-from tokenpace.core.schedule import arrival_offsets_s
-from tokenpace.core.workload import SyntheticWorkload, WorkItem
+from tokenpace.core.sessions import SessionWorkload
+from tokenpace.core.workload import WorkItem
 from tokenpace.record import RequestRecord, Status
 
 # A run stops by itself when this many requests in a row could not even connect.
@@ -62,6 +65,7 @@ class BenchConfig:
     slo: Slo = field(default_factory=Slo)
     labels: dict[str, str] = field(default_factory=dict)
     target: str = "external"  # or "sim:<profile>" when tokenpace started the engine itself
+    workload_opts: WorkloadOptions | None = None  # datasets, traces, prefixes, sessions (issue 7)
     server_metrics: str = "auto"  # "auto" (the endpoint's own /metrics if it answers), "off", a URL
     server_metrics_interval_s: float = 1.0
     connect_probe: bool = False
@@ -188,7 +192,9 @@ class BenchRun:
             reuse_connections=not cfg.new_connection_per_request,
             ssl_context=tls,
         )
-        workload = SyntheticWorkload(cfg.input_len, cfg.output_len, cfg.seed)
+        counter = await workloads.resolve_counter(cfg.workload_opts, endpoint, model, headers)
+        workload = workloads.build(cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter)
+        self.workload = workload
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
@@ -199,7 +205,9 @@ class BenchRun:
         t0 = perf_counter_ns()
         deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
         try:
-            if cfg.open_loop:
+            if isinstance(workload, SessionWorkload):
+                await run_sessions(self, workload, sender, prefix, t0, deadline_ns)
+            elif cfg.open_loop:
                 await self._open_loop(items, sender, t0, deadline_ns)
             else:
                 await self._closed_loop(items, sender, deadline_ns)
@@ -210,6 +218,7 @@ class BenchRun:
         if not self._stop_reason:
             self._stop_reason = "completed"
         summary = summarize(self.records, cfg.slo)
+        summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
         health = monitor.report(chunks, lags, cfg.open_loop)
@@ -230,7 +239,7 @@ class BenchRun:
             health,
             self._interrupted,
             self._stop_reason,
-            self._warnings(summary) + health.warnings,
+            self._warnings(summary) + workloads.warnings(summary.extra) + health.warnings,
             observed,
         )
 
@@ -251,13 +260,17 @@ class BenchRun:
                 labels=cfg.labels,
                 prompt_tokens_requested=item.input_tokens,
                 output_tokens_requested=item.output_tokens,
+                prefix_id=item.prefix_id,
+                prefix_cold=item.prefix_cold,
             )
-            yield record, sender.prepare(item.prompt, item.output_tokens, rid)
+            yield record, sender.prepare(item.prompt, item.output_tokens, rid, item.messages)
 
-    async def _send(self, sender: Sender, record: RequestRecord, payload: bytes) -> None:
+    async def _send(
+        self, sender: Sender, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
+    ) -> None:
         self.records.append(record)  # before sending: a cancelled request is still a record
         try:
-            await sender.send(record, payload)
+            await sender.send(record, payload, capture)
         finally:
             if record.end_ns is None:  # cancelled before the client could mark it
                 record.end_ns = perf_counter_ns()
@@ -302,7 +315,7 @@ class BenchRun:
     ) -> None:
         cfg = self.config
         rng = np.random.default_rng(cfg.seed + 1)
-        offsets = arrival_offsets_s(cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
+        offsets = workloads.offsets(self.workload, cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
         cap = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         loop = asyncio.get_running_loop()
 
@@ -375,7 +388,7 @@ class BenchRun:
                 "warmup": cfg.warmup,
                 "timeout_s": cfg.timeout_s,
             },
-            "workload": SyntheticWorkload(cfg.input_len, cfg.output_len, cfg.seed).describe(),
+            "workload": self.workload.describe(),
             "sampling": cfg.sampling.to_dict(),
             "seed": cfg.seed,
             "slo": cfg.slo.to_dict(),

@@ -20,7 +20,7 @@ from tokenpace.adapters.results import RecordWriter, records_path_for, scrapes_p
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
-from tokenpace.cli import bench_store, parsing
+from tokenpace.cli import bench_store, parsing, workload_opts
 from tokenpace.cli.dashboard import render
 from tokenpace.core.client import EndpointError
 from tokenpace.core.schedule import ARRIVALS
@@ -149,6 +149,7 @@ EXIT_INTERRUPTED = 130
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
+@workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
 def bench(**opts) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
@@ -197,7 +198,7 @@ def _config(o: dict) -> BenchConfig:
     if o["url"] and o["sim_profile"]:
         raise click.BadParameter("--url and --sim name two targets: give one")
     headers = parsing.key_values(o["headers"], ":", "a header as NAME:VALUE")
-    return BenchConfig(
+    config = BenchConfig(
         url=o["url"] or "",
         model=o["model"],
         api=o["api"],
@@ -227,6 +228,7 @@ def _config(o: dict) -> BenchConfig:
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
     )
+    return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 
 
 def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: bool) -> BenchResult | None:

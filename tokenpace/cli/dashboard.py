@@ -9,6 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tokenpace.cli import workload_view
+
 _LATENCY_ROWS = (
     ("TTFT", "ttft_ms"),
     ("TTFAT (answer)", "ttfat_ms"),
@@ -84,6 +86,7 @@ def render(result: dict[str, Any], console: Console) -> None:
         parts.append(
             _latency_table(summary, _SCHEDULED_ROWS, "Open loop: latency from the scheduled send time (ms)")
         )
+    parts += workload_view.tables(summary)  # length bins, turns, cold/warm prefix (issue 7)
     parts.append(_throughput(summary))
     parts.append(_outcomes(summary))
     parts.extend(p for p in (_network(result), _server(result)) if p is not None)

@@ -36,6 +36,18 @@ class SharedPrefixes:
         rng = np.random.default_rng([self.seed, 104729])
         return [self.maker.make(self.prefix_len, rng) for _ in range(self.prefixes)]
 
+    def _apply(self, item: WorkItem, texts: list[tuple[str, int]], pid: int, used: set[int]) -> WorkItem:
+        text, n = texts[pid]
+        item.prompt = f"{text} {item.prompt}"
+        item.input_tokens += n
+        if item.messages:
+            first = item.messages[0]
+            item.messages[0] = {**first, "content": f"{text} {first.get('content') or ''}"}
+        item.prefix_id = pid
+        item.prefix_cold = pid not in used
+        used.add(pid)
+        return item
+
     def items(self) -> Iterator[WorkItem]:
         texts = self.texts()
         rng = np.random.default_rng([self.seed, 15485863])
@@ -44,17 +56,20 @@ class SharedPrefixes:
             if item.index % self.every:
                 yield item
                 continue
-            pid = int(rng.integers(0, self.prefixes))
-            text, n = texts[pid]
-            item.prompt = f"{text} {item.prompt}"
-            item.input_tokens += n
-            if item.messages:
-                first = item.messages[0]
-                item.messages[0] = {**first, "content": f"{text} {first.get('content') or ''}"}
-            item.prefix_id = pid
-            item.prefix_cold = pid not in used
-            used.add(pid)
-            yield item
+            yield self._apply(item, texts, int(rng.integers(0, self.prefixes)), used)
+
+    @property
+    def multi_turn(self) -> bool:
+        return bool(getattr(self.inner, "multi_turn", False))
+
+    def conversations(self, turns: int) -> Iterator[list[WorkItem]]:
+        """The inner dataset's conversations, each starting with a shared prefix."""
+        texts = self.texts()
+        rng = np.random.default_rng([self.seed, 15485863])
+        used: set[int] = set()
+        for group in self.inner.conversations(turns):  # type: ignore[attr-defined]
+            group[0] = self._apply(group[0], texts, int(rng.integers(0, self.prefixes)), used)
+            yield group
 
     def describe(self) -> dict[str, Any]:
         out = dict(self.inner.describe())

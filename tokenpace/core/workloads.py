@@ -161,6 +161,7 @@ class TraceWorkload:
     block_tokens: int = 512
     maker: PromptMaker = field(default_factory=PromptMaker)
     source: dict[str, Any] = field(default_factory=dict)
+    prefix_tokens: int | None = None  # shared tokens of a prefix id (default: the group's shortest input)
 
     def offsets(self) -> Iterator[float]:
         t0 = self.rows[0].timestamp_s
@@ -197,7 +198,8 @@ class TraceWorkload:
                 shared = self.block_tokens * full
                 key = ("h", row.hash_ids[0])
             elif row.prefix_id is not None:
-                shared = min(row.prefix_tokens or group_min[row.prefix_id], row.input_tokens)
+                shared = row.prefix_tokens or self.prefix_tokens or group_min[row.prefix_id]
+                shared = min(shared, row.input_tokens)
                 parts.append(self._block(("p", row.prefix_id, shared), shared, blocks))
                 key = ("p", row.prefix_id)
             if row.input_tokens > shared or not parts:

@@ -56,14 +56,20 @@ class Sender:
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
-    def prepare(self, prompt: str, max_tokens: int, request_id: str) -> bytes:
+    def prepare(
+        self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
+    ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
-        body = orjson.dumps(self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream))
+        body = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
+        body = orjson.dumps(body)
         tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
         return self._head + tail.encode("latin-1") + body
 
-    async def send(self, record: RequestRecord, payload: bytes) -> RequestRecord:
-        """Send and wait for the full response; failures end up on the record, never raised."""
+    async def send(
+        self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
+    ) -> RequestRecord:
+        """Send and wait for the full response; failures end up on the record, never raised.
+        ``capture`` (multi-turn sessions only) receives the raw token-carrying chunks."""
         record.sent_ns = perf_counter_ns()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.timeout_s
@@ -76,6 +82,9 @@ class Sender:
                     return record
             future = loop.create_future()
             exchange = Exchange(record, self.dialect, self.stream, future)
+            if capture is not None:
+                capture.clear()  # a retry on a fresh connection starts the answer again
+                exchange.capture = capture
             timer = loop.call_at(deadline, self._on_timeout, exchange, conn, self.timeout_s)
             try:
                 conn.start(exchange, payload)

@@ -1,0 +1,71 @@
+"""Workload flags as a user runs them: bad files stop before any load with exit 2 and one line
+naming the file and line; good ones run end to end and show their breakdowns."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def tokenpace(*args, timeout=60):
+    return subprocess.run(
+        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.mark.parametrize(
+    "flag, name, content, needle",
+    [
+        ("--dataset", "d.jsonl", '{"prompt": "a"}\n{oops\n', "d.jsonl, line 2: not valid JSON"),
+        ("--dataset", "missing.jsonl", None, "missing.jsonl: no such file"),
+        ("--lengths-from", "log.jsonl", "", "log.jsonl: the file is empty"),
+        ("--trace", "t.csv", "time,in,out\n1,2,3\n", "t.csv, line 2: unknown trace columns"),
+        ("--tokenizer", "tok.json", "{}", "tok.json: not a Hugging Face tokenizer.json"),
+    ],
+)
+def test_bad_files_exit_2_before_any_load(threaded_server, tmp_path, flag, name, content, needle):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    before = threaded_server.stats.requests
+    p = tokenpace(
+        "bench", "--url", threaded_server.url, "--model", "ok", "-n", "3", flag, str(path), "-q", "--no-store"
+    )
+    assert p.returncode == 2
+    assert needle in p.stderr and "Traceback" not in p.stderr
+    assert p.stderr.count("\n") == 1
+    assert threaded_server.stats.requests == before  # not even one request sent
+
+
+def test_trace_and_dataset_runs_from_the_command_line(threaded_server, tmp_path):
+    trace = tmp_path / "azure.csv"
+    trace.write_text(
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+        "2023-11-16 18:15:46.000,20,4\n2023-11-16 18:15:46.100,300,40\n2023-11-16 18:15:46.200,20,4\n"
+    )
+    out = tmp_path / "r.json"
+    common = ("--url", threaded_server.url, "--model", "ok", "--out", str(out), "-q", "--no-store")
+    p = tokenpace("bench", *common, "--trace", str(trace), "--speedup", "2")
+    assert p.returncode == 0, p.stderr
+    result = json.loads(out.read_text())
+    assert result["summary"]["counts"]["sent"] == 3  # the whole trace, by default
+    assert result["conditions"]["load"]["arrival"] == "trace"
+    assert result["conditions"]["workload"]["layout"] == "azure"
+    assert "By length bin" in p.stdout and "trace" in p.stdout
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join(json.dumps({"prompt": f"hello number {i}", "output_len": 3}) for i in range(5)))
+    p = tokenpace("bench", *common, "--dataset", str(data), "-n", "5", "-c", "2", "--turns", "2")
+    assert p.returncode == 0, p.stderr
+    result = json.loads(out.read_text())
+    assert [t["turn"] for t in result["summary"]["breakdown"]["turns"]] == [0, 1]
+    assert "By turn" in p.stdout
+
+
+def test_trace_refuses_a_load_flag(threaded_server, tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text(json.dumps({"timestamp": 0, "input_tokens": 5, "output_tokens": 2}) + "\n")
+    p = tokenpace(
+        "bench", "--url", threaded_server.url, "--trace", str(trace), "--rate", "5", "-q", "--no-store"
+    )
+    assert p.returncode == 2 and "own clock" in p.stderr

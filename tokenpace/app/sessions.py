@@ -1,0 +1,167 @@
+"""Use case: send multi-turn sessions. Each turn carries the chat so far, the assistant's answers
+included (kept from the stream of session requests only, decoded after the request ended), and
+waits the think time after the previous answer.
+
+Closed loop: ``--concurrency`` users, each running one session after another. Open loop: sessions
+start at ``--rate`` per second (the arrival process), ``--max-concurrency`` caps sessions at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from itertools import count
+from time import perf_counter_ns
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import orjson
+
+from tokenpace.core.schedule import arrival_offsets_s
+from tokenpace.core.sessions import SessionWorkload, history_messages
+from tokenpace.core.workload import WorkItem
+from tokenpace.record import RequestRecord, Status
+
+if TYPE_CHECKING:
+    from tokenpace.app.bench import BenchRun
+    from tokenpace.core.client import Sender
+
+
+def answer_text(chunks: list[bytes]) -> str:
+    """The answer text of captured chunks (chat deltas, completion text or a whole response);
+    reasoning text is left out, as chat clients leave it out of the history."""
+    parts: list[str] = []
+    for raw in chunks:
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        for choice in (obj.get("choices") or []) if isinstance(obj, dict) else []:
+            msg = choice.get("delta") or choice.get("message") or {}
+            text = msg.get("content") if isinstance(msg, dict) else None
+            if text is None:
+                text = choice.get("text")
+            if isinstance(text, str):
+                parts.append(text)
+    return "".join(parts)
+
+
+class SessionRunner:
+    def __init__(self, run: BenchRun, workload: SessionWorkload, sender: Sender, prefix: str) -> None:
+        self.run = run
+        self.workload = workload
+        self.sender = sender
+        self.prefix = prefix
+        self.indexes = count()
+        self.sent = 0
+        self.think_ns = int(workload.think_time_s * 1e9)
+        self.sessions: Iterator[tuple[int, list[WorkItem]]] = enumerate(workload.sessions())
+
+    def _full(self) -> bool:
+        total = self.run.total_planned
+        return total is not None and self.sent >= total
+
+    def _stopped(self, deadline_ns: int | None) -> bool:
+        return self.run._stop.is_set() or (deadline_ns is not None and perf_counter_ns() >= deadline_ns)
+
+    async def session(
+        self, sid: int, turns: list[WorkItem], worker: int, scheduled_ns: int, deadline_ns: int | None
+    ) -> bool:
+        """Send one session's turns; False when the run is over."""
+        cfg = self.run.config
+        history: list[dict[str, str]] = []
+        history_tokens = 0
+        due = scheduled_ns
+        for k, item in enumerate(turns):
+            delay = (due - perf_counter_ns()) / 1e9
+            if delay > 0:
+                await asyncio.sleep(delay)
+            if self._stopped(deadline_ns) or self._full():
+                return False
+            index = next(self.indexes)
+            self.sent += 1
+            rid = f"{self.prefix}{index}"
+            messages = history_messages(history, item)
+            record = RequestRecord(
+                request_id=rid,
+                index=index,
+                worker=worker,
+                warmup=index < cfg.warmup,
+                labels=cfg.labels,
+                prompt_tokens_requested=history_tokens + item.input_tokens,
+                output_tokens_requested=item.output_tokens,
+                session=sid,
+                turn=k,
+                prefix_id=item.prefix_id,
+                prefix_cold=item.prefix_cold,
+            )
+            payload = self.sender.prepare(item.prompt, item.output_tokens, rid, messages)
+            record.scheduled_ns = due
+            record.dispatched_ns = perf_counter_ns()
+            capture: list[bytes] = []
+            await self.run._send(self.sender, record, payload, capture)
+            if record.status is not Status.OK:
+                return True  # this session ends; the user starts a new one
+            history = [*messages, {"role": "assistant", "content": answer_text(capture)}]
+            history_tokens = record.prompt_tokens_requested + record.output_tokens  # type: ignore[operator]
+            due = perf_counter_ns() + self.think_ns
+        return True
+
+    async def closed_loop(self, deadline_ns: int | None) -> None:
+        async def user(worker: int) -> None:
+            for sid, turns in self.sessions:
+                if not await self.session(sid, turns, worker, perf_counter_ns(), deadline_ns):
+                    return
+
+        tasks = [asyncio.ensure_future(user(w)) for w in range(self.run.config.concurrency or 1)]
+        self.run._inflight.update(tasks)
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def open_loop(self, t0: int, deadline_ns: int | None) -> None:
+        cfg = self.run.config
+        rng = np.random.default_rng(cfg.seed + 1)
+        offsets = arrival_offsets_s(cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
+        cap = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
+        loop = asyncio.get_running_loop()
+        inflight = self.run._inflight
+
+        async def capped(sid: int, turns: list[WorkItem], scheduled: int) -> None:
+            if cap is None:
+                await self.session(sid, turns, sid, scheduled, deadline_ns)
+                return
+            async with cap:
+                await self.session(sid, turns, sid, max(scheduled, perf_counter_ns()), deadline_ns)
+
+        async def dispatch() -> None:
+            for (sid, turns), offset in zip(self.sessions, offsets):  # noqa: B905 (offsets endless)
+                scheduled = t0 + int(offset * 1e9)
+                if (deadline_ns is not None and scheduled >= deadline_ns) or self._full():
+                    return
+                delay = (scheduled - perf_counter_ns()) / 1e9
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                if self._full() or self.run._stop.is_set():
+                    return
+                task = loop.create_task(capped(sid, turns, scheduled))
+                inflight.add(task)
+                task.add_done_callback(inflight.discard)
+
+        dispatcher = loop.create_task(dispatch())
+        inflight.add(dispatcher)
+        with contextlib.suppress(asyncio.CancelledError):
+            await dispatcher
+        inflight.discard(dispatcher)
+        while inflight:
+            await asyncio.gather(*list(inflight), return_exceptions=True)
+
+
+async def run_sessions(
+    run: BenchRun, workload: Any, sender: Sender, prefix: str, t0: int, deadline_ns: int | None
+) -> None:
+    runner = SessionRunner(run, workload, sender, prefix)
+    if run.config.open_loop:
+        await runner.open_loop(t0, deadline_ns)
+    else:
+        await runner.closed_loop(deadline_ns)
