@@ -16,9 +16,9 @@ def _ms(value: float | None) -> str:
 def _table(title: str, first: list[str], rows: list[tuple[list[str], dict[str, Any]]]) -> Table:
     table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
     for name in first:
-        table.add_column(name, style="bold")
+        table.add_column(name, style="bold", no_wrap=True)
     for name in ("n", "ok", "TTFT P50", "TTFT P99", "TPOT P50", "E2E P50", "E2E P99"):
-        table.add_column(name, justify="right")
+        table.add_column(name, justify="right", max_width=9)
     for keys, cell in rows:
         ttft, tpot, e2e = cell["ttft_ms"], cell["tpot_ms"], cell["e2e_ms"]
         table.add_row(
