@@ -193,3 +193,15 @@ def test_options_from_reads_files(tmp_path):
     assert opts.dataset[0].turns == ("a b c",) and opts.think_time_s == 1.0 and opts.sessions
     with pytest.raises(ValueError, match="give one"):
         workload_opts.options_from({"dataset": f, "lengths_from": f})
+
+
+def test_server_tokenizer_without_tokenize_stops_before_the_load():
+    from tokenpace.app.preflight import PreflightError
+
+    async def go():
+        async with ScriptedServer(FAST) as srv:
+            with pytest.raises(PreflightError, match="/tokenize"):
+                await BenchRun(config(srv.url, WorkloadOptions(server_tokenizer=True))).run()
+            return srv.stats.truth
+
+    assert asyncio.run(go()) == {}  # no generation request reached the server

@@ -110,9 +110,13 @@ async def resolve_counter(opts: WorkloadOptions | None, endpoint: Any, model: st
     """The server's tokenizer, asked before any load (None when not asked for)."""
     if opts is None or not opts.server_tokenizer:
         return None
-    from tokenpace.adapters.tokenizer import server_words
+    from tokenpace.adapters.tokenizer import TokenizerError, server_words
+    from tokenpace.app.preflight import PreflightError
 
-    return await server_words(endpoint, model, headers)
+    try:
+        return await server_words(endpoint, model, headers)
+    except TokenizerError as exc:
+        raise PreflightError(str(exc)) from None
 
 
 def offsets(
