@@ -214,3 +214,54 @@ def errors_over_time(steps: list[Step], bins: int = 40) -> go.Figure:
         fig.add_trace(go.Bar(x=list(counts), y=list(counts.values()), name=status.value, width=width))
     fig.update_layout(barmode="stack")
     return fig
+
+
+def leading_indicators(step: Step) -> go.Figure | None:
+    """Client TTFT and the engine's queue and KV-cache usage on one timeline: the queue rises
+    before the latency does. None when the run has no server metrics."""
+    series = (step.result.get("server_metrics") or {}).get("series") or {}
+    if not series:
+        return None
+    fig = _fig(
+        "Leading indicators: engine queue and KV cache against client TTFT",
+        "time since start (s)",
+        "TTFT (ms)",
+    )
+    fig.update_layout(
+        yaxis2={"title": "requests / KV usage %", "overlaying": "y", "side": "right"},
+        legend={"orientation": "h", "y": -0.25},
+    )
+    t0 = _t0([step])
+    pts = _thin(
+        [
+            ((r.first_token_ns - t0) / 1e9, v / 1e6)
+            for r in step.records
+            if r.status is Status.OK and r.first_token_ns is not None and (v := ttft_ns(r)) is not None
+        ]
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[p[0] for p in pts],
+            y=[p[1] for p in pts],
+            mode="markers",
+            name="client TTFT",
+            marker={"size": 4},
+        )
+    )
+    for name, label, scale in (
+        ("waiting", "waiting requests", 1),
+        ("running", "running requests", 1),
+        ("kv_usage", "KV cache usage %", 100),
+    ):
+        points = series.get(name)
+        if points:
+            fig.add_trace(
+                go.Scatter(
+                    x=[p[0] for p in points],
+                    y=[p[1] * scale for p in points],
+                    mode="lines",
+                    name=label,
+                    yaxis="y2",
+                )
+            )
+    return fig

@@ -145,7 +145,10 @@ def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = No
         ]
     )
     page.add("<h2>Over time and by input</h2>")
-    page.grid([F.ttft_timeline(steps), F.prefill_scatter(steps), F.errors_over_time(steps)])
+    over_time = [F.ttft_timeline(steps), F.prefill_scatter(steps), F.errors_over_time(steps)]
+    if len(steps) == 1 and (leading := F.leading_indicators(steps[0])) is not None:
+        over_time.insert(1, leading)
+    page.grid(over_time)
     defs = first.get("definitions") or {}
     if defs:
         items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in defs.items())
