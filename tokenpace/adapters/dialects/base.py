@@ -82,3 +82,17 @@ def error_text(chunk: dict[str, Any]) -> str | None:
     if isinstance(err, dict):
         return str(err.get("message") or err.get("type") or err)
     return str(err)
+
+
+def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any] | None:
+    """The chunk's first choice, after noting its usage and finish reason on the record."""
+    if "usage" in chunk:
+        read_usage(chunk, record)
+    choices = chunk.get("choices")
+    if not choices:
+        return None
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    if finish:
+        record.finish_reason = finish
+    return choice

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.adapters.dialects.base import ANSWER, ERROR, REASONING, Sampling, common_body, read_usage
+from tokenpace.adapters.dialects.base import (
+    ANSWER,
+    ERROR,
+    REASONING,
+    Sampling,
+    common_body,
+    first_choice,
+    read_usage,
+)
 from tokenpace.record import RequestRecord
 
 
@@ -28,19 +36,9 @@ class OpenAIChat:
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
         if "error" in chunk:
             return ERROR
-        if "usage" in chunk:
-            read_usage(chunk, record)
-        choices = chunk.get("choices")
-        if not choices:
-            return 0
-        choice = choices[0]
-        finish = choice.get("finish_reason")
-        if finish:
-            record.finish_reason = finish
-        delta = choice.get("delta")
-        if not delta:
-            return 0
-        return _flags(delta)
+        choice = first_choice(chunk, record)
+        delta = choice.get("delta") if choice else None
+        return _flags(delta) if delta else 0
 
     def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:
         if "error" in response:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.adapters.dialects.base import ANSWER, ERROR, Sampling, common_body, read_usage
+from tokenpace.adapters.dialects.base import ANSWER, ERROR, Sampling, common_body, first_choice
 from tokenpace.record import RequestRecord
 
 
@@ -29,16 +29,8 @@ class OpenAICompletions:
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
         if "error" in chunk:
             return ERROR
-        if "usage" in chunk:
-            read_usage(chunk, record)
-        choices = chunk.get("choices")
-        if not choices:
-            return 0
-        choice = choices[0]
-        finish = choice.get("finish_reason")
-        if finish:
-            record.finish_reason = finish
-        return ANSWER if choice.get("text") else 0
+        choice = first_choice(chunk, record)
+        return ANSWER if choice and choice.get("text") else 0
 
     def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:
         return self.classify(response, record)
