@@ -4,32 +4,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import platform
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
 from time import perf_counter_ns
-from typing import Any
 
 import numpy as np
 
-from tokenpace import __version__
 from tokenpace.adapters.dialects import get_dialect
-from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.app import workloads
-from tokenpace.app.health import HealthMonitor, HealthReport
+from tokenpace.app.bench_config import BenchConfig, BenchResult
+from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
+from tokenpace.app.run_info import run_conditions, run_warnings
 from tokenpace.app.sessions import run_sessions
-from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.core.client import Sender, parse_endpoint, tls_context
-from tokenpace.core.lengths import LengthDist, parse_length
-from tokenpace.core.metrics import DEFINITIONS, Slo, Summary, summarize
+from tokenpace.core.metrics import summarize
 from tokenpace.core.sessions import SessionWorkload
 from tokenpace.core.workload import WorkItem
 from tokenpace.record import RequestRecord, Status
@@ -38,104 +32,6 @@ from tokenpace.record import RequestRecord, Status
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
 PREBUILD_REQUESTS = 4096
 PREBUILD_BYTES = 32 * 1024 * 1024
-
-
-@dataclass
-class BenchConfig:
-    url: str
-    model: str | None = None
-    api: str = "chat"
-    stream: bool = True
-    concurrency: int | None = None  # closed loop when rate is None
-    rate: float | None = None  # open loop, requests/s
-    arrival: str = "poisson"
-    burstiness: float = 1.0
-    max_concurrency: int | None = None  # cap on requests in flight for open loop
-    requests: int | None = None  # measured requests (warm-up not included)
-    duration_s: float | None = None
-    warmup: int = 0
-    timeout_s: float = 300.0
-    input_len: LengthDist = field(default_factory=lambda: parse_length("512"))
-    output_len: LengthDist = field(default_factory=lambda: parse_length("128"))
-    seed: int = 0
-    sampling: Sampling = field(default_factory=Sampling)
-    headers: dict[str, str] = field(default_factory=dict)
-    api_key: str | None = None
-    request_id_prefix: str | None = None
-    slo: Slo = field(default_factory=Slo)
-    labels: dict[str, str] = field(default_factory=dict)
-    target: str = "external"  # or "sim:<profile>" when tokenpace started the engine itself
-    workload_opts: WorkloadOptions | None = None  # datasets, traces, prefixes, sessions (issue 7)
-    server_metrics: str = "auto"  # "auto" (the endpoint's own /metrics if it answers), "off", a URL
-    server_metrics_interval_s: float = 1.0
-    connect_probe: bool = False
-    new_connection_per_request: bool = False
-    tls_verify: bool = True
-    ca_cert: str | None = None
-
-    @property
-    def open_loop(self) -> bool:
-        return self.rate is not None
-
-    def validate(self) -> None:
-        if self.rate is None and not self.concurrency:
-            raise ValueError("give --concurrency N (closed loop) or --rate R (open loop)")
-        if self.rate is not None and self.rate <= 0:
-            raise ValueError("--rate must be positive")
-        if self.concurrency is not None and self.concurrency < 1:
-            raise ValueError("--concurrency must be at least 1")
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise ValueError("--max-concurrency must be at least 1")
-        if self.requests is None and self.duration_s is None:
-            raise ValueError("give --requests N and/or --duration D to bound the run")
-        if self.requests is not None and self.requests < 1:
-            raise ValueError("--requests must be at least 1")
-        if self.duration_s is not None and self.duration_s <= 0:
-            raise ValueError("--duration must be positive")
-        if self.warmup < 0:
-            raise ValueError("--warmup must not be negative")
-        if self.timeout_s <= 0:
-            raise ValueError("--timeout must be positive")
-        if self.server_metrics_interval_s < 0.1:
-            raise ValueError("--server-metrics-interval must be at least 100ms")
-
-
-@dataclass
-class BenchResult:
-    run_id: str
-    conditions: dict[str, Any]
-    records: list[RequestRecord]
-    summary: Summary
-    health: HealthReport
-    interrupted: bool
-    stop_reason: str
-    warnings: list[str]
-    observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
-
-    @property
-    def valid(self) -> bool:
-        return self.health.valid
-
-    def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
-        summary = self.summary.to_dict()
-        summary["client"] = self.health.to_dict()
-        server = self.observed.get("server_metrics") or {}
-        if server.get("decomposition") or server.get("engine_latency_ms"):
-            summary["server"] = {k: server.get(k) for k in ("engine", "decomposition", "engine_latency_ms")}
-        return {
-            "tokenpace_version": __version__,
-            "run_id": self.run_id,
-            "valid": self.valid,
-            "invalid_reasons": self.health.invalid_reasons,
-            "interrupted": self.interrupted,
-            "stop_reason": self.stop_reason,
-            "warnings": self.warnings,
-            "conditions": self.conditions,
-            "summary": summary,
-            "definitions": DEFINITIONS,
-            "records": {"path": records_file, "format": "jsonl", "count": len(self.records)},
-            **self.observed,
-        }
 
 
 class BenchRun:
@@ -222,8 +118,16 @@ class BenchRun:
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
         health = monitor.report(chunks, lags, cfg.open_loop)
-        conditions = self._conditions(
-            model, served, endpoint.url, started_at, anchor, prefix, sender.connections_opened
+        conditions = run_conditions(
+            cfg,
+            self.workload.describe(),
+            model,
+            served,
+            endpoint.url,
+            started_at,
+            anchor,
+            prefix,
+            sender.connections_opened,
         )
         conditions["observers"] = observers.describe()
         conditions["connections"] = {
@@ -239,7 +143,7 @@ class BenchRun:
             health,
             self._interrupted,
             self._stop_reason,
-            self._warnings(summary) + workloads.warnings(summary.extra) + health.warnings,
+            run_warnings(cfg, summary) + workloads.warnings(summary.extra) + health.warnings,
             observed,
         )
 
@@ -357,73 +261,6 @@ class BenchRun:
         while self._inflight:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
-    # --- reporting ---
-    def _conditions(
-        self,
-        model: str,
-        served: list[str],
-        url: str,
-        started_at: datetime,
-        anchor: dict[str, int],
-        prefix: str,
-        connections: int,
-    ) -> dict[str, Any]:
-        cfg = self.config
-        return {
-            "model": model,
-            "served_models": served,
-            "endpoint": url,
-            "target": cfg.target,
-            "api": get_dialect(cfg.api).name,
-            "stream": cfg.stream,
-            "load": {
-                "mode": "open_loop" if cfg.open_loop else "closed_loop",
-                "concurrency": cfg.concurrency,
-                "rate": cfg.rate,
-                "arrival": cfg.arrival if cfg.open_loop else None,
-                "burstiness": cfg.burstiness if cfg.open_loop and cfg.arrival == "gamma" else None,
-                "max_concurrency": cfg.max_concurrency,
-                "requests": cfg.requests,
-                "duration_s": cfg.duration_s,
-                "warmup": cfg.warmup,
-                "timeout_s": cfg.timeout_s,
-            },
-            "workload": self.workload.describe(),
-            "sampling": cfg.sampling.to_dict(),
-            "seed": cfg.seed,
-            "slo": cfg.slo.to_dict(),
-            "labels": cfg.labels,
-            "request_id_prefix": prefix,
-            "headers": sorted(cfg.headers),  # names only: values may be secrets
-            "connections_opened": connections,
-            "started_at": started_at.isoformat(),
-            "clock": {"source": "time.perf_counter_ns", **anchor},
-            "tool": {"name": "tokenpace", "version": __version__},
-            "client_host": {
-                "hostname": socket.gethostname(),
-                "platform": platform.platform(),
-                "python": platform.python_version(),
-                "cpu_count": _cpu_count(),
-                "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
-            },
-        }
-
-    def _warnings(self, summary: Summary) -> list[str]:
-        out = []
-        if not self.config.stream:
-            out.append("streaming off (--no-stream): TTFT equals E2E and there is no ITL")
-        tok = summary.tokens
-        if tok.mismatched:
-            out.append(
-                f"client chunk count and server usage disagree on {tok.mismatched} of "
-                f"{tok.compared} requests (max {tok.max_abs_diff} tokens): chunks carry "
-                f"{tok.tokens_per_chunk or 0:.2f} tokens on average"
-            )
-        ok = summary.counts.get("ok", 0)
-        if ok and tok.output_sources.get("server", 0) < ok:
-            out.append("some requests had no server usage: their output tokens were counted as one per chunk")
-        return out
-
 
 def _prebuilt(
     requests: Iterator[tuple[RequestRecord, bytes]],
@@ -439,12 +276,3 @@ def _prebuilt(
         if len(ready) >= PREBUILD_REQUESTS or size >= PREBUILD_BYTES:
             break
     return chain(ready, requests)
-
-
-def _cpu_count() -> int:
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1

@@ -1,0 +1,112 @@
+"""What a bench run is asked to do, and what it gives back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace import __version__
+from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.app.health import HealthReport
+from tokenpace.app.workloads import WorkloadOptions
+from tokenpace.core.lengths import LengthDist, parse_length
+from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
+from tokenpace.record import RequestRecord
+
+
+@dataclass
+class BenchConfig:
+    url: str
+    model: str | None = None
+    api: str = "chat"
+    stream: bool = True
+    concurrency: int | None = None  # closed loop when rate is None
+    rate: float | None = None  # open loop, requests/s
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    max_concurrency: int | None = None  # cap on requests in flight for open loop
+    requests: int | None = None  # measured requests (warm-up not included)
+    duration_s: float | None = None
+    warmup: int = 0
+    timeout_s: float = 300.0
+    input_len: LengthDist = field(default_factory=lambda: parse_length("512"))
+    output_len: LengthDist = field(default_factory=lambda: parse_length("128"))
+    seed: int = 0
+    sampling: Sampling = field(default_factory=Sampling)
+    headers: dict[str, str] = field(default_factory=dict)
+    api_key: str | None = None
+    request_id_prefix: str | None = None
+    slo: Slo = field(default_factory=Slo)
+    labels: dict[str, str] = field(default_factory=dict)
+    target: str = "external"  # or "sim:<profile>" when tokenpace started the engine itself
+    workload_opts: WorkloadOptions | None = None  # datasets, traces, prefixes, sessions (issue 7)
+    server_metrics: str = "auto"  # "auto" (the endpoint's own /metrics if it answers), "off", a URL
+    server_metrics_interval_s: float = 1.0
+    connect_probe: bool = False
+    new_connection_per_request: bool = False
+    tls_verify: bool = True
+    ca_cert: str | None = None
+
+    @property
+    def open_loop(self) -> bool:
+        return self.rate is not None
+
+    def validate(self) -> None:
+        if self.rate is None and not self.concurrency:
+            raise ValueError("give --concurrency N (closed loop) or --rate R (open loop)")
+        if self.rate is not None and self.rate <= 0:
+            raise ValueError("--rate must be positive")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise ValueError("--concurrency must be at least 1")
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise ValueError("--max-concurrency must be at least 1")
+        if self.requests is None and self.duration_s is None:
+            raise ValueError("give --requests N and/or --duration D to bound the run")
+        if self.requests is not None and self.requests < 1:
+            raise ValueError("--requests must be at least 1")
+        if self.duration_s is not None and self.duration_s <= 0:
+            raise ValueError("--duration must be positive")
+        if self.warmup < 0:
+            raise ValueError("--warmup must not be negative")
+        if self.timeout_s <= 0:
+            raise ValueError("--timeout must be positive")
+        if self.server_metrics_interval_s < 0.1:
+            raise ValueError("--server-metrics-interval must be at least 100ms")
+
+
+@dataclass
+class BenchResult:
+    run_id: str
+    conditions: dict[str, Any]
+    records: list[RequestRecord]
+    summary: Summary
+    health: HealthReport
+    interrupted: bool
+    stop_reason: str
+    warnings: list[str]
+    observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
+
+    @property
+    def valid(self) -> bool:
+        return self.health.valid
+
+    def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
+        summary = self.summary.to_dict()
+        summary["client"] = self.health.to_dict()
+        server = self.observed.get("server_metrics") or {}
+        if server.get("decomposition") or server.get("engine_latency_ms"):
+            summary["server"] = {k: server.get(k) for k in ("engine", "decomposition", "engine_latency_ms")}
+        return {
+            "tokenpace_version": __version__,
+            "run_id": self.run_id,
+            "valid": self.valid,
+            "invalid_reasons": self.health.invalid_reasons,
+            "interrupted": self.interrupted,
+            "stop_reason": self.stop_reason,
+            "warnings": self.warnings,
+            "conditions": self.conditions,
+            "summary": summary,
+            "definitions": DEFINITIONS,
+            "records": {"path": records_file, "format": "jsonl", "count": len(self.records)},
+            **self.observed,
+        }

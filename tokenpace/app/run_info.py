@@ -1,0 +1,90 @@
+"""The conditions a run was measured under, and the warnings its numbers need beside them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import socket
+from datetime import datetime
+from typing import Any
+
+from tokenpace import __version__
+from tokenpace.adapters.dialects import get_dialect
+from tokenpace.app.bench_config import BenchConfig
+from tokenpace.core.metrics import Summary
+
+
+def run_conditions(
+    cfg: BenchConfig,
+    workload: dict[str, Any],
+    model: str,
+    served: list[str],
+    url: str,
+    started_at: datetime,
+    anchor: dict[str, int],
+    prefix: str,
+    connections: int,
+) -> dict[str, Any]:
+    return {
+        "model": model,
+        "served_models": served,
+        "endpoint": url,
+        "target": cfg.target,
+        "api": get_dialect(cfg.api).name,
+        "stream": cfg.stream,
+        "load": {
+            "mode": "open_loop" if cfg.open_loop else "closed_loop",
+            "concurrency": cfg.concurrency,
+            "rate": cfg.rate,
+            "arrival": cfg.arrival if cfg.open_loop else None,
+            "burstiness": cfg.burstiness if cfg.open_loop and cfg.arrival == "gamma" else None,
+            "max_concurrency": cfg.max_concurrency,
+            "requests": cfg.requests,
+            "duration_s": cfg.duration_s,
+            "warmup": cfg.warmup,
+            "timeout_s": cfg.timeout_s,
+        },
+        "workload": workload,
+        "sampling": cfg.sampling.to_dict(),
+        "seed": cfg.seed,
+        "slo": cfg.slo.to_dict(),
+        "labels": cfg.labels,
+        "request_id_prefix": prefix,
+        "headers": sorted(cfg.headers),  # names only: values may be secrets
+        "connections_opened": connections,
+        "started_at": started_at.isoformat(),
+        "clock": {"source": "time.perf_counter_ns", **anchor},
+        "tool": {"name": "tokenpace", "version": __version__},
+        "client_host": {
+            "hostname": socket.gethostname(),
+            "platform": platform.platform(),
+            "python": platform.python_version(),
+            "cpu_count": _cpu_count(),
+            "event_loop": type(asyncio.get_running_loop()).__module__.split(".")[0],
+        },
+    }
+
+
+def run_warnings(cfg: BenchConfig, summary: Summary) -> list[str]:
+    out = []
+    if not cfg.stream:
+        out.append("streaming off (--no-stream): TTFT equals E2E and there is no ITL")
+    tok = summary.tokens
+    if tok.mismatched:
+        out.append(
+            f"client chunk count and server usage disagree on {tok.mismatched} of "
+            f"{tok.compared} requests (max {tok.max_abs_diff} tokens): chunks carry "
+            f"{tok.tokens_per_chunk or 0:.2f} tokens on average"
+        )
+    ok = summary.counts.get("ok", 0)
+    if ok and tok.output_sources.get("server", 0) < ok:
+        out.append("some requests had no server usage: their output tokens were counted as one per chunk")
+    return out
+
+
+def _cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
