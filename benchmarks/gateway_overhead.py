@@ -47,6 +47,17 @@ def pinned(cmd: list[str], core: str | None) -> list[str]:
     return ["taskset", "-c", core, *cmd] if core is not None and shutil.which("taskset") else cmd
 
 
+def cpu_s(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far (Linux /proc; zeros elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def wait_port(port: int, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -58,7 +69,7 @@ def wait_port(port: int, timeout_s: float = 30.0) -> None:
 
 
 @contextmanager
-def servers(pin: list[str | None]) -> Iterator[tuple[str, str]]:
+def servers(pin: list[str | None]) -> Iterator[tuple[str, str, int]]:
     up_port, gw_port = free_port(), free_port()
     gateway = [sys.executable, "-m", "tokenpace", "gateway", "--no-store", "--listen", f"127.0.0.1:{gw_port}"]
     gateway += ["--upstream", f"up=http://127.0.0.1:{up_port}/v1"]
@@ -69,7 +80,7 @@ def servers(pin: list[str | None]) -> Iterator[tuple[str, str]]:
     try:
         wait_port(up_port)
         wait_port(gw_port)
-        yield f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{gw_port}/v1"
+        yield f"http://127.0.0.1:{up_port}/v1", f"http://127.0.0.1:{gw_port}/v1", procs[1].pid
     finally:
         for p in procs:
             p.terminate()
@@ -111,7 +122,7 @@ async def rounds(s, url: str, conc: int, n: int, tokens: int) -> list[tuple[floa
 
 
 async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
-    with servers(pin) as (up_url, gw_base):
+    with servers(pin) as (up_url, gw_base, gw_pid):
         conn = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=conn) as s:
             direct_url = up_url + "/chat/completions"
@@ -121,13 +132,24 @@ async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
             print(f"load average before: {os.getloadavg()[0]:.2f}; cores (upstream, gateway, client): {pin}")
             print("| streams | metric | direct P50 | via gateway P50 | added P50 | added P99 |")
             print("|---|---|---|---|---|---|")
+            cpu_notes: list[str] = []
             for conc in (1, 100):
                 n = requests if conc > 1 else max(50, requests // 4)
                 d: list[tuple[float, float]] = []
                 g: list[tuple[float, float]] = []
+                cpu = [0.0, 0.0]
                 for _ in range(4):  # alternate to share drift
                     d += await rounds(s, direct_url, conc, n // 4, tokens)
+                    u0, s0 = cpu_s(gw_pid)
                     g += await rounds(s, gw_url, conc, n // 4, tokens)
+                    u1, s1 = cpu_s(gw_pid)
+                    cpu[0] += u1 - u0
+                    cpu[1] += s1 - s0
+                chunks = len(g) * (tokens + 2)  # role chunk, tokens, [DONE]
+                cpu_notes.append(
+                    f"{conc} streams: gateway CPU {1e6 * cpu[0] / chunks:.1f} us user + "
+                    f"{1e6 * cpu[1] / chunks:.1f} us system per chunk"
+                )
                 for i, name in ((0, "TTFT"), (1, "E2E")):
                     dv, gv = np.array([x[i] for x in d]), np.array([x[i] for x in g])
                     p50d, p50g = np.percentile(dv, 50), np.percentile(gv, 50)
@@ -136,6 +158,8 @@ async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
                         f"| {conc} | {name} | {p50d:.2f} ms | {p50g:.2f} ms | {p50g - p50d:+.2f} ms | "
                         f"{p99:+.2f} ms |"
                     )
+            for note in cpu_notes:
+                print(note)
             print(f"load average after: {os.getloadavg()[0]:.2f}")
 
 

@@ -10,7 +10,6 @@ import time
 import uuid
 from collections.abc import Callable
 
-import aiohttp
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -20,8 +19,10 @@ from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, ModelLabels
+from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
+from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.record import RequestRecord
 
@@ -41,6 +42,7 @@ _HOP = frozenset(
         "Upgrade",
         "Host",
         "Content-Length",
+        "Expect",
     )
 )
 
@@ -58,7 +60,7 @@ class Gateway:
         self.router = Router(config.upstreams, time.monotonic)
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
-        self.session: aiohttp.ClientSession | None = None
+        self.origins = {u.name: Origin(u.origin, config.connect_timeout_s) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
         self.app.router.add_get("/metrics", self.prometheus)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -66,19 +68,11 @@ class Gateway:
         self.app.on_cleanup.append(self._cleanup)
 
     async def _startup(self, _app: web.Application) -> None:
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=30)
-        self.session = aiohttp.ClientSession(
-            connector=connector,
-            auto_decompress=False,  # forward compressed bytes as they are
-            timeout=aiohttp.ClientTimeout(total=None, connect=self.config.connect_timeout_s),
-            # Send only the client's own headers: an added Accept-Encoding would change the bytes.
-            skip_auto_headers=("Accept-Encoding", "User-Agent", "Accept"),
-        )
         self.sink.start()
 
     async def _cleanup(self, _app: web.Application) -> None:
-        if self.session is not None:
-            await self.session.close()
+        for origin in self.origins.values():
+            origin.close()
         await self.sink.close()
 
     async def prometheus(self, _request: web.Request) -> web.Response:
@@ -148,79 +142,79 @@ class Gateway:
             self.metrics.in_flight.dec()
 
     async def _forward(self, request, body, upstream: Upstream, record, dialect) -> web.StreamResponse:
-        assert self.session is not None
         cfg = self.config
+        origin = self.origins[upstream.name]
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-        url = upstream.origin + upstream.base_path + request.rel_url.raw_path_qs
+        target = upstream.base_path + request.rel_url.raw_path_qs
+        payload = request_bytes(request.method, target, origin.host_header, headers, body)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
+        conn: UpstreamConnection | None = None
         outcome = Outcome.OK
         error: str | None = None
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
-            async with self.session.request(
-                request.method, url, data=body, headers=headers, allow_redirects=False
-            ) as up:
-                now = perf_ns()
-                if record is not None:
-                    record.headers_ns, record.http_status = now, up.status
-                    if up.status < 300:
-                        meter = Meter(
-                            record,
-                            dialect,
-                            up.headers.get("Content-Type", ""),
-                            up.headers.get("Content-Encoding", "").lower(),
-                        )
-                resp = web.StreamResponse(status=up.status, reason=up.reason)
-                for k, v in up.headers.items():
-                    if k.lower() not in _HOP:
-                        resp.headers.add(k, v)
-                if up.content_length is not None and "chunked" not in up.headers.get("Transfer-Encoding", ""):
-                    resp.content_length = up.content_length
-                await resp.prepare(request)
-                tokens = 0
-                async for data in up.content.iter_any():
-                    now = perf_ns()
-                    if meter is not None:
-                        meter.feed(data, now)
-                        if len(record.token_ns) != tokens:  # type: ignore[union-attr]
-                            tokens = len(record.token_ns)  # type: ignore[union-attr]
-                            dog.activity(True)
-                        elif meter.sse is None or meter.error or meter.protocol_error:
-                            dog.activity(True)  # nothing to count tokens by: bytes are progress
-                    elif record is None:
-                        dog.activity(True)  # unmeasured path: any bytes are progress
-                    await resp.write(data)
-                dog.cancel()
-                now = perf_ns()
-                if meter is not None:
-                    meter.finish_full(now)
-                    outcome, error = _stream_outcome(meter)
-                elif record is not None:
-                    outcome, error = Outcome.HTTP_ERROR, f"HTTP {up.status}"
-                await resp.write_eof()
+            conn, ex = await send(origin, request.method, payload)
+            up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
+            if record is not None:
+                record.headers_ns, record.http_status = conn.now, ex.status
+                if ex.status < 300:
+                    meter = Meter(
+                        record,
+                        dialect,
+                        _header(up_headers, "content-type"),
+                        _header(up_headers, "content-encoding").lower(),
+                    )
+            resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
+            for k, v in up_headers:
+                if k.lower() not in _HOP:
+                    resp.headers.add(k, v)
+            if ex.length is not None and not ex.chunked:
+                resp.content_length = ex.length
+            await resp.prepare(request)
+            await resp.write(b"")  # the head goes out now; the body is written by the relay
+            transport = request.transport
+            if transport is None:
+                raise ConnectionResetError("client transport gone")
+            framed = resp.headers.get("Transfer-Encoding", "") == "chunked"
+            relay = Relay(transport, conn, meter, record, dog, framed)
+            await relay.run(ex)
+            dog.cancel()
+            if relay.client_gone:
+                raise ConnectionResetError("client went away")
+            if meter is not None:
+                meter.finish_full(perf_ns())
+                outcome, error = _stream_outcome(meter)
+            elif record is not None:
+                outcome, error = Outcome.HTTP_ERROR, f"HTTP {ex.status}"
+            await resp.write_eof()
+            origin.release(conn)
+            conn = None
         except asyncio.CancelledError:
             if dog.fired is None:
                 dog.cancel()
+                if conn is not None:
+                    conn.abort()
                 self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter)
                 raise
             dog.absorb()
             cut = True
             outcome, error = dog.fired, f"no token for {_limit(dog)} s"
         except ConnectionResetError as exc:
-            # Writing to the client failed: the client went away; leaving the block closed upstream.
             outcome, error = Outcome.CLIENT_DISCONNECT, f"client went away ({type(exc).__name__})"
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            if resp is None and isinstance(exc, aiohttp.ClientOSError | aiohttp.ServerDisconnectedError):
-                outcome, error = Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
-            else:
+        except UpstreamError as exc:
+            if exc.mid_body:
                 outcome, cut = Outcome.UPSTREAM_ABORT_MID_STREAM, True
-                error = f"upstream broke the stream ({type(exc).__name__})"
-        except (aiohttp.ClientConnectionError, OSError) as exc:
+                error = f"upstream broke the stream ({exc})"[:200]
+            else:
+                outcome, error = Outcome.CONNECT_ERROR, str(exc)[:200]
+        except OSError as exc:  # connect failed or timed out
             outcome, error = Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
         finally:
             dog.cancel()
+            if conn is not None:
+                conn.abort()
         self._finish(record, outcome, error, meter)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
@@ -256,6 +250,13 @@ def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
     if not meter.finish_stream_ok():
         return Outcome.UPSTREAM_ABORT_MID_STREAM, "stream ended before [DONE]"
     return Outcome.OK, None
+
+
+def _header(headers: list[tuple[str, str]], name: str) -> str:
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return ""
 
 
 def _limit(dog: Watchdog) -> float:

@@ -1,0 +1,97 @@
+"""The per-chunk hot path: meter a body piece and write it straight to the client's transport.
+
+Runs inside the upstream connection's ``data_received``: no task switch, no await, one transport
+write per piece. When the client reads slower than the upstream writes, upstream reading pauses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from tokenpace.gateway.meter import Meter
+from tokenpace.gateway.upstream import Exchange, UpstreamConnection
+from tokenpace.gateway.watchdog import Watchdog
+from tokenpace.record import RequestRecord
+
+HIGH_WATER = 256 * 1024  # client-side buffered bytes before upstream reading pauses
+LOW_WATER = 64 * 1024
+
+
+class Relay:
+    __slots__ = (
+        "client",
+        "client_gone",
+        "conn",
+        "dog",
+        "framed",
+        "meter",
+        "paused",
+        "record",
+        "tokens",
+        "wake",
+    )
+
+    def __init__(
+        self,
+        client: asyncio.Transport,
+        conn: UpstreamConnection,
+        meter: Meter | None,
+        record: RequestRecord | None,
+        dog: Watchdog,
+        framed: bool,
+    ) -> None:
+        self.client = client
+        self.conn = conn
+        self.meter = meter
+        self.record = record
+        self.dog = dog
+        self.framed = framed  # chunked transfer coding towards the client
+        self.tokens = 0
+        self.paused = False
+        self.client_gone = False
+        self.wake: asyncio.Future[None] | None = None
+
+    def feed(self, data: bytes, now: int) -> None:
+        meter = self.meter
+        if meter is not None:
+            meter.feed(data, now)
+            n = len(meter.record.token_ns)
+            if n != self.tokens:
+                self.tokens = n
+                self.dog.activity(True)
+            elif meter.sse is None or meter.error or meter.protocol_error:
+                self.dog.activity(True)  # nothing to count tokens by: bytes are progress
+        elif self.record is None:
+            self.dog.activity(True)  # unmeasured path: any bytes are progress
+        client = self.client
+        if client.is_closing():
+            if not self.client_gone:
+                self.client_gone = True
+                self._wake()
+            return
+        client.write(b"%x\r\n%b\r\n" % (len(data), data) if self.framed else data)
+        if client.get_write_buffer_size() > HIGH_WATER and not self.paused:
+            self.paused = True
+            self.conn.transport.pause_reading()  # type: ignore[union-attr]
+            self._wake()
+
+    def _wake(self) -> None:
+        if self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
+
+    async def run(self, ex: Exchange) -> None:
+        """Until the body is complete (raises UpstreamError if the upstream broke it), or the client
+        went away (``client_gone``)."""
+        loop = asyncio.get_running_loop()
+        ex.attach(self.feed)
+        while not ex.done.done() and not self.client_gone:
+            self.wake = loop.create_future()
+            await asyncio.wait((ex.done, self.wake), return_when=asyncio.FIRST_COMPLETED)
+            if self.paused:
+                while self.client.get_write_buffer_size() > LOW_WATER and not self.client.is_closing():
+                    await asyncio.sleep(0.005)
+                self.paused = False
+                if self.conn.transport is not None and not self.conn.closed:
+                    self.conn.transport.resume_reading()
+        if not self.client_gone:
+            ex.done.result()
