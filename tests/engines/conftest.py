@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from engines_support import BUILD_SCRIPT, MISSING_TOOLS, LlamaServer
 
+from engines.engines_support import BUILD_SCRIPT, MISSING_TOOLS, LlamaServer
 from tokenpace.testing.tinymodel import make_tiny_model
 
 

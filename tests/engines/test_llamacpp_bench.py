@@ -7,8 +7,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from engines_support import LlamaServer, assert_exact_counts, bench, http_json
 
+from engines.engines_support import LlamaServer, assert_exact_counts, bench, http_json
 from tokenpace.core.lengths import parse_length
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import httptools
 import pytest
-from engines_support import LlamaServer, free_port, read_jsonl, run_cli, stop_process, wait_http
 
+from engines.engines_support import LlamaServer, free_port, read_jsonl, run_cli, stop_process, wait_http
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 

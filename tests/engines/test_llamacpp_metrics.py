@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engines_support import LlamaServer, assert_exact_counts, bench, read_jsonl
+from engines.engines_support import LlamaServer, assert_exact_counts, bench, read_jsonl
 
 
 def test_auto_scrapes_llamacpp_metrics_during_the_run(llama_server: LlamaServer, tmp_path: Path) -> None:

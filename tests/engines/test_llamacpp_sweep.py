@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from engines_support import LlamaServer, read_jsonl, run_cli
+from engines.engines_support import LlamaServer, read_jsonl, run_cli
 
 
 def test_sweep_throughput_saturates_at_the_slot_count(

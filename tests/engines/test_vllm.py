@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from engines_support import assert_exact_counts, bench, free_port, http_json, stop_process, wait_http
 
+from engines.engines_support import assert_exact_counts, bench, free_port, http_json, stop_process, wait_http
 from tokenpace.core.lengths import parse_length
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD

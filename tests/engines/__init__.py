@@ -1,0 +1,1 @@
+"""Tests against real inference engines (llama-server; vLLM opt-in)."""
