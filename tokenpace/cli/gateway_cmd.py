@@ -18,7 +18,7 @@ from tokenpace.cli.parsing import slo as parse_slo
     "--upstream",
     "upstreams",
     multiple=True,
-    metavar="name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]",
+    metavar="name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R][,metrics=URL]",
     help="An OpenAI-compatible upstream (repeat for A/B). URL usually ends in /v1.",
 )
 @click.option(
@@ -50,6 +50,19 @@ from tokenpace.cli.parsing import slo as parse_slo
 @click.option("--connect-timeout", default="10s", show_default=True)
 @click.option("--sticky-header", default="x-user-id", show_default=True, help="A/B stickiness key.")
 @click.option(
+    "--scrape-upstream-metrics",
+    is_flag=True,
+    help="Scrape each upstream's own /metrics (or its metrics=URL) and show engine TTFT beside gateway "
+    "TTFT at /tokenpace/upstreams and as gauges.",
+)
+@click.option("--scrape-interval", default="5s", show_default=True, help="Upstream /metrics scrape interval.")
+@click.option(
+    "--scrape-window",
+    default="60s",
+    show_default=True,
+    help="Recent window of the engine/gateway comparison.",
+)
+@click.option(
     "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
 )
 def gateway(
@@ -68,6 +81,9 @@ def gateway(
     stall_timeout: str,
     connect_timeout: str,
     sticky_header: str,
+    scrape_upstream_metrics: bool,
+    scrape_interval: str,
+    scrape_window: str,
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
@@ -104,9 +120,21 @@ def gateway(
             sticky_header=sticky_header.lower(),
             records_path=records_path,
             client_keys=frozenset(keys),
+            scrape_upstream_metrics=scrape_upstream_metrics,
+            scrape_interval_s=duration_s(scrape_interval),
+            scrape_window_s=duration_s(scrape_window),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if scrape_upstream_metrics:
+        from tokenpace.adapters.servermetrics import probe_metrics_url
+        from tokenpace.gateway.engine_watch import metrics_url
+
+        for up in config.upstreams:  # say so now; scraping goes on and picks the engine up later
+            url = metrics_url(up)
+            problem = probe_metrics_url(url, timeout_s=2.0)
+            if problem is not None:  # the URL may hold credentials: name the upstream only
+                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(url)}", err=True)
     from tokenpace.cli import bench_store
     from tokenpace.cli.parsing import key_values
     from tokenpace.gateway.serve import serve_forever

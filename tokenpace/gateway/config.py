@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 from tokenpace.core.metrics import Slo
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region")
+_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics")
 
 
 def parse_duration_s(text: str) -> float:
@@ -30,6 +30,7 @@ class Upstream:
     arm: str = ""  # A/B arm label; defaults to the name
     ramp_s: float = 0.0  # weight grows linearly from 0 over this long after start (cold-start warm-up)
     labels: dict[str, str] = field(default_factory=dict)  # version, region: copied into records
+    metrics_url: str | None = None  # the engine's own /metrics (default: beside the API root)
 
     @property
     def origin(self) -> str:
@@ -67,6 +68,9 @@ def parse_upstream(text: str) -> Upstream:
         raise ValueError(f"{text!r}: weight must be >= 0")
     ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
     labels = {k: kv[k] for k in ("version", "region") if k in kv}
+    metrics = kv.get("metrics")
+    if metrics is not None and urlsplit(metrics).scheme not in ("http", "https"):
+        raise ValueError(f"{text!r}: metrics={metrics!r} is not an http(s) URL")
     return Upstream(
         name=name.strip(),
         url=url.rstrip("/"),
@@ -75,6 +79,7 @@ def parse_upstream(text: str) -> Upstream:
         arm=kv.get("arm", name.strip()),
         ramp_s=ramp,
         labels=labels,
+        metrics_url=metrics,
     )
 
 
@@ -94,6 +99,9 @@ class GatewayConfig:
     record_queue: int = 10_000  # records waiting to be written; beyond it they are dropped and counted
     max_model_labels: int = 32  # distinct model label values before the rest become "other"
     client_keys: frozenset[str] = frozenset()  # gateway keys for clients; empty: no check
+    scrape_upstream_metrics: bool = False  # scrape each upstream's /metrics: engine vs gateway TTFT
+    scrape_interval_s: float = 5.0
+    scrape_window_s: float = 60.0  # the decomposition covers the scrapes of this recent window
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenpace.gateway import errors
 from tokenpace.gateway.config import GatewayConfig, Upstream
+from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, ModelLabels
@@ -62,18 +63,38 @@ class Gateway:
         self.on_record = on_record
         self.origins = {u.name: Origin(u.origin, config.connect_timeout_s) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
+        self.engines: EngineWatch | None = None
+        if config.scrape_upstream_metrics:
+            self.engines = EngineWatch(
+                config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
+            )
         self.app.router.add_get("/metrics", self.prometheus)
+        self.app.router.add_get("/tokenpace/upstreams", self.upstreams)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
 
     async def _startup(self, _app: web.Application) -> None:
         self.sink.start()
+        if self.engines is not None:
+            self.engines.start()
 
     async def _cleanup(self, _app: web.Application) -> None:
         for origin in self.origins.values():
             origin.close()
+        if self.engines is not None:
+            await self.engines.close()
         await self.sink.close()
+
+    async def upstreams(self, _request: web.Request) -> web.Response:
+        """Per upstream: gateway TTFT against the engine's own TTFT over the recent window."""
+        if self.engines is None:
+            data: dict = {"upstreams": {u.name: {"arm": u.arm} for u in self.config.upstreams}}
+            data["note"] = "start the gateway with --scrape-upstream-metrics for engine-side numbers"
+        else:
+            self.engines.refresh()
+            data = self.engines.snapshot()
+        return web.Response(body=orjson.dumps(data), content_type="application/json")
 
     async def prometheus(self, _request: web.Request) -> web.Response:
         resp = web.Response(body=generate_latest(self.metrics.registry))
@@ -236,6 +257,8 @@ class Gateway:
         record.error = error
         self.metrics.observe(record)
         self.sink.put(record)
+        if self.engines is not None:
+            self.engines.add(record)
         if self.on_record is not None:
             with contextlib.suppress(Exception):
                 self.on_record(record)
