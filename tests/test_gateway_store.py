@@ -59,7 +59,7 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
             assert gw.gateway.sink.written == 60
             return writer
 
-    asyncio.run(main())
+    writer_box = [asyncio.run(main())]
     runs = store.list_runs(where={"source": "gateway"})
     assert len(runs) == 2
     by_arm = {r.labels["arm"]: r for r in runs}
@@ -78,9 +78,18 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
     raw = db.read_bytes()
     assert b"sk-client-secret" not in raw
 
+    for run in runs:  # the session's end recomputed each run's summary over all its records
+        full = store.get_run(run.id)
+        assert full is not None and full.summary["counts"]["sent"] == run.record_count
+        assert full.summary["counts"]["ok"] == run.record_count and full.summary["request_throughput"] > 0
+    assert writer_box[0].summary_errors == 0
+
     rc = compare_runs(store, "source=gateway,arm=a", "source=gateway,arm=b", resamples=200)
     ttft = next(m for m in rc.comparison.metrics if m.metric == "ttft")
     assert ttft.verdict.value == "slower"
+    rows = {row["name"]: row for row in rc.run_level}  # whole-run rows are filled
+    assert rows["request_throughput"]["a"] > 0 and rows["request_throughput"]["b"] > 0
+    assert rows["error_rate"]["a"] == 0 and rows["error_rate"]["b"] == 0
 
     # and through the CLI, as a user would run it
     result = CliRunner().invoke(
@@ -118,6 +127,36 @@ def test_failing_store_never_blocks_traffic_and_counts_drops(tmp_path: Path) -> 
 
     asyncio.run(main())
     assert store.list_runs() == []
+    store.close()
+
+
+def test_summary_follows_appended_batches(tmp_path: Path) -> None:
+    """Without waiting for the session's end: the summary covers every batch appended so far."""
+    store = Store.open(str(tmp_path / "runs.db"))
+    config = GatewayConfig(upstreams=(parse_upstream("a=http://127.0.0.1:1/v1"),), port=0)
+    writer = StoreRecordWriter(store, config, "s3", summary_every_s=0.0)
+
+    def rec(i: int) -> RequestRecord:
+        base = i * 1_000_000_000
+        return RequestRecord(
+            request_id=f"r{i}",
+            labels={"upstream": "a", "arm": "a", "outcome": "ok"},
+            scheduled_ns=base,
+            dispatched_ns=base,
+            sent_ns=base,
+            headers_ns=base + 5_000_000,
+            first_token_ns=base + 10_000_000,
+            token_ns=[base + 10_000_000, base + 20_000_000],
+            end_ns=base + 30_000_000,
+            output_tokens_counted=2,
+        )
+
+    writer([rec(0), rec(1)])
+    writer([rec(2)])
+    (run,) = store.list_runs(where={"gateway_session": "s3"})
+    full = store.get_run(run.id)
+    assert full is not None and full.summary["counts"]["sent"] == 3
+    assert abs(full.summary["ttft_ms"]["p50"] - 10.0) < 1e-6
     store.close()
 
 

@@ -49,7 +49,20 @@ def fan_out(*writers: BatchWriter | None) -> BatchWriter | None:
         if error is not None:
             raise error
 
+    def finish() -> None:
+        for w in live:
+            _finish(w)
+
+    write.finish = finish  # type: ignore[attr-defined]
     return write
+
+
+def _finish(writer: BatchWriter) -> None:
+    """A writer may have a ``finish()`` (run once after the last batch, e.g. a run's summary)."""
+    finish = getattr(writer, "finish", None)
+    if callable(finish):
+        with contextlib.suppress(Exception):
+            finish()
 
 
 class RecordSink:
@@ -127,3 +140,5 @@ class RecordSink:
             self.dropped += 1
             if self.on_drop is not None:
                 self.on_drop()
+        if self.writer is not None:
+            await asyncio.to_thread(_finish, self.writer)

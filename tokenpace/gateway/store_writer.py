@@ -4,6 +4,10 @@ Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<n
 (plus the upstream's version/region), so ``tokenpace compare source=gateway,arm=a
 source=gateway,arm=b`` puts the newest session's arm A against its arm B. A run is created when its
 first record arrives; later batches are appended (records and ``record_count`` in one transaction).
+Each run's ``summary`` (``tokenpace.core.metrics.summarize`` over all its stored records, so
+``tokenpace compare`` fills its whole-run rows) is recomputed after an append at most every
+``summary_every_s`` (the first batch at once), and once more, with confidence intervals, at the
+session's end (``finish``).
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
 sink counts the batch as dropped. Traffic never waits on it.
@@ -23,6 +27,7 @@ import sqlalchemy as sa
 from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.adapters.store import schema as s
+from tokenpace.core.metrics import summarize
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.record import RequestRecord
 
@@ -39,12 +44,13 @@ def _safe_url(url: str) -> str:
 
 
 class _Arm:
-    __slots__ = ("run_id", "seq", "upstream")
+    __slots__ = ("run_id", "seq", "summarized", "upstream")
 
     def __init__(self, run_id: str, upstream: Upstream) -> None:
         self.run_id = run_id
         self.upstream = upstream
         self.seq = -1  # -1: the run is not in the store yet
+        self.summarized = float("-inf")  # monotonic time of the last summary
 
 
 class StoreRecordWriter:
@@ -56,8 +62,11 @@ class StoreRecordWriter:
         config: GatewayConfig,
         session: str,
         labels: Mapping[str, str] | None = None,
+        summary_every_s: float = 60.0,
     ) -> None:
         self.store = store
+        self.summary_every_s = summary_every_s
+        self.summary_errors = 0
         self.config = config
         self.session = session
         self.labels = dict(labels or {})
@@ -104,8 +113,29 @@ class StoreRecordWriter:
                 self._append(arm, records)
             except StoreError as exc:
                 failed = exc
+                continue
+            if time.monotonic() - arm.summarized >= self.summary_every_s:
+                self._summarize(arm, with_ci=False)
         if failed is not None:
             raise failed
+
+    def finish(self) -> None:
+        """At the session's end, after the last batch: every stored run's final summary."""
+        for arm in self.arms.values():
+            if arm.seq > 0:
+                self._summarize(arm, with_ci=True)
+
+    def _summarize(self, arm: _Arm, with_ci: bool) -> None:
+        """Never fails the batch: its records are stored already; a failed summary is counted."""
+        arm.summarized = time.monotonic()
+        try:
+            records = self.store.load_records(arm.run_id)
+            summary = summarize(records, self.config.slo, with_ci=with_ci).to_dict()
+            runs = s.runs
+            with self.store._tx(f"update the summary of run {arm.run_id}") as conn:
+                conn.execute(sa.update(runs).where(runs.c.id == arm.run_id).values(summary=summary))
+        except Exception:  # bookkeeping must never stop the writer
+            self.summary_errors += 1
 
     def _append(self, arm: _Arm, records: list[RequestRecord]) -> None:
         if arm.seq < 0:
