@@ -1,13 +1,17 @@
 """Gateway keys for clients: without a valid key a request gets an OpenAI-style 401 and is never
-forwarded or recorded; the key appears in no record, metric or repr."""
+forwarded or recorded; the key appears in no record, metric or repr. Credentials in an upstream URL
+become the upstream's Basic auth (unless the client sent its own) and are never shown."""
 
 from __future__ import annotations
 
 import asyncio
+import base64
 from pathlib import Path
 
 import aiohttp
 import orjson
+import pytest
+from test_gateway import FixedUpstream
 
 from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
 from tokenpace.gateway.serve import RunningGateway
@@ -63,3 +67,32 @@ def test_client_keys_gate_requests(tmp_path: Path) -> None:
     stored = (tmp_path / "records.jsonl").read_bytes()
     assert len(stored.splitlines()) == 2 and KEY.encode() not in stored
     assert all(KEY not in orjson.dumps(r.to_dict()).decode() for r in records)
+
+
+def test_credentials_in_upstream_url_become_basic_auth_unless_the_client_sent_its_own() -> None:
+    up = parse_upstream("a=http://us%40er:p%3Aw@127.0.0.1:8000/v1")
+    assert up.url == "http://127.0.0.1:8000/v1" and up.origin == "http://127.0.0.1:8000"
+    assert "p%3Aw" not in repr(up) and "p:w" not in repr(up)
+    assert up.auth == "Basic " + base64.b64encode(b"us@er:p:w").decode()
+    with pytest.raises(ValueError) as bad:
+        parse_upstream("a=ftp://user:secretpw@h/v1")
+    assert "secretpw" not in str(bad.value)
+
+    async def main() -> tuple[list[int], list[dict[str, str]]]:
+        async with FixedUpstream() as fixed:
+            url = fixed.url.replace("http://", "http://user:pw@")
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={url}"),), port=0)
+            statuses = []
+            async with RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+                for headers in ({}, {"Authorization": "Bearer client-own"}):
+                    async with s.post(
+                        gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}, headers=headers
+                    ) as r:
+                        await r.read()
+                        statuses.append(r.status)
+            return statuses, fixed.seen_headers
+
+    statuses, seen = asyncio.run(asyncio.wait_for(main(), 30))
+    assert statuses == [200, 200]
+    assert seen[0]["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
+    assert seen[1]["Authorization"] == "Bearer client-own"  # the client's own header wins, unchanged

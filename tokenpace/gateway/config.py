@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from tokenpace.core.metrics import Slo
 
@@ -31,6 +32,9 @@ class Upstream:
     ramp_s: float = 0.0  # weight grows linearly from 0 over this long after start (cold-start warm-up)
     labels: dict[str, str] = field(default_factory=dict)  # version, region: copied into records
     metrics_url: str | None = None  # the engine's own /metrics (default: beside the API root)
+    # From user:password in the URL (which is stripped from ``url``): sent as Authorization only
+    # when the client sent none. Never shown.
+    auth: str | None = field(default=None, repr=False)
 
     @property
     def origin(self) -> str:
@@ -52,8 +56,9 @@ def parse_upstream(text: str) -> Upstream:
         raise ValueError(f"{text!r}: expected name=URL[,weight=W][,model=M][,ramp=60s]")
     name, _, url = parts[0].partition("=")
     parsed = urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise ValueError(f"{text!r}: {url!r} is not an http(s) URL")
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise ValueError(f"{name}=...: not an http(s) URL")  # the URL may hold credentials: not echoed
+    url, auth = split_credentials(url)
     kv: dict[str, str] = {}
     for part in parts[1:]:
         key, sep, value = part.partition("=")
@@ -80,7 +85,20 @@ def parse_upstream(text: str) -> Upstream:
         ramp_s=ramp,
         labels=labels,
         metrics_url=metrics,
+        auth=auth,
     )
+
+
+def split_credentials(url: str) -> tuple[str, str | None]:
+    """``http://user:pw@host/v1`` -> (``http://host/v1``, ``Basic base64(user:pw)``)."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url, None
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
+    return clean, "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)

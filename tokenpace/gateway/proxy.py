@@ -166,6 +166,8 @@ class Gateway:
         cfg = self.config
         origin = self.origins[upstream.name]
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        if upstream.auth is not None and "Authorization" not in request.headers:
+            headers.append(("Authorization", upstream.auth))  # from the URL's user:password
         target = upstream.base_path + request.rel_url.raw_path_qs
         payload = request_bytes(request.method, target, origin.host_header, headers, body)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
