@@ -30,7 +30,6 @@ def test_closed_loop_counts_equal_server_usage(llama_server: LlamaServer, tmp_pa
         "3",
     )
     assert_exact_counts(result, records, 24)
-    assert result["valid"], result["invalid_reasons"]
     assert result["conditions"]["model"] == MODEL_NAME
     # Lengths really varied, so the equalities above are not one number repeated.
     assert len({r["output_tokens_server"] for r in records}) > 3
