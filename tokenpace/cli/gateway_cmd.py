@@ -63,6 +63,13 @@ from tokenpace.cli.parsing import slo as parse_slo
     help="Recent window of the engine/gateway comparison.",
 )
 @click.option(
+    "--otlp-endpoint",
+    default=None,
+    metavar="URL",
+    help="Send a trace span per request (event at the first token) to this OTLP/HTTP traces URL, "
+    "e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
+)
+@click.option(
     "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
 )
 def gateway(
@@ -84,6 +91,7 @@ def gateway(
     scrape_upstream_metrics: bool,
     scrape_interval: str,
     scrape_window: str,
+    otlp_endpoint: str | None,
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
@@ -123,9 +131,17 @@ def gateway(
             scrape_upstream_metrics=scrape_upstream_metrics,
             scrape_interval_s=duration_s(scrape_interval),
             scrape_window_s=duration_s(scrape_window),
+            otlp_endpoint=otlp_endpoint,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if otlp_endpoint:
+        from tokenpace.gateway.otlp import MissingExtra, Traces
+
+        try:  # fail now, with the install hint, not inside the server
+            Traces(otlp_endpoint).close()
+        except MissingExtra as exc:
+            raise click.UsageError(str(exc)) from None
     if scrape_upstream_metrics:
         from tokenpace.adapters.servermetrics import probe_metrics_url
         from tokenpace.gateway.engine_watch import metrics_url

@@ -120,6 +120,7 @@ class GatewayConfig:
     scrape_upstream_metrics: bool = False  # scrape each upstream's /metrics: engine vs gateway TTFT
     scrape_interval_s: float = 5.0
     scrape_window_s: float = 60.0  # the decomposition covers the scrapes of this recent window
+    otlp_endpoint: str | None = None  # OTLP/HTTP traces URL: a span per request (the otlp extra)
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"

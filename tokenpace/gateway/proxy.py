@@ -14,10 +14,12 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from tokenpace.adapters.dialects import OpenAIChat
 from tokenpace.gateway import errors
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.meter import Meter, dialect_for
+from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, ModelLabels
 from tokenpace.gateway.relay import Relay
@@ -68,6 +70,7 @@ class Gateway:
             self.engines = EngineWatch(
                 config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
             )
+        self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
         self.app.router.add_get("/metrics", self.prometheus)
         self.app.router.add_get("/tokenpace/upstreams", self.upstreams)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
@@ -85,6 +88,8 @@ class Gateway:
         if self.engines is not None:
             await self.engines.close()
         await self.sink.close()
+        if self.traces is not None:
+            await asyncio.to_thread(self.traces.close)
 
     async def upstreams(self, _request: web.Request) -> web.Response:
         """Per upstream: gateway TTFT against the engine's own TTFT over the recent window."""
@@ -219,7 +224,7 @@ class Gateway:
                 dog.cancel()
                 if conn is not None:
                     conn.abort()
-                self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter)
+                self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
                 raise
             dog.absorb()
             cut = True
@@ -238,7 +243,7 @@ class Gateway:
             dog.cancel()
             if conn is not None:
                 conn.abort()
-        self._finish(record, outcome, error, meter)
+        self._finish(record, outcome, error, meter, dialect)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
                 return errors.gateway_timeout(upstream.name)
@@ -248,7 +253,9 @@ class Gateway:
             request.transport.abort()
         return resp
 
-    def _finish(self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter) -> None:
+    def _finish(
+        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
+    ) -> None:
         if record is None:
             return
         record.end_ns = perf_ns()
@@ -261,6 +268,9 @@ class Gateway:
         self.sink.put(record)
         if self.engines is not None:
             self.engines.add(record)
+        if self.traces is not None:
+            with contextlib.suppress(Exception):  # tracing must never fail a request
+                self.traces.record(record, "chat" if isinstance(dialect, OpenAIChat) else "text_completion")
         if self.on_record is not None:
             with contextlib.suppress(Exception):
                 self.on_record(record)

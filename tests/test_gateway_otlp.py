@@ -1,0 +1,86 @@
+"""Optional OTLP traces: a span per generation request with an event at the first token."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+from aiohttp import web
+from test_gateway import CHAT, FixedUpstream
+
+from tokenpace.gateway.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT, Traces
+from tokenpace.gateway.serve import RunningGateway
+from tokenpace.record import RequestRecord
+
+pytest.importorskip("opentelemetry.sdk")
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+
+
+def test_span_per_request_with_first_token_event_and_no_content() -> None:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+
+    async def main() -> list[RequestRecord]:
+        records: list[RequestRecord] = []
+        async with FixedUpstream() as up:
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
+            gw = RunningGateway(config, on_record=records.append)
+            gw.gateway.traces = Traces(None, exporter=exporter)
+            async with gw, aiohttp.ClientSession() as s:
+                async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                    await r.read()
+                async with s.get(gw.url + "/v1/models") as r:  # not a generation: no span
+                    await r.read()
+        return records
+
+    (rec,) = asyncio.run(asyncio.wait_for(main(), 30))
+    (span,) = exporter.get_finished_spans()  # the gateway's cleanup flushed the batch
+    assert span.name == "chat m"
+    attrs = dict(span.attributes or {})
+    assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m"
+    assert attrs["tokenpace.outcome"] == "ok" and attrs["gen_ai.usage.output_tokens"] == 7
+    assert attrs["tokenpace.request_id"] == rec.request_id
+    (event,) = span.events
+    assert event.name == FIRST_TOKEN_EVENT
+    assert span.start_time < event.timestamp < span.end_time  # type: ignore[operator]
+    ttft = (rec.first_token_ns - rec.sent_ns) / 1e9  # type: ignore[operator]
+    assert event.attributes["gen_ai.server.time_to_first_token"] == pytest.approx(ttft)  # type: ignore[index]
+    text = repr(attrs) + repr(dict(event.attributes or {}))
+    assert "secret prompt" not in text and "Hello" not in text
+
+
+def test_spans_reach_an_otlp_http_collector() -> None:
+    async def main() -> list[tuple[str, str, int]]:
+        got: list[tuple[str, str, int]] = []
+
+        async def collect(request: web.Request) -> web.Response:
+            got.append((request.path, request.content_type, len(await request.read())))
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
+        app = web.Application()
+        app.router.add_post("/v1/traces", collect)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with FixedUpstream() as up:
+                config = GatewayConfig(
+                    upstreams=(parse_upstream(f"up={up.url}"),),
+                    port=0,
+                    otlp_endpoint=f"http://127.0.0.1:{port}/v1/traces",
+                )
+                async with RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+                    for _ in range(3):
+                        async with s.post(gw.url + "/v1/chat/completions", json=CHAT) as r:
+                            await r.read()
+        finally:
+            await runner.cleanup()
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 40))
+    assert got and all(p == "/v1/traces" and ct == "application/x-protobuf" and n > 0 for p, ct, n in got)
