@@ -129,3 +129,53 @@ def test_emit_rules_matches_deploy_and_passes_promtool(tmp_path: Path) -> None:
         timeout=30,
     )
     assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_upstream_pool_reuses_connections_and_retries_one_gone_stale() -> None:
+    """An upstream that answers one request per connection and drops the next one unanswered: a
+    kept-alive connection it dropped is retried once on a fresh connection, so the client never
+    sees the race; the proxied bytes stay exact."""
+    import asyncio
+
+    import aiohttp
+
+    from tokenpace.gateway.config import GatewayConfig
+    from tokenpace.gateway.serve import RunningGateway
+
+    body = b'{"object":"list","data":[]}'
+    conns: list[int] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conns.append(1)
+        served = 0
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return
+            if served:  # a reused connection: drop it unanswered, as an idle close would
+                writer.close()
+                return
+            assert b"\r\nHost: 127.0.0.1:" in head
+            writer.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b"
+                % (len(body), body)
+            )
+            await writer.drain()
+            served += 1
+
+    async def main() -> list[bytes]:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        config = GatewayConfig(upstreams=(parse_upstream(f"up=http://127.0.0.1:{port}/v1"),), port=0)
+        got = []
+        async with server, RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+            for _ in range(3):
+                async with s.get(gw.url + "/v1/models") as r:
+                    assert r.status == 200
+                    got.append(await r.read())
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 20))
+    assert got == [body] * 3
+    assert len(conns) == 3  # each later request found its pooled connection dropped and retried once
