@@ -152,9 +152,11 @@ def warnings(extra: dict[str, Any]) -> list[str]:
     check = extra.get("prompt_tokens_check") or {}
     if check.get("mismatch"):
         out.append(
-            f"prompt tokens: the server counted {check['server_over_asked']:.1%} of the asked "
+            f"prompt tokens: the server counted {check['server_over_asked_without_template']:.1%} "
+            f"of the asked (template tokens aside) "
             f"({check['server_total']} vs {check['asked_total']} over {check['compared']} requests), "
-            f"more than {check['tolerance']:.0%} off: give --tokenizer for exact prompts"
+            f"more than {check['tolerance']:.0%} off (a chat template adds a constant few: vary "
+            f"--input-len to separate it; --tokenizer gives exact prompts)"
         )
     fit = extra.get("length_fit") or {}
     if fit and not fit.get("matches"):
