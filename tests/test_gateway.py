@@ -309,3 +309,22 @@ def test_records_dropped_and_counted_when_writer_is_slow() -> None:
             assert sum(written) == 3
 
     run(main())
+
+
+def test_record_keeps_the_clients_request_id() -> None:
+    async def body(gw: RunningGateway, records: list[RequestRecord]) -> None:
+        async with aiohttp.ClientSession() as s:
+            for rid in ("job-42", None):
+                headers = {"x-request-id": rid} if rid else {}
+                async with s.post(
+                    gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}, headers=headers
+                ) as r:
+                    await r.read()
+
+    async def main() -> None:
+        async with FixedUpstream() as up:
+            records = await with_gateway(up.url, body)
+        ids = [r.request_id for r in records]
+        assert ids[0] == "job-42" and len(ids[1]) == 32  # none sent: the gateway makes one
+
+    run(main())

@@ -150,7 +150,8 @@ class Gateway:
         record = None
         if dialect is not None:
             record = RequestRecord(
-                request_id=uuid.uuid4().hex,
+                # the client's own id when it sent one (bounded), so its logs join these records
+                request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
                 labels={
                     "model": self.models(upstream.model or model),
                     "upstream": upstream.name,
