@@ -84,6 +84,18 @@ class RequestRecord:
     error: str | None = None
     finish_reason: str | None = None
 
+    def note_token_chunk(self, now: int, answer: bool) -> None:
+        """A chunk carrying generated output arrived at ``now``: answer text/tool call, or reasoning."""
+        self.token_ns.append(now)
+        self.output_tokens_counted += 1
+        if self.first_token_ns is None:
+            self.first_token_ns = now
+        if answer:
+            if self.first_answer_ns is None:
+                self.first_answer_ns = now
+        else:
+            self.reasoning_chunks += 1
+
     @property
     def output_tokens(self) -> int:
         """Best output-token count: the server's when it reported one, else counted chunks."""

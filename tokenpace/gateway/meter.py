@@ -12,10 +12,9 @@ import orjson
 
 from tokenpace.adapters.dialects import OpenAIChat, OpenAICompletions
 from tokenpace.adapters.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.adapters.dialects.sse import SseParser
+from tokenpace.adapters.dialects.sse import SseParser, parse_data
 from tokenpace.record import RequestRecord
 
-_DONE = b"[DONE]"
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
 
 
@@ -66,32 +65,21 @@ class Meter:
             return  # measurement stopped; bytes still flow
         rec = self.record
         for payload in self.sse.feed(data):
-            if payload == _DONE:
+            try:
+                chunk = parse_data(payload)
+            except ValueError as exc:
+                self.protocol_error = str(exc)
+                return
+            if chunk is None:
                 self.done = True
                 continue
-            try:
-                chunk = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                self.protocol_error = f"malformed JSON in stream: {payload[:60]!r}"
-                return
-            if type(chunk) is not dict:
-                self.protocol_error = "stream chunk is not an object"
-                return
             flags = self.dialect.classify(chunk, rec)
             if not flags:
                 continue
             if flags & ERROR:
                 self.error = f"error event in stream: {error_text(chunk)}"[:200]
                 return
-            rec.token_ns.append(now)
-            rec.output_tokens_counted += 1
-            if rec.first_token_ns is None:
-                rec.first_token_ns = now
-            if flags & ANSWER:
-                if rec.first_answer_ns is None:
-                    rec.first_answer_ns = now
-            else:
-                rec.reasoning_chunks += 1
+            rec.note_token_chunk(now, bool(flags & ANSWER))
 
     @property
     def saw_token(self) -> bool:

@@ -6,6 +6,10 @@ CRLF split between two reads), comment lines, multi-line data and fields other t
 
 from __future__ import annotations
 
+import orjson
+
+DONE = b"[DONE]"
+
 
 class SseParser:
     __slots__ = ("_buf", "_skip_lf")
@@ -55,3 +59,19 @@ def _event_data(block: bytes) -> bytes | None:
     if not data_lines:
         return None
     return b"\n".join(data_lines)
+
+
+def parse_data(payload: bytes) -> dict | None:
+    """The JSON object an OpenAI-style event carries; None for ``[DONE]``.
+
+    Raises ValueError, with a short message, for anything else: a stream that breaks this is broken.
+    """
+    if payload == DONE:
+        return None
+    try:
+        chunk = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        raise ValueError(f"malformed JSON in stream: {payload[:60]!r}") from None
+    if type(chunk) is not dict:
+        raise ValueError(f"stream chunk is not an object: {payload[:60]!r}")
+    return chunk

@@ -11,10 +11,9 @@ import asyncio
 import orjson
 
 from tokenpace.adapters.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.adapters.dialects.sse import SseParser
+from tokenpace.adapters.dialects.sse import SseParser, parse_data
 from tokenpace.record import RequestRecord, Status
 
-_DONE = b"[DONE]"
 _ERROR_BODY_LIMIT = 4096
 
 
@@ -67,34 +66,23 @@ class Exchange:
             return
         rec = self.record
         for payload in self.sse.feed(data):
-            if payload == _DONE:
+            try:
+                chunk = parse_data(payload)
+            except ValueError as exc:
+                self.fail(Status.PROTOCOL_ERROR, str(exc), now)
+                return
+            if chunk is None:
                 self.done = True
                 continue
-            try:
-                chunk = orjson.loads(payload)
-            except orjson.JSONDecodeError:
-                self.fail(Status.PROTOCOL_ERROR, f"malformed JSON in stream: {payload[:80]!r}", now)
-                return
-            if type(chunk) is not dict:
-                self.fail(Status.PROTOCOL_ERROR, f"stream chunk is not an object: {payload[:80]!r}", now)
-                return
             flags = self.dialect.classify(chunk, rec)
             if not flags:
                 continue
             if flags & ERROR:
                 self.fail(Status.STREAM_INTERRUPTED, f"server error in stream: {error_text(chunk)}", now)
                 return
-            rec.token_ns.append(now)
-            rec.output_tokens_counted += 1
+            rec.note_token_chunk(now, bool(flags & ANSWER))
             if self.capture is not None:
                 self.capture.append(payload)
-            if rec.first_token_ns is None:
-                rec.first_token_ns = now
-            if flags & ANSWER:
-                if rec.first_answer_ns is None:
-                    rec.first_answer_ns = now
-            else:
-                rec.reasoning_chunks += 1
             if rec.output_tokens_server is not None:  # per-chunk usage (vLLM continuous_usage_stats)
                 self._note_chunk_tokens(rec)
 
