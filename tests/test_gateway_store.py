@@ -137,7 +137,7 @@ def test_summary_follows_appended_batches(tmp_path: Path) -> None:
     writer = StoreRecordWriter(store, config, "s3", summary_every_s=0.0)
 
     def rec(i: int) -> RequestRecord:
-        base = i * 1_000_000_000
+        base = (i + 1) * 1_000_000_000  # a send time of 0 would mean "never sent"
         return RequestRecord(
             request_id=f"r{i}",
             labels={"upstream": "a", "arm": "a", "outcome": "ok"},

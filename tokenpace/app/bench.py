@@ -20,7 +20,7 @@ from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
-from tokenpace.app.run_info import run_conditions, run_warnings
+from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.sessions import run_sessions
 from tokenpace.core.client import Sender, parse_endpoint, tls_context
 from tokenpace.core.metrics import summarize
@@ -56,12 +56,18 @@ class BenchRun:
         self._interrupted = False
         self._consecutive_connect_errors = 0
         self._inflight: set[asyncio.Task] = set()
+        # closed loop: measured requests wait until the warm-up ones are done
+        self._warm_pending = config.warmup
+        self._warm_done = asyncio.Event()
+        if self._warm_pending == 0:
+            self._warm_done.set()
 
     def stop(self, reason: str = "interrupted by the user") -> None:
         if not self._stop.is_set():
             self._interrupted = reason.startswith("interrupted")
             self._stop_reason = reason
             self._stop.set()
+            self._warm_done.set()
             for task in list(self._inflight):
                 task.cancel()
 
@@ -101,16 +107,20 @@ class BenchRun:
         t0 = perf_counter_ns()
         deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
         try:
-            if isinstance(workload, SessionWorkload):
+            if self._stop.is_set():
+                pass  # stopped (Ctrl-C) during the preparations: send nothing
+            elif isinstance(workload, SessionWorkload):
                 await run_sessions(self, workload, sender, prefix, t0, deadline_ns)
             elif cfg.open_loop:
                 await self._open_loop(items, sender, t0, deadline_ns)
             else:
                 await self._closed_loop(items, sender, deadline_ns)
         finally:
-            await monitor.stop()
-            await sender.close()
-            observed = await observers.stop(self.records, t0)
+            try:
+                await monitor.stop()
+                await sender.close()
+            finally:
+                observed = await observers.stop(self.records, t0)
         if not self._stop_reason:
             self._stop_reason = "completed"
         summary = summarize(self.records, cfg.slo)
@@ -143,7 +153,9 @@ class BenchRun:
             health,
             self._interrupted,
             self._stop_reason,
-            run_warnings(cfg, summary) + workloads.warnings(summary.extra) + health.warnings,
+            run_warnings(cfg, summary, send_rate(self.records))
+            + workloads.warnings(summary.extra)
+            + health.warnings,
             observed,
         )
 
@@ -192,21 +204,45 @@ class BenchRun:
                 )
         else:
             self._consecutive_connect_errors = 0
+        if record.warmup and self._warm_pending > 0:
+            self._warm_pending -= 1
+            if self._warm_pending == 0:
+                self._warm_done.set()
         if self.on_record is not None:
-            self.on_record(record)
+            try:
+                self.on_record(record)
+            except Exception as exc:  # e.g. the records file's disk is full: stop, keep what we have
+                self.stop(f"aborted: could not save a record ({exc})")
+
+    def _not_sent(self, record: RequestRecord, reason: str) -> None:
+        """A scheduled request that never went out: kept as a record, not counted as sent."""
+        record.end_ns = perf_counter_ns()
+        record.status = Status.CANCELLED
+        record.error = reason
+        self.records.append(record)
+        self._after(record)
+
+    def _client_failed(self, exc: BaseException) -> None:
+        """An unexpected error in the client's own code: stop loudly rather than lose a user."""
+        self.stop(f"aborted: client error ({type(exc).__name__}: {exc})")
 
     # --- closed loop: N users, each sends its next request when the last one finished ---
     async def _closed_loop(
         self, items: Iterator[tuple[RequestRecord, bytes]], sender: Sender, deadline_ns: int | None
     ) -> None:
         async def user(worker: int) -> None:
-            for record, payload in items:
-                now = perf_counter_ns()
-                if self._stop.is_set() or (deadline_ns is not None and now >= deadline_ns):
-                    return
-                record.worker = worker
-                record.scheduled_ns = record.dispatched_ns = now
-                await self._send(sender, record, payload)
+            try:
+                for record, payload in items:
+                    if not record.warmup:
+                        await self._warm_done.wait()  # measure warm, not alongside the warm-up
+                    now = perf_counter_ns()
+                    if self._stop.is_set() or (deadline_ns is not None and now >= deadline_ns):
+                        return
+                    record.worker = worker
+                    record.scheduled_ns = record.dispatched_ns = now
+                    await self._send(sender, record, payload)
+            except Exception as exc:
+                self._client_failed(exc)
 
         tasks = [asyncio.ensure_future(user(w)) for w in range(self.config.concurrency or 1)]
         self._inflight.update(tasks)
@@ -224,29 +260,32 @@ class BenchRun:
         loop = asyncio.get_running_loop()
 
         async def capped(record: RequestRecord, payload: bytes) -> None:
-            if cap is None:
-                await self._send(sender, record, payload)
-                return
             try:
+                if cap is None:
+                    await self._send(sender, record, payload)
+                    return
                 async with cap:
+                    if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
+                        self._not_sent(record, "still queued for the concurrency cap when --duration ended")
+                        return
                     await self._send(sender, record, payload)
             except asyncio.CancelledError:
-                if record not in self.records:  # cancelled while waiting for the cap
-                    self.records.append(record)
-                    record.sent_ns = record.end_ns = perf_counter_ns()
-                    record.status = Status.CANCELLED
-                    record.error = "cancelled while queued for the concurrency cap"
-                    self._after(record)
+                if not record.sent_ns:  # cancelled while queued for the cap: never sent
+                    self._not_sent(record, "cancelled while queued for the concurrency cap")
                 raise
+            except Exception as exc:
+                self._client_failed(exc)
 
         async def dispatch() -> None:
             for (record, payload), offset in zip(items, offsets):  # noqa: B905 (both endless)
                 scheduled = t0 + int(offset * 1e9)
-                if deadline_ns is not None and scheduled >= deadline_ns:
+                if self._stop.is_set() or (deadline_ns is not None and scheduled >= deadline_ns):
                     return
                 delay = (scheduled - perf_counter_ns()) / 1e9
                 if delay > 0:
                     await asyncio.sleep(delay)
+                if self._stop.is_set():
+                    return
                 record.scheduled_ns = scheduled
                 record.dispatched_ns = perf_counter_ns()
                 task = loop.create_task(capped(record, payload))

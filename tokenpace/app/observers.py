@@ -70,23 +70,28 @@ class RunObservers:
             self.probe.start()
 
     async def stop(self, records: list[RequestRecord], start_ns: int) -> dict:
-        """Stop watching; what was seen, analysed against the run's records."""
+        """Stop watching; what was seen, analysed against the run's records. Each observer stops
+        whatever happened to the other, so no scraper process outlives the run."""
         out: dict = {}
-        if self.probe is not None:
-            await self.probe.stop()
-            out["connect_probe"] = self.probe.summary(start_ns)
-        if self.scraper is not None:
-            scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
-            analysis = analyse(scrapes, records, start_ns)
-            analysis.update(
-                url=self.metrics_url,
-                source=self.metrics_source,
-                interval_s=self.interval_s,
-                raw_file=str(self.scrape_path) if self._tmp is None else None,
-            )
-            out["server_metrics"] = analysis
-        if self._tmp is not None:
-            self._tmp.cleanup()
+        try:
+            if self.probe is not None:
+                await self.probe.stop()
+                out["connect_probe"] = self.probe.summary(start_ns)
+        finally:
+            try:
+                if self.scraper is not None:
+                    scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
+                    analysis = analyse(scrapes, records, start_ns)
+                    analysis.update(
+                        url=self.metrics_url,
+                        source=self.metrics_source,
+                        interval_s=self.interval_s,
+                        raw_file=str(self.scrape_path) if self._tmp is None else None,
+                    )
+                    out["server_metrics"] = analysis
+            finally:
+                if self._tmp is not None:
+                    self._tmp.cleanup()
         return out
 
     def describe(self) -> dict:

@@ -25,6 +25,8 @@ async def resolve_model(
     url = f"{endpoint.scheme}://{endpoint.host_header}{endpoint.base_path}/models"
     if endpoint.base_path.endswith(("/chat/completions", "/completions")):
         url = url.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
+    if endpoint.query:
+        url += "?" + endpoint.query
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,

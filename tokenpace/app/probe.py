@@ -28,19 +28,21 @@ class ConnectProbe:
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
-        infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
-        family, type_, proto, _, address = infos[0]  # resolved once: DNS is not the round trip
+        address = None
         while True:
-            sock = socket.socket(family, type_, proto)
-            sock.setblocking(False)
             start = perf_counter_ns()
             try:
-                await asyncio.wait_for(loop.sock_connect(sock, address), timeout=5)
+                if address is None:  # resolved once it works: DNS is not the round trip
+                    infos = await loop.getaddrinfo(self.host, self.port, type=socket.SOCK_STREAM)
+                    address = infos[0]
+                family, type_, proto, _, addr = address
+                start = perf_counter_ns()
+                with socket.socket(family, type_, proto) as sock:
+                    sock.setblocking(False)
+                    await asyncio.wait_for(loop.sock_connect(sock, addr), timeout=5)
                 self.samples.append((start, perf_counter_ns() - start))
-            except (OSError, asyncio.TimeoutError):
+            except (OSError, asyncio.TimeoutError):  # a failed probe is a sample, never a crash
                 self.samples.append((start, None))
-            finally:
-                sock.close()
             await asyncio.sleep(self.interval_s)
 
     def summary(self, start_ns: int) -> dict:

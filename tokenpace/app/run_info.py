@@ -6,6 +6,7 @@ import asyncio
 import os
 import platform
 import socket
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from tokenpace import __version__
 from tokenpace.adapters.dialects import get_dialect
 from tokenpace.app.bench_config import BenchConfig
 from tokenpace.core.metrics import Summary
+from tokenpace.record import RequestRecord
 
 
 def run_conditions(
@@ -66,10 +68,28 @@ def run_conditions(
     }
 
 
-def run_warnings(cfg: BenchConfig, summary: Summary) -> list[str]:
+def send_rate(records: Sequence[RequestRecord]) -> float | None:
+    """Requests per second actually sent (measured requests, first send to last)."""
+    sent = sorted(r.sent_ns for r in records if r.sent_ns and not r.warmup)
+    if len(sent) < 50 or sent[-1] == sent[0]:
+        return None  # too few to tell a shortfall from the arrival process's own noise
+    return (len(sent) - 1) / ((sent[-1] - sent[0]) / 1e9)
+
+
+def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None = None) -> list[str]:
     out = []
     if not cfg.stream:
-        out.append("streaming off (--no-stream): TTFT equals E2E and there is no ITL")
+        out.append("streaming off (--no-stream): TTFT equals E2E, and there is no ITL or TPOT")
+    if cfg.rate and achieved_rate is not None and achieved_rate < 0.8 * cfg.rate:
+        out.append(
+            f"LOAD BELOW THE RATE ASKED: requests went out at {achieved_rate:.1f} req/s of the "
+            f"{cfg.rate:g} asked"
+            + (" (held back by --max-concurrency)" if cfg.max_concurrency else "")
+            + "; latency from the scheduled time shows what users arriving on schedule would wait"
+        )
+    not_sent = summary.counts.get("not_sent", 0)
+    if not_sent:
+        out.append(f"{not_sent} scheduled requests were never sent (recorded as cancelled, in no rate)")
     tok = summary.tokens
     if tok.mismatched:
         out.append(

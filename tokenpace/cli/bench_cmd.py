@@ -30,6 +30,7 @@ DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+EXIT_ABORTED = 1
 
 
 @click.command()
@@ -177,6 +178,9 @@ def bench(**opts) -> None:
     saved = bench_store.save_after_run(store, result, out, console)  # also when interrupted
     if result.interrupted:
         sys.exit(EXIT_INTERRUPTED)
+    if result.stop_reason.startswith("aborted"):  # the run did not do what was asked: CI must see it
+        click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
+        sys.exit(EXIT_ABORTED)
     if not saved:
         sys.exit(EXIT_BAD_INPUT)
 

@@ -44,6 +44,8 @@ DEFINITIONS = {
     "total_token_throughput": "prompt + output tokens of ok requests per second of window",
     "goodput": "ok requests meeting every SLO per second of window (a TPOT SLO is met by "
     "single-token requests, which have no TPOT)",
+    "not_sent": "requests scheduled but never sent (still queued for the concurrency cap at the end "
+    "of --duration, or at Ctrl-C): recorded, counted apart, in no rate",
     "error_rate": "requests that failed (http_error, timeout, connect_error, stream_interrupted, "
     "protocol_error) over requests sent; cancelled requests are counted but are not errors",
     "timeout_rate": "timeouts over requests sent",
@@ -86,9 +88,10 @@ def e2e_ns(r: RequestRecord) -> int | None:
 
 
 def tpot_ns(r: RequestRecord) -> float | None:
-    """Time per output token after the first; None for fewer than two tokens."""
+    """Time per output token after the first; None for fewer than two tokens, and for a response
+    that came whole (not streamed: every token arrived at once, so there is nothing to time)."""
     out = r.output_tokens
-    if out <= 1 or r.first_token_ns is None or r.end_ns is None:
+    if out <= 1 or r.first_token_ns is None or r.end_ns is None or r.end_ns == r.first_token_ns:
         return None
     return (r.end_ns - r.first_token_ns) / (out - 1)
 
@@ -253,7 +256,7 @@ def _error_reasons(records: Sequence[RequestRecord]) -> dict[str, int]:
 
 def window_ns(records: Sequence[RequestRecord]) -> int:
     starts = [r.sent_ns for r in records if r.sent_ns]
-    ends = [r.end_ns for r in records if r.end_ns is not None]
+    ends = [r.end_ns for r in records if r.end_ns is not None and r.sent_ns]
     if not starts or not ends:
         return 0
     return max(0, max(ends) - min(starts))
@@ -261,13 +264,15 @@ def window_ns(records: Sequence[RequestRecord]) -> int:
 
 def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci: bool = True) -> Summary:
     """Summarise a run's records. Warm-up records are excluded from every number."""
-    measured = [r for r in records if not r.warmup]
+    scheduled = [r for r in records if not r.warmup]
+    measured = [r for r in scheduled if r.sent_ns]  # a request never sent is counted apart
     ok = [r for r in measured if r.status is Status.OK]
     sent = len(measured)
 
     counts = {"sent": sent} | {s.value: 0 for s in Status}
     for r in measured:
         counts[r.status.value] += 1
+    counts["not_sent"] = len(scheduled) - sent
 
     ttfts = [t for r in ok if (t := ttft_ns(r)) is not None]
     e2es = [t for r in ok if (t := e2e_ns(r)) is not None]

@@ -34,6 +34,7 @@ GAUGES = {
     ),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate", "sglang:cache_hit_rate"),
 }
+RATIO_GAUGES = {"kv_usage", "prefix_hit_rate"}  # fractions: averaged, not added, across label sets
 COUNTERS = {
     "prompt_tokens": (
         "vllm:prompt_tokens_total",
@@ -93,6 +94,15 @@ def _sum_of(samples: dict[str, float], names: Sequence[str]) -> float | None:
         values = [v for k, v in samples.items() if _name(k) == name]
         if values:
             return sum(values)
+    return None
+
+
+def _mean_of(samples: dict[str, float], names: Sequence[str]) -> float | None:
+    """Mean over label sets (e.g. data-parallel engines) of the first candidate name present."""
+    for name in names:
+        values = [v for k, v in samples.items() if _name(k) == name]
+        if values:
+            return sum(values) / len(values)
     return None
 
 
@@ -165,7 +175,8 @@ def analyse(scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns:
     out["engine"] = engine
     series: dict[str, list[list[float]]] = {}
     for canonical, names in GAUGES.items():
-        points = [[(t - start_ns) / 1e9, v] for t, s in good if (v := _sum_of(s, names)) is not None]
+        read = _mean_of if canonical in RATIO_GAUGES else _sum_of
+        points = [[(t - start_ns) / 1e9, v] for t, s in good if (v := read(s, names)) is not None]
         if points:
             series[canonical] = points
     out["series"] = series

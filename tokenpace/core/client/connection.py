@@ -33,12 +33,15 @@ class HttpConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()
+        ex = self.exchange  # kept: a callback may have cleared self.exchange before it raised
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self.keep_alive = False
-            if self.exchange is not None:
-                self.exchange.protocol_error(f"malformed HTTP response: {exc}", self.now)
+            if ex is not None:
+                cause = exc.__cause__ or exc.__context__
+                what = f"unexpected response: {cause}" if cause else f"malformed HTTP response: {exc}"
+                ex.protocol_error(what, self.now)
             self.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -50,8 +53,13 @@ class HttpConnection(asyncio.Protocol):
 
     # --- httptools callbacks ---
     def on_header(self, name: bytes, value: bytes) -> None:
-        if self.exchange is not None and name.lower() == b"content-type":
-            self.exchange.content_type = value
+        ex = self.exchange
+        if ex is not None:
+            name = name.lower()
+            if name == b"content-type":
+                ex.content_type = value
+            elif name in (b"content-length", b"transfer-encoding"):
+                ex.framed = True  # else the body ends when the server closes the connection
 
     def on_headers_complete(self) -> None:
         self.keep_alive = self.parser.should_keep_alive()

@@ -19,6 +19,7 @@ class Endpoint:
     port: int
     base_path: str  # e.g. "/v1", no trailing slash
     host_header: str
+    query: str = ""  # kept for every request, e.g. Azure's api-version=...
 
     @property
     def tls(self) -> bool:
@@ -29,9 +30,8 @@ class Endpoint:
 
     def path_for(self, dialect_path: str) -> str:
         # A URL that already names the API path (".../chat/completions") is used as it is.
-        if self.base_path.endswith(dialect_path):
-            return self.base_path
-        return self.base_path + dialect_path
+        path = self.base_path if self.base_path.endswith(dialect_path) else self.base_path + dialect_path
+        return f"{path}?{self.query}" if self.query else path
 
 
 def tls_context(verify: bool = True, ca_cert: str | None = None) -> ssl.SSLContext:
@@ -65,4 +65,5 @@ def parse_endpoint(url: str) -> Endpoint:
         port=port,
         base_path=parts.path.rstrip("/"),
         host_header=host_header,
+        query=parts.query,
     )

@@ -25,6 +25,8 @@ class Exchange:
         "content_type",
         "dialect",
         "done",
+        "done_ns",
+        "framed",
         "future",
         "record",
         "sse",
@@ -40,6 +42,8 @@ class Exchange:
         self.body_bytes = bytearray()
         self.content_type = b""
         self.done = False
+        self.done_ns = 0  # when [DONE] arrived
+        self.framed = False  # the response said how its body ends (length or chunked)
         self._prev_server_tokens: int | None = None
         self.capture: list[bytes] | None = None  # raw token chunks, kept for multi-turn history
 
@@ -73,8 +77,13 @@ class Exchange:
                 return
             if chunk is None:
                 self.done = True
+                self.done_ns = now
                 continue
-            flags = self.dialect.classify(chunk, rec)
+            try:
+                flags = self.dialect.classify(chunk, rec)
+            except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+                self.fail(Status.PROTOCOL_ERROR, f"unexpected chunk shape ({exc}): {payload[:60]!r}", now)
+                return
             if not flags:
                 continue
             if flags & ERROR:
@@ -110,7 +119,10 @@ class Exchange:
         if self.record.headers_ns is None:
             reason = "connection closed before the response headers"
         elif self.done:
-            self.finish(now)  # [DONE] arrived; the server closed instead of ending the body
+            self.finish(self.done_ns)  # [DONE] arrived; the server closed instead of ending the body
+            return
+        elif exc is None and not self.framed:
+            self.complete(now)  # a body delimited by the close (HTTP/1.0 style): this is its end
             return
         else:
             reason = "connection closed mid-stream"
@@ -153,7 +165,11 @@ class Exchange:
         if type(response) is not dict:
             self.fail(Status.PROTOCOL_ERROR, "response body is not a JSON object", now)
             return
-        flags = self.dialect.read_full(response, rec)
+        try:
+            flags = self.dialect.read_full(response, rec)
+        except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+            self.fail(Status.PROTOCOL_ERROR, f"unexpected response shape ({exc})", now)
+            return
         if self.capture is not None:
             self.capture.append(bytes(self.body_bytes))
         if flags & ERROR:

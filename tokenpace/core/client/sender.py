@@ -93,6 +93,7 @@ class Sender:
             except asyncio.CancelledError:
                 exchange.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
                 conn.close()
+                self._open.discard(conn)
                 raise
             finally:
                 timer.cancel()
@@ -105,6 +106,8 @@ class Sender:
                 and record.error.startswith(_STALE)
             ):
                 _reset(record)
+                conn.close()
+                self._open.discard(conn)
                 continue
             break
         self._release(conn)
@@ -145,8 +148,12 @@ class Sender:
             conn, times = await asyncio.wait_for(
                 dial(ep.host, ep.port, self._ssl), timeout=max(0.001, deadline - loop.time())
             )
-        except asyncio.TimeoutError:
-            _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+        except (asyncio.TimeoutError, TimeoutError) as exc:
+            # On 3.11+ these are one class, and the OS's own ETIMEDOUT is one too: tell them apart.
+            if getattr(exc, "errno", None):
+                _fail(record, Status.CONNECT_ERROR, f"connecting to {ep.host}:{ep.port} timed out in the OS")
+            else:
+                _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
             return None
         except socket.gaierror as exc:
             _fail(record, Status.CONNECT_ERROR, f"DNS lookup of {ep.host} failed: {exc.strerror}")

@@ -1,0 +1,224 @@
+"""Edges found in review: odd framing, odd JSON, stops at awkward moments, a failing record sink."""
+
+import asyncio
+import errno
+
+import pytest
+
+from tokenpace.adapters.dialects import get_dialect
+from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.adapters.servermetrics.parse import parse_metrics
+from tokenpace.app.bench import BenchConfig, BenchRun
+from tokenpace.core.analysis.engine_metrics import analyse
+from tokenpace.core.client import Sender, parse_endpoint
+from tokenpace.core.client import sender as sender_module
+from tokenpace.core.lengths import parse_length
+from tokenpace.record import RequestRecord, Status
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+FAST = Script(ttft_s=0.005, itl_s=0.001)
+
+
+class RawServer:
+    """Answers every request with fixed bytes, then (optionally) closes the connection."""
+
+    def __init__(self, reply: bytes, close: bool) -> None:
+        self.reply, self.close = reply, close
+
+    async def __aenter__(self) -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(self.reply)
+            await writer.drain()
+            if self.close:
+                writer.close()
+            else:
+                await asyncio.sleep(10)
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+
+async def send_one(url: str, stream: bool, timeout_s: float = 2.0) -> RequestRecord:
+    s = Sender(parse_endpoint(url), get_dialect("chat"), "m", Sampling(), stream, timeout_s)
+    r = RequestRecord("x")
+    await s.send(r, s.prepare("a b", 4, "x"))
+    await s.close()
+    return r
+
+
+def test_body_ended_by_the_close_is_a_complete_response():
+    body = (
+        b'{"choices":[{"message":{"content":"hi there"},"finish_reason":"stop"}],'
+        b'"usage":{"completion_tokens":2}}'
+    )
+
+    async def go():
+        async with RawServer(
+            b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body, True
+        ) as url:
+            return await send_one(url, stream=False)
+
+    r = asyncio.run(go())
+    assert r.status is Status.OK and r.output_tokens == 2
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"choices":["x"]}', b'{"usage":5,"choices":[]}', b'{"choices":[{"message":"hi"}]}']
+)
+def test_unexpected_json_shape_is_a_protocol_error_at_once_not_a_timeout(body):
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+
+    async def go():
+        async with RawServer(head + body, False) as url:
+            return await send_one(url, stream=False, timeout_s=5.0)
+
+    r = asyncio.run(go())
+    assert r.status is Status.PROTOCOL_ERROR and "unexpected" in r.error
+    assert (r.end_ns - r.sent_ns) < 2e9  # answered, not left to the 5 s timeout
+
+
+def test_os_connect_timeout_is_a_connect_error(monkeypatch):
+    async def dial(*args):
+        raise TimeoutError(errno.ETIMEDOUT, "Connection timed out")
+
+    monkeypatch.setattr(sender_module, "dial", dial)
+    r = asyncio.run(send_one("http://127.0.0.1:9/v1", stream=True))
+    assert r.status is Status.CONNECT_ERROR and "timed out" in r.error
+
+
+def config(url, **kw):
+    base = dict(
+        url=url,
+        model="m",
+        input_len=parse_length("8"),
+        output_len=parse_length("4"),
+        timeout_s=5.0,
+        server_metrics="off",
+    )
+    base.update(kw)
+    return BenchConfig(**base)
+
+
+def test_stop_before_sending_starts_sends_nothing_in_open_loop():
+    async def go():
+        async with ScriptedServer(FAST) as srv:
+            run = BenchRun(config(srv.url, rate=50, requests=20))
+            run.stop()
+            result = await run.run()
+            return result, srv
+
+    result, srv = asyncio.run(go())
+    assert result.records == [] and srv.stats.truth == {}
+    assert result.interrupted
+
+
+def test_a_failing_record_sink_stops_the_run_with_a_reason():
+    def sink(record):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    async def go():
+        async with ScriptedServer(FAST) as srv:
+            return await BenchRun(config(srv.url, concurrency=4, requests=100), on_record=sink).run()
+
+    result = asyncio.run(go())
+    assert result.stop_reason.startswith("aborted: could not save a record")
+    assert len(result.records) < 100
+
+
+def test_duration_ends_sending_even_with_a_saturated_cap():
+    slow = Script(ttft_s=0.2, itl_s=0.001)
+
+    async def go():
+        async with ScriptedServer(slow) as srv:
+            return await BenchRun(
+                config(srv.url, rate=100, arrival="constant", max_concurrency=1, duration_s=0.5)
+            ).run()
+
+    result = asyncio.run(go())
+    sent = [r for r in result.records if r.sent_ns]
+    first = min(r.scheduled_ns for r in result.records)
+    assert all(r.sent_ns - first < 0.5e9 for r in sent)  # nothing went out after --duration
+    not_sent = result.summary.counts["not_sent"]
+    assert not_sent > 0 and not_sent + len(sent) == len(result.records)
+    assert result.summary.counts["sent"] == len(sent)
+
+
+def test_cap_holding_back_the_load_is_said():
+    slow = Script(ttft_s=0.05, itl_s=0.001)
+
+    async def go():
+        async with ScriptedServer(slow) as srv:
+            return await BenchRun(
+                config(srv.url, rate=200, arrival="constant", max_concurrency=2, requests=60)
+            ).run()
+
+    result = asyncio.run(go())
+    assert any(w.startswith("LOAD BELOW THE RATE ASKED") for w in result.warnings)
+
+
+def test_measured_requests_wait_for_the_warm_up_in_closed_loop():
+    async def go():
+        async with ScriptedServer(Script(ttft_s=0.02, itl_s=0.001)) as srv:
+            return await BenchRun(config(srv.url, concurrency=4, requests=8, warmup=2)).run()
+
+    result = asyncio.run(go())
+    warm_end = max(r.end_ns for r in result.records if r.warmup)
+    assert all(r.sent_ns >= warm_end for r in result.records if not r.warmup)
+
+
+def test_stale_keep_alive_retry_does_not_leak_connections():
+    class OneShot:  # answers the first request on a connection, closes on the second
+        async def __aenter__(self):
+            async def handle(reader, writer):
+                body = (
+                    b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n'
+                    b"data: [DONE]\n\n"
+                )
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.read(65536)
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+                    % len(body)
+                    + body
+                )
+                await writer.drain()
+                await reader.readuntil(b"\r\n\r\n")  # the next request on this connection: drop it
+                writer.transport.abort()
+
+            self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+        async def __aexit__(self, *exc):
+            self.server.close()
+
+    async def go():
+        async with OneShot() as url:
+            s = Sender(parse_endpoint(url), get_dialect("chat"), "m", Sampling(), True, 2.0)
+            statuses = []
+            for i in range(4):
+                r = RequestRecord(str(i))
+                await s.send(r, s.prepare("a", 2, str(i)))
+                statuses.append(r.status)
+            opened = s.open_connections
+            await s.close()
+            return statuses, opened
+
+    statuses, opened = asyncio.run(go())
+    assert statuses == [Status.OK] * 4
+    assert opened <= 1
+
+
+def test_usage_fractions_are_averaged_across_engines():
+    text = (
+        "# TYPE vllm:kv_cache_usage_perc gauge\n"
+        'vllm:kv_cache_usage_perc{engine="0"} 0.5\nvllm:kv_cache_usage_perc{engine="1"} 0.7\n'
+        "# TYPE vllm:num_requests_running gauge\n"
+        'vllm:num_requests_running{engine="0"} 3\nvllm:num_requests_running{engine="1"} 4\n'
+    )
+    out = analyse([{"t_ns": 0, "samples": parse_metrics(text)}], [], start_ns=0)
+    assert out["series"]["kv_usage"] == [[0.0, pytest.approx(0.6)]]
+    assert out["series"]["running"] == [[0.0, 7.0]]
