@@ -15,17 +15,20 @@ from tokenpace.record import RequestRecord
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
-def records_path_for(result_path: Path) -> Path:
+def _beside(result_path: Path, suffix: str) -> Path:
     name = result_path.name
     stem = name[:-5] if name.endswith(".json") else name
-    return result_path.with_name(stem + ".records.jsonl")
+    return result_path.with_name(stem + suffix)
+
+
+def records_path_for(result_path: Path) -> Path:
+    """The run's request records, beside its result."""
+    return _beside(result_path, ".records.jsonl")
 
 
 def scrapes_path_for(result_path: Path) -> Path:
     """Raw /metrics scrapes of the run, beside its result."""
-    name = result_path.name
-    stem = name[:-5] if name.endswith(".json") else name
-    return result_path.with_name(stem + ".server-metrics.jsonl")
+    return _beside(result_path, ".server-metrics.jsonl")
 
 
 class RecordWriter:
