@@ -35,7 +35,7 @@ def _rss_mb() -> float:
 
 def run_tokenpace(args: argparse.Namespace) -> dict:
     from tokenpace.app.bench import BenchConfig, BenchRun
-    from tokenpace.core.lengths import parse_length
+    from tokenpace.core.workload.lengths import parse_length
 
     config = BenchConfig(
         url=args.url,

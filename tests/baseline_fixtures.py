@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ from tokenpace.adapters.store import Store
 from tokenpace.app.ab import AbConfig, AbRun, block_order
 from tokenpace.app.bench import BenchConfig
 from tokenpace.core.analysis.verdict import Verdict
-from tokenpace.core.lengths import parse_length
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 

@@ -6,8 +6,8 @@ import itertools
 import pytest
 
 from tokenpace.app.bench import MAX_CONSECUTIVE_CONNECT_ERRORS, BenchConfig, BenchRun
-from tokenpace.core.lengths import parse_length
-from tokenpace.record import Status
+from tokenpace.core.record import Status
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.01, itl_s=0.002)

@@ -4,11 +4,11 @@ import asyncio
 
 import pytest
 
-from tokenpace.adapters.dialects import get_dialect
-from tokenpace.adapters.dialects.base import Sampling
-from tokenpace.core.client import Sender, parse_endpoint
-from tokenpace.core.client.endpoint import EndpointError
-from tokenpace.record import RequestRecord, Status, TokenSource
+from tokenpace.client import Sender, parse_endpoint
+from tokenpace.client.dialects import get_dialect
+from tokenpace.client.dialects.base import Sampling
+from tokenpace.client.endpoint import EndpointError
+from tokenpace.core.record import RequestRecord, Status, TokenSource
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 

@@ -14,7 +14,7 @@ from tokenpace.core.analysis.gate import evaluate, parse_thresholds
 from tokenpace.core.analysis.ranktest import mann_whitney, rankdata
 from tokenpace.core.analysis.samples import Samples, metric_samples
 from tokenpace.core.analysis.verdict import Verdict
-from tokenpace.record import Status
+from tokenpace.core.record import Status
 
 
 def test_rankdata_averages_ties() -> None:

@@ -1,6 +1,6 @@
-from tokenpace.adapters.dialects import get_dialect
-from tokenpace.adapters.dialects.base import ANSWER, ERROR, REASONING, Sampling
-from tokenpace.record import RequestRecord
+from tokenpace.client.dialects import get_dialect
+from tokenpace.client.dialects.base import ANSWER, ERROR, REASONING, Sampling
+from tokenpace.core.record import RequestRecord
 
 
 def chat_chunk(delta, finish=None):

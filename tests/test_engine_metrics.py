@@ -4,7 +4,7 @@ import pytest
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics, series_key, split_key
 from tokenpace.core.analysis.engine_metrics import analyse, detect_engine, normalize
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 MS = 1_000_000
 

@@ -11,9 +11,9 @@ import pytest
 from aiohttp import web
 
 from tokenpace.core.metrics import itl_gaps_ns, ttft_ns
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
-from tokenpace.record import RequestRecord, Status
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "secret prompt words"}], "max_tokens": 4}

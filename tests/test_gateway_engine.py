@@ -6,10 +6,10 @@ import asyncio
 
 import aiohttp
 
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.engine_watch import ENGINE_TTFT, GATEWAY_TTFT, metrics_url
 from tokenpace.gateway.serve import RunningGateway
-from tokenpace.record import RequestRecord
 from tokenpace.sim import SimServer
 
 CHAT = {

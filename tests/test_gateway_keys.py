@@ -13,9 +13,9 @@ import orjson
 import pytest
 from test_gateway import FixedUpstream
 
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
 from tokenpace.gateway.serve import RunningGateway
-from tokenpace.record import RequestRecord
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": True}

@@ -9,10 +9,10 @@ import pytest
 from aiohttp import web
 from test_gateway import CHAT, FixedUpstream
 
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT, Traces
 from tokenpace.gateway.serve import RunningGateway
-from tokenpace.record import RequestRecord
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")

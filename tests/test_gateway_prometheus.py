@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from tokenpace.core.metrics import Slo, ttft_ns
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
-from tokenpace.record import RequestRecord
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 PROMETHEUS = shutil.which("prometheus")

@@ -12,10 +12,10 @@ from click.testing import CliRunner
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.compare import compare_runs
 from tokenpace.cli.compare_cmd import compare
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
 from tokenpace.gateway.store_writer import StoreRecordWriter, _safe_url
-from tokenpace.record import RequestRecord
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tokenpace.core.lengths import LengthSpecError, parse_length
+from tokenpace.core.workload.lengths import LengthSpecError, parse_length
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 import pytest
 
 from tokenpace.core.metrics import Slo, itl_gaps_ns, meets_slo, summarize, tpot_ns, window_ns
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
 
 MS = 1_000_000
 BASE = 10_000  # ms; a send time of 0 would mean "never sent"

@@ -9,9 +9,9 @@ import pytest
 
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.preflight import PreflightError
-from tokenpace.core.lengths import parse_length
 from tokenpace.core.network import network_phases
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import SimServer
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 

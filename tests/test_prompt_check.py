@@ -3,7 +3,7 @@
 import pytest
 
 from tokenpace.core.breakdown import prompt_check
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 
 def recs(pairs):

@@ -20,8 +20,8 @@ from tokenpace.adapters.report.figures import make_steps
 from tokenpace.adapters.report.html import render_html
 from tokenpace.app.bench import BenchConfig
 from tokenpace.app.sweep import Sweep, SweepConfig
-from tokenpace.core.lengths import parse_length
 from tokenpace.core.metrics import Slo
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -4,7 +4,7 @@ import json
 
 from tokenpace.adapters.report import figures as F
 from tokenpace.adapters.report.html import render_html
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 MS = 1_000_000
 
@@ -67,7 +67,7 @@ def test_report_of_a_real_run_includes_it():
     import asyncio
 
     from tokenpace.app.bench import BenchConfig, BenchRun
-    from tokenpace.core.lengths import parse_length
+    from tokenpace.core.workload.lengths import parse_length
     from tokenpace.sim import SimServer
 
     async def go():

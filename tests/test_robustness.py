@@ -5,15 +5,15 @@ import errno
 
 import pytest
 
-from tokenpace.adapters.dialects import get_dialect
-from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
+from tokenpace.client import Sender, parse_endpoint
+from tokenpace.client import sender as sender_module
+from tokenpace.client.dialects import get_dialect
+from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.analysis.engine_metrics import analyse
-from tokenpace.core.client import Sender, parse_endpoint
-from tokenpace.core.client import sender as sender_module
-from tokenpace.core.lengths import parse_length
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.005, itl_s=0.001)

@@ -3,7 +3,7 @@ from itertools import islice
 import numpy as np
 import pytest
 
-from tokenpace.core.schedule import arrival_offsets_s
+from tokenpace.core.workload.arrivals import arrival_offsets_s
 
 
 def offsets(rate, arrival, n=20000, burstiness=1.0, seed=0):

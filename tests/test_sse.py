@@ -1,4 +1,4 @@
-from tokenpace.adapters.dialects.sse import SseParser
+from tokenpace.client.sse import SseParser
 
 
 def feed_all(parts):

@@ -12,7 +12,7 @@ from baseline_fixtures import make_record, pg_server, store_url  # noqa: F401
 from tokenpace.adapters.store import Store, StoreError, normalize_url
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.migrations import migrate
-from tokenpace.record import Status
+from tokenpace.core.record import Status
 
 
 def _conditions(model: str = "m", started: str = "2024-05-01T10:00:00+00:00", **labels: str) -> dict:

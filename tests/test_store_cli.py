@@ -18,7 +18,7 @@ from click.testing import CliRunner
 
 from tokenpace.adapters.store import Store
 from tokenpace.cli.main import cli
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 from tokenpace.testing.scripted_server import Script
 
 FAST = Script(ttft_s=0.01, itl_s=0.001)

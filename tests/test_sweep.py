@@ -9,8 +9,8 @@ import pytest
 
 from tokenpace.app.bench import BenchConfig
 from tokenpace.app.sweep import Sweep, SweepConfig, rate_steps
-from tokenpace.core.lengths import parse_length
 from tokenpace.core.metrics import Slo
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.01, itl_s=0.002)

@@ -11,10 +11,9 @@ import pytest
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.workloads import TRACE_ARRIVAL, WorkloadOptions
 from tokenpace.cli import workload_opts
-from tokenpace.core.lengths import parse_length
-from tokenpace.core.workload import WORDS
-from tokenpace.core.workloads import DatasetEntry, TraceRow
-from tokenpace.record import Status
+from tokenpace.core.record import Status
+from tokenpace.core.workload import WORDS, DatasetEntry, TraceRow
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import SimServer
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 

@@ -7,14 +7,20 @@ import numpy as np
 import pytest
 
 from tokenpace.core.breakdown import by_length_bins, by_prefix_state, by_turn, prompt_check
-from tokenpace.core.length_fit import ks_distance, length_fit
-from tokenpace.core.lengths import parse_length
-from tokenpace.core.prefixes import SharedPrefixes
-from tokenpace.core.prompts import EncodeCounter, PromptMaker
-from tokenpace.core.sessions import SessionWorkload, history_messages
-from tokenpace.core.workload import SyntheticWorkload
-from tokenpace.core.workloads import DatasetEntry, DatasetWorkload, PairsWorkload, TraceRow, TraceWorkload
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.workload import (
+    DatasetEntry,
+    DatasetWorkload,
+    PairsWorkload,
+    SyntheticWorkload,
+    TraceRow,
+    TraceWorkload,
+)
+from tokenpace.core.workload.length_fit import ks_distance, length_fit
+from tokenpace.core.workload.lengths import parse_length
+from tokenpace.core.workload.prefixes import SharedPrefixes
+from tokenpace.core.workload.prompts import EncodeCounter, PromptMaker
+from tokenpace.core.workload.sessions import SessionWorkload, history_messages
 
 MS = 1_000_000
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engines.engines_support import LlamaServer, assert_exact_counts, bench, http_json
-from tokenpace.core.lengths import parse_length
 from tokenpace.core.workload import SyntheticWorkload
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from engines.engines_support import LlamaServer, assert_exact_counts, bench, http_json
-from tokenpace.core.lengths import parse_length
 from tokenpace.core.workload import SyntheticWorkload
+from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 PROMPT_WORDS = 1200  # the shared server's slots hold 2048 tokens

@@ -10,7 +10,7 @@ from typing import IO, Any
 
 import orjson
 
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 

@@ -19,7 +19,7 @@ import numpy as np
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.metrics import summarize
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 ORDERS = ("alternate", "random")
 

@@ -14,7 +14,6 @@ from time import perf_counter_ns
 
 import numpy as np
 
-from tokenpace.adapters.dialects import get_dialect
 from tokenpace.app import workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
@@ -22,11 +21,12 @@ from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.sessions import run_sessions
-from tokenpace.core.client import Sender, parse_endpoint, tls_context
+from tokenpace.client import Sender, parse_endpoint, tls_context
+from tokenpace.client.dialects import get_dialect
 from tokenpace.core.metrics import summarize
-from tokenpace.core.sessions import SessionWorkload
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload import WorkItem
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.workload.sessions import SessionWorkload
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50

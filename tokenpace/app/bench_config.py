@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace import __version__
-from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.app.health import HealthReport
 from tokenpace.app.workloads import WorkloadOptions
-from tokenpace.core.lengths import LengthDist, parse_length
+from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.lengths import LengthDist, parse_length
 
 
 @dataclass

@@ -9,9 +9,9 @@ from pathlib import Path
 from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.probe import ConnectProbe
+from tokenpace.client import Endpoint
 from tokenpace.core.analysis.engine_metrics import analyse
-from tokenpace.core.client import Endpoint
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 
 async def metrics_url_for(endpoint: Endpoint, setting: str) -> tuple[str | None, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 
-from tokenpace.core.client import Endpoint
+from tokenpace.client import Endpoint
 
 
 class PreflightError(Exception):

@@ -11,10 +11,10 @@ from datetime import datetime
 from typing import Any
 
 from tokenpace import __version__
-from tokenpace.adapters.dialects import get_dialect
 from tokenpace.app.bench_config import BenchConfig
+from tokenpace.client.dialects import get_dialect
 from tokenpace.core.metrics import Summary
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 
 def run_conditions(

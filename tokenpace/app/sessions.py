@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import orjson
 
-from tokenpace.core.schedule import arrival_offsets_s
-from tokenpace.core.sessions import SessionWorkload, history_messages
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload import WorkItem
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.workload.arrivals import arrival_offsets_s
+from tokenpace.core.workload.sessions import SessionWorkload, history_messages
 
 if TYPE_CHECKING:
     from tokenpace.app.bench import BenchRun
-    from tokenpace.core.client import Sender
+    from tokenpace.client import Sender
 
 
 def answer_text(chunks: list[bytes]) -> str:

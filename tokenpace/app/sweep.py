@@ -29,7 +29,7 @@ from tokenpace.core.analysis.plan import (
     make_plan,
     point_from_result,
 )
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 MODES = ("concurrency", "rate")
 

@@ -10,22 +10,22 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.breakdown import breakdown, prompt_check
-from tokenpace.core.length_fit import length_fit
-from tokenpace.core.lengths import LengthDist
-from tokenpace.core.prefixes import SharedPrefixes
-from tokenpace.core.prompts import PromptMaker, TokenCounter
-from tokenpace.core.schedule import arrival_offsets_s
-from tokenpace.core.sessions import SessionWorkload
-from tokenpace.core.workload import SyntheticWorkload
-from tokenpace.core.workloads import (
+from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload import (
     DatasetEntry,
     DatasetWorkload,
     PairsWorkload,
+    SyntheticWorkload,
     TokenizedSynthetic,
     TraceRow,
     TraceWorkload,
 )
-from tokenpace.record import RequestRecord
+from tokenpace.core.workload.arrivals import arrival_offsets_s
+from tokenpace.core.workload.length_fit import length_fit
+from tokenpace.core.workload.lengths import LengthDist
+from tokenpace.core.workload.prefixes import SharedPrefixes
+from tokenpace.core.workload.prompts import PromptMaker, TokenCounter
+from tokenpace.core.workload.sessions import SessionWorkload
 
 TRACE_ARRIVAL = "trace"
 
@@ -110,8 +110,9 @@ async def resolve_counter(opts: WorkloadOptions | None, endpoint: Any, model: st
     """The server's tokenizer, asked before any load (None when not asked for)."""
     if opts is None or not opts.server_tokenizer:
         return None
-    from tokenpace.adapters.tokenizer import TokenizerError, server_words
     from tokenpace.app.preflight import PreflightError
+    from tokenpace.client.tokenize import server_words
+    from tokenpace.core.workload.prompts import TokenizerError
 
     try:
         return await server_words(endpoint, model, headers)

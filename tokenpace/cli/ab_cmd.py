@@ -11,8 +11,6 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from tokenpace.adapters.dialects import DIALECTS
-from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.ab import ORDERS, AbConfig, AbResult, AbRun
 from tokenpace.app.bench import BenchConfig, BenchResult
@@ -20,7 +18,9 @@ from tokenpace.app.preflight import PreflightError
 from tokenpace.cli import bench_store, parsing
 from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
 from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles, write_report
-from tokenpace.core.client import EndpointError
+from tokenpace.client import EndpointError
+from tokenpace.client.dialects import DIALECTS
+from tokenpace.client.dialects.base import Sampling
 
 EXIT_INTERRUPTED = 130
 _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"

@@ -14,17 +14,17 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tokenpace.adapters.dialects import DIALECTS
-from tokenpace.adapters.dialects.base import Sampling
 from tokenpace.adapters.results import RecordWriter, records_path_for, scrapes_path_for, write_result
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.cli import bench_store, parsing, workload_opts
 from tokenpace.cli.dashboard import render
-from tokenpace.core.client import EndpointError
-from tokenpace.core.schedule import ARRIVALS
-from tokenpace.record import RequestRecord, Status
+from tokenpace.client import EndpointError
+from tokenpace.client.dialects import DIALECTS
+from tokenpace.client.dialects.base import Sampling
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.workload.arrivals import ARRIVALS
 
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200

@@ -6,8 +6,8 @@ import re
 
 import click
 
-from tokenpace.core.lengths import LengthDist, LengthSpecError, parse_length
 from tokenpace.core.metrics import Slo
+from tokenpace.core.workload.lengths import LengthDist, LengthSpecError, parse_length
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

@@ -13,7 +13,7 @@ from tokenpace.adapters.report.html import render_html
 from tokenpace.adapters.report.tables import is_sweep
 from tokenpace.adapters.results import read_records, read_result
 from tokenpace.cli.plan_cmd import die
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 
 def _records(base: Path, result: dict[str, Any]) -> list[RequestRecord]:

@@ -26,8 +26,8 @@ from tokenpace.app.store_ops import save_result
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
 from tokenpace.cli import bench_store
 from tokenpace.cli.bench_cmd import _config, _event_loop_run, _Progress, bench
-from tokenpace.core.client import EndpointError
-from tokenpace.record import RequestRecord
+from tokenpace.client import EndpointError
+from tokenpace.core.record import RequestRecord
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tokenpace.core.metrics import NS_PER_MS, e2e_ns, tpot_ns, ttft_ns
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.stats import describe
-from tokenpace.record import RequestRecord, Status
 
 # Upper edges (inclusive) of the default bins; the last bin is open.
 INPUT_EDGES = (128, 512, 2048, 8192)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 from tokenpace.core.network import network_phases
+from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
 from tokenpace.core.stats import Distribution, describe
-from tokenpace.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.stats import describe
-from tokenpace.record import RequestRecord, Status
 
 
 def _ms(values: list[int]) -> dict:

@@ -22,8 +22,8 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from tokenpace.adapters.servermetrics import ScraperProcess
 from tokenpace.core.analysis.engine_metrics import analyse
+from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import Upstream
-from tokenpace.record import RequestRecord, Status
 
 ENGINE_TTFT = "tokenpace_gateway_upstream_engine_ttft_seconds"
 GATEWAY_TTFT = "tokenpace_gateway_upstream_gateway_ttft_seconds"

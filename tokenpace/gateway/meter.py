@@ -10,10 +10,10 @@ import zlib
 
 import orjson
 
-from tokenpace.adapters.dialects import OpenAIChat, OpenAICompletions
-from tokenpace.adapters.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.adapters.dialects.sse import SseParser, parse_data
-from tokenpace.record import RequestRecord
+from tokenpace.client.dialects import OpenAIChat, OpenAICompletions
+from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.client.sse import SseParser, parse_data
+from tokenpace.core.record import RequestRecord
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
 

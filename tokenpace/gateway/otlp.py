@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 SCOPE = "tokenpace.gateway"
 FIRST_TOKEN_EVENT = "gen_ai.first_token"

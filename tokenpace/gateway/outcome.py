@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 
-from tokenpace.record import Status
+from tokenpace.core.record import Status
 
 
 class Outcome(str, Enum):

@@ -8,9 +8,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tokenpace.core.metrics import Slo, e2e_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.buckets import TOKEN_BUCKETS, latency_buckets
 from tokenpace.gateway.outcome import Outcome
-from tokenpace.record import RequestRecord
 
 NS = 1e9
 LABELS = ("model", "upstream", "arm")

@@ -14,7 +14,8 @@ import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from tokenpace.adapters.dialects import OpenAIChat
+from tokenpace.client.dialects import OpenAIChat
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
@@ -27,7 +28,6 @@ from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
-from tokenpace.record import RequestRecord
 
 perf_ns = time.perf_counter_ns
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.upstream import Exchange, UpstreamConnection
 from tokenpace.gateway.watchdog import Watchdog
-from tokenpace.record import RequestRecord
 
 HIGH_WATER = 256 * 1024  # client-side buffered bytes before upstream reading pauses
 LOW_WATER = 64 * 1024

@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig
 from tokenpace.gateway.proxy import Gateway
 from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer
-from tokenpace.record import RequestRecord
 
 
 class RunningGateway:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import orjson
 
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 BatchWriter = Callable[[list[RequestRecord]], None]
 

@@ -28,8 +28,8 @@ from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.adapters.store import schema as s
 from tokenpace.core.metrics import summarize
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, Upstream
-from tokenpace.record import RequestRecord
 
 RUN_KIND = "gateway"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from tokenpace.adapters.datasets.lengths import read_length_pairs
 from tokenpace.adapters.datasets.prompts import DATASET_FORMATS, load_dataset
-from tokenpace.adapters.datasets.records import DatasetError
+from tokenpace.adapters.datasets.rows import DatasetError
 from tokenpace.adapters.datasets.trace import TRACE_LAYOUTS, read_trace
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.adapters.datasets.records import fail, lookup, table_records, whole_number
+from tokenpace.adapters.datasets.rows import fail, lookup, table_records, whole_number
 
 LENGTH_FIELDS = (
     ("usage.prompt_tokens", "usage.completion_tokens"),  # OpenAI responses and logs

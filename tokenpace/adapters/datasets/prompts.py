@@ -13,8 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tokenpace.adapters.datasets.records import fail, json_records, whole_number
-from tokenpace.core.workloads import DatasetEntry
+from tokenpace.adapters.datasets.rows import fail, json_records, whole_number
+from tokenpace.core.workload import DatasetEntry
 
 DATASET_FORMATS = ("auto", "prompts", "sharegpt", "openai")
 _OUTPUT_KEYS = ("output_len", "output_tokens", "max_tokens", "max_completion_tokens")

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from tokenpace.adapters.datasets.records import fail, table_records, whole_number
-from tokenpace.core.workloads import TraceRow
+from tokenpace.adapters.datasets.rows import fail, table_records, whole_number
+from tokenpace.core.workload import TraceRow
 
 # layout -> (timestamp column, input column, output column, numeric timestamp unit in seconds)
 TRACE_LAYOUTS: dict[str, tuple[str, str, str, float]] = {

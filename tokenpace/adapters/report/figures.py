@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from tokenpace.adapters.report.tables import load_label
 from tokenpace.core.metrics import e2e_ns, tpot_ns, ttft_ns
-from tokenpace.record import FAILURE_STATUSES, RequestRecord, Status
+from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
 
 MAX_POINTS = 20_000  # per trace; more are thinned evenly (the file stays small enough to open)
 LAYOUT = {"template": "plotly_white", "height": 380, "margin": {"l": 60, "r": 20, "t": 50, "b": 50}}

@@ -17,7 +17,7 @@ from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
 from tokenpace.adapters.store.url import StoreError, normalize_url, redact, sqlite_path
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 _INSERT_BATCH = 1000
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS

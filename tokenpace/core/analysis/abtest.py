@@ -35,7 +35,7 @@ from tokenpace.core.analysis.compare import (
 )
 from tokenpace.core.analysis.samples import METRICS, metric_samples
 from tokenpace.core.analysis.verdict import Verdict, decide
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 _MAX_ENUMERATED = 2048
 _RANDOM_PATTERNS = 1999

@@ -11,8 +11,8 @@ from tokenpace.core.analysis.bootstrap import DEFAULT_RESAMPLES, DiffEstimate, p
 from tokenpace.core.analysis.ranktest import mann_whitney
 from tokenpace.core.analysis.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.verdict import Verdict, decide, decide_shift, decision_rule
+from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples
-from tokenpace.record import RequestRecord
 
 DEFAULT_PERCENTILES = (50.0, 95.0, 99.0)
 DEFAULT_ALPHA = 0.05

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tokenpace.core.metrics import ttft_ns
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
 
 # canonical name -> candidate metric names, newest naming first
 GAUGES = {

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.metrics import NS_PER_MS, e2e_ns, itl_gaps_ns, tpot_ns, ttft_ns
-from tokenpace.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord, Status
 
 
 @dataclass(frozen=True, slots=True)

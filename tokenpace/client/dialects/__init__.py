@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from tokenpace.adapters.dialects.base import Dialect
-from tokenpace.adapters.dialects.openai_chat import OpenAIChat
-from tokenpace.adapters.dialects.openai_completions import OpenAICompletions
+from tokenpace.client.dialects.base import Dialect
+from tokenpace.client.dialects.openai_chat import OpenAIChat
+from tokenpace.client.dialects.openai_completions import OpenAICompletions
 
 DIALECTS: dict[str, type] = {"chat": OpenAIChat, "completions": OpenAICompletions}
 

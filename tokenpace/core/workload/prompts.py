@@ -14,10 +14,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from tokenpace.core.workload import WORDS
+from tokenpace.core.workload.words import WORDS
 
 # Rounds of add/drop a word before a prompt is accepted at its nearest length.
 _FIT_ROUNDS = 48
+
+
+class TokenizerError(ValueError):
+    """A tokenizer (a local file or the server's /tokenize) cannot be used; the message is for the user."""
 
 
 class TokenCounter(Protocol):

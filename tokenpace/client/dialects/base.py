@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 # Flags a dialect returns for one decoded chunk.
 ANSWER = 1  # carries answer text or a tool call

@@ -7,15 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any, Protocol
+from typing import Any
 
-from tokenpace.core.workload import WorkItem
-
-
-class Workload(Protocol):
-    def items(self) -> Iterator[WorkItem]: ...
-
-    def describe(self) -> dict[str, Any]: ...
+from tokenpace.core.workload.item import WorkItem, Workload
 
 
 @dataclass

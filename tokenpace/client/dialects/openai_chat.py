@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.adapters.dialects.base import (
+from tokenpace.client.dialects.base import (
     ANSWER,
     ERROR,
     REASONING,
@@ -13,7 +13,7 @@ from tokenpace.adapters.dialects.base import (
     first_choice,
     read_usage,
 )
-from tokenpace.record import RequestRecord
+from tokenpace.core.record import RequestRecord
 
 
 class OpenAIChat:

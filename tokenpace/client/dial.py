@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass
 from time import perf_counter_ns
 
-from tokenpace.core.client.connection import HttpConnection
+from tokenpace.client.connection import HttpConnection
 
 
 @dataclass(slots=True)

@@ -10,9 +10,9 @@ import asyncio
 
 import orjson
 
-from tokenpace.adapters.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.adapters.dialects.sse import SseParser, parse_data
-from tokenpace.record import RequestRecord, Status
+from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.client.sse import SseParser, parse_data
+from tokenpace.core.record import RequestRecord, Status
 
 _ERROR_BODY_LIMIT = 4096
 

@@ -10,12 +10,12 @@ from time import perf_counter_ns
 import orjson
 
 from tokenpace import __version__
-from tokenpace.adapters.dialects.base import Dialect, Sampling
-from tokenpace.core.client.connection import HttpConnection
-from tokenpace.core.client.dial import dial
-from tokenpace.core.client.endpoint import Endpoint
-from tokenpace.core.client.exchange import Exchange
-from tokenpace.record import RequestRecord, Status
+from tokenpace.client.connection import HttpConnection
+from tokenpace.client.dial import dial
+from tokenpace.client.dialects.base import Dialect, Sampling
+from tokenpace.client.endpoint import Endpoint
+from tokenpace.client.exchange import Exchange
+from tokenpace.core.record import RequestRecord, Status
 
 _STALE = "connection closed before the response headers"
 

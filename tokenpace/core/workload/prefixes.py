@@ -8,18 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
-from tokenpace.core.prompts import PromptMaker
-from tokenpace.core.workload import WorkItem
-
-
-class Workload(Protocol):
-    def items(self) -> Iterator[WorkItem]: ...
-
-    def describe(self) -> dict[str, Any]: ...
+from tokenpace.core.workload.item import WorkItem, Workload
+from tokenpace.core.workload.prompts import PromptMaker
 
 
 @dataclass

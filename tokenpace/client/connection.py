@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import httptools
 
 if TYPE_CHECKING:
-    from tokenpace.core.client.exchange import Exchange
+    from tokenpace.client.exchange import Exchange
 
 
 class HttpConnection(asyncio.Protocol):
