@@ -9,9 +9,7 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import uuid
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.testing.procs import free_port, run_cli
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,12 +34,6 @@ def _pg_bindir() -> Path | None:
             return Path(d)
     found = shutil.which("initdb")
     return Path(found).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")
@@ -61,7 +54,7 @@ def pg_server() -> Iterator[int]:
             pytest.skip("running as root and there is no postgres user to run the server as")
         os.chown(base, pw.pw_uid, pw.pw_gid)
         prefix = ["runuser", "-u", "postgres", "--"]
-    data, port = base / "data", _free_port()
+    data, port = base / "data", free_port()
 
     def run(*args: str) -> None:
         subprocess.run([*prefix, *args], check=True, capture_output=True, timeout=60)
@@ -117,16 +110,8 @@ def served(default: Script, scripts: dict[str, Script] | None = None) -> Iterato
 def tokenpace(
     *args: str, env: dict[str, str] | None = None, timeout: float = 120
 ) -> subprocess.CompletedProcess:
-    """Run the CLI in a subprocess (real signal handling, real exit codes)."""
-    full_env = dict(os.environ) | {"COLUMNS": "200"} | (env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=full_env,
-        cwd=ROOT,
-    )
+    """Run the CLI in a subprocess from the repository root (real signal handling, real exit codes)."""
+    return run_cli(*args, env=env, timeout=timeout, cwd=str(ROOT))
 
 
 # --- hand-made records -------------------------------------------------------------------------

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -20,17 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenpace.testing import procs
+from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build-llama-server.sh"
 MISSING_TOOLS = 3  # the build script's exit status when cmake/compiler/pip are missing
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -136,9 +130,7 @@ class LlamaServer:
 
 def run_cli(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
     """Run the tokenpace CLI in a child process (as a user would), failing loudly on errors."""
-    done = subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout_s
-    )
+    done = procs.run_cli(*args, timeout=timeout_s)
     if done.returncode != 0:
         raise AssertionError(f"tokenpace {' '.join(args)} exited {done.returncode}:\n{done.stderr[-4000:]}")
     return done

@@ -22,7 +22,8 @@ from pathlib import Path
 import httptools
 import pytest
 
-from engines.engines_support import LlamaServer, free_port, read_jsonl, run_cli, stop_process, wait_http
+from engines.engines_support import LlamaServer, read_jsonl, run_cli, stop_process, wait_http
+from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 

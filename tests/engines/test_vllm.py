@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from engines.engines_support import assert_exact_counts, bench, free_port, http_json, stop_process, wait_http
+from engines.engines_support import assert_exact_counts, bench, http_json, stop_process, wait_http
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.core.workload.lengths import parse_length
+from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 VLLM_PYTHON = os.environ.get("TOKENPACE_VLLM_PYTHON")

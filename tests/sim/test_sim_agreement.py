@@ -7,6 +7,7 @@ import time
 
 import aiohttp
 import numpy as np
+import pytest
 
 from tokenpace.sim import LengthDist, SimServer, Workload, run_virtual
 from tokenpace.sim.workload import prompt_words
@@ -43,6 +44,7 @@ async def _replay(url: str, plan) -> list[tuple[float, float, int]]:
     return out
 
 
+@pytest.mark.timing
 def test_real_and_virtual_clocks_give_the_same_distributions():
     w = Workload(
         input_len=LengthDist.parse("200:3000"),

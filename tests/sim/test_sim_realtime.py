@@ -8,6 +8,7 @@ import time
 from itertools import pairwise
 
 import aiohttp
+import pytest
 
 from tokenpace.sim import SimServer
 from tokenpace.sim.costmodel import CostModel
@@ -30,6 +31,7 @@ def _metric(text, name):
     return float(m.group(1))
 
 
+@pytest.mark.timing
 def test_warm_prefix_ttft_is_several_times_lower_and_hits_are_exported():
     async def main():
         async with SimServer() as srv, aiohttp.ClientSession() as s:
@@ -48,6 +50,7 @@ def test_warm_prefix_ttft_is_several_times_lower_and_hits_are_exported():
     assert queries == 2 * 5002 and 4900 < hits < 5002
 
 
+@pytest.mark.timing
 def test_gauges_follow_the_load_and_tokens_keep_the_model_pace():
     async def main():
         async with SimServer() as srv, aiohttp.ClientSession() as s:

@@ -20,7 +20,6 @@ class WorkItem:
     prefix_cold: bool | None = None  # first request of the workload to use that prefix
 
 
-
 class Workload(Protocol):
     """Every source of requests: an endless (or finite) seeded stream of items, and its own
     description for the result's conditions."""
@@ -33,5 +32,3 @@ class Workload(Protocol):
 def stable_seed(*parts: Any) -> int:
     """A seed from values, the same in every process (``hash`` of a str is not)."""
     return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "big")
-
-

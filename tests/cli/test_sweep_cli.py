@@ -13,12 +13,11 @@ import pytest
 
 from tokenpace.adapters.results import read_records
 from tokenpace.app.simproc import SimProcess
+from tokenpace.testing.procs import run_cli
 
 
 def tokenpace(*args, timeout=90):
-    return subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 def one_line_error(p):
@@ -58,6 +57,7 @@ def saturating_sweep(tmp_path_factory):
     return out, p
 
 
+@pytest.mark.timing
 def test_knee_is_found_where_the_engine_runs_out_of_batch_slots(saturating_sweep):
     out, p = saturating_sweep
     doc = json.loads(out.read_text())
@@ -68,6 +68,7 @@ def test_knee_is_found_where_the_engine_runs_out_of_batch_slots(saturating_sweep
     assert "knee" in p.stdout
 
 
+@pytest.mark.timing
 def test_plan_sizes_the_fleet_from_the_sweep(saturating_sweep, tmp_path):
     out, _ = saturating_sweep
     doc = json.loads(out.read_text())

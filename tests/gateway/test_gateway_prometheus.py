@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import shutil
-import socket
 import subprocess
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from tokenpace.core.metrics import Slo, ttft_ns
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
+from tokenpace.testing.procs import free_port
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 PROMETHEUS = shutil.which("prometheus")
@@ -25,12 +25,6 @@ pytestmark = pytest.mark.skipif(
     reason="Debian 'prometheus' not installed (make test installs it via scripts/system-deps.sh)",
 )
 TTFTS_S = [0.01 * (i + 1) for i in range(30)]  # one scripted model per TTFT: 10 ms .. 300 ms
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def _query(session: aiohttp.ClientSession, base: str, expr: str) -> float | None:
@@ -46,7 +40,7 @@ def test_promql_p95_ttft_matches_records(tmp_path: Path) -> None:
         async with ScriptedServer(Script(), scripts=scripts) as up:
             config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0, slo=Slo(ttft_ms=100))
             async with RunningGateway(config, on_record=records.append) as gw:
-                prom_port = _free_port()
+                prom_port = free_port()
                 cfg = tmp_path / "prometheus.yml"
                 cfg.write_text(
                     "global: {scrape_interval: 1s}\nscrape_configs:\n  - job_name: gw\n"

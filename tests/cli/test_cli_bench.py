@@ -11,12 +11,11 @@ import pytest
 
 from tokenpace.adapters.results import read_records
 from tokenpace.core.metrics import summarize
+from tokenpace.testing.procs import run_cli
 
 
 def tokenpace(*args, timeout=60):
-    return subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 def test_run_writes_summary_and_records_that_recompute_it(threaded_server, tmp_path):

@@ -2,16 +2,14 @@
 naming the file and line; good ones run end to end and show their breakdowns."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from tokenpace.testing.procs import run_cli
+
 
 def tokenpace(*args, timeout=60):
-    return subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 @pytest.mark.parametrize(

@@ -115,7 +115,7 @@ def test_emit_rules_matches_deploy_and_passes_promtool(tmp_path: Path) -> None:
     assert 'le=\\"0.8\\"' in rules and 'le=\\"0.05\\"' in rules and 'le=\\"10.0\\"' in rules
     board = json.loads((tmp_path / "tokenpace-gateway-dashboard.json").read_text())
     assert any('le="0.8"' in t["expr"] for p in board["panels"] for t in p["targets"])
-    deploy = Path(__file__).parent.parent / "deploy"
+    deploy = Path(__file__).resolve().parents[2] / "deploy"
     for name in ("tokenpace-gateway-rules.yml", "tokenpace-gateway-dashboard.json"):
         assert (deploy / name).read_text() == (tmp_path / name).read_text(), (
             f"deploy/{name} is stale: regenerate"

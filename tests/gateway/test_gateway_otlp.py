@@ -7,8 +7,8 @@ import asyncio
 import aiohttp
 import pytest
 from aiohttp import web
-from test_gateway import CHAT, FixedUpstream
 
+from gateway.test_gateway import CHAT, FixedUpstream
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT, Traces

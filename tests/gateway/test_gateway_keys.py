@@ -11,8 +11,8 @@ from pathlib import Path
 import aiohttp
 import orjson
 import pytest
-from test_gateway import FixedUpstream
 
+from gateway.test_gateway import FixedUpstream
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
 from tokenpace.gateway.serve import RunningGateway

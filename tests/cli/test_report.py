@@ -7,17 +7,15 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 from plotly.offline import get_plotlyjs
 
+from tokenpace.testing.procs import run_cli
+
 
 def tokenpace(*args, timeout=90):
-    return subprocess.run(
-        [sys.executable, "-m", "tokenpace", *args], capture_output=True, text=True, timeout=timeout
-    )
+    return run_cli(*args, timeout=timeout)
 
 
 @pytest.fixture(scope="module")

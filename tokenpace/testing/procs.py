@@ -1,0 +1,31 @@
+"""What tests (and the benchmarks) share for child processes: a free port on 127.0.0.1, and the CLI
+run as a user runs it (real signals, real exit codes)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cli_command(*args: str) -> list[str]:
+    """The argv that runs ``tokenpace ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "tokenpace", *args]
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run ``tokenpace ARGS`` in a child process; wide columns unless ``env`` says otherwise."""
+    full_env = dict(os.environ) | {"COLUMNS": "200"} | (env or {})
+    return subprocess.run(
+        cli_command(*args), capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd
+    )
