@@ -60,8 +60,9 @@ class Sender:
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
-        body = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
-        body = orjson.dumps(body)
+        body = orjson.dumps(
+            self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
+        )
         tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
         return self._head + tail.encode("latin-1") + body
 
@@ -110,7 +111,8 @@ class Sender:
                 self._open.discard(conn)
                 continue
             break
-        self._release(conn)
+        if conn is not None:
+            self._release(conn)
         return record
 
     async def close(self) -> None:
