@@ -95,7 +95,9 @@ class BenchRun:
             ssl_context=tls,
         )
         counter = await workloads.resolve_counter(cfg.workload_opts, endpoint, model, headers)
-        workload = workloads.build(cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter)
+        workload = workloads.build(
+            cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter, cfg.salt_key(self.run_id)
+        )
         self.workload = workload
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)
