@@ -93,6 +93,7 @@ class BenchRun:
             headers,
             reuse_connections=not cfg.new_connection_per_request,
             ssl_context=tls,
+            resend_unanswered=cfg.resend_unanswered,
         )
         counter = await workloads.resolve_counter(cfg.workload_opts, endpoint, model, headers)
         workload = workloads.build(

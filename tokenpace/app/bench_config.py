@@ -45,6 +45,7 @@ class BenchConfig:
     server_metrics_interval_s: float = 1.0
     connect_probe: bool = False
     new_connection_per_request: bool = False
+    resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
     ca_cert: str | None = None
 
