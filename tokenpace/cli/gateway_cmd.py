@@ -8,7 +8,7 @@ import uuid
 
 import click
 
-from tokenpace.cli.parsing import duration_s
+from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
 
@@ -134,7 +134,7 @@ def gateway(
             otlp_endpoint=otlp_endpoint,
         )
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        die("gateway", str(exc))  # one line, and never a credential (see gateway.config)
     if otlp_endpoint:
         from tokenpace.gateway.otlp import MissingExtra, Traces
 
@@ -144,13 +144,15 @@ def gateway(
             raise click.UsageError(str(exc)) from None
     if scrape_upstream_metrics:
         from tokenpace.adapters.servermetrics import probe_metrics_url
+        from tokenpace.core.client.credentials import strip_credentials
         from tokenpace.gateway.engine_watch import metrics_url
 
         for up in config.upstreams:  # say so now; scraping goes on and picks the engine up later
             url = metrics_url(up)
             problem = probe_metrics_url(url, timeout_s=2.0)
             if problem is not None:  # the URL may hold credentials: name the upstream only
-                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(url)}", err=True)
+                shown = strip_credentials(url)
+                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}", err=True)
     from tokenpace.cli import bench_store
     from tokenpace.cli.parsing import key_values
     from tokenpace.gateway.serve import serve_forever

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import sys
+from typing import NoReturn
 
 import click
 
@@ -50,3 +52,9 @@ def key_values(items: tuple[str, ...], sep: str, what: str) -> dict[str, str]:
             raise click.BadParameter(f"{item!r}: expected {what}")
         out[key.strip()] = value.strip()
     return out
+
+
+def die(cmd: str, message: str, code: int = 2) -> NoReturn:
+    """Bad input: one line on stderr, exit 2 (never a usage block or a traceback)."""
+    click.echo(f"tokenpace {cmd}: error: {message}", err=True)
+    sys.exit(code)
