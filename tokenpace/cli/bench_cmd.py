@@ -186,6 +186,7 @@ def bench(**opts) -> None:
 
 
 def _config(o: dict) -> BenchConfig:
+    parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
     rate = o["rate"]
     concurrency = o["concurrency"]
     if rate is not None and concurrency is not None:
@@ -195,13 +196,13 @@ def _config(o: dict) -> BenchConfig:
         )
     if rate is None and concurrency is None:
         concurrency = DEFAULT_CONCURRENCY
-    duration = parsing.duration_s(o["duration"]) if o["duration"] else None
+    duration = parsing.duration_s(o["duration"], "--duration") if o["duration"] else None
     requests = o["requests"]
     if requests is None and duration is None:
         requests = DEFAULT_REQUESTS
     if o["url"] and o["sim_profile"]:
         raise click.BadParameter("--url and --sim name two targets: give one")
-    headers = parsing.key_values(o["headers"], ":", "a header as NAME:VALUE")
+    headers = parsing.headers(o["headers"])
     config = BenchConfig(
         url=o["url"] or "",
         model=o["model"],
@@ -215,9 +216,9 @@ def _config(o: dict) -> BenchConfig:
         requests=requests,
         duration_s=duration,
         warmup=o["warmup"],
-        timeout_s=parsing.duration_s(o["timeout"], "timeout"),
-        input_len=parsing.length(o["input_len"]),
-        output_len=parsing.length(o["output_len"]),
+        timeout_s=parsing.duration_s(o["timeout"], "--timeout"),
+        input_len=parsing.length(o["input_len"], "--input-len"),
+        output_len=parsing.length(o["output_len"], "--output-len"),
         seed=o["seed"],
         sampling=Sampling(o["temperature"], o["top_p"], o["ignore_eos"]),
         headers=headers,
@@ -226,7 +227,9 @@ def _config(o: dict) -> BenchConfig:
         slo=parsing.slo(o["slo"]),
         labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
         server_metrics=o["server_metrics"],
-        server_metrics_interval_s=parsing.duration_s(o["server_metrics_interval"], "interval"),
+        server_metrics_interval_s=parsing.duration_s(
+            o["server_metrics_interval"], "--server-metrics-interval"
+        ),
         connect_probe=o["connect_probe"],
         new_connection_per_request=o["new_connection_per_request"],
         tls_verify=not o["insecure"],
