@@ -13,6 +13,7 @@ from rich.console import Console
 
 from tokenpace.adapters.dialects import DIALECTS
 from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.ab import ORDERS, AbConfig, AbResult, AbRun
 from tokenpace.app.bench import BenchConfig, BenchResult
@@ -67,6 +68,11 @@ def ab(**o) -> None:
         config.base.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         fail("ab", exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
+    if o["out"]:
+        try:
+            check_output(o["out"], "--out")  # before any load
+        except OSError as exc:
+            fail("ab", str(exc))
     store = bench_store.open_for_run(o["store_url"], o["no_store"], cmd="ab")
     console = Console()
 

@@ -16,8 +16,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from tokenpace.adapters.dialects import DIALECTS
 from tokenpace.adapters.dialects.base import Sampling
-from tokenpace.adapters.results import RecordWriter, records_path_for, scrapes_path_for, write_result
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.adapters.results import (
+    RecordWriter,
+    check_result_paths,
+    records_path_for,
+    scrapes_path_for,
+    write_result,
+)
+from tokenpace.adapters.safe_files import OutputPathError
+from tokenpace.app.bench import USER_STOP, BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.cli import bench_store, parsing, workload_opts
@@ -29,7 +36,9 @@ from tokenpace.record import RequestRecord, Status
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`
+SIGTERM_STOP = "interrupted by SIGTERM"
 EXIT_ABORTED = 1
 
 
@@ -158,10 +167,14 @@ def bench(**opts) -> None:
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
-    console = Console()
     run_id = uuid.uuid4().hex[:12]
     out = opts["out"] or Path("results") / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{run_id}.json"
+    try:
+        check_result_paths(out)  # a device, a pipe or a read-only folder: refused before any load
+    except OutputPathError as exc:
+        _die(str(exc))
+    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
+    console = Console()
     try:
         if config.url:
             result = _run(config, run_id, out, console, opts["quiet"])
@@ -177,7 +190,7 @@ def bench(**opts) -> None:
         return
     saved = bench_store.save_after_run(store, result, out, console)  # also when interrupted
     if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
     if result.stop_reason.startswith("aborted"):  # the run did not do what was asked: CI must see it
         click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
         sys.exit(EXIT_ABORTED)
@@ -252,9 +265,9 @@ def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: b
         nonlocal run
         run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes_path_for(out))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, run.stop)
+                loop.add_signal_handler(sig, run.stop, reason)
         progress.start(run.total_planned, config.duration_s)
         ticker = loop.create_task(progress.tick())
         try:

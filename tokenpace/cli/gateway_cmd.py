@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from pathlib import Path
 
 import click
 
@@ -103,6 +104,13 @@ def gateway(
         for path in emit(emit_dir, slo, slo_objective):
             click.echo(f"wrote {path}")
         return
+    if records_path:
+        from tokenpace.adapters.safe_files import check_output
+
+        try:  # appending to a device or a pipe would hang or lose every record
+            check_output(Path(records_path), "--records")
+        except OSError as exc:
+            die("gateway", str(exc))
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")

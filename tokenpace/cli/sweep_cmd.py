@@ -18,6 +18,7 @@ from rich.table import Table
 
 from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
 from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
+from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.bench import BenchRun
 from tokenpace.app.preflight import PreflightError
@@ -110,6 +111,11 @@ def sweep(**opts: Any) -> None:
     sweep_id = uuid.uuid4().hex[:12]
     stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     out = opts["out"] or Path("results") / f"sweep-{stamp}-{sweep_id}.json"
+    try:  # a device, a pipe or a read-only folder: refused before any load
+        check_output(out, "--out")
+        check_output(step_records_path(out, 0), "--out")
+    except OSError as exc:
+        _die(str(exc))
     try:
         if config.base.url:
             result = _run(config, sweep_id, out, console, opts["quiet"], store)
