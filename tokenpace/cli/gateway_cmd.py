@@ -153,11 +153,11 @@ def gateway(
     if scrape_upstream_metrics:
         from tokenpace.adapters.servermetrics import probe_metrics_url
         from tokenpace.core.client.credentials import strip_credentials
-        from tokenpace.gateway.engine_watch import metrics_url
+        from tokenpace.gateway.engine_watch import metrics_auth, metrics_url
 
         for up in config.upstreams:  # say so now; scraping goes on and picks the engine up later
             url = metrics_url(up)
-            problem = probe_metrics_url(url, timeout_s=2.0)
+            problem = probe_metrics_url(url, timeout_s=2.0, auth=metrics_auth(up))
             if problem is not None:  # the URL may hold credentials: name the upstream only
                 shown = strip_credentials(url)
                 click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}", err=True)

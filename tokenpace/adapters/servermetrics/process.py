@@ -23,10 +23,10 @@ def metrics_request(url: str, auth: str | None = None) -> urllib.request.Request
     return urllib.request.Request(clean, headers={"Authorization": auth} if auth else {})
 
 
-def probe_metrics_url(url: str, timeout_s: float = 3.0) -> str | None:
+def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None) -> str | None:
     """None when ``url`` answers with Prometheus text, else why not (naming the URL without its
     credentials)."""
-    request = metrics_request(url)
+    request = metrics_request(url, auth)
     shown = request.full_url
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
@@ -42,13 +42,15 @@ def probe_metrics_url(url: str, timeout_s: float = 3.0) -> str | None:
 
 
 class ScraperProcess:
-    def __init__(self, url: str, interval_s: float, out_path: Path) -> None:
+    def __init__(self, url: str, interval_s: float, out_path: Path, auth: str | None = None) -> None:
         self.url, self.interval_s, self.out_path = url, interval_s, out_path
+        self.auth = auth  # an Authorization to send (else the URL's user:password, if any)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
-        url, auth = split_credentials(self.url)
+        url, url_auth = split_credentials(self.url)
+        auth = self.auth or url_auth
         env = {k: v for k, v in os.environ.items() if k != AUTH_ENV}
         if auth:
             env[AUTH_ENV] = auth
