@@ -33,8 +33,8 @@ class Bound:
         finite = isinstance(value, int) or math.isfinite(value)  # nan fails every comparison below
         if finite and (value > self.low or (value == self.low and not self.low_open)) and value <= self.high:
             return None
-        low = f"above {self.low:,g}" if self.low_open else f"from {self.low:,g}"
-        return f"must be a number {low} to {self.high:,}"
+        low = f"above {self.low:,g}" if self.low_open else f"at least {self.low:,g}"
+        return f"must be a number {low} and at most {self.high:,}"
 
 
 # Documented in README.md ("Limits").
@@ -73,10 +73,11 @@ def check_numbers(opts: Mapping[str, Any], bounds: Mapping[str, Bound] = BENCH_B
 def duration_s(text: str, what: str = "duration") -> float:
     match = _DURATION.match(text)
     if not match:
-        raise click.BadParameter(f"{text!r} is not a {what}; use e.g. 500ms, 60s, 2m")
+        named = f"{what} {text!r}: not a duration" if what.startswith("--") else f"{text!r} is not a {what}"
+        raise click.BadParameter(f"{named}; use e.g. 500ms, 60s, 2m")
     seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
     if seconds > MAX_DURATION_S:
-        raise click.BadParameter(f"{text!r}: a {what} is at most 366 days")
+        raise click.BadParameter(f"{what} {text!r}: at most 366 days")
     return seconds
 
 
