@@ -222,3 +222,47 @@ def test_gateway_refuses_a_client_key_with_a_control_character(tmp_path):
         timeout=30,
     )  # fmt: skip
     assert p.returncode == 2 and SECRET not in p.stderr and len(p.stderr.strip().splitlines()) == 1
+
+
+def test_gateway_records_scrub_a_key_an_upstream_echoes(tmp_path):
+    import asyncio
+
+    import aiohttp
+    from aiohttp import web
+
+    from tokenpace.gateway.config import GatewayConfig
+    from tokenpace.gateway.serve import RunningGateway
+
+    async def upstream(request: web.Request) -> web.StreamResponse:
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        echo = f"invalid key: Authorization: {request.headers.get('Authorization')}"
+        await resp.write(b"data: " + json.dumps({"error": {"message": echo}}).encode() + b"\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def main() -> list:
+        app = web.Application()
+        app.router.add_post("/v1/chat/completions", upstream)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        records: list = []
+        up = parse_upstream(f"up=http://bob:{PASSWORD}@127.0.0.1:{port}/v1")
+        config = GatewayConfig(upstreams=(up,), port=0, records_path=str(tmp_path / "rec.jsonl"))
+        try:
+            async with RunningGateway(config, on_record=records.append) as gw, aiohttp.ClientSession() as s:
+                body = {"model": "m", "messages": [{"role": "user", "content": "x"}], "stream": True}
+                headers = {"Authorization": f"Bearer {SECRET}"}
+                async with s.post(gw.url + "/v1/chat/completions", json=body, headers=headers) as r:
+                    await r.read()
+        finally:
+            await runner.cleanup()
+        return records
+
+    (record,) = asyncio.run(asyncio.wait_for(main(), 30))
+    assert record.error and "Bearer ***" in record.error and SECRET not in record.error
+    kept = (tmp_path / "rec.jsonl").read_text()
+    assert SECRET not in kept and "0123456789" not in kept and PASSWORD not in kept
