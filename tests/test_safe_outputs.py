@@ -195,6 +195,25 @@ def test_sigterm_exits_143_and_keeps_every_record(threaded_server, tmp_path):
     assert cancelled and all("SIGTERM" in r["error"] for r in cancelled)
 
 
+def test_sweep_sigterm_exits_143_with_the_steps_saved(threaded_server, tmp_path):
+    out = tmp_path / "sweep.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tokenpace", "sweep", "--url", threaded_server.url, "--model", "ok",
+         "-c", "2,1", "-n", "20", "--output-len", "30", "--server-metrics", "off", "--no-store",
+         "--out", str(out), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not out.exists() and time.monotonic() < deadline:  # written when step 1 finished
+        time.sleep(0.05)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    doc = json.loads(out.read_text())
+    assert doc["interrupted"] is True and doc["steps"] and doc["stop_reason"] == "interrupted by SIGTERM"
+
+
 def test_the_connect_error_abort_labels_requests_in_flight_with_its_reason(monkeypatch):
     """Two requests hang on a live connection while the other users cannot connect: the abort
     after 50 connect errors cancels the two, and says why (not "cancelled by the user")."""

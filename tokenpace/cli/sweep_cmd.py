@@ -20,13 +20,13 @@ from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
 from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.bench import BenchRun
+from tokenpace.app.bench import USER_STOP, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.app.store_ops import save_result
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
 from tokenpace.cli import bench_store
-from tokenpace.cli.bench_cmd import _config, _event_loop_run, _Progress, bench
+from tokenpace.cli.bench_cmd import EXIT_TERMINATED, SIGTERM_STOP, _config, _event_loop_run, _Progress, bench
 from tokenpace.core.client import EndpointError
 from tokenpace.record import RequestRecord
 
@@ -127,7 +127,7 @@ def sweep(**opts: Any) -> None:
     except (PreflightError, SimStartError, EndpointError) as exc:
         _die(str(exc))
     if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
 
 
 # the bench options (target, workload, bounds per step, SLO, ...) come first in --help
@@ -205,9 +205,9 @@ def _run(
         nonlocal runner
         runner = Sweep(config, sweep_id, on_step_start, on_record, on_step_done)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, runner.stop)
+                loop.add_signal_handler(sig, runner.stop, reason)
 
         async def tick() -> None:
             while True:
