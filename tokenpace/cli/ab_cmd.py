@@ -22,6 +22,7 @@ from tokenpace.cli import bench_store, parsing
 from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
 from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles, write_report
 from tokenpace.core.client import EndpointError
+from tokenpace.core.client.credentials import strip_credentials
 
 EXIT_INTERRUPTED = 130
 _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
@@ -145,7 +146,8 @@ def _print(console: Console, result: AbResult) -> None:
     if a is None:
         console.print("no complete block: nothing to compare", highlight=False)
     else:
-        title = f"A/B {result.ab_id}: A = {result.config.url_a}  vs  B = {result.config.url_b}"
+        url_a, url_b = strip_credentials(result.config.url_a), strip_credentials(result.config.url_b)
+        title = f"A/B {result.ab_id}: A = {url_a}  vs  B = {url_b}"
         console.print(comparison_table(a.comparison, title, caption=_CAPTION))
         deltas = a.block_deltas.get("ttft", {}).get("p50", [])
         shown = ", ".join("-" if d is None else f"{d:+.2f}" for d in deltas)
