@@ -64,6 +64,19 @@ def test_out_on_a_fifo_is_refused_before_any_load_and_the_fifo_stays(threaded_se
     assert threaded_server.stats.requests == 0
 
 
+def test_out_on_a_character_device_is_refused_and_the_node_stays(threaded_server, tmp_path):
+    """The issue's `--out /dev/full` as root, on a private copy of the device node."""
+    full = tmp_path / "full"
+    try:
+        os.mknod(full, stat.S_IFCHR | 0o644, os.makedev(1, 7))
+    except (PermissionError, OSError):
+        pytest.skip("cannot make a device node here (not root, or a container forbids it)")
+    p = tokenpace(*bench_args(threaded_server.url, full))
+    one_line_error(p, "--out", "not a regular file")
+    assert stat.S_ISCHR(os.stat(full).st_mode)
+    assert threaded_server.stats.requests == 0
+
+
 def test_records_beside_the_result_on_a_device_are_refused(threaded_server, tmp_path):
     out = tmp_path / "r.json"
     os.mkfifo(tmp_path / "r.records.jsonl")
