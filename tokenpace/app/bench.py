@@ -194,7 +194,7 @@ class BenchRun:
                 record.end_ns = perf_counter_ns()
                 record.status = Status.CANCELLED
                 record.error = "cancelled by the user"
-            if record.status is Status.CANCELLED and self._stop_reason != USER_STOP:
+            if record.status is Status.CANCELLED and self._stop_reason not in ("", USER_STOP):
                 record.error = f"cancelled: the run was {self._stop_reason}"  # not the user's doing
             self._after(record)
 
