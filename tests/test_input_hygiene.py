@@ -72,6 +72,7 @@ def echo_server():
         (["--header", "X-Tenant:a\nX-Injected: 1"], None),
         (["--header", "X-Tenant:a\x1bb"], None),
         (["--header", "X Injected:1"], None),
+        (["--request-id-prefix", "job-\r\nX-Injected: 1"], None),
         (["--api-key", SECRET + "\n"], None),
         (["--api-key", SECRET + "\r"], None),
         ([], {"OPENAI_API_KEY": SECRET + "\n"}),
@@ -82,7 +83,7 @@ def test_control_characters_in_headers_are_refused_before_any_load(threaded_serv
     assert p.returncode == 2
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in p.stderr
-    assert "--header" in lines[0] or "--api-key / OPENAI_API_KEY" in lines[0]
+    assert any(flag in lines[0] for flag in ("--header", "--api-key / OPENAI_API_KEY", "--request-id-prefix"))
     assert "X-Injected" not in p.stderr and SECRET not in p.stderr and "a\r" not in p.stderr
     assert threaded_server.stats.requests == 0  # nothing was sent
     assert not out.exists()

@@ -81,6 +81,8 @@ class BenchConfig:
             problem = header_problem(name, value)
             if problem:
                 raise ValueError(f"--header: {problem}")
+        if self.request_id_prefix and has_control(self.request_id_prefix):  # sent as x-request-id
+            raise ValueError("--request-id-prefix holds a control character (CR, LF, NUL, ...)")
         if self.api_key is not None and has_control(self.api_key):
             raise ValueError(
                 "--api-key / OPENAI_API_KEY: the key holds a control character (a trailing newline?); "
