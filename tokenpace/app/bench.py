@@ -31,7 +31,8 @@ from tokenpace.record import RequestRecord, Status
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
-USER_STOP = "interrupted by the user"  # Ctrl-C; a SIGTERM says so in its own reason
+USER_STOP = "interrupted by the user"  # Ctrl-C
+SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
 PREBUILD_REQUESTS = 4096
 PREBUILD_BYTES = 32 * 1024 * 1024
 

@@ -24,7 +24,7 @@ from tokenpace.adapters.results import (
     write_result,
 )
 from tokenpace.adapters.safe_files import OutputPathError
-from tokenpace.app.bench import USER_STOP, BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.cli import bench_store, parsing, workload_opts
@@ -38,7 +38,6 @@ DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`
-SIGTERM_STOP = "interrupted by SIGTERM"
 EXIT_ABORTED = 1
 
 

@@ -20,13 +20,13 @@ from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
 from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.bench import USER_STOP, BenchRun
+from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.app.store_ops import save_result
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
 from tokenpace.cli import bench_store
-from tokenpace.cli.bench_cmd import EXIT_TERMINATED, SIGTERM_STOP, _config, _event_loop_run, _Progress, bench
+from tokenpace.cli.bench_cmd import EXIT_TERMINATED, _config, _event_loop_run, _Progress, bench
 from tokenpace.core.client import EndpointError
 from tokenpace.record import RequestRecord
 
