@@ -138,6 +138,7 @@ def test_header_problem_never_includes_the_value():
     assert problem and SECRET not in problem and "Injected" not in problem
     assert header_problem("Authorization", f"Bearer {SECRET}") is None
     assert header_problem("X", "a\x00b")  # NUL (which no command line can carry) too
+    assert header_problem("X-Name\n", "v") and header_problem("X:Y", "v")
 
 
 # --- credentials in URLs: sent as Basic auth, shown nowhere ---

@@ -16,7 +16,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 HIDDEN = "***"
 # RFC 9110 token characters: what a header name may hold.
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")  # fullmatch: "$" would let a final "\n" by
 # Control characters other than tab (CR, LF and NUL among them), and DEL.
 _CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 _USERINFO = re.compile(r"(?<=//)[^/@\s?#]*@")
@@ -37,7 +37,7 @@ def has_control(text: str) -> bool:
 
 def header_problem(name: str, value: str) -> str | None:
     """Why this header must not be sent, or None. Never includes the value."""
-    if not _TOKEN.match(name):
+    if not _TOKEN.fullmatch(name):
         return "a header name must be letters, digits and !#$%&'*+-.^_`|~ (no spaces or control characters)"
     if has_control(value):
         return f"the value of {name} holds a control character (CR, LF, NUL, ...); refused, not shown"
