@@ -10,6 +10,7 @@ from typing import IO, Any
 
 import orjson
 
+from tokenpace.adapters.safe_files import check_output, open_stream, write_atomic
 from tokenpace.core.record import RequestRecord
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
@@ -31,13 +32,18 @@ def scrapes_path_for(result_path: Path) -> Path:
     return _beside(result_path, ".server-metrics.jsonl")
 
 
+def check_result_paths(result_path: Path, flag: str = "--out") -> None:
+    """Before any load: the result, its records and its scrapes can all be written (OutputPathError)."""
+    for path in (result_path, records_path_for(result_path), scrapes_path_for(result_path)):
+        check_output(path, flag)
+
+
 class RecordWriter:
     """Appends one JSON line per finished request; flushed at least every ``flush_every`` lines."""
 
     def __init__(self, path: Path, flush_every: int = 64) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._file: IO[bytes] = path.open("wb")
+        self._file: IO[bytes] = open_stream(path)  # never a device or a pipe
         self._flush_every = flush_every
         self._pending = 0
         self.count = 0
@@ -57,10 +63,8 @@ class RecordWriter:
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps(result, option=_JSON_OPTS))
-    tmp.replace(path)
+    """Written whole or not at all (a temporary file renamed over ``path``), never over a device."""
+    write_atomic(path, orjson.dumps(result, option=_JSON_OPTS))
 
 
 def read_result(path: Path) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy as np
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
+from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 
@@ -89,7 +90,7 @@ class AbResult:
             "block_requests": self.config.block_requests,
             "order": self.order,
             "seeds": [pair[i].conditions.get("seed") for pair in self.blocks],
-            "other_endpoint": self.config.url_b if arm == "a" else self.config.url_a,
+            "other_endpoint": strip_credentials(self.config.url_b if arm == "a" else self.config.url_a),
         }
         summary = summarize(records, self.config.base.slo).to_dict()
         return f"{self.ab_id}-{arm}", conditions, summary, records
@@ -97,7 +98,7 @@ class AbResult:
     def to_dict(self) -> dict[str, Any]:
         return {
             "ab_id": self.ab_id,
-            "arms": {"a": self.config.url_a, "b": self.config.url_b},
+            "arms": {"a": strip_credentials(self.config.url_a), "b": strip_credentials(self.config.url_b)},
             "blocks": len(self.blocks),
             "block_requests": self.config.block_requests,
             "order": self.order,

@@ -23,6 +23,7 @@ from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.sessions import run_sessions
 from tokenpace.client import Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
+from tokenpace.core.credentials import request_headers, scrub_secrets, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload import WorkItem
@@ -30,6 +31,8 @@ from tokenpace.core.workload.sessions import SessionWorkload
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
+USER_STOP = "interrupted by the user"  # Ctrl-C
+SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
 PREBUILD_REQUESTS = 4096
 PREBUILD_BYTES = 32 * 1024 * 1024
 
@@ -56,13 +59,14 @@ class BenchRun:
         self._interrupted = False
         self._consecutive_connect_errors = 0
         self._inflight: set[asyncio.Task] = set()
+        self._secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
         # closed loop: measured requests wait until the warm-up ones are done
         self._warm_pending = config.warmup
         self._warm_done = asyncio.Event()
         if self._warm_pending == 0:
             self._warm_done.set()
 
-    def stop(self, reason: str = "interrupted by the user") -> None:
+    def stop(self, reason: str = USER_STOP) -> None:
         if not self._stop.is_set():
             self._interrupted = reason.startswith("interrupted")
             self._stop_reason = reason
@@ -73,10 +77,9 @@ class BenchRun:
 
     async def run(self) -> BenchResult:
         cfg = self.config
-        headers = dict(cfg.headers)
-        if cfg.api_key:
-            headers["Authorization"] = f"Bearer {cfg.api_key}"
-        endpoint = parse_endpoint(cfg.url)
+        endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
+        headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
+        self._secrets = secrets_of(headers)
         tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
         model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
         dialect = get_dialect(cfg.api)
@@ -195,9 +198,13 @@ class BenchRun:
                 record.end_ns = perf_counter_ns()
                 record.status = Status.CANCELLED
                 record.error = "cancelled by the user"
+            if record.status is Status.CANCELLED and self._stop_reason not in ("", USER_STOP):
+                record.error = f"cancelled: the run was {self._stop_reason}"  # not the user's doing
             self._after(record)
 
     def _after(self, record: RequestRecord) -> None:
+        if record.error:  # a server may echo the key back in its error text: never keep it
+            record.error = scrub_secrets(record.error, self._secrets)
         if record.status is Status.CONNECT_ERROR:
             self._consecutive_connect_errors += 1
             if self._consecutive_connect_errors >= MAX_CONSECUTIVE_CONNECT_ERRORS:

@@ -9,6 +9,7 @@ from tokenpace import __version__
 from tokenpace.app.health import HealthReport
 from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.client.dialects.base import Sampling
+from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import LengthDist, parse_length
@@ -80,6 +81,21 @@ class BenchConfig:
             raise ValueError("--timeout must be positive")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
+        self._validate_headers()
+
+    def _validate_headers(self) -> None:
+        """Before any load: a CR or LF in a value would smuggle in a header (values never shown)."""
+        for name, value in self.headers.items():
+            problem = header_problem(name, value)
+            if problem:
+                raise ValueError(f"--header: {problem}")
+        if self.request_id_prefix and has_control(self.request_id_prefix):  # sent as x-request-id
+            raise ValueError("--request-id-prefix holds a control character (CR, LF, NUL, ...)")
+        if self.api_key is not None and has_control(self.api_key):
+            raise ValueError(
+                "--api-key / OPENAI_API_KEY: the key holds a control character (a trailing newline?); "
+                "refused, not shown"
+            )
 
 
 @dataclass

@@ -11,6 +11,7 @@ from tokenpace.app.preflight import PreflightError
 from tokenpace.app.probe import ConnectProbe
 from tokenpace.client import Endpoint
 from tokenpace.core.analysis.engine_metrics import analyse
+from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.record import RequestRecord
 
 
@@ -87,7 +88,7 @@ class RunObservers:
                     scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
                     analysis = analyse(scrapes, records, start_ns)
                     analysis.update(
-                        url=self.metrics_url,
+                        url=strip_credentials(self.metrics_url or ""),
                         source=self.metrics_source,
                         interval_s=self.interval_s,
                         raw_file=str(self.scrape_path) if self._tmp is None else None,
@@ -100,7 +101,7 @@ class RunObservers:
 
     def describe(self) -> dict:
         return {
-            "server_metrics": self.metrics_url,
+            "server_metrics": strip_credentials(self.metrics_url) if self.metrics_url else None,
             "server_metrics_source": self.metrics_source,
             "server_metrics_interval_s": self.interval_s if self.metrics_url else None,
             "connect_probe": self.probe is not None,

@@ -7,12 +7,20 @@ from typing import Any
 
 from tokenpace.adapters.results import RecordWriter, read_records, read_result, records_path_for, write_result
 from tokenpace.adapters.store import RunInfo, Store, StoreError, default_store_url
+from tokenpace.adapters.store.url import normalize_url, sqlite_path
 from tokenpace.app.bench import BenchResult
 
 
-def open_store(url: str | None = None, writable: bool = False) -> Store:
-    """Open (and migrate) the store at ``url`` or the default; with ``writable``, prove a write works."""
-    store = Store.open(url or default_store_url())
+def open_store(url: str | None = None, writable: bool = False, existing: bool = False) -> Store:
+    """Open (and migrate) the store at ``url`` or the default; with ``writable``, prove a write works.
+    With ``existing`` (commands that read or edit saved runs), a SQLite store that is not there is
+    a StoreError ("no store at PATH") rather than a new empty one: reading creates nothing."""
+    url = url or default_store_url()
+    if existing:
+        path = sqlite_path(normalize_url(url))
+        if path is not None and not path.is_file():
+            raise StoreError(f"no store at {path} (nothing saved there yet: see --store, $TOKENPACE_STORE)")
+    store = Store.open(url)
     if writable:
         store.check_writable()
     return store

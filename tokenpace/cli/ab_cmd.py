@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.ab import ORDERS, AbConfig, AbResult, AbRun
 from tokenpace.app.bench import BenchConfig, BenchResult
@@ -21,6 +22,7 @@ from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles, wri
 from tokenpace.client import EndpointError
 from tokenpace.client.dialects import DIALECTS
 from tokenpace.client.dialects.base import Sampling
+from tokenpace.core.credentials import strip_credentials
 
 EXIT_INTERRUPTED = 130
 _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
@@ -67,6 +69,11 @@ def ab(**o) -> None:
         config.base.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         fail("ab", exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
+    if o["out"]:
+        try:
+            check_output(o["out"], "--out")  # before any load
+        except OSError as exc:
+            fail("ab", str(exc))
     store = bench_store.open_for_run(o["store_url"], o["no_store"], cmd="ab")
     console = Console()
 
@@ -139,7 +146,8 @@ def _print(console: Console, result: AbResult) -> None:
     if a is None:
         console.print("no complete block: nothing to compare", highlight=False)
     else:
-        title = f"A/B {result.ab_id}: A = {result.config.url_a}  vs  B = {result.config.url_b}"
+        url_a, url_b = strip_credentials(result.config.url_a), strip_credentials(result.config.url_b)
+        title = f"A/B {result.ab_id}: A = {url_a}  vs  B = {url_b}"
         console.print(comparison_table(a.comparison, title, caption=_CAPTION))
         deltas = a.block_deltas.get("ttft", {}).get("p50", [])
         shown = ", ".join("-" if d is None else f"{d:+.2f}" for d in deltas)

@@ -14,8 +14,15 @@ import click
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tokenpace.adapters.results import RecordWriter, records_path_for, scrapes_path_for, write_result
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.adapters.results import (
+    RecordWriter,
+    check_result_paths,
+    records_path_for,
+    scrapes_path_for,
+    write_result,
+)
+from tokenpace.adapters.safe_files import OutputPathError
+from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchConfig, BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.cli import bench_store, parsing, workload_opts
@@ -29,7 +36,8 @@ from tokenpace.core.workload.arrivals import ARRIVALS
 DEFAULT_CONCURRENCY = 16
 DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`
 EXIT_ABORTED = 1
 
 
@@ -158,10 +166,14 @@ def bench(**opts) -> None:
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
-    console = Console()
     run_id = uuid.uuid4().hex[:12]
     out = opts["out"] or Path("results") / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{run_id}.json"
+    try:
+        check_result_paths(out)  # a device, a pipe or a read-only folder: refused before any load
+    except OutputPathError as exc:
+        _die(str(exc))
+    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
+    console = Console()
     try:
         if config.url:
             result = _run(config, run_id, out, console, opts["quiet"])
@@ -177,7 +189,7 @@ def bench(**opts) -> None:
         return
     saved = bench_store.save_after_run(store, result, out, console)  # also when interrupted
     if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
     if result.stop_reason.startswith("aborted"):  # the run did not do what was asked: CI must see it
         click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
         sys.exit(EXIT_ABORTED)
@@ -186,6 +198,7 @@ def bench(**opts) -> None:
 
 
 def _config(o: dict) -> BenchConfig:
+    parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
     rate = o["rate"]
     concurrency = o["concurrency"]
     if rate is not None and concurrency is not None:
@@ -195,13 +208,13 @@ def _config(o: dict) -> BenchConfig:
         )
     if rate is None and concurrency is None:
         concurrency = DEFAULT_CONCURRENCY
-    duration = parsing.duration_s(o["duration"]) if o["duration"] else None
+    duration = parsing.duration_s(o["duration"], "--duration") if o["duration"] else None
     requests = o["requests"]
     if requests is None and duration is None:
         requests = DEFAULT_REQUESTS
     if o["url"] and o["sim_profile"]:
         raise click.BadParameter("--url and --sim name two targets: give one")
-    headers = parsing.key_values(o["headers"], ":", "a header as NAME:VALUE")
+    headers = parsing.headers(o["headers"])
     config = BenchConfig(
         url=o["url"] or "",
         model=o["model"],
@@ -215,9 +228,9 @@ def _config(o: dict) -> BenchConfig:
         requests=requests,
         duration_s=duration,
         warmup=o["warmup"],
-        timeout_s=parsing.duration_s(o["timeout"], "timeout"),
-        input_len=parsing.length(o["input_len"]),
-        output_len=parsing.length(o["output_len"]),
+        timeout_s=parsing.duration_s(o["timeout"], "--timeout"),
+        input_len=parsing.length(o["input_len"], "--input-len"),
+        output_len=parsing.length(o["output_len"], "--output-len"),
         seed=o["seed"],
         sampling=Sampling(o["temperature"], o["top_p"], o["ignore_eos"]),
         headers=headers,
@@ -226,7 +239,9 @@ def _config(o: dict) -> BenchConfig:
         slo=parsing.slo(o["slo"]),
         labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
         server_metrics=o["server_metrics"],
-        server_metrics_interval_s=parsing.duration_s(o["server_metrics_interval"], "interval"),
+        server_metrics_interval_s=parsing.duration_s(
+            o["server_metrics_interval"], "--server-metrics-interval"
+        ),
         connect_probe=o["connect_probe"],
         new_connection_per_request=o["new_connection_per_request"],
         tls_verify=not o["insecure"],
@@ -249,9 +264,9 @@ def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: b
         nonlocal run
         run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes_path_for(out))
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, run.stop)
+                loop.add_signal_handler(sig, run.stop, reason)
         progress.start(run.total_planned, config.duration_s)
         ticker = loop.create_task(progress.tick())
         try:

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from pathlib import Path
 
 import click
 
-from tokenpace.cli.parsing import duration_s
+from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
 
@@ -103,6 +104,13 @@ def gateway(
         for path in emit(emit_dir, slo, slo_objective):
             click.echo(f"wrote {path}")
         return
+    if records_path:
+        from tokenpace.adapters.safe_files import check_output
+
+        try:  # appending to a device or a pipe would hang or lose every record
+            check_output(Path(records_path), "--records")
+        except OSError as exc:
+            die("gateway", str(exc))
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
@@ -134,7 +142,7 @@ def gateway(
             otlp_endpoint=otlp_endpoint,
         )
     except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+        die("gateway", str(exc))  # one line, and never a credential (see gateway.config)
     if otlp_endpoint:
         from tokenpace.gateway.otlp import MissingExtra, Traces
 
@@ -144,13 +152,15 @@ def gateway(
             raise click.UsageError(str(exc)) from None
     if scrape_upstream_metrics:
         from tokenpace.adapters.servermetrics import probe_metrics_url
-        from tokenpace.gateway.engine_watch import metrics_url
+        from tokenpace.core.credentials import strip_credentials
+        from tokenpace.gateway.engine_watch import metrics_auth, metrics_url
 
         for up in config.upstreams:  # say so now; scraping goes on and picks the engine up later
             url = metrics_url(up)
-            problem = probe_metrics_url(url, timeout_s=2.0)
+            problem = probe_metrics_url(url, timeout_s=2.0, auth=metrics_auth(up))
             if problem is not None:  # the URL may hold credentials: name the upstream only
-                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(url)}", err=True)
+                shown = strip_credentials(url)
+                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}", err=True)
     from tokenpace.cli import bench_store
     from tokenpace.cli.parsing import key_values
     from tokenpace.gateway.serve import serve_forever

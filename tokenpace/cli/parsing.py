@@ -2,29 +2,105 @@
 
 from __future__ import annotations
 
+import math
 import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, NoReturn
 
 import click
 
+from tokenpace.core.credentials import header_problem
 from tokenpace.core.metrics import Slo
-from tokenpace.core.workload.lengths import LengthDist, LengthSpecError, parse_length
+from tokenpace.core.workload.lengths import MAX_TOKENS, LengthDist, LengthSpecError, parse_length
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+MAX_DURATION_S = 366 * 86400.0  # a year: longer is a typo, and would overflow the event loop's timers
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The sane range of a numeric flag; absurd values (nan, inf, -1 seeds, 10^12 tokens) are refused
+    before any work, with one line naming the flag."""
+
+    low: float
+    high: float
+    low_open: bool = False  # ``low`` itself is not allowed (a rate of 0)
+
+    def problem(self, value: float) -> str | None:
+        finite = isinstance(value, int) or math.isfinite(value)  # nan fails every comparison below
+        if finite and (value > self.low or (value == self.low and not self.low_open)) and value <= self.high:
+            return None
+        low = f"above {self.low:,g}" if self.low_open else f"at least {self.low:,g}"
+        return f"must be a number {low} and at most {self.high:,}"
+
+
+# Documented in README.md ("Limits").
+BENCH_BOUNDS: dict[str, Bound] = {
+    "concurrency": Bound(1, 100_000),
+    "max_concurrency": Bound(1, 100_000),
+    "rate": Bound(0, 1_000_000, low_open=True),
+    "burstiness": Bound(0, 1_000, low_open=True),
+    "requests": Bound(1, 1_000_000_000),
+    "warmup": Bound(0, 1_000_000),
+    "seed": Bound(0, 2**63 - 1),
+    "temperature": Bound(0, 100),
+    "top_p": Bound(0, 1),
+}
+WORKLOAD_BOUNDS: dict[str, Bound] = {
+    "speedup": Bound(0, 1_000_000, low_open=True),
+    "block_tokens": Bound(1, MAX_TOKENS),
+    "prefix_len": Bound(0, MAX_TOKENS),
+    "prefixes": Bound(1, 100_000),
+    "turns": Bound(1, 10_000),
+}
+
+
+def check_numbers(opts: Mapping[str, Any], bounds: Mapping[str, Bound] = BENCH_BOUNDS) -> None:
+    """Each flag given (not None) within its bounds, else click.BadParameter naming the flag."""
+    for key, bound in bounds.items():
+        value = opts.get(key)
+        if value is None:
+            continue
+        problem = bound.problem(value)
+        if problem:
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise click.BadParameter(f"--{key.replace('_', '-')} {shown}: {problem}")
 
 
 def duration_s(text: str, what: str = "duration") -> float:
     match = _DURATION.match(text)
     if not match:
-        raise click.BadParameter(f"{text!r} is not a {what}; use e.g. 500ms, 60s, 2m")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+        named = f"{what} {text!r}: not a duration" if what.startswith("--") else f"{text!r} is not a {what}"
+        raise click.BadParameter(f"{named}; use e.g. 500ms, 60s, 2m")
+    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    if seconds > MAX_DURATION_S:
+        raise click.BadParameter(f"{what} {text!r}: at most 366 days")
+    return seconds
 
 
-def length(text: str) -> LengthDist:
+def headers(items: tuple[str, ...]) -> dict[str, str]:
+    """``--header NAME:VALUE`` items; a header value is never echoed (it may be a key)."""
+    out = {}
+    for item in items:
+        name, found, value = item.partition(":")
+        name, value = name.strip(), value.strip(" \t")  # a CR or LF is refused, not trimmed
+        if not found or not name:
+            raise click.BadParameter("--header: expected NAME:VALUE (the value is not shown)")
+        problem = header_problem(name, value)
+        if problem:
+            raise click.BadParameter(f"--header: {problem}")
+        out[name] = value
+    return out
+
+
+def length(text: str, flag: str = "") -> LengthDist:
     try:
         return parse_length(text)
     except LengthSpecError as exc:
-        raise click.BadParameter(str(exc)) from None
+        raise click.BadParameter(f"{flag} {exc}".strip()) from None
 
 
 def slo(text: str | None) -> Slo:
@@ -50,3 +126,9 @@ def key_values(items: tuple[str, ...], sep: str, what: str) -> dict[str, str]:
             raise click.BadParameter(f"{item!r}: expected {what}")
         out[key.strip()] = value.strip()
     return out
+
+
+def die(cmd: str, message: str, code: int = 2) -> NoReturn:
+    """Bad input: one line on stderr, exit 2 (never a usage block or a traceback)."""
+    click.echo(f"tokenpace {cmd}: error: {message}", err=True)
+    sys.exit(code)

@@ -75,7 +75,11 @@ def plan(**o: Any) -> None:
     if o["peak_rps"] is None:
         console.print("give --peak-rps to size the fleet", style="dim")
     if o["out"]:
-        write_result(o["out"], {"sweep": str(o["sweep_file"]), **{k: doc[k] for k in ("analysis", "plan")}})
+        try:
+            plan = {k: doc[k] for k in ("analysis", "plan")}
+            write_result(o["out"], {"sweep": str(o["sweep_file"]), **plan})
+        except OSError as exc:  # a device, a read-only folder: one line
+            die("plan", str(exc))
         console.print(f"plan: {o['out']}")
 
 

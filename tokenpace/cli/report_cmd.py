@@ -12,6 +12,7 @@ from tokenpace.adapters.report.figures import Step, make_steps
 from tokenpace.adapters.report.html import render_html
 from tokenpace.adapters.report.tables import is_sweep
 from tokenpace.adapters.results import read_records, read_result
+from tokenpace.adapters.safe_files import check_output, write_atomic
 from tokenpace.cli.plan_cmd import die
 from tokenpace.core.record import RequestRecord
 
@@ -68,15 +69,17 @@ def report(
     """
     doc, steps = load_report(source)
     try:
+        for flag, path in (("--html", html_out), ("--md", md_out), ("--csv", csv_out)):
+            if path:
+                check_output(path, flag)  # all of them before writing any
         if html_out:
-            html_out.parent.mkdir(parents=True, exist_ok=True)
-            html_out.write_text(render_html(doc, steps, title), encoding="utf-8")
+            write_atomic(html_out, render_html(doc, steps, title).encode())
             click.echo(f"html: {html_out}")
         if md_out:
-            md_out.write_text(to_markdown(doc), encoding="utf-8")
+            write_atomic(md_out, to_markdown(doc).encode())
             click.echo(f"markdown: {md_out}")
         if csv_out:
-            csv_out.write_text(to_csv(doc), encoding="utf-8")
+            write_atomic(csv_out, to_csv(doc).encode())
             click.echo(f"csv: {csv_out}")
     except OSError as exc:
         die("report", str(exc))

@@ -54,8 +54,9 @@ def guarded(cmd: str) -> Callable[[F], F]:
 
 
 def open_or_fail(cmd: str, url: str | None, writable: bool = False) -> Store:
+    """The store; commands that only read or edit saved runs (not ``writable``) need it to exist."""
     try:
-        return open_store(url, writable=writable)
+        return open_store(url, writable=writable, existing=not writable)
     except StoreError as exc:
         fail(cmd, str(exc))
 

@@ -18,14 +18,15 @@ from rich.table import Table
 
 from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
 from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
+from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.bench import BenchRun
+from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.app.store_ops import save_result
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
 from tokenpace.cli import bench_store
-from tokenpace.cli.bench_cmd import _config, _event_loop_run, _Progress, bench
+from tokenpace.cli.bench_cmd import EXIT_TERMINATED, _config, _event_loop_run, _Progress, bench
 from tokenpace.client import EndpointError
 from tokenpace.core.record import RequestRecord
 
@@ -110,6 +111,11 @@ def sweep(**opts: Any) -> None:
     sweep_id = uuid.uuid4().hex[:12]
     stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
     out = opts["out"] or Path("results") / f"sweep-{stamp}-{sweep_id}.json"
+    try:  # a device, a pipe or a read-only folder: refused before any load
+        check_output(out, "--out")
+        check_output(step_records_path(out, 0), "--out")
+    except OSError as exc:
+        _die(str(exc))
     try:
         if config.base.url:
             result = _run(config, sweep_id, out, console, opts["quiet"], store)
@@ -121,7 +127,7 @@ def sweep(**opts: Any) -> None:
     except (PreflightError, SimStartError, EndpointError) as exc:
         _die(str(exc))
     if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
+        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
 
 
 # the bench options (target, workload, bounds per step, SLO, ...) come first in --help
@@ -199,9 +205,9 @@ def _run(
         nonlocal runner
         runner = Sweep(config, sweep_id, on_step_start, on_record, on_step_done)
         loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
+        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, runner.stop)
+                loop.add_signal_handler(sig, runner.stop, reason)
 
         async def tick() -> None:
             while True:

@@ -86,6 +86,7 @@ def workload_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def options_from(o: dict[str, Any]) -> WorkloadOptions:
     """Read every file named by the flags; DatasetError/TokenizerError (ValueErrors) on bad input."""
+    parsing.check_numbers(o, parsing.WORKLOAD_BOUNDS)
     sources = [f"--{k.replace('_', '-')}" for k in ("dataset", "lengths_from", "trace") if o.get(k)]
     if len(sources) > 1:
         raise ValueError(f"{' and '.join(sources)} each choose the prompts: give one")

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlsplit
+
+from tokenpace.core.credentials import has_control, redact_userinfo, split_credentials
 
 
 class EndpointError(ValueError):
@@ -20,6 +22,9 @@ class Endpoint:
     base_path: str  # e.g. "/v1", no trailing slash
     host_header: str
     query: str = ""  # kept for every request, e.g. Azure's api-version=...
+    # Basic auth from the URL's user:password (``url`` is shown without them): sent when the
+    # caller has no Authorization of its own. Never shown.
+    auth: str | None = field(default=None, repr=False)
 
     @property
     def tls(self) -> bool:
@@ -44,15 +49,21 @@ def tls_context(verify: bool = True, ca_cert: str | None = None) -> ssl.SSLConte
 
 
 def parse_endpoint(url: str) -> Endpoint:
-    parts = urlsplit(url.strip())
+    """``url`` may hold ``user:password@``: they become ``auth`` and leave ``url``."""
+    url = url.strip()
+    shown = redact_userinfo(url)
+    if has_control(url):
+        raise EndpointError("the URL holds a control character (CR, LF, NUL, ...)")
+    parts = urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        raise EndpointError(f"URL must start with http:// or https://, got {url!r}")
+        raise EndpointError(f"URL must start with http:// or https://, got {shown!r}")
     if not parts.hostname:
-        raise EndpointError(f"URL has no host: {url!r}")
+        raise EndpointError(f"URL has no host: {shown!r}")
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
     except ValueError:
-        raise EndpointError(f"URL has a bad port: {url!r}") from None
+        raise EndpointError(f"URL has a bad port: {shown!r}") from None
+    url, auth = split_credentials(url)
     default_port = port == (443 if parts.scheme == "https" else 80)
     host = parts.hostname
     host_header = host if default_port else f"{host}:{port}"
@@ -66,4 +77,5 @@ def parse_endpoint(url: str) -> Endpoint:
         base_path=parts.path.rstrip("/"),
         host_header=host_header,
         query=parts.query,
+        auth=auth,
     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
+from tokenpace.core.credentials import has_control, redact_userinfo, split_credentials
 from tokenpace.core.metrics import Slo
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -50,10 +50,15 @@ class Upstream:
 
 
 def parse_upstream(text: str) -> Upstream:
-    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]``."""
+    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]``.
+
+    Messages never echo a URL's ``user:password`` (shown as ``***@``)."""
+    shown = redact_userinfo(text)
+    if has_control(text):
+        raise ValueError("an --upstream holds a control character (CR, LF, NUL, ...); refused, not shown")
     parts = [p.strip() for p in text.split(",") if p.strip()]
     if not parts or "=" not in parts[0]:
-        raise ValueError(f"{text!r}: expected name=URL[,weight=W][,model=M][,ramp=60s]")
+        raise ValueError(f"{shown!r}: expected name=URL[,weight=W][,model=M][,ramp=60s]")
     name, _, url = parts[0].partition("=")
     parsed = urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
@@ -63,19 +68,20 @@ def parse_upstream(text: str) -> Upstream:
     for part in parts[1:]:
         key, sep, value = part.partition("=")
         if not sep or key not in _UPSTREAM_KEYS:
-            raise ValueError(f"{part!r}: upstream options are {', '.join(k + '=' for k in _UPSTREAM_KEYS)}")
+            options = ", ".join(k + "=" for k in _UPSTREAM_KEYS)
+            raise ValueError(f"{redact_userinfo(part)!r}: upstream options are {options}")
         kv[key] = value
     try:
         weight = float(kv.get("weight", "1"))
     except ValueError:
-        raise ValueError(f"{text!r}: weight must be a number") from None
-    if weight < 0:
-        raise ValueError(f"{text!r}: weight must be >= 0")
+        raise ValueError(f"{shown!r}: weight must be a number") from None
+    if not 0 <= weight < float("inf"):
+        raise ValueError(f"{shown!r}: weight must be a number >= 0")
     ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
     labels: dict[str, str] = {k: kv[k] for k in ("version", "region") if k in kv}
     metrics = kv.get("metrics")
     if metrics is not None and urlsplit(metrics).scheme not in ("http", "https"):
-        raise ValueError(f"{text!r}: metrics={metrics!r} is not an http(s) URL")
+        raise ValueError(f"{shown!r}: metrics=... is not an http(s) URL")
     return Upstream(
         name=name.strip(),
         url=url.rstrip("/"),
@@ -87,18 +93,6 @@ def parse_upstream(text: str) -> Upstream:
         metrics_url=metrics,
         auth=auth,
     )
-
-
-def split_credentials(url: str) -> tuple[str, str | None]:
-    """``http://user:pw@host/v1`` -> (``http://host/v1``, ``Basic base64(user:pw)``)."""
-    parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url, None
-    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    clean = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
-    pair = f"{unquote(parts.username or '')}:{unquote(parts.password or '')}"
-    return clean, "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +125,8 @@ class GatewayConfig:
         names = [u.name for u in self.upstreams]
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique: {names}")
+        if any(has_control(k) or " " in k for k in self.client_keys):
+            raise ValueError("a client key holds a space or a control character; refused, not shown")
 
 
 def read_key_file(path: str) -> list[str]:

@@ -36,6 +36,11 @@ def metrics_url(up: Upstream) -> str:
     return up.metrics_url or f"{up.origin}{up.base_path}/metrics"
 
 
+def metrics_auth(up: Upstream) -> str | None:
+    """The upstream URL's credentials serve its default /metrics too (``metrics=URL`` has its own)."""
+    return None if up.metrics_url else up.auth
+
+
 class _Tail:
     """New complete JSON lines of a file that another process appends to."""
 
@@ -62,7 +67,7 @@ class _Tail:
 class _Watched:
     def __init__(self, up: Upstream, url: str, interval_s: float, path: Path, window: int) -> None:
         self.upstream = up
-        self.scraper = ScraperProcess(url, interval_s, path)
+        self.scraper = ScraperProcess(url, interval_s, path, metrics_auth(up))
         self.tail = _Tail(path)
         self.scrapes: deque[dict] = deque(maxlen=window)
         self.records: deque[RequestRecord] = deque(maxlen=20_000)

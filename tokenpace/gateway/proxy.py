@@ -15,6 +15,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from tokenpace.client.dialects import OpenAIChat
+from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
 from tokenpace.gateway.config import GatewayConfig, Upstream
@@ -264,7 +265,7 @@ class Gateway:
             outcome, error = Outcome.PROTOCOL_ERROR, meter.protocol_error
         record.status = STATUS[outcome]
         record.labels["outcome"] = outcome.value
-        record.error = error
+        record.error = scrub_secrets(error)  # an upstream may echo a key back in its error
         self.metrics.observe(record)
         self.sink.put(record)
         if self.engines is not None:

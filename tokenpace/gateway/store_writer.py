@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.adapters.store import schema as s
+from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, Upstream
@@ -36,11 +37,9 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 
 
 def _safe_url(url: str) -> str:
-    """The URL without user:password (never stored)."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    """The URL without user:password (never stored), nor its query."""
+    parts = urlsplit(strip_credentials(url))
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
 
 
 class _Arm:

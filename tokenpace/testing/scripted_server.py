@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
+from collections import deque
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
@@ -30,6 +31,7 @@ class Script:
     usage: bool = True  # honour stream_options.include_usage
     continuous_usage: bool = False  # usage in every chunk (vLLM continuous_usage_stats)
     http_status: int | None = None  # answer with this error status instead
+    echo_headers: bool = False  # the error message repeats the request's headers (as some servers do)
     retry_after: int | None = None
     close_before_headers: bool = False
     cut_after: int | None = None  # drop the connection after this many token chunks
@@ -46,6 +48,8 @@ class Script:
 class ServerStats:
     requests: int = 0
     truth: dict[str, list[int]] = field(default_factory=dict)  # request id -> chunk send times
+    # the headers of the last requests received (name lower-cased -> raw value), for tests
+    headers: deque[dict[str, bytes]] = field(default_factory=lambda: deque(maxlen=256))
 
 
 class _Connection(asyncio.Protocol):
@@ -90,6 +94,7 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         read_ns = perf_counter_ns()
         self.server.stats.requests += 1
+        self.server.stats.headers.append({k.decode("latin-1"): v for k, v in self.headers.items()})
         path = self.url.split(b"?")[0]
         if path.endswith(b"/models"):
             self._respond(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
@@ -112,6 +117,11 @@ class _Connection(asyncio.Protocol):
         )
         self.transport.write(head.encode() + body)  # type: ignore[union-attr]
 
+    def _echo(self, script: Script) -> str:
+        if not script.echo_headers:
+            return ""
+        return "; got " + ", ".join(f"{k.decode()}: {v.decode('latin-1')}" for k, v in self.headers.items())
+
     def _serve(self, req: dict, script: Script, chat: bool, read_ns: int) -> None:
         rid = self.headers.get(b"x-request-id", b"").decode()
         if script.close_before_headers:
@@ -123,7 +133,7 @@ class _Connection(asyncio.Protocol):
                 script.http_status,
                 {
                     "error": {
-                        "message": f"scripted {script.http_status}",
+                        "message": f"scripted {script.http_status}" + self._echo(script),
                         "type": "scripted",
                         "code": script.http_status,
                     }

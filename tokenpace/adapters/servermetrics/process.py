@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -11,39 +12,58 @@ from pathlib import Path
 import orjson
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
+from tokenpace.adapters.servermetrics.scraper import AUTH_ENV  # credentials: in env, never on argv
+from tokenpace.core.credentials import split_credentials
 
 
-def probe_metrics_url(url: str, timeout_s: float = 3.0) -> str | None:
-    """None when ``url`` answers with Prometheus text, else why not."""
+def metrics_request(url: str, auth: str | None = None) -> urllib.request.Request:
+    """A GET of ``url`` (without its user:password, sent as Basic auth instead)."""
+    clean, url_auth = split_credentials(url)
+    auth = auth or url_auth
+    return urllib.request.Request(clean, headers={"Authorization": auth} if auth else {})
+
+
+def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None) -> str | None:
+    """None when ``url`` answers with Prometheus text, else why not (naming the URL without its
+    credentials)."""
+    request = metrics_request(url, auth)
+    shown = request.full_url
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             text = resp.read().decode("utf-8", "replace")
     except OSError as exc:
-        return f"{url} did not answer: {exc}"
+        return f"{shown} did not answer: {exc}"
     try:
         if not parse_metrics(text):
-            return f"{url} has no metrics"
+            return f"{shown} has no metrics"
     except ValueError:
-        return f"{url} is not Prometheus text"
+        return f"{shown} is not Prometheus text"
     return None
 
 
 class ScraperProcess:
-    def __init__(self, url: str, interval_s: float, out_path: Path) -> None:
+    def __init__(self, url: str, interval_s: float, out_path: Path, auth: str | None = None) -> None:
         self.url, self.interval_s, self.out_path = url, interval_s, out_path
+        self.auth = auth  # an Authorization to send (else the URL's user:password, if any)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
+        url, url_auth = split_credentials(self.url)
+        auth = self.auth or url_auth
+        env = {k: v for k, v in os.environ.items() if k != AUTH_ENV}
+        if auth:
+            env[AUTH_ENV] = auth
         self.proc = subprocess.Popen(
             [
                 sys.executable,
                 "-m",
                 "tokenpace.adapters.servermetrics.scraper",
-                self.url,
+                url,
                 str(self.interval_s),
                 str(self.out_path),
             ],
+            env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,

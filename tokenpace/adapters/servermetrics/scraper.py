@@ -20,11 +20,14 @@ import orjson
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 
+AUTH_ENV = "TOKENPACE_SCRAPE_AUTHORIZATION"  # set by ScraperProcess: credentials stay off argv
 
-def scrape_once(url: str, timeout_s: float) -> dict:
+
+def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict:
     t_ns = time.perf_counter_ns()
+    request = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+        with urllib.request.urlopen(request, timeout=timeout_s) as resp:
             text = resp.read().decode("utf-8", "replace")
         return {"t_ns": t_ns, "samples": parse_metrics(text)}
     except (OSError, urllib.error.URLError, ValueError) as exc:
@@ -33,6 +36,7 @@ def scrape_once(url: str, timeout_s: float) -> dict:
 
 def main(argv: list[str]) -> int:
     url, interval_s, out_path = argv[0], float(argv[1]), argv[2]
+    auth = os.environ.pop(AUTH_ENV, None)  # Basic auth from the URL given to the parent
     stopping = False
 
     def stop(*_: object) -> None:
@@ -46,7 +50,7 @@ def main(argv: list[str]) -> int:
     with open(out_path, "wb") as out:
         next_at = time.monotonic()
         while not stopping:
-            out.write(orjson.dumps(scrape_once(url, timeout_s)) + b"\n")
+            out.write(orjson.dumps(scrape_once(url, timeout_s, auth)) + b"\n")
             out.flush()
             next_at += interval_s
             if next_at < time.monotonic():  # a slow server: keep the cadence, skip what was missed
@@ -56,7 +60,7 @@ def main(argv: list[str]) -> int:
                 if os.getppid() != parent:
                     return 0  # the run is gone: never scrape on for ever
                 time.sleep(min(0.1, max(0.0, next_at - time.monotonic())))
-        out.write(orjson.dumps(scrape_once(url, 2.0)) + b"\n")  # a last one after the load
+        out.write(orjson.dumps(scrape_once(url, 2.0, auth)) + b"\n")  # a last one after the load
     return 0
 
 

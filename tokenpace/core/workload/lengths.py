@@ -7,9 +7,14 @@ Forms: ``512`` (fixed), ``256:1024`` (uniform, inclusive), ``normal:512,128`` (m
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+# The longest prompt or output a length spec may ask for (2^20 tokens): beyond it the spec is a
+# typo (``--input-len 1e12`` would build a multi-TiB prompt), not a model's context.
+MAX_TOKENS = 1_048_576
 
 
 class LengthSpecError(ValueError):
@@ -37,7 +42,7 @@ class LengthDist:
         else:
             probs = np.asarray(self.weights) / sum(self.weights)
             out = rng.choice(np.asarray(p), size=n, p=probs)
-        return np.maximum(out, 1).astype(np.int64)
+        return np.clip(out, 1, MAX_TOKENS).astype(np.int64)  # a wide lognormal stays bounded
 
     @property
     def mean(self) -> float:
@@ -65,8 +70,10 @@ def _positive(text: str, spec: str) -> float:
         value = float(text)
     except ValueError:
         raise LengthSpecError(f"{spec!r}: {text!r} is not a number") from None
-    if value <= 0:
-        raise LengthSpecError(f"{spec!r}: {text!r} must be positive")
+    if not math.isfinite(value) or value <= 0:
+        raise LengthSpecError(f"{spec!r}: {text!r} must be a positive number")
+    if value > MAX_TOKENS:
+        raise LengthSpecError(f"{spec!r}: {text!r} is over the maximum of {MAX_TOKENS:,} tokens")
     return value
 
 
