@@ -9,7 +9,7 @@ from typing import NoReturn
 import click
 from rich.console import Console
 
-from tokenpace.app.bench_config import BenchConfig
+from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
 from tokenpace.app.bench_job import REFUSALS, run_bench_job
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.cli import parsing, workload_opts
@@ -20,8 +20,6 @@ from tokenpace.client.dialects import DIALECTS
 from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.workload.arrivals import ARRIVALS
 
-DEFAULT_CONCURRENCY = 16
-DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
 
 
