@@ -87,9 +87,8 @@ def run_sweep(
 
 def with_defaults(config: BenchConfig) -> BenchConfig:
     """The config with the CLI's defaults for a load and a bound where none was given."""
-    changes: dict[str, int] = {}
     if config.concurrency is None and config.rate is None:
-        changes["concurrency"] = DEFAULT_CONCURRENCY
+        config = dataclasses.replace(config, concurrency=DEFAULT_CONCURRENCY)
     if config.requests is None and config.duration_s is None:
-        changes["requests"] = DEFAULT_REQUESTS
-    return dataclasses.replace(config, **changes) if changes else config
+        config = dataclasses.replace(config, requests=DEFAULT_REQUESTS)
+    return config

@@ -4,15 +4,18 @@ run's own event loop (no refresh thread competing with the client), and the stor
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tokenpace.adapters.report.tables import fmt
-from tokenpace.app.run_store import SaveReport
-from tokenpace.app.sweep import SweepStep
 from tokenpace.core.record import RequestRecord, Status
+
+if TYPE_CHECKING:
+    from tokenpace.app.run_store import SaveReport
+    from tokenpace.app.sweep import SweepStep
 
 STORE_HELP = (
     "Save the run in this store: a SQLite path or URL, or postgresql://... "
@@ -36,7 +39,7 @@ class BenchProgress:
             auto_refresh=False,
             transient=True,
         )
-        self.task = None
+        self.task: TaskID | None = None
         self.ok = self.failed = 0
         self._ticker: asyncio.Task | None = None
 
