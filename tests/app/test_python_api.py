@@ -29,8 +29,11 @@ def readme_snippet() -> str:
 
 def test_readme_snippet_runs_against_the_simulator(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    exec(compile(readme_snippet(), "README.md", "exec"), {})
+    names: dict = {}
+    exec(compile(readme_snippet(), "README.md", "exec"), names)
     printed = capsys.readouterr().out
+    assert names["result"].conditions["target"] == "sim:default"
+    assert names["config"].url == ""  # the caller's config is left as it was
     assert re.search(r"TTFT P95 \d+\.\d ms over 20 requests", printed), printed
     assert "stopped: completed" in printed
     assert list(tmp_path.iterdir()) == []  # nothing written unless asked
