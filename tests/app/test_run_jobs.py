@@ -1,5 +1,5 @@
-"""What the app's run jobs decide for the commands: the exit status of a run, and a store that
-refuses a finished run (the run is kept, the status says so)."""
+"""What the app's run jobs decide for the commands: the exit status of a run, a store that refuses
+a finished run (the run is kept, the status says so), and a run refused before any load (no files)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import pytest
 
 from tokenpace.adapters.store import StoreError
 from tokenpace.app.bench import BenchConfig, BenchRun
-from tokenpace.app.bench_job import BenchOutcome
-from tokenpace.app.outputs import ExitStatus
+from tokenpace.app.bench_job import REFUSALS, BenchOutcome, run_bench_job
+from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.core.workload.lengths import parse_length
+from tokenpace.testing.procs import free_port
 
 
 @pytest.mark.parametrize(
@@ -57,3 +58,10 @@ def test_no_store_opens_nothing_and_an_unwritable_one_refuses_before_load(tmp_pa
     blocker.write_text("")
     with pytest.raises(RunStoreError, match="no load was sent"):
         open_for_run(str(blocker / "runs.db"))
+
+
+def test_a_refused_run_leaves_no_files(tmp_path):
+    config = BenchConfig(url=f"http://127.0.0.1:{free_port()}/v1", model="m", concurrency=1, requests=1)
+    with pytest.raises(REFUSALS, match="cannot reach"):
+        run_bench_job(config, RunOutputs(out=tmp_path / "r.json", save=False))
+    assert list(tmp_path.iterdir()) == []

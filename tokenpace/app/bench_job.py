@@ -89,11 +89,14 @@ def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunPr
         finally:
             progress.finished()
 
+    result: BenchResult | None = None
     try:
         result = run_event_loop(main())
     finally:
         if writer is not None:
             writer.close()
+            if result is None and writer.count == 0:  # refused before any load: leave no empty file
+                writer.path.unlink(missing_ok=True)
     if out is not None:
         write_result(out, result.to_dict(records_file=records_path_for(out).name))
     return result

@@ -81,11 +81,14 @@ class _SweepFiles:
             stop_on_signals(self.runner.stop)
             return await self.runner.run()
 
+        result: SweepResult | None = None
         try:
             result = run_event_loop(main())
         finally:
             for w in self.writers.values():
                 w.close()
+                if result is None and w.count == 0:  # refused before any load: leave no empty file
+                    w.path.unlink(missing_ok=True)
         doc = result.to_dict(self.files)
         if self.out is not None:
             write_result(self.out, doc)
