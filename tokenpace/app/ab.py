@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.run_context import USER_STOP
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
 from tokenpace.core.credentials import strip_credentials
@@ -127,7 +128,7 @@ class AbRun:
         self._current: BenchRun | None = None
         self._stopped = False
 
-    def stop(self, reason: str = "interrupted by the user") -> None:
+    def stop(self, reason: str = USER_STOP) -> None:
         self._stopped = True
         if self._current is not None:
             self._current.stop(reason)

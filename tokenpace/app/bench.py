@@ -2,37 +2,39 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
 from time import perf_counter_ns
 
-import numpy as np
-
-from tokenpace.app import workloads
+from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
+from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
-from tokenpace.app.sessions import run_sessions
-from tokenpace.client import Sender, parse_endpoint, tls_context
+from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
-from tokenpace.core.credentials import request_headers, scrub_secrets, secrets_of
+from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
-from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 
-# A run stops by itself when this many requests in a row could not even connect.
-MAX_CONSECUTIVE_CONNECT_ERRORS = 50
-USER_STOP = "interrupted by the user"  # Ctrl-C
-SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
+__all__ = [
+    "MAX_CONSECUTIVE_CONNECT_ERRORS",
+    "SIGTERM_STOP",
+    "USER_STOP",
+    "BenchConfig",
+    "BenchResult",
+    "BenchRun",
+]
+
 PREBUILD_REQUESTS = 4096
 PREBUILD_BYTES = 32 * 1024 * 1024
 
@@ -52,53 +54,24 @@ class BenchRun:
         self.config = config
         self.run_id = run_id or uuid.uuid4().hex[:12]
         self.on_record = on_record
-        self.records: list[RequestRecord] = []
-        self.total_planned = (config.requests + config.warmup) if config.requests else None
-        self._stop = asyncio.Event()
-        self._stop_reason = ""
-        self._interrupted = False
-        self._consecutive_connect_errors = 0
-        self._inflight: set[asyncio.Task] = set()
-        self._secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
-        # closed loop: measured requests wait until the warm-up ones are done
-        self._warm_pending = config.warmup
-        self._warm_done = asyncio.Event()
-        if self._warm_pending == 0:
-            self._warm_done.set()
+        self.context = RunContext(config, on_record)
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self.context.records
+
+    @property
+    def total_planned(self) -> int | None:
+        return self.context.total_planned
 
     def stop(self, reason: str = USER_STOP) -> None:
-        if not self._stop.is_set():
-            self._interrupted = reason.startswith("interrupted")
-            self._stop_reason = reason
-            self._stop.set()
-            self._warm_done.set()
-            for task in list(self._inflight):
-                task.cancel()
+        self.context.stop(reason)
 
     async def run(self) -> BenchResult:
         cfg = self.config
-        endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
-        headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
-        self._secrets = secrets_of(headers)
-        tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
-        model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
-        dialect = get_dialect(cfg.api)
-        observers = await RunObservers.create(
-            endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, self.scrape_path
-        )
-        sender = Sender(
-            endpoint,
-            dialect,
-            model,
-            cfg.sampling,
-            cfg.stream,
-            cfg.timeout_s,
-            headers,
-            reuse_connections=not cfg.new_connection_per_request,
-            ssl_context=tls,
-            resend_unanswered=cfg.resend_unanswered,
-        )
-        counter = await workloads.resolve_counter(cfg.workload_opts, endpoint, model, headers)
+        conn = await _connect(cfg, self.scrape_path)
+        sender = conn.sender
+        counter = await workloads.resolve_counter(cfg.workload_opts, conn.endpoint, conn.model, conn.headers)
         workload = workloads.build(
             cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter, cfg.salt_key(self.run_id)
         )
@@ -106,29 +79,29 @@ class BenchRun:
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
-        items = _prebuilt(self._requests(workload.items(), sender, prefix))
+        requests = self._requests(workload.items(), sender, prefix)
+        if not isinstance(workload, SessionWorkload):  # sessions build each turn after the last answer
+            requests = _prebuilt(requests)
+        shape = load_shapes.choose(cfg, workload, requests, sender, prefix)
+        ctx = self.context
+        ctx.sender = sender
+        ctx.secrets = secrets_of(conn.headers)  # scrubbed from any error text a record keeps
         monitor = HealthMonitor()
-        await observers.start()
+        await conn.observers.start()
         monitor.start()
         t0 = perf_counter_ns()
         deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
         try:
-            if self._stop.is_set():
-                pass  # stopped (Ctrl-C) during the preparations: send nothing
-            elif isinstance(workload, SessionWorkload):
-                await run_sessions(self, workload, sender, prefix, t0, deadline_ns)
-            elif cfg.open_loop:
-                await self._open_loop(items, sender, t0, deadline_ns)
-            else:
-                await self._closed_loop(items, sender, deadline_ns)
+            if not ctx.stopping:  # stopped (Ctrl-C) during the preparations: send nothing
+                await shape.drive(ctx, t0, deadline_ns)
         finally:
             try:
                 await monitor.stop()
                 await sender.close()
             finally:
-                observed = await observers.stop(self.records, t0)
-        if not self._stop_reason:
-            self._stop_reason = "completed"
+                observed = await conn.observers.stop(self.records, t0)
+        if not ctx.stop_reason:
+            ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo)
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
@@ -136,16 +109,16 @@ class BenchRun:
         health = monitor.report(chunks, lags, cfg.open_loop)
         conditions = run_conditions(
             cfg,
-            self.workload.describe(),
-            model,
-            served,
-            endpoint.url,
+            workload.describe(),
+            conn.model,
+            conn.served,
+            conn.endpoint.url,
             started_at,
             anchor,
             prefix,
             sender.connections_opened,
         )
-        conditions["observers"] = observers.describe()
+        conditions["observers"] = conn.observers.describe()
         conditions["connections"] = {
             "reuse": not cfg.new_connection_per_request,
             "tls_verify": cfg.tls_verify,
@@ -157,8 +130,8 @@ class BenchRun:
             self.records,
             summary,
             health,
-            self._interrupted,
-            self._stop_reason,
+            ctx.interrupted,
+            ctx.stop_reason,
             run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
             + health.warnings,
@@ -187,128 +160,40 @@ class BenchRun:
             )
             yield record, sender.prepare(item.prompt, item.output_tokens, rid, item.messages)
 
-    async def _send(
-        self, sender: Sender, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
-    ) -> None:
-        self.records.append(record)  # before sending: a cancelled request is still a record
-        try:
-            await sender.send(record, payload, capture)
-        finally:
-            if record.end_ns is None:  # cancelled before the client could mark it
-                record.end_ns = perf_counter_ns()
-                record.status = Status.CANCELLED
-                record.error = "cancelled by the user"
-            if record.status is Status.CANCELLED and self._stop_reason not in ("", USER_STOP):
-                record.error = f"cancelled: the run was {self._stop_reason}"  # not the user's doing
-            self._after(record)
 
-    def _after(self, record: RequestRecord) -> None:
-        if record.error:  # a server may echo the key back in its error text: never keep it
-            record.error = scrub_secrets(record.error, self._secrets)
-        if record.status is Status.CONNECT_ERROR:
-            self._consecutive_connect_errors += 1
-            if self._consecutive_connect_errors >= MAX_CONSECUTIVE_CONNECT_ERRORS:
-                self.stop(
-                    f"aborted: {MAX_CONSECUTIVE_CONNECT_ERRORS} requests in a row could not "
-                    f"connect ({record.error})"
-                )
-        else:
-            self._consecutive_connect_errors = 0
-        if record.warmup and self._warm_pending > 0:
-            self._warm_pending -= 1
-            if self._warm_pending == 0:
-                self._warm_done.set()
-        if self.on_record is not None:
-            try:
-                self.on_record(record)
-            except Exception as exc:  # e.g. the records file's disk is full: stop, keep what we have
-                self.stop(f"aborted: could not save a record ({exc})")
+@dataclass
+class _Connection:
+    endpoint: Endpoint
+    headers: dict[str, str]
+    model: str
+    served: list[str]
+    sender: Sender
+    observers: RunObservers
 
-    def _not_sent(self, record: RequestRecord, reason: str) -> None:
-        """A scheduled request that never went out: kept as a record, not counted as sent."""
-        record.end_ns = perf_counter_ns()
-        record.status = Status.CANCELLED
-        record.error = reason
-        self.records.append(record)
-        self._after(record)
 
-    def _client_failed(self, exc: BaseException) -> None:
-        """An unexpected error in the client's own code: stop loudly rather than lose a user."""
-        self.stop(f"aborted: client error ({type(exc).__name__}: {exc})")
-
-    # --- closed loop: N users, each sends its next request when the last one finished ---
-    async def _closed_loop(
-        self, items: Iterator[tuple[RequestRecord, bytes]], sender: Sender, deadline_ns: int | None
-    ) -> None:
-        async def user(worker: int) -> None:
-            try:
-                for record, payload in items:
-                    if not record.warmup:
-                        await self._warm_done.wait()  # measure warm, not alongside the warm-up
-                    now = perf_counter_ns()
-                    if self._stop.is_set() or (deadline_ns is not None and now >= deadline_ns):
-                        return
-                    record.worker = worker
-                    record.scheduled_ns = record.dispatched_ns = now
-                    await self._send(sender, record, payload)
-            except Exception as exc:
-                self._client_failed(exc)
-
-        tasks = [asyncio.ensure_future(user(w)) for w in range(self.config.concurrency or 1)]
-        self._inflight.update(tasks)
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*tasks, return_exceptions=True)
-
-    # --- open loop: arrivals on their own clock, whatever the server does ---
-    async def _open_loop(
-        self, items: Iterator[tuple[RequestRecord, bytes]], sender: Sender, t0: int, deadline_ns: int | None
-    ) -> None:
-        cfg = self.config
-        rng = np.random.default_rng(cfg.seed + 1)
-        offsets = workloads.offsets(self.workload, cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
-        cap = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
-        loop = asyncio.get_running_loop()
-
-        async def capped(record: RequestRecord, payload: bytes) -> None:
-            try:
-                if cap is None:
-                    await self._send(sender, record, payload)
-                    return
-                async with cap:
-                    if deadline_ns is not None and perf_counter_ns() >= deadline_ns:
-                        self._not_sent(record, "still queued for the concurrency cap when --duration ended")
-                        return
-                    await self._send(sender, record, payload)
-            except asyncio.CancelledError:
-                if not record.sent_ns:  # cancelled while queued for the cap: never sent
-                    self._not_sent(record, "cancelled while queued for the concurrency cap")
-                raise
-            except Exception as exc:
-                self._client_failed(exc)
-
-        async def dispatch() -> None:
-            for (record, payload), offset in zip(items, offsets):  # noqa: B905 (both endless)
-                scheduled = t0 + int(offset * 1e9)
-                if self._stop.is_set() or (deadline_ns is not None and scheduled >= deadline_ns):
-                    return
-                delay = (scheduled - perf_counter_ns()) / 1e9
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                if self._stop.is_set():
-                    return
-                record.scheduled_ns = scheduled
-                record.dispatched_ns = perf_counter_ns()
-                task = loop.create_task(capped(record, payload))
-                self._inflight.add(task)
-                task.add_done_callback(self._inflight.discard)
-
-        dispatcher = loop.create_task(dispatch())
-        self._inflight.add(dispatcher)  # stop() cancels it with the requests in flight
-        with contextlib.suppress(asyncio.CancelledError):
-            await dispatcher
-        self._inflight.discard(dispatcher)
-        while self._inflight:
-            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
+    """Before any load: the endpoint answers, the model is known, the watchers are ready."""
+    endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
+    headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
+    tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
+    model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
+    dialect = get_dialect(cfg.api)
+    observers = await RunObservers.create(
+        endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
+    )
+    sender = Sender(
+        endpoint,
+        dialect,
+        model,
+        cfg.sampling,
+        cfg.stream,
+        cfg.timeout_s,
+        headers,
+        reuse_connections=not cfg.new_connection_per_request,
+        ssl_context=tls,
+        resend_unanswered=cfg.resend_unanswered,
+    )
+    return _Connection(endpoint, headers, model, served, sender, observers)
 
 
 def _prebuilt(

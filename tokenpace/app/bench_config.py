@@ -14,6 +14,10 @@ from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import LengthDist, parse_length
 
+# What a run does when neither a load nor a bound is given (the CLI's defaults too).
+DEFAULT_CONCURRENCY = 16
+DEFAULT_REQUESTS = 200
+
 
 @dataclass
 class BenchConfig:

@@ -1,4 +1,4 @@
-"""Use case: send multi-turn sessions. Each turn carries the chat so far, the assistant's answers
+"""Load shape: multi-turn sessions. Each turn carries the chat so far, the assistant's answers
 included (kept from the stream of session requests only, decoded after the request ended), and
 waits the think time after the previous answer.
 
@@ -13,7 +13,7 @@ import contextlib
 from collections.abc import Iterator
 from itertools import count
 from time import perf_counter_ns
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import orjson
@@ -24,7 +24,8 @@ from tokenpace.core.workload.arrivals import arrival_offsets_s
 from tokenpace.core.workload.sessions import SessionWorkload, history_messages
 
 if TYPE_CHECKING:
-    from tokenpace.app.bench import BenchRun
+    from tokenpace.app.bench_config import BenchConfig
+    from tokenpace.app.run_context import RunContext
     from tokenpace.client import Sender
 
 
@@ -47,29 +48,41 @@ def answer_text(chunks: list[bytes]) -> str:
     return "".join(parts)
 
 
-class SessionRunner:
-    def __init__(self, run: BenchRun, workload: SessionWorkload, sender: Sender, prefix: str) -> None:
-        self.run = run
-        self.workload = workload
+class Sessions:
+    """The sessions load shape: closed loop (users each running one session after another) or open
+    loop (sessions start on the arrival clock), as the config says."""
+
+    def __init__(self, config: BenchConfig, workload: SessionWorkload, sender: Sender, prefix: str) -> None:
+        self.config = config
         self.sender = sender
         self.prefix = prefix
         self.indexes = count()
         self.sent = 0
         self.think_ns = int(workload.think_time_s * 1e9)
         self.sessions: Iterator[tuple[int, list[WorkItem]]] = enumerate(workload.sessions())
+        self.total_planned = (config.requests + config.warmup) if config.requests else None
+
+    async def drive(self, ctx: RunContext, t0: int, deadline_ns: int | None) -> None:
+        if self.config.open_loop:
+            await self.open_loop(ctx, t0, deadline_ns)
+        else:
+            await self.closed_loop(ctx, deadline_ns)
 
     def _full(self) -> bool:
-        total = self.run.total_planned
+        total = self.total_planned
         return total is not None and self.sent >= total
 
-    def _stopped(self, deadline_ns: int | None) -> bool:
-        return self.run._stop.is_set() or (deadline_ns is not None and perf_counter_ns() >= deadline_ns)
-
     async def session(
-        self, sid: int, turns: list[WorkItem], worker: int, scheduled_ns: int, deadline_ns: int | None
+        self,
+        ctx: RunContext,
+        sid: int,
+        turns: list[WorkItem],
+        worker: int,
+        scheduled_ns: int,
+        deadline_ns: int | None,
     ) -> bool:
         """Send one session's turns; False when the run is over."""
-        cfg = self.run.config
+        cfg = self.config
         history: list[dict[str, str]] = []
         history_tokens = 0
         due = scheduled_ns
@@ -77,7 +90,7 @@ class SessionRunner:
             delay = (due - perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
-            if self._stopped(deadline_ns) or self._full():
+            if ctx.stopping or (deadline_ns is not None and perf_counter_ns() >= deadline_ns) or self._full():
                 return False
             index = next(self.indexes)
             self.sent += 1
@@ -100,7 +113,7 @@ class SessionRunner:
             record.scheduled_ns = due
             record.dispatched_ns = perf_counter_ns()
             capture: list[bytes] = []
-            await self.run._send(self.sender, record, payload, capture)
+            await ctx.send(record, payload, capture)
             if record.status is not Status.OK:
                 return True  # this session ends; the user starts a new one
             history = [*messages, {"role": "assistant", "content": answer_text(capture)}]
@@ -108,31 +121,31 @@ class SessionRunner:
             due = perf_counter_ns() + self.think_ns
         return True
 
-    async def closed_loop(self, deadline_ns: int | None) -> None:
+    async def closed_loop(self, ctx: RunContext, deadline_ns: int | None) -> None:
         async def user(worker: int) -> None:
             for sid, turns in self.sessions:
-                if not await self.session(sid, turns, worker, perf_counter_ns(), deadline_ns):
+                if not await self.session(ctx, sid, turns, worker, perf_counter_ns(), deadline_ns):
                     return
 
-        tasks = [asyncio.ensure_future(user(w)) for w in range(self.run.config.concurrency or 1)]
-        self.run._inflight.update(tasks)
+        tasks = [asyncio.ensure_future(user(w)) for w in range(self.config.concurrency or 1)]
+        for task in tasks:
+            ctx.track(task)
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def open_loop(self, t0: int, deadline_ns: int | None) -> None:
-        cfg = self.run.config
+    async def open_loop(self, ctx: RunContext, t0: int, deadline_ns: int | None) -> None:
+        cfg = self.config
         rng = np.random.default_rng(cfg.seed + 1)
         offsets = arrival_offsets_s(cfg.rate or 1.0, cfg.arrival, rng, cfg.burstiness)
         cap = asyncio.Semaphore(cfg.max_concurrency) if cfg.max_concurrency else None
         loop = asyncio.get_running_loop()
-        inflight = self.run._inflight
 
         async def capped(sid: int, turns: list[WorkItem], scheduled: int) -> None:
             if cap is None:
-                await self.session(sid, turns, sid, scheduled, deadline_ns)
+                await self.session(ctx, sid, turns, sid, scheduled, deadline_ns)
                 return
             async with cap:
-                await self.session(sid, turns, sid, max(scheduled, perf_counter_ns()), deadline_ns)
+                await self.session(ctx, sid, turns, sid, max(scheduled, perf_counter_ns()), deadline_ns)
 
         async def dispatch() -> None:
             for (sid, turns), offset in zip(self.sessions, offsets):  # noqa: B905 (offsets endless)
@@ -142,26 +155,12 @@ class SessionRunner:
                 delay = (scheduled - perf_counter_ns()) / 1e9
                 if delay > 0:
                     await asyncio.sleep(delay)
-                if self._full() or self.run._stop.is_set():
+                if self._full() or ctx.stopping:
                     return
-                task = loop.create_task(capped(sid, turns, scheduled))
-                inflight.add(task)
-                task.add_done_callback(inflight.discard)
+                ctx.track(loop.create_task(capped(sid, turns, scheduled)))
 
         dispatcher = loop.create_task(dispatch())
-        inflight.add(dispatcher)
+        ctx.track(dispatcher)
         with contextlib.suppress(asyncio.CancelledError):
             await dispatcher
-        inflight.discard(dispatcher)
-        while inflight:
-            await asyncio.gather(*list(inflight), return_exceptions=True)
-
-
-async def run_sessions(
-    run: BenchRun, workload: Any, sender: Sender, prefix: str, t0: int, deadline_ns: int | None
-) -> None:
-    runner = SessionRunner(run, workload, sender, prefix)
-    if run.config.open_loop:
-        await runner.open_loop(t0, deadline_ns)
-    else:
-        await runner.closed_loop(deadline_ns)
+        await ctx.drain()

@@ -22,6 +22,7 @@ from typing import Any
 
 from tokenpace import __version__
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.run_context import USER_STOP
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,
@@ -182,7 +183,7 @@ class Sweep:
         self._done = False
         self.started_at = datetime.now(timezone.utc).isoformat()
 
-    def stop(self, reason: str = "interrupted by the user") -> None:
+    def stop(self, reason: str = USER_STOP) -> None:
         if not self._stopped:
             self._stopped = True
             self._interrupted = reason.startswith("interrupted")

@@ -3,7 +3,7 @@ the server's tokenizer before any load, and add the workload's own numbers to th
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +20,6 @@ from tokenpace.core.workload import (
     TraceRow,
     TraceWorkload,
 )
-from tokenpace.core.workload.arrivals import arrival_offsets_s
 from tokenpace.core.workload.length_fit import length_fit
 from tokenpace.core.workload.lengths import LengthDist
 from tokenpace.core.workload.prefixes import SharedPrefixes
@@ -123,16 +122,6 @@ async def resolve_counter(opts: WorkloadOptions | None, endpoint: Any, model: st
         return await server_words(endpoint, model, headers)
     except TokenizerError as exc:
         raise PreflightError(str(exc)) from None
-
-
-def offsets(
-    workload: Any, rate: float, arrival: str, rng: np.random.Generator, burstiness: float
-) -> Iterator:
-    """Send offsets (s): the trace's own clock, else the arrival process."""
-    trace = getattr(workload, "offsets", None)
-    if trace is not None:
-        return trace()
-    return arrival_offsets_s(rate, arrival, rng, burstiness)
 
 
 def summary_extra(workload: Any, records: Sequence[RequestRecord]) -> dict[str, Any]:

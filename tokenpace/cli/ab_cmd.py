@@ -2,29 +2,26 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from tokenpace.adapters.safe_files import check_output
-from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.ab import ORDERS, AbConfig, AbResult, AbRun
-from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.preflight import PreflightError
-from tokenpace.cli import bench_store, parsing
+from tokenpace.app.ab import ORDERS, AbConfig, AbResult
+from tokenpace.app.ab_job import run_ab_job
+from tokenpace.app.bench_config import BenchConfig, BenchResult
+from tokenpace.app.bench_job import REFUSALS
+from tokenpace.app.outputs import ExitStatus
+from tokenpace.cli import parsing
 from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
-from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles, write_report
+from tokenpace.cli.run_view import STORE_HELP
+from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles
 from tokenpace.client import EndpointError
 from tokenpace.client.dialects import DIALECTS
 from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.credentials import strip_credentials
 
-EXIT_INTERRUPTED = 130
 _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
 
 
@@ -54,7 +51,7 @@ _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; '
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the A/B result JSON here."
 )
-@click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)
+@click.option("--store", "store_url", metavar="URL", help=STORE_HELP)
 @click.option("--no-store", is_flag=True, help="Do not save the two arms in the run store.")
 @click.option("--quiet", "-q", is_flag=True, help="No per-block lines.")
 def ab(**o) -> None:
@@ -69,12 +66,6 @@ def ab(**o) -> None:
         config.base.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         fail("ab", exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
-    if o["out"]:
-        try:
-            check_output(o["out"], "--out")  # before any load
-        except OSError as exc:
-            fail("ab", str(exc))
-    store = bench_store.open_for_run(o["store_url"], o["no_store"], cmd="ab")
     console = Console()
 
     def on_block(k: int, arm: str, r: BenchResult) -> None:
@@ -86,20 +77,20 @@ def ab(**o) -> None:
                 highlight=False,
             )
 
-    run = AbRun(config, on_block)
     try:
-        result = _loop_run(run)
-    except (PreflightError, EndpointError) as exc:
+        outcome = run_ab_job(config, o["out"], o["store_url"], not o["no_store"], on_block)
+    except REFUSALS as exc:
         fail("ab", str(exc))
-    data = result.to_dict()
-    if o["out"]:
-        write_report(o["out"], data)
-    _print(console, result)
-    stored_ok = _store(store, result, console)
-    if result.interrupted:
-        sys.exit(EXIT_INTERRUPTED)
-    if not stored_ok:
-        sys.exit(2)
+    _print(console, outcome.result)
+    for arm, report in outcome.saved.items():
+        if report.ok:
+            console.print(
+                f"stored arm {arm.upper()} as run {report.run_id} ({report.records} records)", highlight=False
+            )
+        else:
+            click.echo(f"tokenpace ab: error: could not store arm {arm.upper()}: {report.error}", err=True)
+    if outcome.exit_status is not ExitStatus.OK:
+        sys.exit(int(outcome.exit_status))
 
 
 def _config(o: dict) -> AbConfig:
@@ -130,17 +121,6 @@ def _config(o: dict) -> AbConfig:
     )
 
 
-def _loop_run(run: AbRun) -> AbResult:
-    async def main() -> AbResult:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, run.stop)
-        return await run.run()
-
-    return asyncio.run(main())
-
-
 def _print(console: Console, result: AbResult) -> None:
     a = result.analysis
     if a is None:
@@ -157,22 +137,3 @@ def _print(console: Console, result: AbResult) -> None:
         console.print(f"[dim]Method: {a.comparison.method}[/]", highlight=False)
         print_rule(console, a.comparison.rule)
     print_warnings(console, result.warnings)
-
-
-def _store(store: Store | None, result: AbResult, console: Console) -> bool:
-    if store is None:
-        return True
-    ok = True
-    for arm in ("a", "b"):
-        if not result.blocks and arm.upper() not in result.partial:
-            continue
-        run_id, conditions, summary, records = result.arm_run(arm)
-        try:
-            store.save_run(run_id, conditions, summary, records, kind="ab", interrupted=result.interrupted)
-            console.print(
-                f"stored arm {arm.upper()} as run {run_id} ({len(records)} records)", highlight=False
-            )
-        except StoreError as exc:
-            click.echo(f"tokenpace ab: error: could not store arm {arm.upper()}: {exc}", err=True)
-            ok = False
-    return ok

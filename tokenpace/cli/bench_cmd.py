@@ -2,43 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from tokenpace.adapters.results import (
-    RecordWriter,
-    check_result_paths,
-    records_path_for,
-    scrapes_path_for,
-    write_result,
-)
-from tokenpace.adapters.safe_files import OutputPathError
-from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchConfig, BenchResult, BenchRun
-from tokenpace.app.preflight import PreflightError
-from tokenpace.app.simproc import SimProcess, SimStartError
-from tokenpace.cli import bench_store, parsing, workload_opts
+from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
+from tokenpace.app.bench_job import REFUSALS, run_bench_job
+from tokenpace.app.outputs import ExitStatus, RunOutputs
+from tokenpace.cli import parsing, workload_opts
 from tokenpace.cli.dashboard import render
+from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.client import EndpointError
 from tokenpace.client.dialects import DIALECTS
 from tokenpace.client.dialects.base import Sampling
-from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload.arrivals import ARRIVALS
 
-DEFAULT_CONCURRENCY = 16
-DEFAULT_REQUESTS = 200
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
-EXIT_TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`
-EXIT_ABORTED = 1
 
 
 @click.command()
@@ -156,48 +138,35 @@ EXIT_ABORTED = 1
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-@click.option("--store", "store_url", metavar="URL", help=bench_store.STORE_HELP)  # run store (issue 5)
+@click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
 def bench(**opts) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
-        config = _config(opts)
+        config = bench_config(opts)
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    run_id = uuid.uuid4().hex[:12]
-    out = opts["out"] or Path("results") / f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}-{run_id}.json"
-    try:
-        check_result_paths(out)  # a device, a pipe or a read-only folder: refused before any load
-    except OutputPathError as exc:
-        _die(str(exc))
-    store = bench_store.open_for_run(opts["store_url"], opts["no_store"])  # before any load is sent
     console = Console()
+    outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
     try:
-        if config.url:
-            result = _run(config, run_id, out, console, opts["quiet"])
-        else:
-            profile = opts["sim_profile"]
-            config.target = f"sim:{profile or 'default'}"
-            with SimProcess(profile) as url:
-                config.url = url
-                result = _run(config, run_id, out, console, opts["quiet"])
-    except (PreflightError, SimStartError, EndpointError) as exc:
+        outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
+    except REFUSALS as exc:
         _die(str(exc))
-    if result is None:
-        return
-    saved = bench_store.save_after_run(store, result, out, console)  # also when interrupted
-    if result.interrupted:
-        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
-    if result.stop_reason.startswith("aborted"):  # the run did not do what was asked: CI must see it
+    result = outcome.result
+    render(result.to_dict(), console)
+    console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+    print_saved(console, outcome.saved, "bench", outcome.out)
+    status = outcome.exit_status
+    if status is ExitStatus.ABORTED:  # the run did not do what was asked: CI must see it
         click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
-        sys.exit(EXIT_ABORTED)
-    if not saved:
-        sys.exit(EXIT_BAD_INPUT)
+    if status is not ExitStatus.OK:
+        sys.exit(int(status))
 
 
-def _config(o: dict) -> BenchConfig:
+def bench_config(o: dict) -> BenchConfig:
+    """The bench options as a config (sweep shares them); click.BadParameter on bad input."""
     parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
     rate = o["rate"]
     concurrency = o["concurrency"]
@@ -250,95 +219,6 @@ def _config(o: dict) -> BenchConfig:
     return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 
 
-def _run(config: BenchConfig, run_id: str, out: Path, console: Console, quiet: bool) -> BenchResult | None:
-    records_path = records_path_for(out)
-    writer = RecordWriter(records_path)
-    progress = _Progress(console, quiet)
-    run: BenchRun | None = None
-
-    def on_record(record: RequestRecord) -> None:
-        writer.write(record)
-        progress.advance(record)
-
-    async def main() -> BenchResult:
-        nonlocal run
-        run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes_path_for(out))
-        loop = asyncio.get_running_loop()
-        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, run.stop, reason)
-        progress.start(run.total_planned, config.duration_s)
-        ticker = loop.create_task(progress.tick())
-        try:
-            return await run.run()
-        finally:
-            ticker.cancel()
-            progress.stop()
-
-    try:
-        result = _event_loop_run(main())
-    finally:
-        writer.close()
-    write_result(out, result.to_dict(records_file=records_path.name))
-    render(result.to_dict(), console)
-    console.print(f"results: {out}  (records: {records_path})")
-    return result
-
-
-def _event_loop_run(coro):
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    return uvloop.run(coro)
-
-
-class _Progress:
-    """A progress bar refreshed from the event loop four times a second (no refresh thread)."""
-
-    def __init__(self, console: Console, quiet: bool) -> None:
-        self.quiet = quiet
-        self.progress = Progress(
-            TextColumn("[bold]bench"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[status]}"),
-            TimeElapsedColumn(),
-            console=console,
-            auto_refresh=False,
-            transient=True,
-        )
-        self.task = None
-        self.ok = self.failed = 0
-
-    def start(self, total: int | None, duration_s: float | None) -> None:
-        if self.quiet:
-            return
-        self.progress.start()
-        self.task = self.progress.add_task("bench", total=total, status="")
-
-    async def tick(self) -> None:
-        while not self.quiet:
-            self.progress.refresh()
-            await asyncio.sleep(0.25)
-
-    def advance(self, record: RequestRecord) -> None:
-        if record.status is Status.OK:
-            self.ok += 1
-        else:
-            self.failed += 1
-        if self.task is not None:
-            self.progress.update(
-                self.task,
-                advance=1,
-                status=f"{self.ok} ok" + (f", {self.failed} failed" if self.failed else ""),
-            )
-
-    def stop(self) -> None:
-        if not self.quiet:
-            self.progress.stop()
-
-
-def _die(message: str) -> None:
+def _die(message: str) -> NoReturn:
     click.echo(f"tokenpace bench: error: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)

@@ -1,10 +1,7 @@
-"""`tokenpace gateway`: argument parsing only; the proxy lives in tokenpace.gateway."""
+"""`tokenpace gateway`: options -> GatewayConfig -> app.gateway_serving (which composes and serves it)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import uuid
 from pathlib import Path
 
 import click
@@ -96,7 +93,7 @@ def gateway(
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
-    from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
+    from tokenpace.gateway.config import GatewayConfig, parse_upstream
     from tokenpace.gateway.emit import emit
 
     slo = parse_slo(slo_text)
@@ -114,14 +111,7 @@ def gateway(
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
-    keys = set(client_keys)
-    if client_key_file:
-        try:
-            keys.update(read_key_file(client_key_file))
-        except OSError as exc:
-            raise click.BadParameter(f"cannot read {client_key_file}: {exc.strerror}") from None
-        if not keys:
-            raise click.BadParameter(f"{client_key_file} holds no key", param_hint="--client-key-file")
+    keys = _client_keys(client_keys, client_key_file)
     try:
         config = GatewayConfig(
             upstreams=tuple(parse_upstream(u) for u in upstreams),
@@ -135,7 +125,7 @@ def gateway(
             stall_timeout_s=duration_s(stall_timeout),
             sticky_header=sticky_header.lower(),
             records_path=records_path,
-            client_keys=frozenset(keys),
+            client_keys=keys,
             scrape_upstream_metrics=scrape_upstream_metrics,
             scrape_interval_s=duration_s(scrape_interval),
             scrape_window_s=duration_s(scrape_window),
@@ -143,56 +133,33 @@ def gateway(
         )
     except ValueError as exc:
         die("gateway", str(exc))  # one line, and never a credential (see gateway.config)
-    if otlp_endpoint:
-        from tokenpace.gateway.otlp import MissingExtra, Traces
-
-        try:  # fail now, with the install hint, not inside the server
-            Traces(otlp_endpoint).close()
-        except MissingExtra as exc:
-            raise click.UsageError(str(exc)) from None
-    if scrape_upstream_metrics:
-        from tokenpace.adapters.servermetrics import probe_metrics_url
-        from tokenpace.core.credentials import strip_credentials
-        from tokenpace.gateway.engine_watch import metrics_auth, metrics_url
-
-        for up in config.upstreams:  # say so now; scraping goes on and picks the engine up later
-            url = metrics_url(up)
-            problem = probe_metrics_url(url, timeout_s=2.0, auth=metrics_auth(up))
-            if problem is not None:  # the URL may hold credentials: name the upstream only
-                shown = strip_credentials(url)
-                click.echo(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}", err=True)
-    from tokenpace.cli import bench_store
+    from tokenpace.app.gateway_serving import GatewayRefused, serve_gateway
+    from tokenpace.app.run_store import RunStoreError
     from tokenpace.cli.parsing import key_values
-    from tokenpace.gateway.serve import serve_forever
 
     extra_labels = key_values(labels, "=", "a label as KEY=VALUE")
-    store = bench_store.open_for_run(store_url, no_store, cmd="gateway")  # exits 2 when it cannot
-    writer = None
-    session = uuid.uuid4().hex[:12]
-    if store is not None:
-        from tokenpace.gateway.store_writer import StoreRecordWriter
+    try:
+        serve_gateway(config, extra_labels, store_url, not no_store, say=_say)
+    except GatewayRefused as exc:
+        raise click.UsageError(str(exc)) from None
+    except RunStoreError as exc:
+        click.echo(f"tokenpace gateway: error: {exc}", err=True)
+        raise SystemExit(2) from None
 
-        writer = StoreRecordWriter(store, config, session, extra_labels)
 
-    def ready(gw) -> None:
-        names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
-        click.echo(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics", err=True)
-        if store is not None:
-            click.echo(
-                f"storing records in {store.display_url} as session {session} "
-                f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)",
-                err=True,
-            )
+def _say(line: str) -> None:
+    click.echo(line, err=True)
 
-    def done(gw) -> None:
-        sink = gw.gateway.sink
-        click.echo(f"records: {sink.written} written, {sink.dropped} dropped", err=True)
-        if store is not None:
-            store.close()
 
-    with contextlib.suppress(ImportError):
-        import uvloop
+def _client_keys(given: tuple[str, ...], key_file: str | None) -> frozenset[str]:
+    from tokenpace.gateway.config import read_key_file
 
-        uvloop.install()
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+    keys = set(given)
+    if key_file:
+        try:
+            keys.update(read_key_file(key_file))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {key_file}: {exc.strerror}") from None
+        if not keys:
+            raise click.BadParameter(f"{key_file} holds no key", param_hint="--client-key-file")
+    return frozenset(keys)

@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
-import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -17,21 +12,15 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
-from tokenpace.adapters.results import RecordWriter, records_path_for, write_result
-from tokenpace.adapters.safe_files import check_output
-from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.bench import SIGTERM_STOP, USER_STOP, BenchRun
-from tokenpace.app.preflight import PreflightError
-from tokenpace.app.simproc import SimProcess, SimStartError
-from tokenpace.app.store_ops import save_result
-from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
-from tokenpace.cli import bench_store
-from tokenpace.cli.bench_cmd import EXIT_TERMINATED, _config, _event_loop_run, _Progress, bench
+from tokenpace.app.bench_job import REFUSALS
+from tokenpace.app.outputs import ExitStatus, RunOutputs
+from tokenpace.app.sweep import SweepConfig
+from tokenpace.app.sweep_job import run_sweep_job
+from tokenpace.cli.bench_cmd import bench, bench_config
+from tokenpace.cli.run_view import SweepView
 from tokenpace.client import EndpointError
-from tokenpace.core.record import RequestRecord
 
 EXIT_BAD_INPUT = 2
-EXIT_INTERRUPTED = 130
 # bench options a sweep sets per step (or names differently)
 _NOT_SHARED = {"concurrency", "rate", "out", "quiet", "request_id_prefix"}
 
@@ -56,12 +45,6 @@ def load_list(text: str, what: str) -> list[float] | None:
     if not values:
         raise click.BadParameter(f"{what}: give a list like 1,2,4,8 or 'auto'")
     return values
-
-
-def step_records_path(out: Path, index: int) -> Path:
-    return records_path_for(out).with_name(
-        records_path_for(out).name.replace(".records.jsonl", f".step{index:02d}.records.jsonl")
-    )
 
 
 @click.command()
@@ -106,28 +89,19 @@ def sweep(**opts: Any) -> None:
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    store = bench_store.open_for_run(opts["store_url"], opts["no_store"], cmd="sweep")  # before any load
     console = Console()
-    sweep_id = uuid.uuid4().hex[:12]
-    stamp = f"{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}"
-    out = opts["out"] or Path("results") / f"sweep-{stamp}-{sweep_id}.json"
-    try:  # a device, a pipe or a read-only folder: refused before any load
-        check_output(out, "--out")
-        check_output(step_records_path(out, 0), "--out")
-    except OSError as exc:
-        _die(str(exc))
+    outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
+    view = SweepView(console, opts["quiet"])
     try:
-        if config.base.url:
-            result = _run(config, sweep_id, out, console, opts["quiet"], store)
-        else:
-            config.base.target = f"sim:{opts['sim_profile'] or 'default'}"
-            with SimProcess(opts["sim_profile"]) as url:
-                config.base.url = url
-                result = _run(config, sweep_id, out, console, opts["quiet"], store)
-    except (PreflightError, SimStartError, EndpointError) as exc:
+        outcome = run_sweep_job(config, outputs, opts["sim_profile"], view)
+    except REFUSALS as exc:
         _die(str(exc))
-    if result.interrupted:
-        sys.exit(EXIT_TERMINATED if result.stop_reason == SIGTERM_STOP else EXIT_INTERRUPTED)
+    render_sweep(outcome.doc, console)
+    out = outcome.out
+    assert out is not None
+    console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
+    if outcome.exit_status is not ExitStatus.OK:
+        sys.exit(int(outcome.exit_status))
 
 
 # the bench options (target, workload, bounds per step, SLO, ...) come first in --help
@@ -144,7 +118,7 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
         raise click.BadParameter("give the steps (--concurrency 1,2,4,8 or --rate 1,2,5) or --auto")
     mode = "concurrency" if conc else "rate"
     steps = load_list(conc or rate, "--" + mode) if (conc or rate) else None
-    base = _config({**o, "concurrency": 1, "rate": None, "request_id_prefix": None})
+    base = bench_config({**o, "concurrency": 1, "rate": None, "request_id_prefix": None})
     return SweepConfig(
         base=base,
         mode=mode,
@@ -158,95 +132,6 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
         peak_rps=o["peak_rps"],
         headroom=fraction(o["headroom"], "headroom"),
     )
-
-
-def _run(
-    config: SweepConfig, sweep_id: str, out: Path, console: Console, quiet: bool, store: Store | None
-) -> SweepResult:
-    writers: dict[int, RecordWriter] = {}
-    files: dict[int, str] = {}
-    progress: _Progress | None = None
-    runner: Sweep | None = None
-
-    def on_step_start(index: int, phase: str, mode: str, load: float, run: BenchRun) -> None:
-        nonlocal progress
-        path = step_records_path(out, index)
-        writers[index] = RecordWriter(path)
-        files[index] = path.name
-        label = f"c={int(load)}" if mode == "concurrency" else f"{load:g} req/s"
-        if not quiet:
-            probe = " (probe)" if phase == "probe" else ""
-            console.print(f"[bold]step {index}[/]{probe} {label} ...", highlight=False)
-        progress = _Progress(console, quiet)
-        progress.start(run.total_planned, config.base.duration_s)
-
-    def on_record(index: int, record: RequestRecord) -> None:
-        writers[index].write(record)
-        if progress is not None:
-            progress.advance(record)
-
-    def on_step_done(step: SweepStep) -> None:
-        if progress is not None:
-            progress.stop()
-        writers[step.index].close()
-        console.print(_step_line(step), highlight=False)
-        assert runner is not None
-        write_result(out, runner.snapshot().to_dict(files))  # saved after every step
-        if store is not None:  # each step is a full run in the store, labelled with its sweep
-            try:
-                save_result(store, step.result, kind="sweep")
-            except StoreError as exc:
-                console.print(
-                    f"[red]could not store step {step.index} (run {step.result.run_id}): {exc}; "
-                    f"it is in {out}[/]"
-                )
-
-    async def main() -> SweepResult:
-        nonlocal runner
-        runner = Sweep(config, sweep_id, on_step_start, on_record, on_step_done)
-        loop = asyncio.get_running_loop()
-        for sig, reason in ((signal.SIGINT, USER_STOP), (signal.SIGTERM, SIGTERM_STOP)):
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.add_signal_handler(sig, runner.stop, reason)
-
-        async def tick() -> None:
-            while True:
-                if progress is not None and not quiet:
-                    progress.progress.refresh()
-                await asyncio.sleep(0.25)
-
-        ticker = loop.create_task(tick())
-        try:
-            return await runner.run()
-        finally:
-            ticker.cancel()
-
-    try:
-        result = _event_loop_run(main())
-    finally:
-        for w in writers.values():
-            w.close()
-    doc = result.to_dict(files)
-    write_result(out, doc)
-    render_sweep(doc, console)
-    console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
-    return result
-
-
-def _step_line(step: SweepStep) -> str:
-    s = step.result.summary
-    label = f"c={int(step.load)}" if step.mode == "concurrency" else f"{step.load:g} req/s"
-    phase = " (probe)" if step.phase == "probe" else ""
-    line = (
-        f"  step {step.index}{phase} {label}: {s.request_throughput:.2f} req/s, "
-        f"TTFT P95 {fmt(s.ttft_ms.p95)} ms, TPOT P95 {fmt(s.tpot_ms.p95)} ms, "
-        f"E2E P95 {fmt(s.e2e_ms.p95)} ms, errors {s.error_rate:.1%}"
-    )
-    if not step.result.valid:
-        line += "  [client NOT VALID]"
-    if step.result.interrupted:
-        line += "  [interrupted]"
-    return line
 
 
 # the console shows the essentials; Markdown/CSV exports (tokenpace report) carry every column

@@ -1,0 +1,101 @@
+"""Use case: serve the measuring gateway from its config until stopped. The composition root of
+`tokenpace gateway`: the OTLP extra checked, upstream /metrics probed, the run store opened (its
+writer labels real-traffic runs with a session id), the event loop (uvloop when installed), and
+what the operator is told, line by line, through ``say``."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tokenpace.app.run_store import open_for_run
+from tokenpace.gateway.config import GatewayConfig
+
+if TYPE_CHECKING:
+    from tokenpace.gateway.serve import RunningGateway
+
+
+class GatewayRefused(Exception):
+    """The gateway cannot serve as configured (said before it listens)."""
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def serve_gateway(
+    config: GatewayConfig,
+    labels: dict[str, str] | None = None,
+    store_url: str | None = None,
+    save: bool = True,
+    say: Callable[[str], None] = _to_stderr,
+) -> None:
+    """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
+    returns. Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
+    check_otlp(config)
+    if config.scrape_upstream_metrics:
+        for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
+            say(line)
+    from tokenpace.gateway.serve import serve_forever
+
+    store = open_for_run(store_url, save)
+    writer = None
+    session = uuid.uuid4().hex[:12]
+    if store is not None:
+        from tokenpace.gateway.store_writer import StoreRecordWriter
+
+        writer = StoreRecordWriter(store, config, session, labels or {})
+
+    def ready(gw: RunningGateway) -> None:
+        names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
+        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics")
+        if store is not None:
+            say(
+                f"storing records in {store.display_url} as session {session} "
+                f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)"
+            )
+
+    def done(gw: RunningGateway) -> None:
+        sink = gw.gateway.sink
+        say(f"records: {sink.written} written, {sink.dropped} dropped")
+        if store is not None:
+            store.close()
+
+    with contextlib.suppress(ImportError):
+        import uvloop
+
+        uvloop.install()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+
+
+def check_otlp(config: GatewayConfig) -> None:
+    """Fail now, with the install hint, rather than inside the server."""
+    if not config.otlp_endpoint:
+        return
+    from tokenpace.gateway.otlp import MissingExtra, Traces
+
+    try:
+        Traces(config.otlp_endpoint).close()
+    except MissingExtra as exc:
+        raise GatewayRefused(str(exc)) from None
+
+
+def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
+    """One line per upstream whose /metrics does not answer now."""
+    from tokenpace.adapters.servermetrics import probe_metrics_url
+    from tokenpace.core.credentials import strip_credentials
+    from tokenpace.gateway.engine_watch import metrics_auth, metrics_url
+
+    out = []
+    for up in config.upstreams:
+        url = metrics_url(up)
+        problem = probe_metrics_url(url, timeout_s=2.0, auth=metrics_auth(up))
+        if problem is not None:  # the URL may hold credentials: name the upstream only
+            shown = strip_credentials(url)
+            out.append(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}")
+    return out

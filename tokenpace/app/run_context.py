@@ -1,0 +1,120 @@
+"""What a load shape may use of a run in progress: send a request (kept as a record whatever
+happens to it), see whether the run is stopping, hand over the tasks it starts so that ``stop()``
+cancels them, and wait for the warm-up. The load shapes (``app.load_shapes``, ``app.sessions``)
+use only this surface; ``BenchRun`` owns one per run."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from time import perf_counter_ns
+from typing import TYPE_CHECKING
+
+from tokenpace.core.credentials import scrub_secrets
+from tokenpace.core.record import RequestRecord, Status
+
+if TYPE_CHECKING:
+    from tokenpace.app.bench_config import BenchConfig
+    from tokenpace.client import Sender
+
+# A run stops by itself when this many requests in a row could not even connect.
+MAX_CONSECUTIVE_CONNECT_ERRORS = 50
+USER_STOP = "interrupted by the user"  # Ctrl-C
+SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
+
+
+class RunContext:
+    def __init__(self, config: BenchConfig, on_record: Callable[[RequestRecord], None] | None) -> None:
+        self.config = config
+        self.on_record = on_record
+        self.records: list[RequestRecord] = []
+        self.total_planned = (config.requests + config.warmup) if config.requests else None
+        self.sender: Sender | None = None  # set by the run once it has connected
+        self.stop_reason = ""
+        self.interrupted = False
+        self.secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
+        self._stop = asyncio.Event()
+        self._consecutive_connect_errors = 0
+        self._inflight: set[asyncio.Future] = set()
+        # closed loop: measured requests wait until the warm-up ones are done
+        self._warm_pending = config.warmup
+        self._warm_done = asyncio.Event()
+        if self._warm_pending == 0:
+            self._warm_done.set()
+
+    # --- stopping ---
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def stop(self, reason: str = USER_STOP) -> None:
+        if not self._stop.is_set():
+            self.interrupted = reason.startswith("interrupted")
+            self.stop_reason = reason
+            self._stop.set()
+            self._warm_done.set()
+            for task in list(self._inflight):
+                task.cancel()
+
+    def client_failed(self, exc: BaseException) -> None:
+        """An unexpected error in the client's own code: stop loudly rather than lose a user."""
+        self.stop(f"aborted: client error ({type(exc).__name__}: {exc})")
+
+    # --- tasks ---
+    def track(self, task: asyncio.Future) -> None:
+        """A task of the load shape: ``stop()`` cancels it; ``drain()`` waits for it."""
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def drain(self) -> None:
+        """Wait until every tracked task has ended (requests in flight finish or are cancelled)."""
+        while self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
+
+    async def warmed_up(self) -> None:
+        """Returns once the warm-up requests are done (or the run stops)."""
+        await self._warm_done.wait()
+
+    # --- requests ---
+    async def send(self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None) -> None:
+        self.records.append(record)  # before sending: a cancelled request is still a record
+        try:
+            await self.sender.send(record, payload, capture)  # type: ignore[union-attr]
+        finally:
+            if record.end_ns is None:  # cancelled before the client could mark it
+                record.end_ns = perf_counter_ns()
+                record.status = Status.CANCELLED
+                record.error = "cancelled by the user"
+            if record.status is Status.CANCELLED and self.stop_reason not in ("", USER_STOP):
+                record.error = f"cancelled: the run was {self.stop_reason}"  # not the user's doing
+            self._after(record)
+
+    def not_sent(self, record: RequestRecord, reason: str) -> None:
+        """A scheduled request that never went out: kept as a record, not counted as sent."""
+        record.end_ns = perf_counter_ns()
+        record.status = Status.CANCELLED
+        record.error = reason
+        self.records.append(record)
+        self._after(record)
+
+    def _after(self, record: RequestRecord) -> None:
+        if record.error:  # a server may echo the key back in its error text: never keep it
+            record.error = scrub_secrets(record.error, self.secrets)
+        if record.status is Status.CONNECT_ERROR:
+            self._consecutive_connect_errors += 1
+            if self._consecutive_connect_errors >= MAX_CONSECUTIVE_CONNECT_ERRORS:
+                self.stop(
+                    f"aborted: {MAX_CONSECUTIVE_CONNECT_ERRORS} requests in a row could not "
+                    f"connect ({record.error})"
+                )
+        else:
+            self._consecutive_connect_errors = 0
+        if record.warmup and self._warm_pending > 0:
+            self._warm_pending -= 1
+            if self._warm_pending == 0:
+                self._warm_done.set()
+        if self.on_record is not None:
+            try:
+                self.on_record(record)
+            except Exception as exc:  # e.g. the records file's disk is full: stop, keep what we have
+                self.stop(f"aborted: could not save a record ({exc})")
