@@ -5,6 +5,7 @@ from __future__ import annotations
 from itertools import pairwise
 
 import numpy as np
+import pytest
 
 from tokenpace.core.workload.lengths import LengthDist, parse_length
 from tokenpace.sim import Engine, SimRequest, VirtualLoad, get_profile, run_virtual, summarize_virtual
@@ -24,7 +25,9 @@ def test_ttft_grows_linearly_with_input_length_at_low_load():
     lengths = [256, 1024, 2048, 4096, 8192]
     ttfts = []
     for n in lengths:
-        rs = run_virtual(VirtualLoad(input_len=L(n), output_len=L(4), rates=(0.2,), step_duration_s=60, seed=1))
+        rs = run_virtual(
+            VirtualLoad(input_len=L(n), output_len=L(4), rates=(0.2,), step_duration_s=60, seed=1)
+        )
         assert max(r.engine_queue for r in rs) < 0.1  # low load: at most the rest of a running step
         ttfts.append(_p(rs, 50))
     assert all(a < b for a, b in pairwise(ttfts))
@@ -52,7 +55,9 @@ def test_rising_concurrency_raises_latency_and_throughput_saturates():
 
 
 def test_chunked_prefill_lowers_p95_ttft_of_short_requests_among_long_ones():
-    w = VirtualLoad(input_len=L("128,128,128,16000"), output_len=L(64), rates=(3.0,), step_duration_s=40, seed=3)
+    w = VirtualLoad(
+        input_len=L("128,128,128,16000"), output_len=L(64), rates=(3.0,), step_duration_s=40, seed=3
+    )
     p95 = {}
     for chunked in (True, False):
         prof = get_profile().with_overrides(engine={"chunked_prefill": chunked})
@@ -141,6 +146,7 @@ def test_fast_forward_gives_the_same_results_as_step_by_step(monkeypatch):
         assert abs(a.ttft - b.ttft) < 1e-9 and abs(a.e2e - b.e2e) < 1e-9
 
 
+@pytest.mark.timing
 def test_an_hour_of_traffic_runs_in_seconds():
     import time
 
