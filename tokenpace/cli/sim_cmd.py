@@ -7,7 +7,7 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
@@ -24,7 +24,7 @@ class _OneLineErrors(click.Command):
             _fail(e.format_message())
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str) -> NoReturn:
     click.echo(f"tokenpace sim: {message}", err=True)
     sys.exit(2)
 
