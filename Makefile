@@ -20,9 +20,11 @@ $(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STA
 	scripts/system-deps.sh
 	touch $@
 
-## test: lint and run the test suite (installs the system packages tests need, once)
+## test: lint, check the layer map (import contracts, mypy) and run the test suite (installs the system packages tests need, once)
 test: $(STAMP) $(VENV)/.system-deps engines
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/mypy
 	$(BIN)/pytest
 
 ## engines: build llama.cpp's llama-server once per machine (cached, 10-18 min on 2 cores) and
@@ -40,4 +42,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

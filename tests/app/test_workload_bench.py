@@ -31,6 +31,7 @@ def config(url, opts=None, **kw):
         requests=12,
         workload_opts=opts,
         server_metrics="off",
+        prompt_salt="none",  # exact lengths below; the salt is tested in test_prompt_salt.py
     )
     base.update(kw)
     return BenchConfig(**base)

@@ -67,3 +67,16 @@ def test_trace_refuses_a_load_flag(threaded_server, tmp_path):
         "bench", "--url", threaded_server.url, "--trace", str(trace), "--rate", "5", "-q", "--no-store"
     )
     assert p.returncode == 2 and "own clock" in p.stderr
+
+
+def test_prompt_salt_from_the_command_line(tmp_path):
+    """The docs/workloads.md example against the simulator: no salt, identical prompts for a seed."""
+    out = tmp_path / "r.json"
+    p = tokenpace("bench", "-n", "20", "-c", "2", "--input-len", "256", "--prompt-salt", "none",
+                  "--output-len", "4", "--no-store", "-q", "--out", str(out), timeout=120)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(out.read_text())
+    assert doc["conditions"]["prompt_salt"] == "none"
+    assert "prompt_salt" not in doc["conditions"]["workload"]
+    bad = tokenpace("bench", "--prompt-salt", "a\nb", "-n", "1")
+    assert bad.returncode == 2 and "--prompt-salt" in bad.stderr and "Traceback" not in bad.stderr

@@ -170,46 +170,85 @@ def test_measured_requests_wait_for_the_warm_up_in_closed_loop():
     assert all(r.sent_ns >= warm_end for r in result.records if not r.warmup)
 
 
-def test_stale_keep_alive_retry_does_not_leak_connections():
-    class OneShot:  # answers the first request on a connection, closes on the second
-        async def __aenter__(self):
-            async def handle(reader, writer):
-                body = (
-                    b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}\n\n'
-                    b"data: [DONE]\n\n"
-                )
-                await reader.readuntil(b"\r\n\r\n")
-                await reader.read(65536)
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
-                    % len(body)
-                    + body
-                )
-                await writer.drain()
-                await reader.readuntil(b"\r\n\r\n")  # the next request on this connection: drop it
-                writer.transport.abort()
+class _OneShot:
+    """Answers the first request on each connection, then either reads the next one and resets the
+    connection (``read_then_reset``: the server provably saw it) or closes right after answering
+    (an idle close the client can see before it writes). Counts the POSTs it read."""
 
-            self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
-            return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+    BODY = b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n'
 
-        async def __aexit__(self, *exc):
-            self.server.close()
+    def __init__(self, read_then_reset: bool) -> None:
+        self.read_then_reset = read_then_reset
+        self.posts = 0
+
+    async def __aenter__(self) -> str:
+        async def handle(reader, writer):
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.read(65536)
+            self.posts += 1
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+            writer.write(head % len(self.BODY) + self.BODY)
+            await writer.drain()
+            if not self.read_then_reset:
+                writer.close()  # idle close: FIN right after the answer
+                return
+            await reader.readuntil(b"\r\n\r\n")  # the next request on this connection: read it...
+            self.posts += 1
+            writer.transport.abort()  # ...and reset without answering
+
+        self.server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc):
+        self.server.close()
+
+
+def _four_requests(read_then_reset: bool, resend: bool):
+    server = _OneShot(read_then_reset)
 
     async def go():
-        async with OneShot() as url:
-            s = Sender(parse_endpoint(url), get_dialect("chat"), "m", Sampling(), True, 2.0)
-            statuses = []
+        async with server as url:
+            s = Sender(parse_endpoint(url), get_dialect("chat"), "m", Sampling(), True, 2.0,
+                       resend_unanswered=resend)  # fmt: skip
+            records = []
             for i in range(4):
                 r = RequestRecord(str(i))
                 await s.send(r, s.prepare("a", 2, str(i)))
-                statuses.append(r.status)
+                await asyncio.sleep(0.05)  # let an idle close arrive, as between a user's requests
+                records.append(r)
             opened = s.open_connections
             await s.close()
-            return statuses, opened
+            return records, opened
 
-    statuses, opened = asyncio.run(go())
-    assert statuses == [Status.OK] * 4
+    records, opened = asyncio.run(go())
+    return records, opened, server.posts
+
+
+def test_a_request_the_server_read_is_never_resent_silently():
+    records, opened, posts = _four_requests(read_then_reset=True, resend=False)
+    assert [r.status for r in records] == [Status.OK, Status.STREAM_INTERRUPTED] * 2
+    assert "not resent" in records[1].error and "reused keep-alive connection" in records[1].error
+    assert all(r.attempts == 1 and r.first_sent_ns is None for r in records)
+    assert posts == 4  # one POST per record: nothing sent twice
+    assert opened <= 1  # the dropped connections were closed, not leaked
+
+
+def test_resend_when_allowed_is_recorded_on_the_record():
+    records, opened, posts = _four_requests(read_then_reset=True, resend=True)
+    assert [r.status for r in records] == [Status.OK] * 4
+    # each reused connection is read and reset, each resend answered on a new connection
+    assert [r.attempts for r in records] == [1, 2, 2, 2]
+    assert all(r.first_sent_ns is not None and r.first_sent_ns < r.sent_ns for r in records[1:])
+    assert posts == 7  # the server saw both attempts of each resent request
     assert opened <= 1
+
+
+def test_a_connection_closed_while_idle_is_never_written_to():
+    records, _, posts = _four_requests(read_then_reset=False, resend=False)
+    assert [r.status for r in records] == [Status.OK] * 4
+    assert all(r.attempts == 1 for r in records)
+    assert all(r.connect_ns is not None for r in records)  # each on a new connection
+    assert posts == 4
 
 
 def test_usage_fractions_are_averaged_across_engines():

@@ -18,6 +18,7 @@ import numpy as np
 
 from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
+from tokenpace.core.analysis.conditions import cache_warnings
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 
@@ -167,7 +168,7 @@ class AbRun:
             if self._stopped or partial:
                 interrupted = True
                 break
-        warnings = cfg.warnings()
+        warnings = cfg.warnings() + _cache_warnings(done)
         if interrupted:
             warnings.append(f"interrupted: {len(done)} of {cfg.blocks} blocks complete, analysed alone")
         analysis = None
@@ -180,3 +181,22 @@ class AbRun:
                 seed=cfg.base.seed,
             )
         return AbResult(self.ab_id, cfg, order[: len(done)], done, analysis, interrupted, warnings, partial)
+
+
+def _hit_rate(result: BenchResult) -> float | None:
+    counters = (result.observed.get("server_metrics") or {}).get("counters") or {}
+    rate = counters.get("prefix_hit_rate")
+    return float(rate) if isinstance(rate, (int, float)) else None
+
+
+def _cache_warnings(blocks: list[tuple[BenchResult, BenchResult]]) -> list[str]:
+    """An arm measured warmer than the other (mean prefix-cache hit rate over the blocks), or arms
+    run with different prompt-salt settings."""
+    if not blocks:
+        return []
+    summaries = []
+    for side in (0, 1):
+        rates = [r for pair in blocks if (r := _hit_rate(pair[side])) is not None]
+        summaries.append({"server": {"prefix_hit_rate": sum(rates) / len(rates)}} if rates else {})
+    a, b = blocks[0]
+    return cache_warnings(a.conditions, b.conditions, summaries[0], summaries[1])

@@ -93,9 +93,12 @@ class BenchRun:
             headers,
             reuse_connections=not cfg.new_connection_per_request,
             ssl_context=tls,
+            resend_unanswered=cfg.resend_unanswered,
         )
         counter = await workloads.resolve_counter(cfg.workload_opts, endpoint, model, headers)
-        workload = workloads.build(cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter)
+        workload = workloads.build(
+            cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter, cfg.salt_key(self.run_id)
+        )
         self.workload = workload
         prefix = cfg.request_id_prefix if cfg.request_id_prefix is not None else f"tp-{self.run_id}-"
         started_at = datetime.now(timezone.utc)

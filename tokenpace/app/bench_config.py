@@ -32,6 +32,7 @@ class BenchConfig:
     input_len: LengthDist = field(default_factory=lambda: parse_length("512"))
     output_len: LengthDist = field(default_factory=lambda: parse_length("128"))
     seed: int = 0
+    prompt_salt: str = "auto"  # auto: a salt from the run id; none: identical prompts per seed; else a key
     sampling: Sampling = field(default_factory=Sampling)
     headers: dict[str, str] = field(default_factory=dict)
     api_key: str | None = None
@@ -44,12 +45,19 @@ class BenchConfig:
     server_metrics_interval_s: float = 1.0
     connect_probe: bool = False
     new_connection_per_request: bool = False
+    resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
     ca_cert: str | None = None
 
     @property
     def open_loop(self) -> bool:
         return self.rate is not None
+
+    def salt_key(self, run_id: str) -> str | None:
+        """What the run's prompt salt is made from: the run id (auto), the user's key, or no salt."""
+        if self.prompt_salt == "none":
+            return None
+        return run_id if self.prompt_salt == "auto" else self.prompt_salt
 
     def validate(self) -> None:
         if self.rate is None and not self.concurrency:
@@ -94,8 +102,10 @@ class BenchResult:
         summary = self.summary.to_dict()
         summary["client"] = self.health.to_dict()
         server = self.observed.get("server_metrics") or {}
-        if server.get("decomposition") or server.get("engine_latency_ms"):
+        hit_rate = (server.get("counters") or {}).get("prefix_hit_rate")
+        if server.get("decomposition") or server.get("engine_latency_ms") or hit_rate is not None:
             summary["server"] = {k: server.get(k) for k in ("engine", "decomposition", "engine_latency_ms")}
+            summary["server"]["prefix_hit_rate"] = hit_rate  # a warm cache makes runs incomparable
         return {
             "tokenpace_version": __version__,
             "run_id": self.run_id,

@@ -14,7 +14,7 @@ from tokenpace.core.analysis.compare import (
     Comparison,
     compare_records,
 )
-from tokenpace.core.analysis.conditions import differing_fields, run_level
+from tokenpace.core.analysis.conditions import cache_warnings, differing_fields, run_level
 
 
 @dataclass(slots=True)
@@ -54,6 +54,7 @@ def condition_warnings(a: RunInfo, b: RunInfo, differing: list[tuple[str, Any, A
         shown = ", ".join(f for f, _, _ in differing[:12])
         more = f" and {len(differing) - 12} more" if len(differing) > 12 else ""
         out.append(f"the runs' conditions differ: {shown}{more}")
+    out += cache_warnings(a.conditions, b.conditions, a.summary, b.summary)
     for run, side in ((a, "A"), (b, "B")):
         if run.interrupted:
             out.append(f"run {side} ({run.id}) was interrupted: {run.stop_reason}")

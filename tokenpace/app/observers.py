@@ -59,7 +59,11 @@ class RunObservers:
             self._tmp = tempfile.TemporaryDirectory(prefix="tokenpace-scrape-")
             scrape_path = Path(self._tmp.name) / "scrapes.jsonl"
         self.scrape_path = scrape_path
-        self.scraper = ScraperProcess(self.metrics_url, interval_s, scrape_path) if self.metrics_url else None
+        self.scraper = (
+            ScraperProcess(self.metrics_url, interval_s, scrape_path)
+            if self.metrics_url and scrape_path is not None
+            else None
+        )
         self.probe = ConnectProbe(endpoint.host, endpoint.port) if connect_probe else None
 
     async def start(self) -> None:

@@ -45,9 +45,9 @@ async def resolve_model(
         status = 200
     if status in (401, 403):
         raise PreflightError(f"{url} answered HTTP {status}: check --api-key / OPENAI_API_KEY")
-    models = []
+    models: list[str] = []
     if isinstance(data, dict):
-        models = [m.get("id") for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
+        models = [str(m["id"]) for m in data.get("data") or [] if isinstance(m, dict) and m.get("id")]
     if model:
         return model, models
     if models:

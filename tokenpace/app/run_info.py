@@ -50,6 +50,7 @@ def run_conditions(
         "workload": workload,
         "sampling": cfg.sampling.to_dict(),
         "seed": cfg.seed,
+        "prompt_salt": cfg.prompt_salt,
         "slo": cfg.slo.to_dict(),
         "labels": cfg.labels,
         "request_id_prefix": prefix,

@@ -49,8 +49,7 @@ class SimProcess:
                 return self.url
         err = ""
         if self.proc.poll() is not None and self.proc.stderr is not None:
-            err = self.proc.stderr.read().strip().splitlines()[-1:] or [""]
-            err = err[0]
+            err = (self.proc.stderr.read().strip().splitlines()[-1:] or [""])[0]
         self.__exit__()
         raise SimStartError(f"the simulated engine did not start{': ' + err if err else ''}")
 

@@ -25,6 +25,7 @@ from tokenpace.core.workload.length_fit import length_fit
 from tokenpace.core.workload.lengths import LengthDist
 from tokenpace.core.workload.prefixes import SharedPrefixes
 from tokenpace.core.workload.prompts import PromptMaker, TokenCounter
+from tokenpace.core.workload.salt import SaltedPrompts, make_salt
 from tokenpace.core.workload.sessions import SessionWorkload
 
 TRACE_ARRIVAL = "trace"
@@ -80,8 +81,10 @@ def build(
     output_len: LengthDist,
     seed: int,
     counter: TokenCounter | None = None,
+    salt_key: str | None = None,
 ) -> Any:
-    """The workload to send; plain synthetic (as before issue 7) when nothing else was asked."""
+    """The workload to send; plain synthetic (as before issue 7) when nothing else was asked. With a
+    ``salt_key`` (the run id unless the user chose one) every prompt starts with that run's salt."""
     opts = opts or WorkloadOptions()
     counter = counter or opts.counter
     maker = PromptMaker(counter) if counter is not None else PromptMaker()
@@ -101,6 +104,8 @@ def build(
     if opts.prefix_len and opts.trace is None:  # a trace's prefix ids say who shares
         every = opts.turns if opts.sessions and not getattr(base, "multi_turn", False) else 1
         base = SharedPrefixes(base, opts.prefix_len, opts.prefixes, maker, seed, every)
+    if salt_key is not None:  # before sessions: a chat's history starts salted
+        base = SaltedPrompts(base, *make_salt(salt_key, maker))
     if opts.sessions:
         base = SessionWorkload(base, opts.turns, opts.think_time_s)
     return base

@@ -9,6 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from tokenpace.adapters.report.tables import LATENCY_COLUMNS as _COLUMNS
+from tokenpace.adapters.report.tables import fmt as _fmt
 from tokenpace.cli import workload_view
 
 _LATENCY_ROWS = (
@@ -23,15 +25,6 @@ _SCHEDULED_ROWS = (
     ("E2E from scheduled", "e2e_from_scheduled_ms"),
     ("client queue", "queue_ms"),
 )
-_COLUMNS = ("mean", "p50", "p90", "p95", "p99", "max")
-
-
-def _fmt(value: float | None, digits: int = 1) -> str:
-    if value is None:
-        return "-"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.{digits}f}"
 
 
 def _latency_table(summary: dict[str, Any], rows: tuple[tuple[str, str], ...], title: str) -> Table:

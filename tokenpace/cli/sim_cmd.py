@@ -21,7 +21,7 @@ class _OneLineErrors(click.Command):
         try:
             return super().parse_args(ctx, args)
         except click.UsageError as e:
-            _fail(e.format_message())
+            return _fail(e.format_message())
 
 
 def _fail(message: str) -> NoReturn:

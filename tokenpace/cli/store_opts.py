@@ -27,7 +27,7 @@ STORE_HELP = (
 
 
 def store_option(f: F) -> F:
-    return click.option("--store", "store_url", metavar="URL", help=STORE_HELP)(f)  # type: ignore[return-value]
+    return click.option("--store", "store_url", metavar="URL", help=STORE_HELP)(f)
 
 
 def fail(cmd: str, message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:

@@ -62,6 +62,15 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--turns", type=int, default=1, show_default=True, help="Turns per multi-turn session."),
     click.option("--think-time", default="0s", show_default=True, help="Pause between a session's turns."),
     click.option(
+        "--prompt-salt",
+        default="auto",
+        show_default=True,
+        metavar="auto|none|KEY",
+        help="Start every prompt with a few tokens of salt, new for each run (auto), so no run is "
+        "measured warm on prompts an earlier run left in the engine's prefix cache; none sends "
+        "identical prompts for a seed (to measure a warm cache on purpose); KEY reuses a fixed salt.",
+    ),
+    click.option(
         "--tokenizer",
         metavar="PATH|server",
         help="Count tokens with a local tokenizer.json (or model folder), or the server's /tokenize.",
@@ -109,6 +118,10 @@ def options_from(o: dict[str, Any]) -> WorkloadOptions:
 def apply(config: Any, o: dict[str, Any]) -> Any:
     """The bench config with the workload flags applied; a trace sets the load (its own clock)."""
     opts = options_from(o)
+    salt = o.get("prompt_salt") or "auto"
+    if not salt.strip() or any(not c.isprintable() for c in salt):
+        raise click.BadParameter("--prompt-salt: give auto, none or a printable key")
+    config = replace(config, prompt_salt=salt)
     if opts.trace is not None:
         if "concurrency_steps" in o:
             raise click.BadParameter("--trace replays on its own clock: use `tokenpace bench`, not sweep")

@@ -6,11 +6,7 @@ from typing import Any
 
 from rich.table import Table
 
-
-def _ms(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.1f}"
+from tokenpace.adapters.report.tables import fmt as _ms
 
 
 def _table(title: str, first: list[str], rows: list[tuple[list[str], dict[str, Any]]]) -> Table:

@@ -15,9 +15,13 @@ from tokenpace.client.dial import dial
 from tokenpace.client.dialects.base import Dialect, Sampling
 from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.exchange import Exchange
+from tokenpace.client.liveness import peer_has_closed
 from tokenpace.core.record import RequestRecord, Status
 
 _STALE = "connection closed before the response headers"
+_NOT_RESENT = (
+    "the server may have read the request, so it was not resent (--resend-unanswered allows one resend)"
+)
 
 
 class Sender:
@@ -34,6 +38,7 @@ class Sender:
         headers: dict[str, str] | None = None,
         reuse_connections: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        resend_unanswered: bool = False,
     ) -> None:
         self.endpoint = endpoint
         self.dialect = dialect
@@ -42,6 +47,8 @@ class Sender:
         self.stream = stream
         self.timeout_s = timeout_s
         self.reuse_connections = reuse_connections  # False: a new connection per request, on purpose
+        # True: a request a reused connection dropped unanswered is sent once more (recorded).
+        self.resend_unanswered = resend_unanswered
         self._ssl = ssl_context if ssl_context is not None else endpoint.ssl_context()
         self._idle: list[HttpConnection] = []
         self._open: set[HttpConnection] = set()
@@ -60,8 +67,9 @@ class Sender:
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
-        body = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
-        body = orjson.dumps(body)
+        body = orjson.dumps(
+            self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
+        )
         tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
         return self._head + tail.encode("latin-1") + body
 
@@ -97,20 +105,28 @@ class Sender:
                 raise
             finally:
                 timer.cancel()
-            # A kept-alive connection the server had already closed: retry once on a new one.
-            if (
-                attempt == 0
-                and reused
+            unanswered = (
+                reused
                 and record.status is Status.STREAM_INTERRUPTED
-                and record.error
+                and record.error is not None
                 and record.error.startswith(_STALE)
-            ):
-                _reset(record)
-                conn.close()
-                self._open.discard(conn)
-                continue
-            break
-        self._release(conn)
+            )
+            if not unanswered:
+                break
+            # A reused connection closed after the request was written, before any answer: the
+            # server may have read it, so it is resent only when the user allowed that, and the
+            # record says so either way.
+            conn.close()
+            self._open.discard(conn)
+            if attempt == 1 or not self.resend_unanswered:
+                record.error = f"{_STALE} on a reused keep-alive connection: {_NOT_RESENT}"
+                break
+            record.first_sent_ns = record.sent_ns
+            record.attempts += 1
+            record.sent_ns = perf_counter_ns()
+            _reset(record)
+        if conn is not None:
+            self._release(conn)
         return record
 
     async def close(self) -> None:
@@ -128,8 +144,9 @@ class Sender:
     def _take_idle(self) -> HttpConnection | None:
         while self._idle:
             conn = self._idle.pop()
-            if conn.reusable:
+            if conn.reusable and not peer_has_closed(conn.transport):
                 return conn
+            conn.close()  # closed by the server while idle: nothing was sent on it
             self._open.discard(conn)
         return None
 

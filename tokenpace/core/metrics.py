@@ -109,8 +109,8 @@ def meets_slo(r: RequestRecord, slo: Slo) -> bool:
         if t is None or t > slo.ttft_ms * NS_PER_MS:
             return False
     if slo.tpot_ms is not None:
-        t = tpot_ns(r)
-        if t is not None and t > slo.tpot_ms * NS_PER_MS:
+        tpot = tpot_ns(r)
+        if tpot is not None and tpot > slo.tpot_ms * NS_PER_MS:
             return False
     if slo.e2e_ms is not None:
         t = e2e_ns(r)
@@ -276,7 +276,7 @@ def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci:
 
     ttfts = [t for r in ok if (t := ttft_ns(r)) is not None]
     e2es = [t for r in ok if (t := e2e_ns(r)) is not None]
-    tpots = [t for r in ok if (t := tpot_ns(r)) is not None]
+    tpots = [tp for r in ok if (tp := tpot_ns(r)) is not None]
     itls: list[int] = []
     for r in ok:
         itls.extend(itl_gaps_ns(r))

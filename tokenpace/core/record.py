@@ -52,6 +52,8 @@ class RequestRecord:
     scheduled_ns: int = 0  # when the schedule wanted it sent
     dispatched_ns: int = 0  # when the client's dispatcher released it (late => client lag)
     sent_ns: int = 0  # when the client started sending it (connection acquisition included)
+    attempts: int = 1  # times the request was written (2: resent after a reused connection dropped it)
+    first_sent_ns: int | None = None  # when a resent request was first sent (latencies use sent_ns)
     connect_ns: int | None = None  # time spent opening a new connection (None: reused one)
     dns_ns: int | None = None  # ... of which DNS lookup
     tcp_ns: int | None = None  # ... TCP connect

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class Distribution:
         return getattr(self, name)
 
     def to_dict(self) -> dict:
-        out = {
+        out: dict[str, Any] = {
             "n": self.n,
             "mean": self.mean,
             "std": self.std,

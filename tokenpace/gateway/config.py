@@ -72,7 +72,7 @@ def parse_upstream(text: str) -> Upstream:
     if weight < 0:
         raise ValueError(f"{text!r}: weight must be >= 0")
     ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
-    labels = {k: kv[k] for k in ("version", "region") if k in kv}
+    labels: dict[str, str] = {k: kv[k] for k in ("version", "region") if k in kv}
     metrics = kv.get("metrics")
     if metrics is not None and urlsplit(metrics).scheme not in ("http", "https"):
         raise ValueError(f"{text!r}: metrics={metrics!r} is not an http(s) URL")

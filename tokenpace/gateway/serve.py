@@ -43,8 +43,9 @@ class RunningGateway:
         site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024)
         await site.start()
         server = site._server  # the bound port when 0 was asked for
-        if server is not None and server.sockets:  # type: ignore[union-attr]
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        sockets = getattr(server, "sockets", None)
+        if sockets:
+            self.port = sockets[0].getsockname()[1]
         return self
 
     async def stop(self) -> None:

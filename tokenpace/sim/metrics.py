@@ -7,7 +7,7 @@ and observing must cost well under a microsecond on the per-token path.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 # vLLM's bucket sets (vllm/v1/metrics/loggers.py).
 TTFT_BUCKETS = (
@@ -157,8 +157,8 @@ class SimMetrics:
 
     def render(
         self,
-        gauges: dict[str, float],
-        counters: dict[str, float],
+        gauges: Mapping[str, float],
+        counters: Mapping[str, float],
         extra: Callable[[], list[str]] | None = None,
     ) -> bytes:
         lab = self.label

@@ -261,7 +261,7 @@ class _Stream:
             "id": "x",
             "object": "text_completion",
             "choices": [{"index": 0, "text": delta.get("text", ""), "finish_reason": finish}],
-        }  # type: ignore[union-attr]
+        }
 
     def _usage(self, completion: int) -> dict:
         return {

@@ -102,13 +102,13 @@ def e_divisive(
     found: dict[int, tuple[float, float]] = {}
     tested: dict[tuple[int, int], tuple[int, float] | None] = {}
     while max_points is None or len(found) < max_points:
-        candidates = []
+        candidates: list[tuple[tuple[int, int], tuple[int, float]]] = []
         for s, e in pairwise(bounds):
             if (s, e) not in tested:
                 split = best_split(x[s:e], min_size)
                 tested[(s, e)] = None if split is None else (s + split[0], split[1])
-            if tested[(s, e)] is not None:
-                candidates.append(((s, e), tested[(s, e)]))
+            if (best := tested[(s, e)]) is not None:
+                candidates.append(((s, e), best))
         if not candidates:
             break
         (s, e), (tau, stat) = max(candidates, key=lambda c: c[1][1])

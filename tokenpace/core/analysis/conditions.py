@@ -17,6 +17,9 @@ VOLATILE = frozenset(
     }
 )
 
+# Nested fields that differ by construction: the run's own prompt salt (its setting is compared).
+VOLATILE_PATHS = frozenset({"workload.prompt_salt.text"})
+
 RUN_LEVEL = (
     ("request_throughput", "requests/s", True),
     ("output_token_throughput", "output tok/s", True),
@@ -30,7 +33,7 @@ def flatten(data: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in data.items():
         name = f"{prefix}{key}"
-        if not prefix and key in VOLATILE:
+        if (not prefix and key in VOLATILE) or name in VOLATILE_PATHS:
             continue
         if isinstance(value, Mapping):
             out.update(flatten(value, name + "."))
@@ -72,3 +75,33 @@ def get_path(data: Mapping[str, Any], dotted: str) -> Any:
             return None
         cur = cur[part]
     return cur
+
+
+HIT_RATE_GAP = 0.10  # prefix-cache hit rates further apart than this: one side ran warmer
+
+
+def cache_warnings(
+    cond_a: Mapping[str, Any], cond_b: Mapping[str, Any], sum_a: Mapping[str, Any], sum_b: Mapping[str, Any]
+) -> list[str]:
+    """Why two runs may not be comparable through the engine's prefix cache: a different prompt-salt
+    setting (identical prompts can hit what an earlier run left cached), or hit rates that the
+    server reported far apart."""
+    out = []
+    salt_a, salt_b = cond_a.get("prompt_salt", "none"), cond_b.get("prompt_salt", "none")
+    if (salt_a == "none") != (salt_b == "none"):
+        out.append(
+            f"prompt salt differs (A {salt_a}, B {salt_b}): the unsalted side may have hit prompts an "
+            "earlier run left in the engine's prefix cache"
+        )
+    rate_a = (sum_a.get("server") or {}).get("prefix_hit_rate")
+    rate_b = (sum_b.get("server") or {}).get("prefix_hit_rate")
+    if (
+        isinstance(rate_a, (int, float))
+        and isinstance(rate_b, (int, float))
+        and abs(rate_a - rate_b) > HIT_RATE_GAP
+    ):
+        out.append(
+            f"the engine's prefix-cache hit rate differs (A {rate_a:.2f}, B {rate_b:.2f}): one run was "
+            "measured warmer than the other"
+        )
+    return out

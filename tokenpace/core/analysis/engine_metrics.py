@@ -182,7 +182,7 @@ def analyse(scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns:
     out["series"] = series
     (t0, first), (t1, last) = good[0], good[-1]
     out["window_s"] = [(t0 - start_ns) / 1e9, (t1 - start_ns) / 1e9]
-    counters = {}
+    counters: dict[str, float] = {}
     for canonical, names in COUNTERS.items():
         a, b = _sum_of(first, names), _sum_of(last, names)
         if b is not None:
@@ -190,7 +190,7 @@ def analyse(scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns:
     if counters.get("prefix_queries"):
         counters["prefix_hit_rate"] = counters.get("prefix_hits", 0.0) / counters["prefix_queries"]
     out["counters"] = counters
-    latency = {k: v for k, names in HISTOGRAMS.items() if (v := _window_latency(first, last, names))}
+    latency = {k: lat for k, names in HISTOGRAMS.items() if (lat := _window_latency(first, last, names))}
     out["engine_latency_ms"] = latency
     out["decomposition"] = _decompose(latency, records, t0, t1)
     return out

@@ -128,22 +128,22 @@ def little_check(p: LoadPoint, max_error_rate: float = 0.05) -> LittleCheck:
         return LittleCheck(p.step, "ok", in_flight, expected, ratio)
     rate = float(p.offered or 0.0)
     expected_rps = p.ok / (p.sent / rate + w) if rate > 0 and p.sent else 0.0
-    ratio = p.achieved_rps / expected_rps if expected_rps else None
-    if ratio is None:
+    rps_ratio = p.achieved_rps / expected_rps if expected_rps else None
+    if rps_ratio is None:
         return LittleCheck(p.step, "skipped", in_flight, None, None, "no offered rate")
     if p.max_concurrency and in_flight > p.max_concurrency * (1 + tol):
         note = f"{in_flight:.1f} in flight exceeds the cap of {p.max_concurrency}: rate or latency is wrong"
-        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, ratio, note)
-    if ratio < 1 - tol:
+        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, rps_ratio, note)
+    if rps_ratio < 1 - tol:
         note = (
             f"completed {p.achieved_rps:.3g} req/s where {expected_rps:.3g} were due: "
             "the server fell behind the offered rate (queue growing, beyond capacity)"
         )
-        return LittleCheck(p.step, "overloaded", in_flight, expected_rps, ratio, note)
-    if ratio > 1 + tol:
+        return LittleCheck(p.step, "overloaded", in_flight, expected_rps, rps_ratio, note)
+    if rps_ratio > 1 + tol:
         note = f"completed {p.achieved_rps:.3g} req/s, more than {expected_rps:.3g} due: numbers are wrong"
-        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, ratio, note)
-    return LittleCheck(p.step, "ok", in_flight, expected_rps, ratio)
+        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, rps_ratio, note)
+    return LittleCheck(p.step, "ok", in_flight, expected_rps, rps_ratio)
 
 
 # --- the curve --------------------------------------------------------------------------------

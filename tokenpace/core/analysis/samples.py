@@ -74,9 +74,9 @@ def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
     if metric == "e2e":
         return _single(None if (t := e2e_ns(r)) is None else t / NS_PER_MS for r in ok)
     if metric == "tpot":
-        return _single(None if (t := tpot_ns(r)) is None else t / NS_PER_MS for r in ok)
+        return _single(None if (tp := tpot_ns(r)) is None else tp / NS_PER_MS for r in ok)
     if metric == "throughput":
-        return _single(None if not (t := tpot_ns(r)) else 1e9 / t for r in ok)
+        return _single(None if not (tp := tpot_ns(r)) else 1e9 / tp for r in ok)
     if metric == "itl":
         groups = [np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS for r in ok]
         return Samples([g for g in groups if len(g)])

@@ -1,0 +1,32 @@
+"""The layer map's size rules (ARCHITECTURE.md): small files with one job, short functions. The import
+contracts and mypy run beside the tests in `make test` (lint-imports, mypy)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 80
+
+
+def _sources() -> list[Path]:
+    return sorted(p for d in ("tokenpace", "benchmarks") for p in (ROOT / d).rglob("*.py"))
+
+
+def test_no_file_over_400_lines() -> None:
+    lines = {str(p.relative_to(ROOT)): p.read_text().count("\n") for p in _sources()}
+    long = {name: n for name, n in lines.items() if n > MAX_FILE_LINES}
+    assert not long, f"split these files: {long}"
+
+
+def test_no_function_over_80_lines() -> None:
+    long = {}
+    for p in _sources():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > MAX_FUNCTION_LINES:
+                    long[f"{p.relative_to(ROOT)}:{node.name}"] = n
+    assert not long, f"split these functions: {long}"
