@@ -9,8 +9,9 @@ import aiohttp
 import numpy as np
 import pytest
 
-from tokenpace.sim import LengthDist, SimServer, Workload, run_virtual
-from tokenpace.sim.workload import prompt_words
+from tokenpace.core.workload.lengths import parse_length
+from tokenpace.sim import SimServer, VirtualLoad, run_virtual
+from tokenpace.sim.virtual_load import filler_prompt
 
 
 async def _replay(url: str, plan) -> list[tuple[float, float, int]]:
@@ -25,7 +26,7 @@ async def _replay(url: str, plan) -> list[tuple[float, float, int]]:
         async def one(r):
             await asyncio.sleep(max(0.0, t0 + r.sent - time.perf_counter()))
             body = {
-                "prompt": " ".join(prompt_words(r.index, r.input_tokens, 0)),
+                "prompt": " ".join(filler_prompt(r.index, r.input_tokens, 0)),
                 "max_tokens": r.output_tokens,
                 "ignore_eos": True,
                 "stream": True,
@@ -46,9 +47,9 @@ async def _replay(url: str, plan) -> list[tuple[float, float, int]]:
 
 @pytest.mark.timing
 def test_real_and_virtual_clocks_give_the_same_distributions():
-    w = Workload(
-        input_len=LengthDist.parse("200:3000"),
-        output_len=LengthDist.parse("20:60"),
+    w = VirtualLoad(
+        input_len=parse_length("200:3000"),
+        output_len=parse_length("20:60"),
         rates=(6.0,),
         step_duration_s=5.0,
         seed=11,

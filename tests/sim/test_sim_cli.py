@@ -58,6 +58,9 @@ def test_bad_input_gives_one_line_and_exit_2(tmp_path):
         ["--fault-error-codes", "5x"],
         ["--faults", str(bad_faults)],
         ["--virtual", "--input-len", "0"],
+        ["--virtual", "--output-len", "lognormal:5"],
+        ["--virtual", "--duration", "0"],
+        ["--virtual", "--duration", "5x"],
         ["--network", "moon"],
     ):
         r = subprocess.run([*CMD, *args], capture_output=True, text=True, timeout=30)
@@ -91,5 +94,39 @@ def test_virtual_run_prints_a_ladder_and_writes_json(tmp_path):
     assert "1/s" in r.stdout and "4/s" in r.stdout
     doc = json.loads(out.read_text())
     assert doc["conditions"]["clock"] == "virtual" and len(doc["steps"]) == 2
-    assert len(doc["requests"]) == sum(s["n"] for s in doc["steps"]) > 60
+    assert len(doc["requests"]) == sum(s["counts"]["ok"] for s in doc["steps"]) > 60
     assert doc["steps"][1]["request_throughput"] > 2 * doc["steps"][0]["request_throughput"]
+
+
+def test_virtual_takes_bench_lengths_and_durations(tmp_path):
+    docs = []
+    for duration in ("90", "90s", "1.5m"):
+        out = tmp_path / f"{duration}.json"
+        r = subprocess.run(
+            [
+                *CMD,
+                "--virtual",
+                "--rate",
+                "2",
+                "--duration",
+                duration,
+                "--input-len",
+                "lognormal:512,0.5",
+                "--output-len",
+                "16@3,64@1",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(out.read_text()))
+    assert docs[0]["requests"] == docs[1]["requests"] == docs[2]["requests"]  # one duration, three spellings
+    load = docs[0]["conditions"]["workload"]
+    assert load["step_duration_s"] == 90.0
+    assert load["input_len"]["kind"] == "lognormal" and load["output_len"]["weights"] == [3.0, 1.0]
+    sends = [q["sent"] for q in docs[0]["requests"]]
+    assert 120 < len(sends) < 240 and max(sends) < 90
+    assert {q["output_tokens"] for q in docs[0]["requests"]} == {16, 64}

@@ -5,11 +5,15 @@ from __future__ import annotations
 from itertools import pairwise
 
 import numpy as np
+import pytest
 
-from tokenpace.sim import Engine, SimRequest, Workload, get_profile, run_virtual, summarize
-from tokenpace.sim.workload import LengthDist, prompt_words
+from tokenpace.core.workload.lengths import LengthDist, parse_length
+from tokenpace.sim import Engine, SimRequest, VirtualLoad, get_profile, run_virtual, summarize_virtual
+from tokenpace.sim.virtual_load import filler_prompt
 
-L = LengthDist.parse
+
+def L(spec: int | str) -> LengthDist:
+    return parse_length(str(spec))
 
 
 def _p(results, q, key="ttft"):
@@ -21,8 +25,10 @@ def test_ttft_grows_linearly_with_input_length_at_low_load():
     lengths = [256, 1024, 2048, 4096, 8192]
     ttfts = []
     for n in lengths:
-        rs = run_virtual(Workload(input_len=L(n), output_len=L(4), rates=(0.2,), step_duration_s=60, seed=1))
-        assert max(r.queue for r in rs) < 0.1  # low load: at most the rest of a running step
+        rs = run_virtual(
+            VirtualLoad(input_len=L(n), output_len=L(4), rates=(0.2,), step_duration_s=60, seed=1)
+        )
+        assert max(r.engine_queue for r in rs) < 0.1  # low load: at most the rest of a running step
         ttfts.append(_p(rs, 50))
     assert all(a < b for a, b in pairwise(ttfts))
     slope, intercept = np.polyfit(lengths, ttfts, 1)
@@ -35,10 +41,10 @@ def test_ttft_grows_linearly_with_input_length_at_low_load():
 def test_rising_concurrency_raises_latency_and_throughput_saturates():
     rows = []
     for c in (1, 4, 16, 64, 256):
-        s = summarize(
-            run_virtual(Workload(input_len=L(512), output_len=L(256), concurrency=c, requests=4 * c))
-        )
-        rows.append((c, s["ttft_ms"]["p50"], s["tpot_ms"]["p50"], s["output_token_throughput"]))
+        s = summarize_virtual(
+            run_virtual(VirtualLoad(input_len=L(512), output_len=L(256), concurrency=c, requests=4 * c))
+        ).client
+        rows.append((c, s.ttft_ms.p50, s.tpot_ms.p50, s.output_token_throughput))
     _, ttft, tpot, thr = zip(*rows, strict=True)
     assert ttft[-1] > 3 * ttft[0] and tpot[-1] > 3 * tpot[0]
     assert all(b >= a * 0.99 for a, b in pairwise(tpot))
@@ -49,7 +55,9 @@ def test_rising_concurrency_raises_latency_and_throughput_saturates():
 
 
 def test_chunked_prefill_lowers_p95_ttft_of_short_requests_among_long_ones():
-    w = Workload(input_len=L("128,128,128,16000"), output_len=L(64), rates=(3.0,), step_duration_s=40, seed=3)
+    w = VirtualLoad(
+        input_len=L("128,128,128,16000"), output_len=L(64), rates=(3.0,), step_duration_s=40, seed=3
+    )
     p95 = {}
     for chunked in (True, False):
         prof = get_profile().with_overrides(engine={"chunked_prefill": chunked})
@@ -60,15 +68,15 @@ def test_chunked_prefill_lowers_p95_ttft_of_short_requests_among_long_ones():
 
 
 def test_warm_prefix_is_several_times_faster_than_cold():
-    base = Workload(input_len=L(4096), output_len=L(8), rates=(0.5,), step_duration_s=40, seed=4)
+    base = VirtualLoad(input_len=L(4096), output_len=L(8), rates=(0.5,), step_duration_s=40, seed=4)
     cold = run_virtual(base)
-    warm = run_virtual(Workload(**{**_fields(base), "shared_prefix": 4000}))
+    warm = run_virtual(VirtualLoad(**{**_fields(base), "shared_prefix": 4000}))
     assert warm[0].cached_tokens == 0 and all(r.cached_tokens >= 3984 for r in warm[1:])
     ratio = _p(cold, 50) / _p(warm[1:], 50)
     assert ratio > 4, ratio
 
 
-def _fields(w: Workload) -> dict:
+def _fields(w: VirtualLoad) -> dict:
     return {k: getattr(w, k) for k in w.__slots__}
 
 
@@ -86,11 +94,11 @@ def test_prefix_cache_evicts_least_recently_used_blocks():
             eng.complete(t)
         return r
 
-    a, b = prompt_words(1, 320, 0), prompt_words(2, 320, 0)  # 20 blocks each; the cache holds 40
+    a, b = filler_prompt(1, 320, 0), filler_prompt(2, 320, 0)  # 20 blocks each; the cache holds 40
     run(a)
     assert run(a).cached_tokens == 304  # all but the last block: one token must be computed
     run(b)
-    run(prompt_words(3, 320, 0))  # evicts the least recently used: a's blocks
+    run(filler_prompt(3, 320, 0))  # evicts the least recently used: a's blocks
     assert run(b).cached_tokens == 304  # used more recently than a: kept
     assert run(a).cached_tokens == 0
 
@@ -98,7 +106,7 @@ def test_prefix_cache_evicts_least_recently_used_blocks():
 def test_full_kv_cache_queues_and_preempts_but_finishes_everything():
     prof = get_profile().with_overrides(engine={"num_gpu_blocks": 64, "prefix_caching": False})
     eng = Engine(prof)
-    reqs = [SimRequest(str(i), prompt_words(i, 100, 0), 200, ignore_eos=True) for i in range(12)]
+    reqs = [SimRequest(str(i), filler_prompt(i, 100, 0), 200, ignore_eos=True) for i in range(12)]
     for r in reqs:
         eng.add(r, 0.0)
     t, max_running = 0.0, 0
@@ -127,7 +135,7 @@ def test_eos_probability_and_ignore_eos():
 
 
 def test_fast_forward_gives_the_same_results_as_step_by_step(monkeypatch):
-    w = Workload(
+    w = VirtualLoad(
         input_len=L("64:1024"), output_len=L("16:200"), rates=(4.0, 12.0), step_duration_s=10, seed=6
     )
     fast = run_virtual(w)
@@ -138,10 +146,11 @@ def test_fast_forward_gives_the_same_results_as_step_by_step(monkeypatch):
         assert abs(a.ttft - b.ttft) < 1e-9 and abs(a.e2e - b.e2e) < 1e-9
 
 
+@pytest.mark.timing
 def test_an_hour_of_traffic_runs_in_seconds():
     import time
 
-    w = Workload(input_len=L("256:2048"), output_len=L("64:512"), rates=(1, 2, 3, 4), step_duration_s=900)
+    w = VirtualLoad(input_len=L("256:2048"), output_len=L("64:512"), rates=(1, 2, 3, 4), step_duration_s=900)
     t0 = time.perf_counter()
     rs = run_virtual(w)
     assert max(r.sent for r in rs) > 3500

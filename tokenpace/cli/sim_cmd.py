@@ -7,9 +7,11 @@ import contextlib
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
+
+from tokenpace.cli import parsing
 
 
 class _OneLineErrors(click.Command):
@@ -22,9 +24,16 @@ class _OneLineErrors(click.Command):
             return _fail(e.format_message())
 
 
-def _fail(message: str) -> Any:
+def _fail(message: str) -> NoReturn:
     click.echo(f"tokenpace sim: {message}", err=True)
     sys.exit(2)
+
+
+def _positive_duration(text: str) -> float:
+    seconds = parsing.duration_s(text)
+    if seconds <= 0:
+        raise click.BadParameter(f"{text!r}: the duration must be positive")
+    return seconds
 
 
 def _run(coro: Any) -> Any:
@@ -86,17 +95,30 @@ def _run(coro: Any) -> Any:
 @click.option("--no-fault-header", is_flag=True, help="Ignore the x-sim-fault request header.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
-@click.option("--input-len", default="512", show_default=True, help="Virtual: N, LO:HI, normal:M,SD, N1,N2")
-@click.option("--output-len", default="128", show_default=True, help="Virtual: output length, same syntax.")
+@click.option(
+    "--input-len",
+    default="512",
+    show_default=True,
+    callback=lambda _c, _p, v: parsing.length(v),
+    help="Virtual: as bench, e.g. 512, 256:1024, normal:512,128, lognormal:512,0.5, 128@3,2048@1.",
+)
+@click.option(
+    "--output-len",
+    default="128",
+    show_default=True,
+    callback=lambda _c, _p, v: parsing.length(v),
+    help="Virtual: output length, same syntax.",
+)
 @click.option("--rate", default=None, help="Virtual: req/s; a comma list is a ladder (e.g. 1,2,4,8).")
 @click.option("--concurrency", type=click.IntRange(1), default=None, help="Virtual: closed loop users.")
 @click.option("--requests", type=click.IntRange(1), default=None, help="Virtual closed loop: total requests.")
 @click.option(
     "--duration",
-    type=click.FloatRange(0, min_open=True),
-    default=60.0,
+    default="60s",
     show_default=True,
-    help="Virtual: seconds per ladder step (or of a closed loop without --requests).",
+    callback=lambda _c, _p, v: _positive_duration(v),
+    help="Virtual: length of each ladder step (or of a closed loop without --requests), e.g. 90s, 5m; "
+    "a bare number is seconds.",
 )
 @click.option(
     "--arrival", type=click.Choice(["poisson", "constant", "gamma"]), default="poisson", show_default=True
@@ -124,7 +146,7 @@ def sim(**o: Any) -> None:
         click.echo(describe_profiles())
         return
     if o["virtual"]:
-        from tokenpace.sim.report import run_virtual_cli
+        from tokenpace.cli.sim_view import run_virtual_cli
 
         try:
             run_virtual_cli(o, profile, network)

@@ -4,21 +4,22 @@ from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.profile import Profile, get_network, get_profile, profile_names
 from tokenpace.sim.server import SimServer
-from tokenpace.sim.virtual import VirtualResult, run_virtual, summarize
-from tokenpace.sim.workload import LengthDist, Workload
+from tokenpace.sim.virtual import VirtualResult, run_virtual
+from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_summary import VirtualSummary, summarize_virtual
 
 __all__ = [
     "Engine",
     "FaultConfig",
-    "LengthDist",
     "Profile",
     "SimRequest",
     "SimServer",
+    "VirtualLoad",
     "VirtualResult",
-    "Workload",
+    "VirtualSummary",
     "get_network",
     "get_profile",
     "profile_names",
     "run_virtual",
-    "summarize",
+    "summarize_virtual",
 ]

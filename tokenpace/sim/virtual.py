@@ -3,6 +3,9 @@
 Time jumps from one engine step to the next (or to the next arrival when idle), so an hour of traffic
 takes seconds. The network is modelled as in the real server: each request reaches the engine one
 sampled round trip after it is sent, which shifts every token the client sees by that round trip.
+
+Each finished request becomes the core's `RequestRecord` (virtual seconds as nanoseconds), so the
+virtual run is measured by the same definitions as a real one (`tokenpace.core.metrics`).
 """
 
 from __future__ import annotations
@@ -14,31 +17,76 @@ from typing import Any
 
 import numpy as np
 
+from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
+from tokenpace.core.record import RequestRecord
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.profile import Network, Profile, get_profile
-from tokenpace.sim.workload import Workload, arrival_times, prompt_words
+from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
+
+# Virtual second 0 maps to this timestamp: a record whose sent_ns is 0 would read as never sent.
+ORIGIN_NS = NS_PER_S
+
+
+def virtual_ns(t: float) -> int:
+    """A virtual time (seconds from the run's start) as a record timestamp."""
+    return ORIGIN_NS + round(t * NS_PER_S)
 
 
 @dataclass(slots=True)
 class VirtualResult:
-    """One request as a client would have measured it (seconds from the run's start)."""
+    """One finished request: the record a client would have made, plus what only the engine knows."""
 
-    index: int
+    record: RequestRecord
     step: int  # ladder step (0 for closed loop)
-    sent: float
-    input_tokens: int
-    output_tokens: int
-    ttft: float
-    e2e: float
-    queue: float  # engine arrival to first scheduled
-    cached_tokens: int
+    engine_queue: float  # seconds from reaching the engine to its first step
+    cached_tokens: int  # prompt tokens served by the prefix cache
     preemptions: int
 
     @property
+    def index(self) -> int:
+        return self.record.index
+
+    @property
+    def sent(self) -> float:
+        """Send time, seconds from the run's start."""
+        return (self.record.sent_ns - ORIGIN_NS) / NS_PER_S
+
+    @property
+    def input_tokens(self) -> int:
+        return self.record.prompt_tokens or 0
+
+    @property
+    def output_tokens(self) -> int:
+        return self.record.output_tokens
+
+    @property
+    def ttft(self) -> float:
+        return (ttft_ns(self.record) or 0) / NS_PER_S
+
+    @property
+    def e2e(self) -> float:
+        return (e2e_ns(self.record) or 0) / NS_PER_S
+
+    @property
     def tpot(self) -> float | None:
-        if self.output_tokens < 2:
-            return None
-        return (self.e2e - self.ttft) / (self.output_tokens - 1)
+        t = tpot_ns(self.record)
+        return None if t is None else t / NS_PER_S
+
+    def to_dict(self) -> dict[str, Any]:
+        """One row of a virtual run's JSON (seconds)."""
+        return {
+            "index": self.index,
+            "step": self.step,
+            "sent": self.sent,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "ttft": self.ttft,
+            "tpot": self.tpot,
+            "e2e": self.e2e,
+            "engine_queue": self.engine_queue,
+            "cached_tokens": self.cached_tokens,
+            "preemptions": self.preemptions,
+        }
 
 
 def sample_rtt(net: Network, rng: random.Random) -> float:
@@ -49,127 +97,128 @@ def sample_rtt(net: Network, rng: random.Random) -> float:
 
 
 def run_virtual(
-    workload: Workload,
+    load: VirtualLoad,
     profile: Profile | str | None = None,
     network: Network | None = None,
     max_seconds: float | None = None,
 ) -> list[VirtualResult]:
-    """Run a workload through the engine on the virtual clock; returns one result per finished request."""
-    workload.validate()
+    """Run a load through the engine on the virtual clock; returns one result per finished request."""
+    load.validate()
     prof = profile if isinstance(profile, Profile) else get_profile(profile)
-    net = network or prof.network
-    rng = random.Random(workload.seed)
-    engine = Engine(prof, seed=workload.seed)
-    cap = engine.capacity_tokens
-    heap: list[tuple[float, int, int, float]] = []  # (engine arrival, index, step, sent)
-    counter = 0
-
-    def push(sent: float, step: int) -> None:
-        nonlocal counter
-        heapq.heappush(heap, (sent + sample_rtt(net, rng), counter, step, sent))
-        counter += 1
-
-    closed = not workload.rates
-    if closed:
-        limit = workload.requests or None
-        for _ in range(min(workload.concurrency, limit or workload.concurrency)):
-            push(0.0, 0)
-        horizon = None if limit else workload.step_duration_s
-    else:
-        for t, k in arrival_times(workload, rng):
-            push(t, k)
-        limit, horizon = None, None
-
-    meta: dict[int, tuple[int, float]] = {}
-    results: list[VirtualResult] = []
-    issued = len(heap)
-    t = 0.0
-
-    def on_finish(req: SimRequest) -> None:
-        nonlocal issued
-        idx = int(req.rid)
-        step, sent = meta.pop(idx)
-        results.append(_result(req, idx, step, sent))
-        if closed and (limit is None or issued < limit) and (horizon is None or t < horizon):
-            push(t, 0)
-            issued += 1
-
-    while heap or engine.has_work():
-        if max_seconds is not None and t > max_seconds:
-            break
-        if not engine.has_work() and heap and heap[0][0] > t:
-            t = heap[0][0]
-        while heap and heap[0][0] <= t:
-            arr, idx, step, sent = heapq.heappop(heap)
-            n_in = workload.input_len.sample(rng)
-            n_out = workload.output_len.sample(rng)
-            n_in = max(1, min(n_in, cap - n_out))
-            req = SimRequest(
-                str(idx), prompt_words(idx, n_in, workload.shared_prefix), n_out, ignore_eos=True
-            )
-            meta[idx] = (step, sent)
-            engine.add(req, arr)
-        t_ff, finished = engine.fast_forward(t, heap[0][0] if heap else float("inf"))
-        if t_ff > t:
-            t = t_ff
-            for req in finished:
-                on_finish(req)
-            continue
-        d = engine.schedule(t)
-        if d <= 0:
-            if not heap:
-                break  # nothing can ever run (cannot happen with validated lengths)
-            t = max(t, heap[0][0])
-            continue
-        t += d
-        for req in engine.complete(t):
-            if req.finished:
-                on_finish(req)
+    results = _VirtualRun(load, prof, network or prof.network).run(max_seconds)
     results.sort(key=lambda r: r.index)
     return results
 
 
-def _result(req: SimRequest, idx: int, step: int, sent: float) -> VirtualResult:
+@dataclass(slots=True)
+class _Sent:
+    step: int
+    sent: float
+    input_tokens: int
+    output_tokens: int
+
+
+class _VirtualRun:
+    """One run's state: the engine, the requests in flight on the network, and the virtual clock."""
+
+    def __init__(self, load: VirtualLoad, profile: Profile, network: Network) -> None:
+        self.load, self.network = load, network
+        self.engine = Engine(profile, seed=load.seed)
+        # Independent streams: the network's jitter never changes which requests are sent.
+        arrivals, inputs, outputs = (
+            np.random.default_rng(s) for s in np.random.SeedSequence(load.seed).spawn(3)
+        )
+        self.arrivals_rng = arrivals
+        self.input_draws = LengthDraws(load.input_len, inputs)
+        self.output_draws = LengthDraws(load.output_len, outputs)
+        self.rtt_rng = random.Random(load.seed)  # as the real-time server draws its round trips
+        self.heap: list[tuple[float, int]] = []  # (engine arrival, index)
+        self.sent: dict[int, _Sent] = {}
+        self.results: list[VirtualResult] = []
+        self.issued = 0
+        self.t = 0.0
+        self.closed = not load.rates
+        self.limit = load.requests or None  # closed loop: total requests
+        self.horizon = None if self.limit else load.step_duration_s  # closed loop: stop sending
+
+    def send(self, at: float, step: int) -> None:
+        idx = self.issued
+        self.issued += 1
+        n_out = self.output_draws.next()
+        n_in = max(1, min(self.input_draws.next(), self.engine.capacity_tokens - n_out))
+        self.sent[idx] = _Sent(step, at, n_in, n_out)
+        heapq.heappush(self.heap, (at + sample_rtt(self.network, self.rtt_rng), idx))
+
+    def run(self, max_seconds: float | None) -> list[VirtualResult]:
+        if self.closed:
+            users = self.load.concurrency
+            for _ in range(min(users, self.limit or users)):
+                self.send(0.0, 0)
+        else:
+            for at, step in ladder_send_times(self.load, self.arrivals_rng):
+                self.send(at, step)
+        engine, heap = self.engine, self.heap
+        while heap or engine.has_work():
+            if max_seconds is not None and self.t > max_seconds:
+                break
+            if not engine.has_work() and heap and heap[0][0] > self.t:
+                self.t = heap[0][0]
+            self._admit_arrivals()
+            t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
+            if t_ff > self.t:
+                self.t = t_ff
+                for req in finished:
+                    self._finish(req)
+                continue
+            d = engine.schedule(self.t)
+            if d <= 0:
+                if not heap:
+                    break  # nothing can ever run (cannot happen with validated lengths)
+                self.t = max(self.t, heap[0][0])
+                continue
+            self.t += d
+            for req in engine.complete(self.t):
+                if req.finished:
+                    self._finish(req)
+        return self.results
+
+    def _admit_arrivals(self) -> None:
+        while self.heap and self.heap[0][0] <= self.t:
+            arrival, idx = heapq.heappop(self.heap)
+            s = self.sent[idx]
+            prompt = filler_prompt(idx, s.input_tokens, self.load.shared_prefix)
+            self.engine.add(SimRequest(str(idx), prompt, s.output_tokens, ignore_eos=True), arrival)
+
+    def _finish(self, req: SimRequest) -> None:
+        idx = int(req.rid)
+        self.results.append(_result(req, idx, self.sent.pop(idx)))
+        more = self.limit is None or self.issued < self.limit
+        if self.closed and more and (self.horizon is None or self.t < self.horizon):
+            self.send(self.t, 0)
+
+
+def _result(req: SimRequest, idx: int, s: _Sent) -> VirtualResult:
     assert req.first_token_t is not None and req.finish_t is not None and req.scheduled_t is not None
-    return VirtualResult(
+    sent_ns = virtual_ns(s.sent)
+    record = RequestRecord(
+        request_id=str(idx),
         index=idx,
-        step=step,
-        sent=sent,
-        input_tokens=req.prompt_len,
-        output_tokens=req.generated,
-        ttft=req.first_token_t - sent,
-        e2e=req.finish_t - sent,
-        queue=req.scheduled_t - req.arrival_t,
+        scheduled_ns=sent_ns,  # a virtual client is never late
+        dispatched_ns=sent_ns,
+        sent_ns=sent_ns,
+        first_token_ns=virtual_ns(req.first_token_t),
+        first_answer_ns=virtual_ns(req.first_token_t),
+        end_ns=virtual_ns(req.finish_t),
+        prompt_tokens_requested=s.input_tokens,
+        prompt_tokens=req.prompt_len,
+        output_tokens_requested=s.output_tokens,
+        output_tokens_server=req.generated,
+        finish_reason=req.finish_reason,
+    )
+    return VirtualResult(
+        record=record,
+        step=s.step,
+        engine_queue=req.scheduled_t - req.arrival_t,
         cached_tokens=req.cached_tokens,
         preemptions=req.preemptions,
     )
-
-
-def summarize(results: list[VirtualResult]) -> dict[str, Any]:
-    """Percentiles (ms) and throughput over the window from first send to last completion."""
-    if not results:
-        return {"n": 0}
-    out: dict[str, Any] = {"n": len(results)}
-    series = {
-        "ttft_ms": [r.ttft * 1e3 for r in results],
-        "tpot_ms": [r.tpot * 1e3 for r in results if r.tpot is not None],
-        "e2e_ms": [r.e2e * 1e3 for r in results],
-        "queue_ms": [r.queue * 1e3 for r in results],
-    }
-    for name, xs in series.items():
-        if xs:
-            a = np.asarray(xs)
-            out[name] = {
-                "mean": float(a.mean()),
-                **{f"p{q}": float(np.percentile(a, q)) for q in (50, 90, 95, 99)},
-                "max": float(a.max()),
-                "n": len(xs),
-            }
-    start = min(r.sent for r in results)
-    end = max(r.sent + r.e2e for r in results)
-    window = max(end - start, 1e-9)
-    out["duration_s"] = window
-    out["request_throughput"] = len(results) / window
-    out["output_token_throughput"] = sum(r.output_tokens for r in results) / window
-    out["preemptions"] = sum(r.preemptions for r in results)
-    return out
