@@ -20,24 +20,15 @@ from pathlib import Path
 import orjson
 import uvloop
 
-from tokenpace.testing.scripted_server import Script, ScriptedServer, _Connection
+from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 TRUTH_SCRIPT = Script(ttft_s=0.050, itl_s=0.010, tokens=64)
 TINY_SCRIPT = Script(ttft_s=0.0, itl_s=0.0, tokens=1)
 
 
-class BenchServer(ScriptedServer):
-    """ScriptedServer with a listen backlog deep enough for 256+ connections opened at once."""
-
-    async def start(self) -> BenchServer:
-        loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(lambda: _Connection(self), self.host, self.port, backlog=4096)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-
 async def serve(truth_path: Path) -> None:
-    server = BenchServer(default=TRUTH_SCRIPT, scripts={"tiny": TINY_SCRIPT})
+    # A listen backlog deep enough for 256+ connections opened at once.
+    server = ScriptedServer(default=TRUTH_SCRIPT, scripts={"tiny": TINY_SCRIPT}, backlog=4096)
     await server.start()
     sys.stdout.write(f"{server.port}\n")
     sys.stdout.flush()

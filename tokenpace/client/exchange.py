@@ -1,7 +1,8 @@
 """One request and its response: turns body bytes into token timestamps on the record.
 
-Runs inside the connection's ``data_received``: no logging, no per-token objects beyond the one
-int appended to ``token_ns``, JSON parsed once per chunk.
+Its ``response_*`` methods are the HTTP/1.1 kernel's events (tokenpace.http1.client) and run inside
+the connection's ``data_received``: no logging, no per-token objects beyond the one int appended to
+``token_ns``, JSON parsed once per chunk.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ class Exchange:
         "dialect",
         "done",
         "done_ns",
-        "framed",
         "future",
         "record",
         "sse",
@@ -43,12 +43,18 @@ class Exchange:
         self.content_type = b""
         self.done = False
         self.done_ns = 0  # when [DONE] arrived
-        self.framed = False  # the response said how its body ends (length or chunked)
         self._prev_server_tokens: int | None = None
         self.capture: list[bytes] | None = None  # raw token chunks, kept for multi-turn history
 
     # --- events from the connection ---
-    def headers(self, status: int, now: int) -> None:
+    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
+        if low_name == b"content-type":
+            self.content_type = value
+
+    def response_interim(self) -> None:
+        self.content_type = b""  # a 1xx's; the real response has its own
+
+    def response_head(self, status: int, now: int) -> None:
         rec = self.record
         rec.headers_ns = now
         rec.http_status = status
@@ -57,7 +63,7 @@ class Exchange:
                 return  # the server ignored stream=true; read it as one JSON response
             self.sse = SseParser()
 
-    def body(self, data: bytes, now: int) -> None:
+    def response_body(self, data: bytes, now: int) -> None:
         if self.future.done():
             return
         if self.sse is None:
@@ -95,7 +101,7 @@ class Exchange:
             if rec.output_tokens_server is not None:  # per-chunk usage (vLLM continuous_usage_stats)
                 self._note_chunk_tokens(rec)
 
-    def complete(self, now: int) -> None:
+    def response_end(self, now: int) -> None:
         if self.future.done():
             return
         rec = self.record
@@ -113,7 +119,7 @@ class Exchange:
             return
         self._read_full(now)
 
-    def connection_lost(self, exc: Exception | None, now: int) -> None:
+    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
         if self.future.done():
             return
         if self.record.headers_ns is None:
@@ -121,8 +127,8 @@ class Exchange:
         elif self.done:
             self.finish(self.done_ns)  # [DONE] arrived; the server closed instead of ending the body
             return
-        elif exc is None and not self.framed:
-            self.complete(now)  # a body delimited by the close (HTTP/1.0 style): this is its end
+        elif body_ended:
+            self.response_end(now)  # a body delimited by the close (HTTP/1.0 style): this is its end
             return
         else:
             reason = "connection closed mid-stream"
@@ -130,7 +136,7 @@ class Exchange:
             reason += f" ({exc})"
         self.fail(Status.STREAM_INTERRUPTED, reason, now)
 
-    def protocol_error(self, reason: str, now: int) -> None:
+    def response_malformed(self, reason: str, now: int) -> None:
         self.fail(Status.PROTOCOL_ERROR, reason, now)
 
     # --- outcome ---

@@ -1,4 +1,4 @@
-"""A lean HTTP/1.1 client for the upstreams: asyncio protocol + httptools, no per-chunk task switch.
+"""The upstream side: the shared HTTP/1.1 kernel (tokenpace.http1.client), no per-chunk task switch.
 
 Each body piece is handed to a callback inside ``data_received`` (timestamp taken first), which
 meters it and writes it straight to the client's transport. Connections are kept alive and pooled
@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Callable
-from time import monotonic, perf_counter_ns
+from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-import httptools
+from tokenpace.http1.client import ResponseConnection
 
 OnBody = Callable[[bytes, int], None]
 
@@ -27,11 +27,11 @@ class UpstreamError(Exception):
 
 
 class Exchange:
-    """One request/response on an upstream connection."""
+    """One request/response on an upstream connection; its ``response_*`` methods are the HTTP/1.1
+    kernel's events (tokenpace.http1.client)."""
 
     __slots__ = (
         "chunked",
-        "complete",
         "done",
         "head",
         "headers",
@@ -42,7 +42,7 @@ class Exchange:
         "status",
     )
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, head_only: bool) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.head = loop.create_future()  # set at headers complete
         self.done = loop.create_future()  # set at message complete; exception if the connection broke
         self.status = 0
@@ -50,7 +50,6 @@ class Exchange:
         self.headers: list[tuple[bytes, bytes]] = []
         self.length: int | None = None
         self.chunked = False
-        self.complete = head_only  # HEAD: no body follows the headers
         self.on_body: OnBody | None = None
         self.pending: list[tuple[bytes, int]] = []  # body that arrived before on_body was attached
 
@@ -61,121 +60,60 @@ class Exchange:
         for data, now in pending:
             on_body(data, now)
 
-    def _body(self, data: bytes, now: int) -> None:
+    # events from the connection
+    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+        if low_name == b"content-length":
+            self.length = int(value) if value.strip().isdigit() else None
+        elif low_name == b"transfer-encoding" and b"chunked" in value.lower():
+            self.chunked = True
+
+    def response_interim(self) -> None:
+        self.headers.clear()  # a 1xx's; the real response follows
+        self.reason = b""
+
+    def response_head(self, status: int, now: int) -> None:
+        self.status = status
+        self.head.set_result(None)
+
+    def response_body(self, data: bytes, now: int) -> None:
         if self.on_body is not None:
             self.on_body(data, now)
         else:
             self.pending.append((data, now))
 
+    def response_end(self, now: int) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
-class UpstreamConnection(asyncio.Protocol):
-    __slots__ = ("closed", "exchange", "idle_since", "keep_alive", "now", "parser", "transport")
+    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
+        if body_ended:
+            self.response_end(now)  # body delimited by the connection's close
+        else:
+            self.fail(f"upstream closed the connection ({type(exc).__name__ if exc else 'EOF'})")
 
-    def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)
-        self.exchange: Exchange | None = None
-        self.now = 0
-        self.keep_alive = True
-        self.closed = False
-        self.idle_since = monotonic()
+    def response_malformed(self, reason: str, now: int) -> None:
+        self.fail(reason)
 
-    # asyncio.Protocol
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-
-    def data_received(self, data: bytes) -> None:
-        self.now = perf_counter_ns()
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError as exc:
-            self._fail(f"malformed HTTP response: {exc}")
-            self.abort()
-
-    def eof_received(self) -> bool | None:
-        return None  # close the transport
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        ex = self.exchange
-        if ex is None:
-            return
-        if ex.head.done() and ex.length is None and not ex.chunked and not ex.complete:
-            self.on_message_complete()  # body delimited by the connection's close
-            return
-        self._fail(f"upstream closed the connection ({type(exc).__name__ if exc else 'EOF'})")
-
-    def _fail(self, message: str) -> None:
-        ex, self.exchange = self.exchange, None
-        self.keep_alive = False
-        if ex is None:
-            return
-        mid = ex.head.done()
+    def fail(self, message: str) -> None:
+        mid = self.head.done()
         if not mid:
-            ex.head.set_exception(UpstreamError(message, False))
-            ex.head.exception()  # retrieved here: the waiter may be gone
-        if not ex.done.done():
-            ex.done.set_exception(UpstreamError(message, mid))
-            ex.done.exception()  # retrieved here: a waiter may be gone (client left)
+            self.head.set_exception(UpstreamError(message, False))
+            self.head.exception()  # retrieved here: the waiter may be gone
+        if not self.done.done():
+            self.done.set_exception(UpstreamError(message, mid))
+            self.done.exception()  # retrieved here: a waiter may be gone (client left)
 
-    # httptools callbacks
+
+class UpstreamConnection(ResponseConnection):
+    """The shared HTTP/1.1 kernel, keeping the reason phrase for the client."""
+
+    __slots__ = ()
+    exchange: Exchange | None
+
     def on_status(self, status: bytes) -> None:
         if self.exchange is not None:
             self.exchange.reason += status
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        ex = self.exchange
-        if ex is None:
-            return
-        ex.headers.append((name, value))
-        low = name.lower()
-        if low == b"content-length":
-            ex.length = int(value) if value.strip().isdigit() else None
-        elif low == b"transfer-encoding" and b"chunked" in value.lower():
-            ex.chunked = True
-
-    def on_headers_complete(self) -> None:
-        ex = self.exchange
-        self.keep_alive = self.parser.should_keep_alive()
-        if ex is None:
-            return
-        ex.status = self.parser.get_status_code()
-        if ex.status < 200:  # 1xx: interim, the real response follows
-            ex.headers.clear()
-            ex.reason = b""
-            return
-        ex.head.set_result(None)
-        if ex.complete:  # HEAD
-            self.keep_alive = False  # the parser cannot know no body follows; do not reuse
-            self.on_message_complete()
-
-    def on_body(self, body: bytes) -> None:
-        if self.exchange is not None:
-            self.exchange._body(body, self.now)
-
-    def on_message_complete(self) -> None:
-        ex, self.exchange = self.exchange, None
-        if ex is None or ex.status < 200:
-            self.exchange = ex  # interim response: keep waiting
-            return
-        ex.complete = True
-        self.idle_since = monotonic()
-        if not ex.done.done():
-            ex.done.set_result(None)
-
-    # ours
-    @property
-    def reusable(self) -> bool:
-        return not self.closed and self.keep_alive and self.exchange is None
-
-    def start(self, exchange: Exchange, payload: bytes) -> None:
-        self.exchange = exchange
-        self.transport.write(payload)  # type: ignore[union-attr]
-
-    def abort(self) -> None:
-        self.closed = True
-        if self.transport is not None:
-            self.transport.abort()
 
 
 class Origin:
@@ -209,10 +147,10 @@ class Origin:
         return proto
 
     def pooled(self) -> UpstreamConnection | None:
-        oldest = monotonic() - self.keepalive_s
+        oldest = perf_counter_ns() - int(self.keepalive_s * 1e9)
         while self.idle:
             conn = self.idle.pop()
-            if conn.reusable and conn.idle_since > oldest:
+            if conn.reusable and conn.idle_since_ns > oldest:
                 return conn
             conn.abort()
         return None
@@ -251,8 +189,8 @@ async def send(origin: Origin, method: str, payload: bytes) -> tuple[UpstreamCon
     while True:
         if conn is None:
             conn = await origin.connect()
-        ex = Exchange(loop, method == "HEAD")
-        conn.start(ex, payload)
+        ex = Exchange(loop)
+        conn.start(ex, payload, head_only=method == "HEAD")
         try:
             await ex.head
         except UpstreamError:

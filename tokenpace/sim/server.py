@@ -20,10 +20,10 @@ from typing import Any
 
 import orjson
 
+from tokenpace.http1.server import HttpRequest, ServerConnection
 from tokenpace.sim.api import ApiError, ChunkFormat, error_body, load_json, parse_generation, prompt_of
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
-from tokenpace.sim.http import HttpConnection, HttpRequest
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.streams import ResponseStream, deliver
@@ -56,7 +56,7 @@ class SimServer:
         self._picker = FaultPicker(self.faults)
         self._rng = random.Random(seed + 1)
         self._ids = itertools.count(1)
-        self._conns: set[HttpConnection] = set()
+        self._conns: set[ServerConnection] = set()
         self._server: asyncio.AbstractServer | None = None
         self._task: asyncio.Task | None = None
         self._wake = asyncio.Event()
@@ -77,7 +77,7 @@ class SimServer:
         loop = self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._server = await loop.create_server(
-            lambda: HttpConnection(self._handle, self._conns.add, self._conns.discard),
+            lambda: ServerConnection(self._handle, self._conns.add, self._conns.discard),
             self.host,
             self.port,
             backlog=4096,

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tokenpace.http1.server import ServerConnection
 from tokenpace.sim.api import ChunkFormat, GenRequest
 from tokenpace.sim.engine import SimRequest
-from tokenpace.sim.http import HttpConnection
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.tokens import WORDS
 
@@ -21,7 +21,7 @@ _DONE = b"data: [DONE]\n\n"
 
 @dataclass(eq=False, slots=True)
 class ResponseStream:
-    conn: HttpConnection
+    conn: ServerConnection
     gen: GenRequest
     fmt: ChunkFormat
     headers: list[tuple[str, str]]

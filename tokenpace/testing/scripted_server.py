@@ -15,8 +15,9 @@ from collections import deque
 from dataclasses import dataclass, field
 from time import perf_counter_ns
 
-import httptools
 import orjson
+
+from tokenpace.http1.server import HttpRequest, ServerConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,83 +53,48 @@ class ServerStats:
     headers: deque[dict[str, bytes]] = field(default_factory=lambda: deque(maxlen=256))
 
 
-class _Connection(asyncio.Protocol):
-    def __init__(self, server: ScriptedServer) -> None:
+class _Answer:
+    """Answers one request on its connection (the shared server half queues pipelined ones)."""
+
+    def __init__(self, server: ScriptedServer, req: HttpRequest) -> None:
         self.server = server
-        self.parser = httptools.HttpRequestParser(self)
-        self.transport: asyncio.Transport | None = None
-        self.url = b""
-        self.headers: dict[bytes, bytes] = {}
-        self.body = bytearray()
-        self.handles: list[asyncio.TimerHandle] = []
+        self.conn = req.conn
+        self.headers = req.headers
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        self.server.connections.add(self)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        for h in self.handles:
-            h.cancel()
-        self.server.connections.discard(self)
-
-    def data_received(self, data: bytes) -> None:
-        try:
-            self.parser.feed_data(data)
-        except httptools.HttpParserError:
-            self._respond(400, {"error": {"message": "bad request", "type": "invalid_request"}})
-
-    def on_message_begin(self) -> None:
-        self.url = b""
-        self.headers = {}
-        self.body = bytearray()
-
-    def on_url(self, url: bytes) -> None:
-        self.url += url
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.headers[name.lower()] = value
-
-    def on_body(self, body: bytes) -> None:
-        self.body += body
-
-    def on_message_complete(self) -> None:
-        read_ns = perf_counter_ns()
+    def run(self, req: HttpRequest, read_ns: int) -> None:
+        """``read_ns``: when the request had been read; the first token is due ttft_s after it."""
         self.server.stats.requests += 1
-        self.server.stats.headers.append({k.decode("latin-1"): v for k, v in self.headers.items()})
-        path = self.url.split(b"?")[0]
-        if path.endswith(b"/models"):
+        self.server.stats.headers.append({k: v.encode("latin-1") for k, v in self.headers.items()})
+        if req.path.endswith("/models"):
             self._respond(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
             return
         try:
-            req = orjson.loads(self.body)
+            body = orjson.loads(req.body)
         except orjson.JSONDecodeError:
             self._respond(400, {"error": {"message": "bad json", "type": "invalid_request"}})
             return
-        chat = path.endswith(b"/chat/completions")
-        script = self.server.scripts.get(req.get("model", ""), self.server.default)
-        self._serve(req, script, chat, read_ns)
+        chat = req.path.endswith("/chat/completions")
+        script = self.server.scripts.get(body.get("model", ""), self.server.default)
+        self._serve(body, script, chat, read_ns)
 
     # --- responses ---
-    def _respond(self, status: int, payload: dict, extra: str = "") -> None:
-        body = orjson.dumps(payload)
-        head = (
-            f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\n"
-            f"Content-Length: {len(body)}\r\n{extra}\r\n"
+    def _respond(self, status: int, payload: dict, extra: list[tuple[str, str]] | None = None) -> None:
+        self.conn.respond(
+            status, orjson.dumps(payload), [("content-type", "application/json"), *(extra or [])]
         )
-        self.transport.write(head.encode() + body)  # type: ignore[union-attr]
 
     def _echo(self, script: Script) -> str:
         if not script.echo_headers:
             return ""
-        return "; got " + ", ".join(f"{k.decode()}: {v.decode('latin-1')}" for k, v in self.headers.items())
+        return "; got " + ", ".join(f"{k}: {v}" for k, v in self.headers.items())
 
     def _serve(self, req: dict, script: Script, chat: bool, read_ns: int) -> None:
-        rid = self.headers.get(b"x-request-id", b"").decode()
+        rid = self.headers.get("x-request-id", "")
         if script.close_before_headers:
-            self.transport.abort()  # type: ignore[union-attr]
+            self.conn.abort()
             return
         if script.http_status:
-            extra = f"Retry-After: {script.retry_after}\r\n" if script.retry_after else ""
+            extra = [("retry-after", str(script.retry_after))] if script.retry_after else []
             self._respond(
                 script.http_status,
                 {
@@ -146,11 +112,7 @@ class _Connection(asyncio.Protocol):
         if not req.get("stream"):
             self._full(req, script, chat, n, prompt_tokens, read_ns)
             return
-        head = (
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
-            f"x-request-id: {rid}\r\n\r\n"
-        )
-        self.transport.write(head.encode())  # type: ignore[union-attr]
+        self.conn.start_stream(200, [("content-type", "text/event-stream"), ("x-request-id", rid)])
         stream = _Stream(
             self,
             script,
@@ -162,7 +124,8 @@ class _Connection(asyncio.Protocol):
         )
         loop = asyncio.get_running_loop()
         start = loop.time() + (read_ns / 1e9 - _perf_s()) + script.ttft_s
-        self.handles.append(loop.call_at(start, stream.emit, 0, start))
+        stream.handle = loop.call_at(start, stream.emit, 0, start)
+        self.conn.on_lost = stream.cancel
 
     def _full(self, req: dict, script: Script, chat: bool, n: int, prompt_tokens: int, read_ns: int) -> None:
         text = " tok" * n * script.tokens_per_chunk
@@ -183,22 +146,19 @@ class _Connection(asyncio.Protocol):
         }
         delay = script.ttft_s + script.itl_s * max(0, n - 1)
         loop = asyncio.get_running_loop()
-        self.handles.append(loop.call_later(delay, self._respond, 200, payload))
+        self.conn.on_lost = loop.call_later(delay, self._respond, 200, payload).cancel
 
     def write_event(self, data: bytes, script: Script) -> None:
         nl = b"\r\n" if script.crlf else b"\n"
         event = b"data: " + data + nl + nl
         if script.comments:
             event = b": keep-alive" + nl + event
-        t = self.transport
-        if t is None or t.is_closing():
-            return
         if script.split_events:
             half = len(event) // 2
-            t.write(_chunk(event[:half]))
-            t.write(_chunk(event[half:]))
+            self.conn.write_chunk(event[:half])
+            self.conn.write_chunk(event[half:])
         else:
-            t.write(_chunk(event))
+            self.conn.write_chunk(event)
 
 
 class _Stream:
@@ -206,7 +166,7 @@ class _Stream:
 
     def __init__(
         self,
-        conn: _Connection,
+        answer: _Answer,
         script: Script,
         chat: bool,
         n: int,
@@ -214,27 +174,32 @@ class _Stream:
         rid: str,
         include_usage: bool,
     ) -> None:
-        self.conn, self.script, self.chat, self.n = conn, script, chat, n
+        self.answer, self.script, self.chat, self.n = answer, script, chat, n
         self.prompt_tokens, self.rid, self.include_usage = prompt_tokens, rid, include_usage
-        self.truth = conn.server.stats.truth.setdefault(rid, [])
+        self.truth = answer.server.stats.truth.setdefault(rid, [])
+        self.handle: asyncio.TimerHandle | None = None  # the next emission
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
 
     def emit(self, i: int, due: float) -> None:
-        s, conn = self.script, self.conn
+        s, answer = self.script, self.answer
         if i == 0 and s.role_chunk and self.chat:
-            conn.write_event(orjson.dumps(self._chunk({"role": "assistant", "content": ""}, None)), s)
+            answer.write_event(orjson.dumps(self._chunk({"role": "assistant", "content": ""}, None)), s)
         if i == 0 and s.null_first_content and self.chat:
-            conn.write_event(orjson.dumps(self._chunk({"content": None}, None)), s)
+            answer.write_event(orjson.dumps(self._chunk({"content": None}, None)), s)
         if s.stall_after is not None and i >= s.stall_after:
             return
         if s.cut_after is not None and i >= s.cut_after:
-            conn.transport.abort()  # type: ignore[union-attr]
+            answer.conn.abort()
             return
         if s.malformed_after is not None and i >= s.malformed_after:
-            conn.write_event(b'{"choices": [{"delta": {"content": "x"', s)
+            answer.write_event(b'{"choices": [{"delta": {"content": "x"', s)
             return
         if s.error_event_after is not None and i >= s.error_event_after:
-            conn.write_event(orjson.dumps({"error": {"message": "scripted engine failure"}}), s)
-            conn.transport.write(b"0\r\n\r\n")  # type: ignore[union-attr]
+            answer.write_event(orjson.dumps({"error": {"message": "scripted engine failure"}}), s)
+            answer.conn.end_stream()
             return
         if i < self.n:
             word = " tok" * s.tokens_per_chunk
@@ -248,17 +213,17 @@ class _Stream:
                 chunk["usage"] = self._usage((i + 1) * s.tokens_per_chunk)
             self.truth.append(perf_counter_ns())
             chunk["tp_server_ns"] = self.truth[-1]
-            conn.write_event(orjson.dumps(chunk), s)
+            answer.write_event(orjson.dumps(chunk), s)
             loop = asyncio.get_running_loop()
-            conn.handles.append(loop.call_at(due + s.itl_s, self.emit, i + 1, due + s.itl_s))
+            self.handle = loop.call_at(due + s.itl_s, self.emit, i + 1, due + s.itl_s)
             return
         if self.include_usage and s.usage:
-            conn.write_event(
+            answer.write_event(
                 orjson.dumps({"id": "x", "choices": [], "usage": self._usage(self.n * s.tokens_per_chunk)}), s
             )
         if s.send_done:
-            conn.write_event(b"[DONE]", s)
-        conn.transport.write(b"0\r\n\r\n")  # type: ignore[union-attr]
+            answer.write_event(b"[DONE]", s)
+        answer.conn.end_stream()
 
     def _chunk(self, delta: dict, finish: str | None) -> dict:
         if self.chat:
@@ -281,10 +246,6 @@ class _Stream:
         }
 
 
-def _chunk(data: bytes) -> bytes:
-    return b"%x\r\n%s\r\n" % (len(data), data)
-
-
 def _perf_s() -> float:
     return perf_counter_ns() / 1e9
 
@@ -305,13 +266,15 @@ class ScriptedServer:
         host: str = "127.0.0.1",
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        backlog: int = 100,
     ) -> None:
         self.default = default or Script()
         self.scripts = scripts or {}
         self.host, self.port = host, port
         self.ssl_context = ssl_context  # serve HTTPS (e.g. a self-signed test certificate)
         self.stats = ServerStats()
-        self.connections: set[_Connection] = set()
+        self.backlog = backlog  # the benchmarks open hundreds of connections at once
+        self.connections: set[ServerConnection] = set()
         self._server: asyncio.AbstractServer | None = None
 
     @property
@@ -322,7 +285,11 @@ class ScriptedServer:
     async def start(self) -> ScriptedServer:
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), self.host, self.port, ssl=self.ssl_context
+            lambda: ServerConnection(self._handle, self.connections.add, self.connections.discard),
+            self.host,
+            self.port,
+            ssl=self.ssl_context,
+            backlog=self.backlog,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self
@@ -331,10 +298,13 @@ class ScriptedServer:
         if self._server is not None:
             self._server.close()
             for conn in list(self.connections):
-                if conn.transport is not None:
-                    conn.transport.abort()
+                conn.abort()
             with contextlib.suppress(Exception):
                 await self._server.wait_closed()
+
+    def _handle(self, req: HttpRequest) -> None:
+        read_ns = perf_counter_ns()
+        _Answer(self, req).run(req, read_ns)
 
     async def __aenter__(self) -> ScriptedServer:
         return await self.start()

@@ -1,7 +1,9 @@
-"""A lean HTTP/1.1 server on asyncio transports and httptools: keep-alive, chunked streaming, no framework.
+"""The server half of HTTP/1.1 on asyncio transports and httptools: keep-alive, pipelining,
+``Expect: 100-continue`` and chunked streaming, no framework.
 
-The sim writes hundreds of streams per engine step; a framework's per-write coroutine and buffering
-would cost more than the whole engine model, so responses are plain transport writes.
+Shared by the simulator and the scripted test server. The sim writes hundreds of streams per engine
+step; a framework's per-write coroutine and buffering would cost more than the whole engine model,
+so responses are plain transport writes.
 """
 
 from __future__ import annotations
@@ -13,15 +15,17 @@ from http import HTTPStatus
 
 import httptools
 
+CHUNKED_END = b"0\r\n\r\n"
+
 
 @dataclass(slots=True)
 class HttpRequest:
     method: str
-    path: str
-    headers: dict[str, str]
+    path: str  # without the query string
+    headers: dict[str, str]  # names lower-cased
     body: bytes
     keep_alive: bool
-    conn: HttpConnection = field(repr=False)
+    conn: ServerConnection = field(repr=False)
 
 
 def _reason(status: int) -> str:
@@ -31,16 +35,26 @@ def _reason(status: int) -> str:
         return "Status"
 
 
-class HttpConnection(asyncio.Protocol):
-    """One client connection. Requests are handled one at a time (pipelined ones wait their turn)."""
+def _ignore(conn: ServerConnection) -> None:
+    return None
 
-    def __init__(self, handler: Callable[[HttpRequest], None], on_open: Callable, on_close: Callable) -> None:
+
+class ServerConnection(asyncio.Protocol):
+    """One client connection. Requests are answered one at a time, in order: a pipelined request
+    waits until the response before it has ended (``respond`` or ``end_stream``)."""
+
+    def __init__(
+        self,
+        handler: Callable[[HttpRequest], None],
+        on_open: Callable[[ServerConnection], None] = _ignore,
+        on_close: Callable[[ServerConnection], None] = _ignore,
+    ) -> None:
         self._handler = handler
         self._on_open, self._on_close = on_open, on_close
         self._parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self.on_lost: Callable[[], None] | None = None  # set by whoever is answering the current request
+        self.on_lost: Callable[[], None] | None = None  # set by whoever answers the current request
         self._url = b""
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
@@ -87,10 +101,9 @@ class HttpConnection(asyncio.Protocol):
         self._body.append(body)
 
     def on_message_complete(self) -> None:
-        path = self._url.split(b"?", 1)[0].decode("latin-1")
         req = HttpRequest(
             method=self._parser.get_method().decode("latin-1"),
-            path=path,
+            path=self._url.split(b"?", 1)[0].decode("latin-1"),
             headers=self._headers,
             body=b"".join(self._body),
             keep_alive=self._parser.should_keep_alive(),
@@ -115,15 +128,16 @@ class HttpConnection(asyncio.Protocol):
         elif self._queue and not self.closed:
             self._dispatch(self._queue.pop(0))
 
-    def _head(self, status: int, headers: list[tuple[str, str]], extra: str) -> bytes:
+    def _head(self, status: int, headers: list[tuple[str, str]], framing: str) -> bytes:
         lines = [f"HTTP/1.1 {status} {_reason(status)}"]
         lines += [f"{k}: {v}" for k, v in headers]
-        lines.append(extra)
+        lines.append(framing)
         if not self._keep_alive:
             lines.append("connection: close")
         return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
     def respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None:
+        """The whole response at once; the next pipelined request is answered after it."""
         if self.closed or self.transport is None:
             return
         self.transport.write(self._head(status, headers, f"content-length: {len(body)}") + body)
@@ -134,21 +148,29 @@ class HttpConnection(asyncio.Protocol):
             self.transport.write(self._head(status, headers, "transfer-encoding: chunked"))
 
     def write_chunk(self, data: bytes) -> None:
+        """One piece of the streamed body (``data`` must not be empty)."""
         if not self.closed and self.transport is not None:
             self.transport.write(b"%x\r\n%b\r\n" % (len(data), data))
 
     def end_stream(self, last: bytes = b"") -> None:
+        """Ends the streamed body, with ``last`` as its final piece if given."""
         if self.closed or self.transport is None:
             return
         if last:
             self.transport.write(b"%x\r\n%b\r\n0\r\n\r\n" % (len(last), last))
         else:
-            self.transport.write(b"0\r\n\r\n")
+            self.transport.write(CHUNKED_END)
         self._done()
 
     def close(self) -> None:
+        """Closes once what was written has been sent."""
         if self.transport is not None and not self.closed:
             self.transport.close()
+
+    def abort(self) -> None:
+        """Drops the connection now, unsent bytes and all (a simulated crash or cut)."""
+        if self.transport is not None and not self.closed:
+            self.transport.abort()
 
     def _fail(self, status: int, message: bytes) -> None:
         if self.transport is not None and not self.closed:

@@ -1,0 +1,195 @@
+"""The shared HTTP/1.1 client kernel, fed bytes by hand: framing, keep-alive, interim responses and
+the arrival timestamps every event carries."""
+
+from __future__ import annotations
+
+import asyncio
+from itertools import count
+
+import pytest
+
+from tokenpace.http1 import client as kernel
+from tokenpace.http1.client import ResponseConnection
+
+
+class Recorder:
+    """A ResponseHandler that writes down what it hears."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple] = []
+        self.headers: list[tuple[bytes, bytes]] = []
+
+    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
+        assert low_name == name.lower()
+        self.headers.append((name, value))
+
+    def response_interim(self) -> None:
+        self.events.append(("interim", [n for n, _ in self.headers]))
+        self.headers.clear()
+
+    def response_head(self, status: int, now: int) -> None:
+        self.events.append(("head", status, now))
+
+    def response_body(self, data: bytes, now: int) -> None:
+        self.events.append(("body", data, now))
+
+    def response_end(self, now: int) -> None:
+        self.events.append(("end", now))
+
+    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
+        self.events.append(("lost", body_ended))
+
+    def response_malformed(self, reason: str, now: int) -> None:
+        self.events.append(("malformed", reason))
+
+    def body(self) -> bytes:
+        return b"".join(e[1] for e in self.events if e[0] == "body")
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent: list[bytes] = []
+        self.aborted = False
+
+    def write(self, data: bytes) -> None:  # type: ignore[override]
+        self.sent.append(bytes(data))
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> count:
+    """perf_counter_ns as 1, 2, 3, ...: each reading is told apart from the others."""
+    ticks = count(1)
+    monkeypatch.setattr(kernel, "perf_counter_ns", lambda: next(ticks))
+    return ticks
+
+
+def connect(head_only: bool = False) -> tuple[ResponseConnection, Recorder, FakeTransport]:
+    conn, ex, transport = ResponseConnection(), Recorder(), FakeTransport()
+    conn.connection_made(transport)
+    conn.start(ex, b"GET / HTTP/1.1\r\n\r\n", head_only=head_only)
+    return conn, ex, transport
+
+
+CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"
+
+
+def test_request_is_written_and_chunked_body_reassembled(clock: count) -> None:
+    conn, ex, transport = connect()
+    conn.data_received(CHUNKED)
+    assert transport.sent == [b"GET / HTTP/1.1\r\n\r\n"]
+    assert ex.body() == b"hello world"
+    assert ex.events[0][:2] == ("head", 200) and ex.events[-1][0] == "end"
+    assert conn.reusable and conn.exchange is None
+
+
+def test_one_byte_reads_give_the_same_response_each_event_stamped_with_its_read(clock: count) -> None:
+    conn, ex, _ = connect()
+    for i in range(len(CHUNKED)):
+        conn.data_received(CHUNKED[i : i + 1])
+    assert ex.body() == b"hello world"
+    # One clock reading per read, taken before parsing: the head's stamp is the read that ended it
+    # (reading n is n + 1: the first went to the new connection's idle clock).
+    head_read = CHUNKED.index(b"\r\n\r\n") + 4
+    assert ex.events[0] == ("head", 200, head_read + 1)
+    first_body_read = CHUNKED.index(b"hello") + 1
+    assert ex.events[1] == ("body", b"h", first_body_read + 1)
+    assert ex.events[-1] == ("end", len(CHUNKED) + 1)
+    assert conn.reusable
+
+
+def test_pieces_in_one_read_share_that_read_timestamp(clock: count) -> None:
+    conn, ex, _ = connect()
+    conn.data_received(CHUNKED[:60])
+    conn.data_received(CHUNKED[60:])
+    stamps = {e[-1] for e in ex.events}
+    assert stamps == {2, 3}  # reading 1 went to the new connection's idle clock
+
+
+def test_keep_alive_serves_two_responses_in_a_row(clock: count) -> None:
+    conn, first, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    assert first.body() == b"ok" and conn.reusable
+    second = Recorder()
+    conn.start(second, b"GET /2 HTTP/1.1\r\n\r\n")
+    conn.data_received(b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\nnope")
+    assert second.events[0][:2] == ("head", 404) and second.body() == b"nope"
+    assert len(first.events) == 3  # nothing of the second response reached the first exchange
+
+
+def test_connection_close_response_is_not_reusable(clock: count) -> None:
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+    assert ex.events[-1][0] == "end"
+    assert not conn.reusable
+
+
+def test_close_delimited_body_ends_with_a_clean_close_only(clock: count) -> None:
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npart")
+    conn.connection_lost(None)
+    assert ex.events[-1] == ("lost", True) and ex.body() == b"part"
+
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\npart")
+    conn.connection_lost(ConnectionResetError())
+    assert ex.events[-1] == ("lost", False)
+
+
+def test_framed_body_cut_by_the_close_is_not_complete(clock: count) -> None:
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel")
+    conn.connection_lost(None)
+    assert ex.events[-1] == ("lost", False)
+
+    conn, ex, _ = connect()
+    conn.connection_lost(None)  # before any header
+    assert ex.events == [("lost", False)]
+
+
+def test_interim_1xx_responses_are_skipped(clock: count) -> None:
+    conn, ex, _ = connect()
+    conn.data_received(
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Final: 1\r\n\r\nok"
+    )
+    assert [e[0] for e in ex.events] == ["interim", "interim", "head", "body", "end"]
+    assert ex.events[1] == ("interim", [b"Link"])
+    assert ex.headers == [(b"Content-Length", b"2"), (b"X-Final", b"1")]
+    assert conn.reusable
+
+
+def test_head_response_ends_at_its_headers_and_is_not_reused(clock: count) -> None:
+    conn, ex, _ = connect(head_only=True)
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 1234\r\n\r\n")
+    assert [e[0] for e in ex.events] == ["head", "end"]
+    assert conn.exchange is None and not conn.reusable
+
+
+def test_malformed_response_is_reported_once_and_the_connection_dropped(clock: count) -> None:
+    conn, ex, transport = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n")
+    conn.data_received(b"no colon in this header line\r\n\r\nhello")
+    conn.data_received(b"more bytes after the error")
+    conn.connection_lost(None)
+    assert [e[0] for e in ex.events] == ["malformed"]
+    assert ex.events[0][1].startswith("malformed HTTP response: ")
+    assert transport.aborted and not conn.reusable
+
+
+def test_error_raised_by_the_exchange_is_named_as_the_cause(clock: count) -> None:
+    class Raising(Recorder):
+        def response_body(self, data: bytes, now: int) -> None:
+            raise ValueError("cannot digest this")
+
+    conn, transport = ResponseConnection(), FakeTransport()
+    conn.connection_made(transport)
+    ex = Raising()
+    conn.start(ex, b"GET / HTTP/1.1\r\n\r\n")
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc")
+    assert ex.events[-1] == ("malformed", "unexpected response: cannot digest this")
+    assert transport.aborted

@@ -1,0 +1,160 @@
+"""The client half of HTTP/1.1: one keep-alive connection that timestamps bytes as they arrive and
+parses responses with httptools, handing each event to the exchange in flight.
+
+Shared by the benchmark client (tokenpace.client) and the gateway's upstream side. The timestamp is
+taken first thing in ``data_received``, before any parsing or JSON decoding, so what tokenpace
+reports is when the bytes reached the process, not when it got round to them. Body pieces go to the
+exchange straight from the parser's callback: no copy, no task switch, no per-piece object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from time import perf_counter_ns
+from typing import Protocol
+
+import httptools
+
+
+class ResponseHandler(Protocol):
+    """What an exchange hears from its connection; ``now`` is the arrival time (perf_counter_ns) of
+    the bytes that carried the event."""
+
+    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None: ...
+
+    def response_interim(self) -> None:
+        """A 1xx response ended; the real one follows (headers seen so far were the 1xx's)."""
+
+    def response_head(self, status: int, now: int) -> None: ...
+
+    def response_body(self, data: bytes, now: int) -> None: ...
+
+    def response_end(self, now: int) -> None: ...
+
+    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
+        """The connection ended first. ``body_ended``: the body had no length or chunking, so
+        its end is the (clean) close, and it is complete."""
+
+    def response_malformed(self, reason: str, now: int) -> None: ...
+
+
+def parse_error_text(exc: httptools.HttpParserError) -> str:
+    """An exception raised inside a callback reaches us wrapped in a parser error: name the cause."""
+    cause = exc.__cause__ or exc.__context__
+    return f"unexpected response: {cause}" if cause else f"malformed HTTP response: {exc}"
+
+
+class ResponseConnection(asyncio.Protocol):
+    """One HTTP/1.1 connection, one exchange at a time (``start``); reusable when the last response
+    ended and both sides allow keep-alive."""
+
+    __slots__ = (
+        "closed",
+        "exchange",
+        "framed",
+        "head_only",
+        "idle_since_ns",
+        "in_body",
+        "interim",
+        "keep_alive",
+        "now",
+        "parser",
+        "transport",
+    )
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpResponseParser(self)
+        self.exchange: ResponseHandler | None = None
+        self.now = 0  # arrival time of the bytes being parsed
+        self.keep_alive = True
+        self.closed = False
+        self.idle_since_ns = perf_counter_ns()  # when the last response ended (for pools)
+        self.head_only = False  # HEAD: no body follows the headers
+        self.framed = False  # the response said how its body ends (length or chunked)
+        self.in_body = False  # the final response's headers have arrived
+        self.interim = False  # parsing a 1xx response
+
+    # --- asyncio.Protocol ---
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        self.now = perf_counter_ns()
+        ex = self.exchange  # kept: a callback may have cleared self.exchange before it raised
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
+            self.keep_alive = False
+            self.exchange = None
+            if ex is not None:
+                ex.response_malformed(parse_error_text(exc), self.now)
+            self.abort()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        ex = self.exchange
+        if ex is not None:
+            self.exchange = None
+            body_ended = exc is None and self.in_body and not self.framed
+            ex.response_lost(exc, perf_counter_ns(), body_ended)
+
+    # --- httptools callbacks ---
+    def on_header(self, name: bytes, value: bytes) -> None:
+        ex = self.exchange
+        if ex is not None:
+            low = name.lower()
+            if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value.lower()):
+                self.framed = True  # else the body ends when the server closes the connection
+            ex.response_header(name, low, value)
+
+    def on_headers_complete(self) -> None:
+        parser = self.parser
+        self.keep_alive = parser.should_keep_alive()
+        ex = self.exchange
+        if ex is None:
+            return
+        status = parser.get_status_code()
+        if status < 200:  # 1xx: interim, the real response follows on its own head
+            self.interim = True
+            self.framed = False
+            ex.response_interim()
+            return
+        self.in_body = True
+        ex.response_head(status, self.now)
+        if self.head_only:
+            self.keep_alive = False  # the parser cannot know no body follows; do not reuse
+            self.on_message_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if self.exchange is not None:
+            self.exchange.response_body(body, self.now)
+
+    def on_message_complete(self) -> None:
+        if self.interim:
+            self.interim = False  # keep the exchange: its response is still to come
+            return
+        ex = self.exchange
+        self.exchange = None
+        self.in_body = False
+        self.idle_since_ns = self.now
+        if ex is not None:
+            ex.response_end(self.now)
+
+    # --- ours ---
+    @property
+    def reusable(self) -> bool:
+        return not self.closed and self.keep_alive and self.exchange is None
+
+    def start(self, exchange: ResponseHandler, payload: bytes, head_only: bool = False) -> None:
+        """Sends the request ``payload``; the response's events go to ``exchange``."""
+        self.exchange = exchange
+        self.head_only = head_only
+        self.framed = self.in_body = self.interim = False
+        self.transport.write(payload)  # type: ignore[union-attr]
+
+    def abort(self) -> None:
+        """Drops the connection now: the exchange is over either way, no graceful close."""
+        self.closed = True
+        if self.transport is not None:
+            self.transport.abort()
