@@ -2,6 +2,9 @@
 
 import asyncio
 import errno
+import socket
+import threading
+import time
 
 import pytest
 
@@ -218,37 +221,97 @@ def _four_requests(read_then_reset: bool, resend: bool):
                 records.append(r)
             opened = s.open_connections
             await s.close()
-            return records, opened
+            return records, opened, s.keepalive.stopped
 
-    records, opened = asyncio.run(go())
-    return records, opened, server.posts
+    records, opened, stopped = asyncio.run(go())
+    return records, opened, server.posts, stopped
 
 
 def test_a_request_the_server_read_is_never_resent_silently():
-    records, opened, posts = _four_requests(read_then_reset=True, resend=False)
-    assert [r.status for r in records] == [Status.OK, Status.STREAM_INTERRUPTED] * 2
+    records, opened, posts, _ = _four_requests(read_then_reset=True, resend=False)
+    # the server kept the first connection open after answering, then read and dropped request 1:
+    # recorded, not resent, and the run stops reusing connections to that server
+    assert [r.status for r in records] == [Status.OK, Status.STREAM_INTERRUPTED, Status.OK, Status.OK]
     assert "not resent" in records[1].error and "reused keep-alive connection" in records[1].error
     assert all(r.attempts == 1 and r.first_sent_ns is None for r in records)
+    assert all(r.connect_ns is not None for r in records[2:])  # new connections from then on
     assert posts == 4  # one POST per record: nothing sent twice
-    assert opened <= 1  # the dropped connections were closed, not leaked
+    assert opened == 0  # the dropped connections were closed, not leaked
 
 
 def test_resend_when_allowed_is_recorded_on_the_record():
-    records, opened, posts = _four_requests(read_then_reset=True, resend=True)
+    records, opened, posts, _ = _four_requests(read_then_reset=True, resend=True)
     assert [r.status for r in records] == [Status.OK] * 4
-    # each reused connection is read and reset, each resend answered on a new connection
-    assert [r.attempts for r in records] == [1, 2, 2, 2]
-    assert all(r.first_sent_ns is not None and r.first_sent_ns < r.sent_ns for r in records[1:])
-    assert posts == 7  # the server saw both attempts of each resent request
-    assert opened <= 1
+    # request 1 was read and dropped on the reused connection and resent on a new one
+    assert [r.attempts for r in records] == [1, 2, 1, 1]
+    assert records[1].first_sent_ns is not None and records[1].first_sent_ns < records[1].sent_ns
+    assert posts == 5  # the server saw both attempts of the resent request
+    assert opened == 0
+
+
+def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch):
+    """The server closes its idle connection in the instant between the client's last look at it
+    and the write (a race no check can close): its TCP never acknowledges the request, so the
+    request provably went unread and is sent once more on a new connection, with the attempt on
+    the record and the server reading it exactly once."""
+    from tokenpace.client import sender as sender_module
+
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    close_now, closed = threading.Event(), threading.Event()
+    posts = []
+
+    def serve() -> None:
+        for _ in range(2):
+            conn, _ = srv.accept()
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            posts.append(data.split(b"\r\n", 1)[0])
+            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
+            conn.sendall(head % len(_OneShot.BODY) + _OneShot.BODY)
+            if len(posts) == 1:
+                close_now.wait(10)  # the client is about to reuse this connection: close it now
+            conn.close()
+            closed.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+
+    def race(transport) -> bool:  # the client's look at the idle connection: still open...
+        close_now.set()
+        closed.wait(10)  # ...and closed by the server right after
+        time.sleep(0.05)  # its FIN is on the wire before the request goes out
+        return False
+
+    async def go():
+        s = Sender(parse_endpoint(f"http://127.0.0.1:{srv.getsockname()[1]}/v1"), get_dialect("chat"), "m",
+                   Sampling(), True, 5.0)  # fmt: skip
+        first, second = RequestRecord("0"), RequestRecord("1")
+        s.keepalive.known = True  # as if the server had kept a connection open before
+        await s.send(first, s.prepare("a", 2, "0"))
+        monkeypatch.setattr(sender_module, "peer_has_closed", race)
+        await s.send(second, s.prepare("a", 2, "1"))
+        await s.close()
+        return first, second
+
+    first, second = asyncio.run(go())
+    thread.join(10)
+    srv.close()
+    assert first.status is Status.OK and first.attempts == 1
+    assert second.status is Status.OK, second.error
+    assert second.attempts == 2 and second.first_sent_ns is not None
+    assert len(posts) == 2  # the server read request 0 and the resend of request 1: nothing twice
 
 
 def test_a_connection_closed_while_idle_is_never_written_to():
-    records, _, posts = _four_requests(read_then_reset=False, resend=False)
+    records, _, posts, reuse_stopped = _four_requests(read_then_reset=False, resend=False)
     assert [r.status for r in records] == [Status.OK] * 4
     assert all(r.attempts == 1 for r in records)
     assert all(r.connect_ns is not None for r in records)  # each on a new connection
     assert posts == 4
+    assert "closed a kept-alive connection within 5 ms of answering" in reuse_stopped
 
 
 def test_usage_fractions_are_averaged_across_engines():

@@ -11,6 +11,7 @@ import pytest
 from engines.engines_support import LlamaServer, assert_exact_counts, bench, http_json
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.core.workload.lengths import parse_length
+from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 
@@ -58,7 +59,7 @@ def test_open_loop_counts_equal_server_usage(llama_server: LlamaServer, tmp_path
     # Open loop: sends follow the schedule's offsets (Poisson gaps, not back to back).
     scheduled = sorted(r["scheduled_ns"] for r in records)
     assert len(set(scheduled)) == 20
-    assert all(r["prompt_tokens"] == 48 + TEMPLATE_OVERHEAD for r in records)
+    assert all(r["prompt_tokens"] == 48 + SALT_TOKENS + TEMPLATE_OVERHEAD for r in records)
 
 
 def test_first_chat_chunk_has_null_content(llama_server: LlamaServer) -> None:

@@ -23,6 +23,7 @@ import httptools
 import pytest
 
 from engines.engines_support import LlamaServer, read_jsonl, run_cli, stop_process, wait_http
+from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
@@ -191,7 +192,7 @@ def test_bench_through_gateway_records_match_usage(
     assert len(seen) == 8
     for r in seen:
         assert r["status"] == "ok"
-        assert r["prompt_tokens"] == 24 + TEMPLATE_OVERHEAD
+        assert r["prompt_tokens"] == 24 + SALT_TOKENS + TEMPLATE_OVERHEAD
         assert r["output_tokens_server"] == r["output_tokens_counted"] == len(r["token_ns"]) == 10
         assert r["first_token_ns"] == r["token_ns"][0]
 

@@ -8,6 +8,7 @@ from typing import Any
 from engines.engines_support import LlamaServer, assert_exact_counts, bench, http_json
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.core.workload.lengths import parse_length
+from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 PROMPT_WORDS = 1200  # the shared server's slots hold 2048 tokens
@@ -57,7 +58,7 @@ def test_shared_prefixes_warm_ttft_below_cold(llama_server: LlamaServer, tmp_pat
     # The engine's own counter (scraped from /metrics during the run) says what it evaluated:
     # whole prompts for the cold requests, little more than the unique tails for the warm ones.
     evaluated = result["server_metrics"]["counters"]["prompt_tokens"]
-    full = prefix + unique + TEMPLATE_OVERHEAD
+    full = prefix + unique + SALT_TOKENS + TEMPLATE_OVERHEAD  # the run's salt comes before the prefix
     assert (
         len(cold) * full <= evaluated <= len(cold) * full + (n - len(cold)) * (unique + 2 * TEMPLATE_OVERHEAD)
     )

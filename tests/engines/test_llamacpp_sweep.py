@@ -13,9 +13,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from engines.engines_support import LlamaServer, read_jsonl, run_cli
 
 
+@pytest.mark.timing  # a knee from live latency on two busy cores
 def test_sweep_throughput_saturates_at_the_slot_count(
     start_llama_server: Callable[..., LlamaServer], tmp_path: Path
 ) -> None:

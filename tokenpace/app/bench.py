@@ -121,6 +121,7 @@ class BenchRun:
         conditions["observers"] = conn.observers.describe()
         conditions["connections"] = {
             "reuse": not cfg.new_connection_per_request,
+            "reuse_stopped": sender.keepalive.stopped,  # the server closes after answering
             "tls_verify": cfg.tls_verify,
             "ca_cert": cfg.ca_cert,
         }
@@ -134,6 +135,7 @@ class BenchRun:
             ctx.stop_reason,
             run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
+            + ([f"connections: {sender.keepalive.stopped}"] if sender.keepalive.stopped else [])
             + health.warnings,
             observed,
         )

@@ -135,6 +135,12 @@ EXIT_BAD_INPUT = 2
     is_flag=True,
     help="Open a new connection for every request (measures connection set-up on purpose).",
 )
+@click.option(
+    "--resend-unanswered",
+    is_flag=True,
+    help="Resend once a request that a reused connection dropped unanswered even when the server "
+    "may have read it (default: only when its TCP provably never received it). Recorded as attempts.",
+)
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
@@ -213,6 +219,7 @@ def bench_config(o: dict) -> BenchConfig:
         ),
         connect_probe=o["connect_probe"],
         new_connection_per_request=o["new_connection_per_request"],
+        resend_unanswered=o.get("resend_unanswered", False),
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
     )

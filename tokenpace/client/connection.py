@@ -1,10 +1,13 @@
 """The benchmark client's keep-alive HTTP/1.1 connection: the shared kernel (tokenpace.http1.client),
-which timestamps bytes on arrival before parsing, driving a tokenpace.client.exchange.Exchange."""
+which timestamps bytes on arrival before parsing, driving a tokenpace.client.exchange.Exchange.
+It also notes how much of what it sent the server's TCP had acknowledged when the server closed it,
+which is what tells a request the server never received from one it may have read."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tokenpace.client.liveness import acked_bytes
 from tokenpace.http1.client import ResponseConnection
 
 if TYPE_CHECKING:
@@ -12,8 +15,30 @@ if TYPE_CHECKING:
 
 
 class HttpConnection(ResponseConnection):
-    __slots__ = ()
+    __slots__ = ("acked_at_close", "acked_before_send")
     exchange: Exchange | None
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.acked_before_send: int | None = None  # set by the sender on a reused connection
+        self.acked_at_close: int | None = None
+
+    def eof_received(self) -> bool | None:
+        # The server's FIN: read the acknowledgement count while the socket is still open.
+        self.acked_at_close = acked_bytes(self.transport)
+        return super().eof_received()
+
+    def mark_send(self) -> None:
+        """Before a request is written: what the server's TCP had acknowledged until now."""
+        self.acked_before_send = acked_bytes(self.transport)
+        self.acked_at_close = None
+
+    @property
+    def request_never_delivered(self) -> bool:
+        """The server closed this connection before its TCP acknowledged any byte of the request
+        written since ``mark_send``: the server cannot have read it."""
+        before, after = self.acked_before_send, self.acked_at_close
+        return before is not None and after is not None and after <= before
 
     def close(self) -> None:
         """No graceful close: the request is over either way."""

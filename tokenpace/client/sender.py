@@ -15,12 +15,14 @@ from tokenpace.client.dial import dial
 from tokenpace.client.dialects.base import Dialect, Sampling
 from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.exchange import Exchange
+from tokenpace.client.keepalive import PROBE_S, KeepAlive
 from tokenpace.client.liveness import peer_has_closed
 from tokenpace.core.record import RequestRecord, Status
 
 _STALE = "connection closed before the response headers"
 _NOT_RESENT = (
-    "the server may have read the request, so it was not resent (--resend-unanswered allows one resend)"
+    "the server's TCP had received the request, so it may have been read: not resent "
+    "(--resend-unanswered resends it once, recorded)"
 )
 
 
@@ -46,12 +48,13 @@ class Sender:
         self.sampling = sampling
         self.stream = stream
         self.timeout_s = timeout_s
-        self.reuse_connections = reuse_connections  # False: a new connection per request, on purpose
+        self.keepalive = KeepAlive(reuse_connections)  # False: a new connection per request, on purpose
         # True: a request a reused connection dropped unanswered is sent once more (recorded).
         self.resend_unanswered = resend_unanswered
         self._ssl = ssl_context if ssl_context is not None else endpoint.ssl_context()
         self._idle: list[HttpConnection] = []
         self._open: set[HttpConnection] = set()
+        self._closing = False
         self.connections_opened = 0
         lines = [
             f"POST {endpoint.path_for(dialect.path)} HTTP/1.1",
@@ -94,6 +97,8 @@ class Sender:
                 capture.clear()  # a retry on a fresh connection starts the answer again
                 exchange.capture = capture
             timer = loop.call_at(deadline, self._on_timeout, exchange, conn, self.timeout_s)
+            if reused:
+                conn.mark_send()  # what the server's TCP had acknowledged before this request
             try:
                 conn.start(exchange, payload)
                 record.request_ns = perf_counter_ns()
@@ -113,12 +118,16 @@ class Sender:
             )
             if not unanswered:
                 break
-            # A reused connection closed after the request was written, before any answer: the
-            # server may have read it, so it is resent only when the user allowed that, and the
-            # record says so either way.
+            # A reused connection closed after the request was written, before any answer. Resent
+            # once when the server provably never received it (its TCP acknowledged none of it:
+            # the server had closed first), or when the user allowed any resend; recorded either way.
             conn.close()
             self._open.discard(conn)
-            if attempt == 1 or not self.resend_unanswered:
+            self.keepalive.stop(
+                "the server dropped a request on a reused keep-alive connection without answering: "
+                "each later request opened a new connection"
+            )
+            if attempt == 1 or not (conn.request_never_delivered or self.resend_unanswered):
                 record.error = f"{_STALE} on a reused keep-alive connection: {_NOT_RESENT}"
                 break
             record.first_sent_ns = record.sent_ns
@@ -130,6 +139,7 @@ class Sender:
         return record
 
     async def close(self) -> None:
+        self._closing = True
         for conn in list(self._open):
             conn.close()
         self._idle.clear()
@@ -151,11 +161,26 @@ class Sender:
         return None
 
     def _release(self, conn: HttpConnection) -> None:
-        if conn.reusable and self.reuse_connections:
+        if not (conn.reusable and self.keepalive.reuse):
+            self._drop(conn)
+        elif self.keepalive.known:
             self._idle.append(conn)
+        else:  # until the server has shown whether it closes after answering, look first
+            asyncio.get_running_loop().call_later(PROBE_S, self._release_after_look, conn)
+
+    def _release_after_look(self, conn: HttpConnection) -> None:
+        if self._closing:
+            return
+        closed = not conn.reusable or peer_has_closed(conn.transport)
+        self.keepalive.judge(closed)
+        if closed or not self.keepalive.reuse:
+            self._drop(conn)
         else:
-            conn.close()
-            self._open.discard(conn)
+            self._idle.append(conn)
+
+    def _drop(self, conn: HttpConnection) -> None:
+        conn.close()
+        self._open.discard(conn)
 
     async def _connect(self, record: RequestRecord, deadline: float) -> HttpConnection | None:
         loop = asyncio.get_running_loop()
