@@ -10,6 +10,11 @@ with the server's perf_counter_ns) runs pinned to core 0 and one client process
 so the client's timestamps can be compared with the server's send times directly:
 
 - TTFT error      = client first-token timestamp - server send time of the first token chunk
+                    (the receive side)
+- send side       = server's read of the request - client send timestamp (the way in: connection
+                    set-up, the request's bytes, the server noticing them)
+- whole TTFT err  = client TTFT - server TTFT (first chunk written - request read): both sides,
+                    so a delay on the way in cannot hide
 - ITL error       = |client gap - server gap|, per gap between consecutive token chunks
 - delivery delay  = client timestamp - server send time, for every token chunk
 - CPU per token   = client process CPU (user + system) during the run / token chunks received
@@ -181,7 +186,9 @@ def _pct(values: list[float] | np.ndarray, q: float) -> float | None:
 
 def analyze(data: dict, server: dict) -> dict:
     truth: dict[str, list[int]] = server["truth"]
+    read: dict[str, int] = server.get("read", {})
     ttft, itl, delay, server_gaps = [], [], [], []
+    send_side, whole = [], []  # server read - client send; client TTFT - server TTFT
     ok = mismatched = missing = 0
     tokens = 0
     first_sent, last_end = None, None
@@ -207,6 +214,10 @@ def analyze(data: dict, server: dict) -> dict:
         if not len(c):
             continue
         ttft.append(float(c[0] - s[0]) / 1e6)
+        if r["request_id"] in read and r["sent_ns"]:
+            got = read[r["request_id"]]
+            send_side.append((got - r["sent_ns"]) / 1e6)
+            whole.append(((c[0] - r["sent_ns"]) - (s[0] - got)) / 1e6)
         delay.extend(((c - s) / 1e6).tolist())
         itl.extend((np.abs(np.diff(c) - np.diff(s)) / 1e6).tolist())
         server_gaps.extend(((np.diff(s) - ITL_NS) / 1e6).tolist())
@@ -231,6 +242,12 @@ def analyze(data: dict, server: dict) -> dict:
         "missing_truth": missing,
         "token_count_mismatch": mismatched,
         "ttft_err_ms": {"p50": _pct(ttft, 50), "p99": _pct(ttft, 99), "max": max(ttft, default=None)},
+        "send_side_ms": {"p50": _pct(send_side, 50), "p99": _pct(send_side, 99)},
+        "whole_ttft_err_ms": {
+            "p50": _pct(whole, 50),
+            "p99": _pct(whole, 99),
+            "max": max(whole, default=None),
+        },
         "itl_abs_err_ms": {"p50": _pct(itl, 50), "p99": _pct(itl, 99), "n": len(itl)},
         "delivery_delay_ms": {
             "p50": _pct(delay, 50),

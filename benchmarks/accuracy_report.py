@@ -62,21 +62,25 @@ def markdown(results: dict) -> str:
         f"{m['loadavg_before'][0]:.2f}, after {m['loadavg_after'][0]:.2f} (1 min). "
         f"Mode: {'quick' if results['quick'] else 'full'}, {results['elapsed_s']:.0f} s.",
         "",
-        "| scenario | client | ok/sent | tokens/s | TTFT err P50 / P99 (ms) | ITL \\|err\\| P50 / P99 (ms) "
+        "| scenario | client | ok/sent | tokens/s | TTFT err P50 / P99 (ms) "
+        "| send side P50 / P99 (ms) | whole TTFT err P50 / P99 (ms) | ITL \\|err\\| P50 / P99 (ms) "
         "| delivery delay P50 / P99 (ms) | loop lag P99 (ms) | dispatch lag P99 (ms) "
         "| CPU µs/token, run / streaming "
         "| max RSS (MB) | server late P99 (ms) | tokenpace's verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for sc in results["scenarios"]:
         for kind, r in sc["clients"].items():
             verdict = "—"
             streaming = r.get("health_cpu_us_per_chunk", r["cpu_us_per_token"])
+            send, whole = r.get("send_side_ms", {}), r.get("whole_ttft_err_ms", {})
             if kind == "tokenpace":
                 verdict = "valid" if r["valid"] else "**not valid**: " + "; ".join(r["invalid_reasons"])
             lines.append(
                 f"| {sc['label']} | {kind} | {r['ok']}/{r['sent']} | {_f(r['tokens_per_s'], 0)} "
                 f"| {_f(r['ttft_err_ms']['p50'])} / {_f(r['ttft_err_ms']['p99'])} "
+                f"| {_f(send.get('p50'))} / {_f(send.get('p99'))} "
+                f"| {_f(whole.get('p50'))} / {_f(whole.get('p99'))} "
                 f"| {_f(r['itl_abs_err_ms']['p50'])} / {_f(r['itl_abs_err_ms']['p99'])} "
                 f"| {_f(r['delivery_delay_ms']['p50'])} / {_f(r['delivery_delay_ms']['p99'])} "
                 f"| {_f(r['loop_lag_ms']['p99'])} | {_f(r['dispatch_lag_ms']['p99'])} "

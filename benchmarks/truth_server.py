@@ -5,7 +5,8 @@
 Prints its port on the first line of stdout, serves ``Script(ttft_s=0.050, itl_s=0.010,
 tokens=64)`` to every model (and a one-token instant answer to model ``tiny``, for start-up
 timing) under uvloop, and on SIGTERM writes ``stats.truth`` (request id -> the
-``perf_counter_ns()`` at which each token chunk was written) to ``--truth`` and exits.
+``perf_counter_ns()`` at which each token chunk was written) and ``stats.read`` (request id -> when
+its request had been read) to ``--truth`` and exits.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ async def serve(truth_path: Path) -> None:
     await stop.wait()
     await server.stop()
     tmp = truth_path.with_name(truth_path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"requests": server.stats.requests, "truth": server.stats.truth}))
+    stats = server.stats
+    tmp.write_bytes(orjson.dumps({"requests": stats.requests, "truth": stats.truth, "read": stats.read}))
     tmp.replace(truth_path)
 
 

@@ -49,6 +49,7 @@ class Script:
 class ServerStats:
     requests: int = 0
     truth: dict[str, list[int]] = field(default_factory=dict)  # request id -> chunk send times
+    read: dict[str, int] = field(default_factory=dict)  # request id -> when its request had been read
     # the headers of the last requests received (name lower-cased -> raw value), for tests
     headers: deque[dict[str, bytes]] = field(default_factory=lambda: deque(maxlen=256))
 
@@ -90,6 +91,8 @@ class _Answer:
 
     def _serve(self, req: dict, script: Script, chat: bool, read_ns: int) -> None:
         rid = self.headers.get("x-request-id", "")
+        if rid:
+            self.server.stats.read[rid] = read_ns
         if script.close_before_headers:
             self.conn.abort()
             return
