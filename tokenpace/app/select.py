@@ -1,0 +1,188 @@
+"""Use case: judge stored candidates (runs, sweeps, label queries) against a scenario, cost them,
+recommend one, and estimate tiered routing. The rules are core's (core/analysis/select.py, cost.py);
+this module finds the runs and their records in the store and hands them over."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenpace.adapters.scenario_files import load_book
+from tokenpace.adapters.store import RunInfo, Store, StoreError
+from tokenpace.adapters.store.query import parse_where
+from tokenpace.core.analysis.cost import (
+    Cost,
+    Recommendation,
+    TierEstimate,
+    cost_of,
+    count_meeting,
+    metric_samples,
+    recommend,
+    tiered,
+)
+from tokenpace.core.analysis.scenarios import Prices, Scenario, ScenarioBook, ScenarioError, check_prices
+from tokenpace.core.analysis.select import RunPoint, Verdict, judge, run_point
+
+
+def load_scenarios(path: Path | None = None) -> ScenarioBook:
+    return load_book(path)
+
+
+@dataclass
+class Candidate:
+    name: str  # as the user typed it
+    kind: str  # run | sweep
+    runs: list[RunInfo]
+
+    @property
+    def model(self) -> str | None:
+        return self.runs[0].model if self.runs else None
+
+
+def _sweep_curve(runs: list[RunInfo]) -> list[RunInfo]:
+    """A sweep's curve steps: an --auto sweep's closed-loop probe steps are not on its curve."""
+    modes = {(r.conditions.get("load") or {}).get("mode") for r in runs}
+    if len(modes) > 1:
+        return [r for r in runs if (r.conditions.get("load") or {}).get("mode") == "open_loop"]
+    return runs
+
+
+def resolve_candidate(store: Store, ref: str) -> Candidate:
+    """A sweep id (its stored steps), else a run reference (id, prefix, baseline, key=value)."""
+    steps = store.list_runs(where={"sweep_id": ref}, newest_first=False, full=True)
+    if steps:
+        return Candidate(ref, "sweep", _sweep_curve(steps))
+    return Candidate(ref, "run", [store.resolve(ref)])
+
+
+def resolve_query(store: Store, query: str) -> Candidate:
+    """``--where K=V[,K=V]``: the newest matching run, or the whole sweep it belongs to."""
+    hits = store.list_runs(where=parse_where([p for p in query.split(",") if p.strip()]), limit=1)
+    if not hits:
+        raise StoreError(f"no stored run matches --where {query}")
+    sweep_id = hits[0].labels.get("sweep_id")
+    if sweep_id:
+        return Candidate(
+            query,
+            "sweep",
+            _sweep_curve(store.list_runs(where={"sweep_id": sweep_id}, newest_first=False, full=True)),
+        )
+    run = store.get_run(hits[0].id)
+    assert run is not None
+    return Candidate(query, "run", [run])
+
+
+@dataclass
+class SelectConfig:
+    scenario: str
+    candidates: list[str] = field(default_factory=list)
+    wheres: list[str] = field(default_factory=list)
+    scenarios_file: Path | None = None
+    prices: dict[str, Prices] = field(default_factory=dict)  # from flags: win over the file's
+    route_small: str | None = None  # candidate taking the simple requests
+    route_share: float = 0.5
+
+
+@dataclass
+class SelectReport:
+    scenario: Scenario
+    verdicts: list[Verdict]
+    costs: dict[str, Cost | str]
+    recommendation: Recommendation
+    tier: TierEstimate | str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario.to_dict(),
+            "candidates": [
+                {**v.to_dict(), "cost": _cost_dict(self.costs.get(v.candidate))} for v in self.verdicts
+            ],
+            "recommendation": self.recommendation.to_dict(),
+            "tiered": self.tier.to_dict() if isinstance(self.tier, TierEstimate) else self.tier,
+        }
+
+
+def _cost_dict(c: Cost | str | None) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return c.to_dict() if isinstance(c, Cost) else {"none": c}
+
+
+def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
+    out = []
+    for run in cand.runs:
+        good = count_meeting(store.load_records(run.id), scenario)
+        result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
+                  "interrupted": run.interrupted}  # fmt: skip
+        out.append(run_point(run.id, result, good))
+    return out
+
+
+def _price_for(cand: Candidate, flags: dict[str, Prices], book: ScenarioBook) -> Prices | None:
+    for name in (cand.name, cand.model):
+        for table in (flags, book.prices):
+            if name and name in table:
+                return table[name]
+    return None
+
+
+def run_select(store: Store, config: SelectConfig) -> SelectReport:
+    book = load_scenarios(config.scenarios_file)
+    scenario = book.scenarios.get(config.scenario)
+    if scenario is None:
+        raise ScenarioError(f"no scenario {config.scenario!r} (known: {', '.join(sorted(book.scenarios))})")
+    for name, flag_prices in config.prices.items():
+        check_prices(flag_prices, f"price of {name!r}")
+    cands = [resolve_candidate(store, r) for r in config.candidates]
+    cands += [resolve_query(store, q) for q in config.wheres]
+    if not cands:
+        raise ScenarioError("give at least one candidate: a run, a sweep id or --where K=V")
+    if len({c.name for c in cands}) < len(cands):
+        raise ScenarioError("a candidate is named twice")
+    verdicts: list[Verdict] = []
+    costs: dict[str, Cost | str] = {}
+    for cand in cands:
+        verdict = judge(scenario, cand.name, _points(store, cand, scenario), cand.kind == "sweep")
+        verdicts.append(verdict)
+        prices = _price_for(cand, config.prices, book)
+        if prices is not None:
+            costs[cand.name] = cost_of(prices, verdict)
+    rec = recommend(verdicts, costs)
+    tier = _tier(store, scenario, config, verdicts, costs, rec) if config.route_small else None
+    return SelectReport(scenario, verdicts, costs, rec, tier)
+
+
+def _tier(
+    store: Store,
+    scenario: Scenario,
+    config: SelectConfig,
+    verdicts: list[Verdict],
+    costs: dict[str, Cost | str],
+    rec: Recommendation,
+) -> TierEstimate | str:
+    if not 0 < config.route_share < 1:
+        raise ScenarioError("--route-share must be between 0 and 1 (the share sent to the small candidate)")
+    by_name = {v.candidate: v for v in verdicts}
+    small = by_name.get(config.route_small or "")
+    if small is None:
+        raise ScenarioError(f"--route-small {config.route_small!r} is not one of the candidates")
+    others = sorted(
+        (v for v in verdicts if v.status == "pass" and v is not small),
+        key=lambda v: (v.candidate != rec.candidate, -(v.margin or 0.0)),
+    )
+    if not others:
+        return "no passing candidate besides the small one to take the rest"
+    large = others[0]
+    if not small.placement.trusted:
+        return f"the small candidate has no numbers at the scenario's load ({small.placement.where})"
+
+    def samples(v: Verdict) -> dict[str, list[float]]:
+        return metric_samples(store.load_records(v.placement.runs[-1]))  # the higher-load run: conservative
+
+    return tiered(
+        scenario,
+        config.route_share,
+        (small, samples(small), costs.get(small.candidate)),
+        (large, samples(large), costs.get(large.candidate)),
+    )
