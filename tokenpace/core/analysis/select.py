@@ -111,10 +111,11 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         p = points[0]
         if p.left_out:
             return Placement(False, f"run {p.run_id} {p.left_out}: not judged")
-        x = p.axis(scenario)
-        loop = "open-loop rate" if scenario.rate is not None else "closed-loop concurrency"
+        wanted = "open_loop" if scenario.rate is not None else "closed_loop"
+        x = p.offered if p.mode == wanted else None  # one run: only the scenario's own kind of load
         if x is None:
-            return Placement(False, f"not at the scenario's load: the run has no {loop}")
+            loop = "an open-loop rate (--rate)" if scenario.rate is not None else "a concurrency (-c)"
+            return Placement(False, f"not at the scenario's load: the run was not made at {loop}")
         if abs(x - target) > LOAD_TOLERANCE * target:
             ran, want = _fmt_load(scenario, x), _fmt_load(scenario, target)
             return Placement(False, f"not at the scenario's load: ran at {ran}, scenario at {want}")
@@ -147,6 +148,10 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
             True, f"step {hi.run_id} at {_fmt_load(scenario, hi_x)}", hi.values, hi.low_sample, (hi.run_id,)
         )
     j = next(i for i, (x, _) in enumerate(on_axis) if x >= target)
+    exact_x, exact = on_axis[j]
+    if abs(exact_x - target) <= 1e-9 * target:  # a step at the scenario's load: no interpolation
+        return Placement(True, f"step {exact.run_id} at {_fmt_load(scenario, exact_x)}", exact.values,
+                         exact.low_sample, (exact.run_id,))  # fmt: skip
     (x0, a), (x1, b) = on_axis[j - 1], on_axis[j]
     w = (target - x0) / (x1 - x0) if x1 > x0 else 1.0
     values = {k: a.values[k] + (b.values[k] - a.values[k]) * w for k in a.values.keys() & b.values.keys()}
@@ -295,6 +300,11 @@ def judge(scenario: Scenario, name: str, points: Sequence[RunPoint], sweep: bool
     warnings = _length_warnings(scenario, at) if at.trusted else []
     if sweep:
         warnings += [f"step {p.run_id} left out: {p.left_out}" for p in points if p.left_out]
+        if scenario.rate is not None and at.trusted and any(p.mode == "closed_loop" for p in points):
+            warnings.append(
+                "a closed-loop sweep placed by its achieved rate: an open-loop sweep (--rate) "
+                "sends the scenario's kind of arrivals"
+            )
     holding = [p for p in points if not p.left_out and _holds(scenario, p) and "good_rps" in p.values]
     if holding:  # the most a replica carried while every line held
         capacity: float | None = max(p.values["good_rps"] for p in holding)
