@@ -14,7 +14,11 @@ def test_the_defaults_cover_the_documented_use_cases():
     book = default_book()
     assert set(book.scenarios) == DEFAULTS
     voice = book.scenarios["voice"]
-    assert (voice.slos[0].metric, voice.slos[0].percentile, voice.slos[0].threshold_ms) == ("ttft", "p95", 800)
+    assert (voice.slos[0].metric, voice.slos[0].percentile, voice.slos[0].threshold_ms) == (
+        "ttft",
+        "p95",
+        800,
+    )
     assert book.scenarios["chat"].slos[0].threshold_ms == 1000
     for s in book.scenarios.values():
         assert (s.rate is None) != (s.concurrency is None)
@@ -24,11 +28,11 @@ def test_the_defaults_cover_the_documented_use_cases():
 def test_a_user_file_adds_scenarios_and_prices_and_wins_a_shared_name(tmp_path):
     f = tmp_path / "mine.toml"
     f.write_text(
-        '[scenario.voice]\ninput_len = 100\noutput_len = 10\nconcurrency = 2\n'
+        "[scenario.voice]\ninput_len = 100\noutput_len = 10\nconcurrency = 2\n"
         'slo = [{ metric = "e2e", percentile = "p99", threshold_ms = 50 }]\n'
-        '[scenario.mine]\ninput_len = 1\noutput_len = 1\nrate = 1\n'
+        "[scenario.mine]\ninput_len = 1\noutput_len = 1\nrate = 1\n"
         'slo = [{ metric = "itl", threshold_ms = 5 }]\n'
-        '[prices.gpu]\nhourly = 2.5\n'
+        "[prices.gpu]\nhourly = 2.5\n"
     )
     book = load_book(f)
     assert book.scenarios["voice"].concurrency == 2 and book.sources["voice"] == str(f)
@@ -41,13 +45,23 @@ def test_a_user_file_adds_scenarios_and_prices_and_wins_a_shared_name(tmp_path):
     ("text", "message"),
     [
         ("[scenario.x\n", "not valid TOML"),
-        ("[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nconcurrency=2\nslo=[{metric='ttft',threshold_ms=1}]",
-         "exactly one of rate"),
+        (
+            "[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nconcurrency=2\nslo=[{metric='ttft',threshold_ms=1}]",
+            "exactly one of rate",
+        ),
         ("[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nslo=[]", "at least one slo"),
-        ("[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nslo=[{metric='speed',threshold_ms=1}]", "slo metric"),
-        ("[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nslo=[{metric='ttft',threshold_ms=-1}]", "positive"),
-        ("[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nsloo=1\nslo=[{metric='ttft',threshold_ms=1}]",
-         "unknown key"),
+        (
+            "[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nslo=[{metric='speed',threshold_ms=1}]",
+            "slo metric",
+        ),
+        (
+            "[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nslo=[{metric='ttft',threshold_ms=-1}]",
+            "positive",
+        ),
+        (
+            "[scenario.x]\ninput_len=1\noutput_len=1\nrate=1\nsloo=1\nslo=[{metric='ttft',threshold_ms=1}]",
+            "unknown key",
+        ),
         ("[prices.x]\nhourly=1\ninput_per_mtok=1", "not both"),
         ("[scenarios.x]\n", "unknown top-level"),
     ],

@@ -41,7 +41,12 @@ def result(
             }
         },
         "summary": {
-            "ttft_ms": {"p50": p95 / 2, "p95": p95, "ci95": {"p95": [p95 * 0.9, hi]}, "low_sample": list(low)},
+            "ttft_ms": {
+                "p50": p95 / 2,
+                "p95": p95,
+                "ci95": {"p95": [p95 * 0.9, hi]},
+                "low_sample": list(low),
+            },
             "e2e_ms": {"mean": e2e_mean_ms, "p95": 300.0, "ci95": {"p95": [290.0, 310.0]}},
             "prompt_tokens": {"mean": 512.0},
             "output_tokens": {"mean": 64.0},
@@ -68,7 +73,9 @@ def test_a_single_run_at_another_load_is_flagged_not_judged():
     v = judge(scenario(rate=4.0), "a", [run_point("a", result(100, 120, load=8.0))], sweep=False)
     assert v.status == "unknown"
     assert all("not at the scenario's load" in c.reason for c in v.cells)
-    closed = judge(scenario(rate=4.0), "c", [run_point("c", result(100, 120, mode="closed_loop"))], sweep=False)
+    closed = judge(
+        scenario(rate=4.0), "c", [run_point("c", result(100, 120, mode="closed_loop"))], sweep=False
+    )
     assert closed.status == "unknown" and "open-loop" in closed.cells[0].reason
 
 
@@ -114,7 +121,9 @@ def test_a_sweep_past_its_highest_step_judges_nothing_and_below_its_lowest_uses_
 
 
 def test_a_step_at_the_scenario_load_is_used_alone():
-    steps = [run_point(f"s-0{i}", result(100 * i, 100 * i + 50, mode="closed_loop", load=i)) for i in (1, 2, 4)]
+    steps = [
+        run_point(f"s-0{i}", result(100 * i, 100 * i + 50, mode="closed_loop", load=i)) for i in (1, 2, 4)
+    ]
     v = judge(scenario(rate=None, concurrency=2), "sweep", steps, sweep=True)
     assert v.placement.runs == ("s-02",)
     assert v.cells[0].upper == pytest.approx(250.0)
