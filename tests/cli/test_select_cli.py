@@ -109,3 +109,12 @@ def test_bad_input_is_one_line_and_exit_2(example, args, message):
     assert r.returncode == 2, r.stderr
     assert message in r.stderr and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_plain_scenarios_lists_the_shipped_defaults_as_json():
+    r = run_cli("scenarios", "--json")
+    assert r.returncode == 0, r.stderr
+    names = {s["name"] for s in json.loads(r.stdout)["scenarios"]}
+    assert names == {"voice", "chat", "code-completion", "rag-answer", "long-form", "batch-summarisation"}
+    r = run_cli("scenarios")
+    assert r.returncode == 0 and "voice" in r.stdout
