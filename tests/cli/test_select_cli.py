@@ -43,12 +43,12 @@ def _output(example, *words: str) -> str:
     return hits[0]
 
 
-def test_the_doc_measures_three_profiles_and_judges_two_scenarios():
+def test_the_doc_measures_three_profiles_and_judges_its_scenarios():
     commands = _doc_commands()
     sims = {a[a.index("--sim") + 1] for a in commands if "--sim" in a}
     assert len(sims) == 3
     scenarios = {a[a.index("--scenario") + 1] for a in commands if a[0] == "select"}
-    assert scenarios == {"reports", "assistant"}
+    assert scenarios == {"reports", "assistant", "long-context"}
 
 
 def test_reports_fails_the_large_model_and_recommends_a_passing_priced_one(example):
@@ -118,3 +118,16 @@ def test_plain_scenarios_lists_the_shipped_defaults_as_json():
     assert names == {"voice", "chat", "code-completion", "rag-answer", "long-form", "batch-summarisation"}
     r = run_cli("scenarios")
     assert r.returncode == 0 and "voice" in r.stdout
+
+
+def test_an_input_length_sweep_fits_prefill_and_select_moves_a_candidate_by_it(example):
+    sweep = json.loads((example["cwd"] / "prefill.json").read_text())
+    fit = sweep["prefill_fit"]
+    assert sweep["mode"] == "input_len" and len(sweep["steps"]) == 4
+    lo, hi = fit["ms_per_1k_tokens_ci95"]
+    assert 0 < lo <= fit["ms_per_1k_tokens"] <= hi  # TTFT grows with the prompt
+    out = _output(example, "--scenario long-context")
+    assert "moved from ~" in out and "to 4096 input tokens by the prefill fit" in out
+    assert "not at the scenario's input length" in out  # the MoE, measured at 512 without a fit
+    printed = _output(example, "--input-len 512,1024,2048,4096")
+    assert "Prefill:" in printed and "ms per 1k input tokens" in printed

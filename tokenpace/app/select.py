@@ -4,10 +4,12 @@ this module finds the runs and their records in the store and hands them over.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.results import read_result
 from tokenpace.adapters.scenario_files import load_book
 from tokenpace.adapters.store import RunInfo, Store, StoreError
 from tokenpace.adapters.store.query import parse_where
@@ -21,8 +23,9 @@ from tokenpace.core.analysis.cost import (
     recommend,
     tiered,
 )
+from tokenpace.core.analysis.prefill_fit import fit_records, move_to_input_len
 from tokenpace.core.analysis.scenarios import Prices, Scenario, ScenarioBook, ScenarioError, check_prices
-from tokenpace.core.analysis.select import RunPoint, Verdict, judge, run_point
+from tokenpace.core.analysis.select import Placement, RunPoint, Verdict, judge, run_point
 
 
 def load_scenarios(path: Path | None = None) -> ScenarioBook:
@@ -80,6 +83,7 @@ class SelectConfig:
     wheres: list[str] = field(default_factory=list)
     scenarios_file: Path | None = None
     prices: dict[str, Prices] = field(default_factory=dict)  # from flags: win over the file's
+    input_fits: dict[str, str] = field(default_factory=dict)  # candidate -> its input-length sweep
     route_small: str | None = None  # candidate taking the simple requests
     route_share: float = 0.5
 
@@ -119,6 +123,26 @@ def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]
     return out
 
 
+def _input_fit(store: Store, ref: str, scenario: Scenario) -> Callable[[Placement], Placement]:
+    """The prefill fit of a stored input-length sweep (its id, or its sweep file), as a move to the
+    scenario's input length."""
+    sweep_id = ref
+    if Path(ref).is_file():
+        try:
+            sweep_id = str(read_result(Path(ref))["sweep_id"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ScenarioError(f"--input-fit {ref}: not a sweep file ({exc})") from None
+    steps = store.list_runs(where={"sweep_id": sweep_id}, newest_first=False)
+    if not steps:
+        raise StoreError(f"--input-fit: no stored sweep {sweep_id!r}")
+    records = [r for run in steps for r in store.load_records(run.id)]
+    try:
+        fit = fit_records(records)
+    except ValueError as exc:
+        raise ScenarioError(f"--input-fit {sweep_id}: {exc}") from None
+    return lambda at: move_to_input_len(at, fit, scenario.input_len, f"sweep {sweep_id}")
+
+
 def _price_for(cand: Candidate, flags: dict[str, Prices], book: ScenarioBook) -> Prices | None:
     for name in (cand.name, cand.model):
         for table in (flags, book.prices):
@@ -142,8 +166,16 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
         raise ScenarioError("a candidate is named twice")
     verdicts: list[Verdict] = []
     costs: dict[str, Cost | str] = {}
+    unknown = set(config.input_fits) - {c.name for c in cands}
+    if unknown:
+        raise ScenarioError(f"--input-fit names no candidate: {', '.join(sorted(unknown))}")
     for cand in cands:
-        verdict = judge(scenario, cand.name, _points(store, cand, scenario), cand.kind == "sweep")
+        adjust = (
+            _input_fit(store, config.input_fits[cand.name], scenario)
+            if cand.name in config.input_fits
+            else None
+        )
+        verdict = judge(scenario, cand.name, _points(store, cand, scenario), cand.kind == "sweep", adjust)
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:

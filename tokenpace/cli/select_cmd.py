@@ -77,17 +77,31 @@ def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:
     show_default=True,
     help="Tiered routing: share of requests sent to --route-small.",
 )
+@click.option(
+    "--input-fit",
+    "input_fits",
+    multiple=True,
+    metavar="CANDIDATE=SWEEP_ID",
+    help="Move a candidate's TTFT and E2E to the scenario's input length by the prefill fit of a "
+    "stored input-length sweep (sweep --input-len 512,1024,2048).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @store_option
 @guarded("select")
 def select(candidates, scenario, wheres, scenarios_file, api_prices, hourly_prices, route_small, route_share,
-           as_json, out, store_url) -> None:  # fmt: skip
+           input_fits, as_json, out, store_url) -> None:  # fmt: skip
     """Judge candidates (run ids, sweep ids, KEY=VALUE run references, --where queries) against a
     scenario: a line passes only when its percentile's 95% upper bound is under it at the
     scenario's load. Costs each priced candidate and recommends the cheapest that passes."""
     prices = _named_prices(api_prices, "--price") | _named_prices(hourly_prices, "--hourly")
-    config = SelectConfig(scenario, list(candidates), list(wheres), scenarios_file, prices,
+    fits = {}
+    for item in input_fits:
+        name, sep, sweep_id = item.rpartition("=")
+        if not sep or not name or not sweep_id:
+            raise ValueError(f"--input-fit {item!r}: use CANDIDATE=SWEEP_ID")
+        fits[name] = sweep_id
+    config = SelectConfig(scenario, list(candidates), list(wheres), scenarios_file, prices, fits,
                           route_small, route_share)  # fmt: skip
     store = open_or_fail("select", store_url)
     report = run_select(store, config)

@@ -142,11 +142,13 @@ def test_attainment_and_errors_are_cells_of_their_own():
     assert v.status == "fail"
 
 
-def test_a_workload_far_from_the_scenario_lengths_is_warned_about():
+def test_latency_measured_at_another_input_length_is_not_trusted():
     r = result(100, 120)
     r["summary"]["prompt_tokens"]["mean"] = 128.0
+    r["summary"]["output_tokens"]["mean"] = 16.0
     v = judge(scenario(), "a", [run_point("a", r)], sweep=False)
-    assert any("~128 input tokens" in w for w in v.warnings)
+    assert v.cells[0].status == "unknown" and "measured at ~128 tokens" in v.cells[0].reason
+    assert any("~16 output tokens" in w for w in v.warnings)
 
 
 def test_a_step_that_littles_law_shows_off_its_load_is_left_out():

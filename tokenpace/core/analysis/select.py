@@ -15,7 +15,7 @@ fewer than 5 samples beyond it is "too few requests", not a verdict.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,15 +275,21 @@ def _threshold(label: str) -> float | None:
 
 
 def _length_warnings(scenario: Scenario, at: Placement) -> list[str]:
-    out = []
-    for key, want, what in (
-        ("prompt_tokens", scenario.input_len, "input"),
-        ("output_tokens", scenario.output_len, "output"),
-    ):
-        got = at.values.get(key)
-        if got is not None and abs(got - want) > LENGTH_TOLERANCE * want:
-            out.append(f"measured at ~{got:.0f} {what} tokens; the scenario sends {want}")
-    return out
+    got, want = at.values.get("output_tokens"), scenario.output_len
+    if got is not None and abs(got - want) > LENGTH_TOLERANCE * want:
+        return [f"measured at ~{got:.0f} output tokens; the scenario asks for {want}"]
+    return []
+
+
+def _input_off(scenario: Scenario, at: Placement) -> str:
+    """Why TTFT and E2E measured at another input length cannot be trusted ("" when close)."""
+    got, want = at.values.get("prompt_tokens"), scenario.input_len
+    if got is None or abs(got - want) <= LENGTH_TOLERANCE * want:
+        return ""
+    return (
+        f"not at the scenario's input length: measured at ~{got:.0f} tokens, the scenario sends {want} "
+        "(an input-length sweep can move it: --input-fit)"
+    )
 
 
 def _holds(scenario: Scenario, p: RunPoint) -> bool:
@@ -292,9 +298,23 @@ def _holds(scenario: Scenario, p: RunPoint) -> bool:
     return all(c.status == "pass" for c in cells)
 
 
-def judge(scenario: Scenario, name: str, points: Sequence[RunPoint], sweep: bool) -> Verdict:
+def judge(
+    scenario: Scenario,
+    name: str,
+    points: Sequence[RunPoint],
+    sweep: bool,
+    adjust: Callable[[Placement], Placement] | None = None,
+) -> Verdict:
+    """``adjust`` moves the placed numbers (e.g. to the scenario's input length by a prefill fit)."""
     at = place(scenario, points, sweep)
-    cells = [judge_line(line, at) for line in scenario.slos]
+    if adjust is not None:
+        at = adjust(at)
+    off = _input_off(scenario, at) if at.trusted else ""
+    cells = [
+        Cell(line.label(), "unknown", None, None, off) if off and line.metric in ("ttft", "e2e") else
+        judge_line(line, at)
+        for line in scenario.slos
+    ]  # fmt: skip
     attain = judge_attainment(scenario, at)
     cells += [c for c in (attain, judge_errors(scenario, at)) if c is not None]
     warnings = _length_warnings(scenario, at) if at.trusted else []
