@@ -131,3 +131,9 @@ def test_an_input_length_sweep_fits_prefill_and_select_moves_a_candidate_by_it(e
     assert "not at the scenario's input length" in out  # the MoE, measured at 512 without a fit
     printed = _output(example, "--input-len 512,1024,2048,4096")
     assert "Prefill:" in printed and "ms per 1k input tokens" in printed
+
+
+def test_the_html_report_has_a_section_and_two_charts_per_scenario(example):
+    page = (example["cwd"] / "select.html").read_text(encoding="utf-8")
+    assert page.count("<h2>") == 2 and 'data-figures="4"' in page
+    assert "long-context: candidates against the line" in page and "reports: cost vs latency" in page

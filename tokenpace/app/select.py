@@ -32,6 +32,13 @@ def load_scenarios(path: Path | None = None) -> ScenarioBook:
     return load_book(path)
 
 
+def write_select_html(path: Path, docs: list[dict[str, Any]]) -> None:
+    """The selection report (one section per scenario) as one offline HTML file."""
+    from tokenpace.adapters.report.select_html import render_select_html  # plotly: only when asked
+
+    path.write_text(render_select_html(docs), encoding="utf-8")
+
+
 @dataclass
 class Candidate:
     name: str  # as the user typed it

@@ -3,6 +3,7 @@ at what cost, and which one to pick."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.app.select import SelectConfig, SelectReport, run_select
+from tokenpace.app.select import SelectConfig, SelectReport, run_select, write_select_html
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.cost import Cost
 from tokenpace.core.analysis.scenarios import Prices
@@ -39,7 +40,13 @@ def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:
 
 @click.command()
 @click.argument("candidates", nargs=-1, metavar="[CANDIDATE]...")
-@click.option("--scenario", required=True, help="Scenario to judge against (see `tokenpace scenarios`).")
+@click.option(
+    "--scenario",
+    "scenario_names",
+    required=True,
+    multiple=True,
+    help="Scenario to judge against (see `tokenpace scenarios`); repeat for several.",
+)
 @click.option(
     "--where",
     "wheres",
@@ -87,10 +94,29 @@ def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
+@click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write a report: per scenario, the matrix, candidates against the line, cost vs latency.",
+)
 @store_option
 @guarded("select")
-def select(candidates, scenario, wheres, scenarios_file, api_prices, hourly_prices, route_small, route_share,
-           input_fits, as_json, out, store_url) -> None:  # fmt: skip
+def select(
+    candidates,
+    scenario_names,
+    wheres,
+    scenarios_file,
+    api_prices,
+    hourly_prices,
+    route_small,
+    route_share,
+    input_fits,
+    as_json,
+    out,
+    html_out,
+    store_url,
+) -> None:
     """Judge candidates (run ids, sweep ids, KEY=VALUE run references, --where queries) against a
     scenario: a line passes only when its percentile's 95% upper bound is under it at the
     scenario's load. Costs each priced candidate and recommends the cheapest that passes."""
@@ -101,17 +127,25 @@ def select(candidates, scenario, wheres, scenarios_file, api_prices, hourly_pric
         if not sep or not name or not sweep_id:
             raise ValueError(f"--input-fit {item!r}: use CANDIDATE=SWEEP_ID")
         fits[name] = sweep_id
-    config = SelectConfig(scenario, list(candidates), list(wheres), scenarios_file, prices, fits,
-                          route_small, route_share)  # fmt: skip
     store = open_or_fail("select", store_url)
-    report = run_select(store, config)
-    doc = report.to_dict()
+    base = SelectConfig(
+        "", list(candidates), list(wheres), scenarios_file, prices, fits, route_small, route_share
+    )
+    reports = [run_select(store, dataclasses.replace(base, scenario=name)) for name in scenario_names]
+    docs = [r.to_dict() for r in reports]
+    doc = docs[0] if len(docs) == 1 else {"scenarios": docs}
     if out:
         write_report(out, doc)
+    if html_out:
+        write_select_html(html_out, docs)
     if as_json:
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
-    else:
-        render(report, Console())
+        return
+    console = Console()
+    for report in reports:
+        render(report, console)
+    if html_out:
+        console.print(f"report: {html_out}")
 
 
 def _cost_text(c: Cost | str | None) -> str:

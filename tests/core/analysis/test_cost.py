@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenpace.core.analysis.cost import Cost, cost_of, mixture_percentile, recommend, tiered
+from tokenpace.core.analysis.cost import Cost, cost_of, mixture_percentile, pareto_front, recommend, tiered
 from tokenpace.core.analysis.scenarios import Prices, Scenario, SloLine
 from tokenpace.core.analysis.select import Cell, Placement, Verdict
 
@@ -65,3 +65,13 @@ def test_tiered_routing_blends_latency_and_cost():
     )
     assert t.lines[0]["blended"] == 500.0 and t.lines[0]["passes"]
     assert t.per_k_requests == pytest.approx(0.6 * 1.0 + 0.4 * 3.0)
+
+
+def test_the_pareto_front_keeps_only_candidates_no_other_beats_on_latency_and_cost():
+    points = [
+        ("fast-dear", 100.0, 9.0),
+        ("slow-cheap", 400.0, 1.0),
+        ("dominated", 500.0, 5.0),
+        ("mid", 200.0, 3.0),
+    ]
+    assert pareto_front(points) == ["fast-dear", "mid", "slow-cheap"]

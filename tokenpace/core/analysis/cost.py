@@ -174,3 +174,13 @@ def tiered(
         out = share * s_out + (1 - share) * l_out
         per_mtok = per_request / out * 1e6 if out else None
     return TierEstimate(sv.candidate, lv.candidate, share, lines, per_k, per_mtok)
+
+
+def pareto_front(points: Sequence[tuple[str, float, float]]) -> list[str]:
+    """Names of the points (name, latency, cost) no other point beats on both, cheapest last."""
+    front = []
+    for name, x, y in points:
+        beaten = any((x2 <= x and y2 <= y) and (x2 < x or y2 < y) for _, x2, y2 in points)
+        if not beaten:
+            front.append((x, name))
+    return [name for _, name in sorted(front)]

@@ -113,7 +113,7 @@ def move_to_input_len(at: Placement, fit: PrefillFit, input_len: int, source: st
     values = dict(at.values)
     for key in list(values):
         if key.startswith(("ttft_ms.", "e2e_ms.")):
-            values[key] += worst if key.endswith(".hi") else shift
+            values[key] += worst if key.endswith(".hi") else shift  # (.lo moves with the estimate)
     values["prompt_tokens"] = float(input_len)
     where = (
         f"{at.where}; TTFT and E2E moved from ~{measured:.0f} to {input_len} input tokens by the "

@@ -59,6 +59,7 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
                 values[f"{metric}.{pct}"] = float(dist[pct])
             ci = (dist.get("ci95") or {}).get(pct)
             if ci:
+                values[f"{metric}.{pct}.lo"] = float(ci[0])
                 values[f"{metric}.{pct}.hi"] = float(ci[1])
             if pct in (dist.get("low_sample") or []):
                 low.add(f"{metric}.{pct}")
@@ -265,6 +266,7 @@ class Verdict:
             "capacity_good_rps": self.capacity_good_rps,
             "prompt_tokens": p.values.get("prompt_tokens"),
             "output_tokens": p.values.get("output_tokens"),
+            "values": dict(sorted(p.values.items())),  # what the cells were judged on (ms, shares)
         }
 
 
