@@ -137,3 +137,9 @@ def test_the_html_report_has_a_section_and_two_charts_per_scenario(example):
     page = (example["cwd"] / "select.html").read_text(encoding="utf-8")
     assert page.count("<h2>") == 2 and 'data-figures="4"' in page
     assert "long-context: candidates against the line" in page and "reports: cost vs latency" in page
+
+
+def test_an_input_length_sweep_is_refused_as_a_candidate(example):
+    sweep_id = json.loads((example["cwd"] / "prefill.json").read_text())["sweep_id"]
+    r = run_cli("select", "--scenario", "voice", sweep_id, "--store", "runs.db", cwd=str(example["cwd"]))
+    assert r.returncode == 2 and "steps the input length" in r.stderr and "--input-fit" in r.stderr

@@ -51,7 +51,15 @@ class Candidate:
 
 
 def _sweep_curve(runs: list[RunInfo]) -> list[RunInfo]:
-    """A sweep's curve steps: an --auto sweep's closed-loop probe steps are not on its curve."""
+    """A sweep's curve steps: an --auto sweep's closed-loop probe steps are not on its curve. An
+    input-length sweep steps the prompt, not the load: it is a fit (--input-fit), not a candidate."""
+    lengths = {str(((r.conditions.get("workload") or {}).get("input_len") or {}).get("spec")) for r in runs}
+    if len(lengths) > 1:
+        sweep_id = runs[0].labels.get("sweep_id", "")
+        raise ScenarioError(
+            f"sweep {sweep_id} steps the input length, not the load: "
+            f"give it as --input-fit CANDIDATE={sweep_id}"
+        )
     modes = {(r.conditions.get("load") or {}).get("mode") for r in runs}
     if len(modes) > 1:
         return [r for r in runs if (r.conditions.get("load") or {}).get("mode") == "open_loop"]
