@@ -14,7 +14,7 @@ SCENARIO = Scenario("s", "", 1000, 200, 4.0, None, (LINE,))
 
 def verdict(name: str, status: str = "pass", upper: float = 400.0, good: float | None = 10.0) -> Verdict:
     values = {"prompt_tokens": 1000.0, "output_tokens": 200.0}
-    cell = Cell(LINE.label(), status, upper * 0.9, upper, "")
+    cell = Cell(LINE.label(), status, upper * 0.9, upper, "", LINE.threshold_ms)
     return Verdict(name, "run", Placement(True, "", values), (cell,), (), good)
 
 

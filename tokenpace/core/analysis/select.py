@@ -16,7 +16,7 @@ fewer than 5 samples beyond it is "too few requests", not a verdict.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenpace.core.analysis.plan import little_check, point_from_result
@@ -173,10 +173,11 @@ class Cell:
     value: float | None
     upper: float | None  # the 95 % interval's upper bound (latency lines)
     reason: str
+    threshold_ms: float | None = None  # latency lines
 
     def to_dict(self) -> dict[str, Any]:
         return {"line": self.line, "status": self.status, "value": self.value, "upper": self.upper,
-                "reason": self.reason}  # fmt: skip
+                "threshold_ms": self.threshold_ms, "reason": self.reason}  # fmt: skip
 
 
 def _needed(pct: str) -> int:
@@ -185,30 +186,24 @@ def _needed(pct: str) -> int:
 
 
 def judge_line(line: SloLine, at: Placement) -> Cell:
-    label = line.label()
-    if not at.trusted:
-        return Cell(label, "unknown", None, None, at.where)
+    thr, pct = line.threshold_ms, line.percentile.upper()
     key = f"{line.key}.{line.percentile}"
     value, upper = at.values.get(key), at.values.get(f"{key}.hi")
-    pct = line.percentile.upper()
+
+    def cell(status: str, reason: str) -> Cell:
+        return Cell(line.label(), status, value, upper, reason, thr)
+
+    if not at.trusted:  # no numbers shown: they are not at the scenario's conditions
+        return Cell(line.label(), "unknown", None, None, at.where, thr)
     if key in at.low_sample:
-        return Cell(
-            label, "unknown", value, upper, f"too few requests for {pct} (needs {_needed(line.percentile)})"
-        )
+        return cell("unknown", f"too few requests for {pct} (needs {_needed(line.percentile)})")
     if value is None or upper is None:
-        return Cell(label, "unknown", value, upper, f"no {line.metric.upper()} samples with an interval")
-    thr = line.threshold_ms
+        return cell("unknown", f"no {line.metric.upper()} samples with an interval")
     if upper < thr:
-        return Cell(label, "pass", value, upper, f"upper bound {upper:.4g} ms < {thr:g} ms")
+        return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
-        return Cell(label, "fail", value, upper, f"{pct} {value:.4g} ms is over the line {thr:g} ms")
-    return Cell(
-        label,
-        "fail",
-        value,
-        upper,
-        f"{pct} {value:.4g} ms under the line but its upper bound {upper:.4g} is not",
-    )
+        return cell("fail", f"{pct} {value:.4g} ms is over the line {thr:g} ms")
+    return cell("fail", f"{pct} {value:.4g} ms under the line but its upper bound {upper:.4g} is not")
 
 
 def judge_errors(scenario: Scenario, at: Placement) -> Cell:
@@ -250,7 +245,7 @@ class Verdict:
     @property
     def margin(self) -> float | None:
         """Smallest headroom of an upper bound under its line, as a share of the line."""
-        gaps = [1 - c.upper / thr for c in self.cells if c.upper is not None and (thr := _threshold(c.line))]
+        gaps = [1 - c.upper / c.threshold_ms for c in self.cells if c.upper is not None and c.threshold_ms]
         return min(gaps) if gaps else None
 
     def to_dict(self) -> dict[str, Any]:
@@ -268,12 +263,6 @@ class Verdict:
             "output_tokens": p.values.get("output_tokens"),
             "values": dict(sorted(p.values.items())),  # what the cells were judged on (ms, shares)
         }
-
-
-def _threshold(label: str) -> float | None:
-    if " < " not in label or not label.endswith(" ms"):
-        return None
-    return float(label.split(" < ")[1][:-3])
 
 
 def _length_warnings(scenario: Scenario, at: Placement) -> list[str]:
@@ -313,10 +302,11 @@ def judge(
         at = adjust(at)
     off = _input_off(scenario, at) if at.trusted else ""
     cells = [
-        Cell(line.label(), "unknown", None, None, off) if off and line.metric in ("ttft", "e2e") else
-        judge_line(line, at)
+        judge_line(line, replace(at, trusted=False, where=off))
+        if off and line.metric in ("ttft", "e2e")  # latency from another prompt length: not trusted
+        else judge_line(line, at)
         for line in scenario.slos
-    ]  # fmt: skip
+    ]
     attain = judge_attainment(scenario, at)
     cells += [c for c in (attain, judge_errors(scenario, at)) if c is not None]
     warnings = _length_warnings(scenario, at) if at.trusted else []
