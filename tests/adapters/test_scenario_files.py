@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tokenpace.adapters.scenario_files import default_book, load_book
@@ -76,3 +78,17 @@ def test_a_bad_scenario_file_is_one_clear_error(tmp_path, text, message):
 def test_a_missing_file_is_a_scenario_error(tmp_path):
     with pytest.raises(ScenarioError, match="cannot read"):
         load_book(tmp_path / "nope.toml")
+
+
+def test_the_documented_defaults_table_matches_the_shipped_file():
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "selection.md").read_text(encoding="utf-8")
+    rows = [ln for ln in doc.splitlines() if ln.startswith("| `")]
+    book = default_book()
+    assert {r.split("`")[1] for r in rows} == set(book.scenarios)
+    for row in rows:
+        s = book.scenarios[row.split("`")[1]]
+        _, _name, lengths, load, lines, _ = (c.strip() for c in row.split("|"))
+        assert lengths == f"{s.input_len} / {s.output_len}"
+        assert load == (f"{s.rate:g} req/s" if s.rate is not None else f"concurrency {s.concurrency}")
+        for line in s.slos:
+            assert f"{line.metric.upper()} {line.percentile.upper()} < {line.threshold_ms:g} ms" in lines
