@@ -63,7 +63,7 @@ def test_reports_fails_the_large_model_and_recommends_a_passing_priced_one(examp
 def test_assistant_places_the_sweep_by_rate_and_flags_the_closed_loop_run(example):
     doc = json.loads(_output(example, "--scenario assistant"))
     by_name = {c["candidate"]: c for c in doc["candidates"]}
-    sweep, run = by_name["candidate=8b"], by_name["candidate=70b"]
+    sweep, run = by_name["8b.json"], by_name["candidate=70b"]  # a sweep by its file
     assert sweep["kind"] == "sweep" and sweep["placement"]["trusted"]
     assert sweep["status"] in ("pass", "fail")
     assert all(c["upper"] is not None for c in sweep["cells"] if c["line"].startswith(("TTFT", "TPOT")))

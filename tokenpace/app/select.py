@@ -66,12 +66,25 @@ def _sweep_curve(runs: list[RunInfo]) -> list[RunInfo]:
     return runs
 
 
+def _stored_id(ref: str) -> str:
+    """A sweep or result file stands for the sweep or run it saved in the store."""
+    if not ref.endswith(".json") or not Path(ref).is_file():
+        return ref
+    try:
+        doc = read_result(Path(ref))
+        return str(doc.get("sweep_id") or doc["run_id"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ScenarioError(f"{ref}: not a tokenpace sweep or result file ({exc})") from None
+
+
 def resolve_candidate(store: Store, ref: str) -> Candidate:
-    """A sweep id (its stored steps), else a run reference (id, prefix, baseline, key=value)."""
-    steps = store.list_runs(where={"sweep_id": ref}, newest_first=False, full=True)
+    """A sweep id or sweep file (its stored steps), else a run reference (id, prefix, baseline,
+    key=value) or result file."""
+    stored = _stored_id(ref)
+    steps = store.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
     if steps:
         return Candidate(ref, "sweep", _sweep_curve(steps))
-    return Candidate(ref, "run", [store.resolve(ref)])
+    return Candidate(ref, "run", [store.resolve(stored)])
 
 
 def resolve_query(store: Store, query: str) -> Candidate:
@@ -141,12 +154,7 @@ def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]
 def _input_fit(store: Store, ref: str, scenario: Scenario) -> Callable[[Placement], Placement]:
     """The prefill fit of a stored input-length sweep (its id, or its sweep file), as a move to the
     scenario's input length."""
-    sweep_id = ref
-    if Path(ref).is_file():
-        try:
-            sweep_id = str(read_result(Path(ref))["sweep_id"])
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ScenarioError(f"--input-fit {ref}: not a sweep file ({exc})") from None
+    sweep_id = _stored_id(ref)
     steps = store.list_runs(where={"sweep_id": sweep_id}, newest_first=False)
     if not steps:
         raise StoreError(f"--input-fit: no stored sweep {sweep_id!r}")
