@@ -23,6 +23,7 @@ from tokenpace.client.dialects import get_dialect
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.steady import steady_state
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 
@@ -102,7 +103,9 @@ class BenchRun:
                 observed = await conn.observers.stop(self.records, t0)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
-        summary = summarize(self.records, cfg.slo)
+        summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
