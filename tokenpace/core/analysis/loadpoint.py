@@ -81,17 +81,19 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
     steady = s.get("steady") or {}
     steady_rps = steady.get("request_throughput")
     use_steady = steady_rps is not None and not steady.get("short")
+    rps = steady_rps if use_steady else s.get("request_throughput")
+    window = steady.get("window_s") if use_steady else s.get("window_s")
     client = s.get("client") or {}
     return LoadPoint(
         step=step,
         mode=load["mode"],
         offered=load["concurrency"] if closed else load["rate"],
         max_concurrency=load.get("max_concurrency"),
-        achieved_rps=float(steady_rps if use_steady else s.get("request_throughput") or 0.0),
+        achieved_rps=float(rps or 0.0),
         sent=int(counts.get("sent", 0)),
         ok=int(counts.get("ok", 0)),
         error_rate=float(s.get("error_rate") or 0.0),
-        window_s=float(steady.get("window_s") if use_steady else s.get("window_s") or 0.0),
+        window_s=float(window or 0.0),
         goodput=s.get("goodput"),
         valid=bool(client.get("valid", result.get("valid", True))),
         latency=lat,

@@ -273,8 +273,8 @@ def _candidates(a: CurveAnalysis, warnings: list[str]) -> list[_Candidate]:
                     f"{a.slo.step}); the ceiling is above it: extend the sweep"
                 )
     if a.max_sustainable_rps is not None:
-        step, bounded = a.max_sustainable_step, a.max_sustainable_bounded
-        out.append(_Candidate(a.max_sustainable_rps, "max_sustainable", step, bounded))
+        top, bounded = a.max_sustainable_step, a.max_sustainable_bounded
+        out.append(_Candidate(a.max_sustainable_rps, "max_sustainable", top, bounded))
         if not a.max_sustainable_bounded:
             warnings.append(
                 f"throughput had not levelled off at the highest load tried ({a.max_sustainable_rps:.3g} "
