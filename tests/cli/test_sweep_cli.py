@@ -46,11 +46,12 @@ def test_sweep_writes_every_step_and_its_records(threaded_server, tmp_path):
 
 @pytest.fixture(scope="module")
 def saturating_sweep(tmp_path_factory):
-    """The simulated engine with 4 batch slots: TTFT must climb once concurrency passes 4."""
+    """The simulated engine with 4 batch slots: TTFT must climb once concurrency passes 4. 64 requests
+    a step: 16 users need 4 rounds or more for a steady window (fewer make the step short)."""
     out = tmp_path_factory.mktemp("sim") / "sweep.json"
     with SimProcess(None, ["--max-num-seqs", "4"]) as url:
         p = tokenpace(
-            "sweep", "--url", url, "-c", "1,2,4,8,16", "-n", "24", "--input-len", "256",
+            "sweep", "--url", url, "-c", "1,2,4,8,16", "-n", "64", "--input-len", "256",
             "--output-len", "16", "--ignore-eos", "--slo", "ttft=100ms", "--out", str(out), "-q",
         )  # fmt: skip
     assert p.returncode == 0, p.stderr
