@@ -64,7 +64,8 @@ def test_one_full_run_per_step_with_the_same_workload():
     assert doc["kind"] == "sweep" and len(doc["steps"]) == 3 and doc["probe"] == []
     assert doc["steps"][0]["records"]["path"] == "a.jsonl"
     assert doc["steps"][2]["sweep_step"] == {
-        "index": 3, "phase": "step", "mode": "concurrency", "load": 4, "lengthened": 1, "superseded_as_short": False,
+        "index": 3, "phase": "step", "mode": "concurrency", "load": 4,
+        "lengthened": 1, "superseded_as_short": False,
     }  # fmt: skip
     assert "knee_ttft_p95" in doc["analysis"] and "watermark_rps_per_replica" in doc["plan"]
     assert doc["analysis"]["littles_law"]["steps"][0]["status"] in ("ok", "inconsistent")

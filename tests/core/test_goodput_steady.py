@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tokenpace.core.metrics import Slo, meets_slo, summarize
-from tokenpace.core.steady import MIN_STEADY_COMPLETIONS, lengthen_factor, steady_state
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.steady import MIN_STEADY_COMPLETIONS, lengthen_factor, steady_state
 
 MS = 1_000_000
 BASE = 10_000  # ms

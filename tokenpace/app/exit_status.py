@@ -1,4 +1,5 @@
-"""How a bench run or a sweep ends, as an exit code: one decision, made here, that the commands use.
+"""How a bench run or a sweep ends, as an exit status: one decision, made here, that the jobs report
+(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with.
 
 | code | meaning |
 |---|---|
@@ -9,7 +10,7 @@
 | 4 | no request succeeded (every request failed, or none was sent) |
 | 130 / 143 | interrupted (SIGINT / SIGTERM); what was measured is kept, marked not valid |
 
-When several apply, the first in this order wins: interrupted, error, bad input, no success, not valid.
+When several apply, the first in this order wins: interrupted, error, not stored, no success, not valid.
 """
 
 from __future__ import annotations
@@ -17,13 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-OK, ERROR, BAD_INPUT, NOT_VALID, NO_SUCCESS = 0, 1, 2, 3, 4
-INTERRUPTED, TERMINATED = 130, 143
+from tokenpace.app.outputs import ExitStatus, stopped_status
+
+OK, ERROR, BAD_INPUT = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.REFUSED
+NOT_VALID, NO_SUCCESS = ExitStatus.NOT_VALID, ExitStatus.NO_SUCCESS
+INTERRUPTED, TERMINATED = ExitStatus.INTERRUPTED, ExitStatus.TERMINATED
 
 
 @dataclass(frozen=True, slots=True)
 class RunOutcome:
-    """What the exit code depends on, for one run (or one sweep step)."""
+    """What the exit status depends on, for one run (or one sweep step)."""
 
     interrupted: bool
     stop_reason: str
@@ -33,52 +37,38 @@ class RunOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ExitStatus:
-    code: int
+class ExitDecision:
+    code: ExitStatus
     reason: str  # one line for stderr; "" when the code is 0
 
 
-def interrupt_reason(signal_name: str) -> str:
-    """The stop reason a signal gives a run (the exit code is read back from it)."""
-    return f"interrupted by {signal_name}"
-
-
-def _interrupted(stop_reason: str) -> ExitStatus:
-    code = TERMINATED if "SIGTERM" in stop_reason else INTERRUPTED
-    return ExitStatus(code, stop_reason or "interrupted")
-
-
-def run_exit_status(run: RunOutcome, stored: bool = True) -> ExitStatus:
+def run_exit_status(run: RunOutcome, stored: bool = True) -> ExitDecision:
     if run.interrupted:
-        return _interrupted(run.stop_reason)
+        return ExitDecision(stopped_status(run.stop_reason), run.stop_reason or "interrupted")
     if run.stop_reason.startswith("aborted"):
-        return ExitStatus(ERROR, run.stop_reason)
+        return ExitDecision(ERROR, run.stop_reason)
     if not stored:
-        return ExitStatus(BAD_INPUT, "the run could not be stored (its files were written)")
+        return ExitDecision(BAD_INPUT, "the run could not be stored (its files were written)")
     if not run.ok:
         what = f"all {run.sent} requests failed" if run.sent else "no request was sent"
-        return ExitStatus(NO_SUCCESS, f"no request succeeded ({what})")
+        return ExitDecision(NO_SUCCESS, f"no request succeeded ({what})")
     if not run.client_valid:
-        return ExitStatus(NOT_VALID, "run NOT VALID: the client could not keep up with the load asked")
-    return ExitStatus(OK, "")
+        return ExitDecision(NOT_VALID, "run NOT VALID: the client could not keep up with the load asked")
+    return ExitDecision(OK, "")
 
 
-def sweep_exit_status(
-    steps: Sequence[RunOutcome], interrupted: bool, stop_reason: str, stored: bool = True
-) -> ExitStatus:
+def sweep_exit_status(steps: Sequence[RunOutcome], interrupted: bool, stop_reason: str) -> ExitDecision:
     """The curve's steps decide: a sweep is interrupted or aborted as a whole; it failed when no step
     had a success; it is not valid when the client could not keep up at some step."""
     if interrupted:
-        return _interrupted(stop_reason)
+        return ExitDecision(stopped_status(stop_reason), stop_reason or "interrupted")
     if "aborted" in stop_reason:
-        return ExitStatus(ERROR, stop_reason)
-    if not stored:
-        return ExitStatus(BAD_INPUT, "a step could not be stored (the sweep file was written)")
+        return ExitDecision(ERROR, stop_reason)
     if not any(s.ok for s in steps):
-        return ExitStatus(NO_SUCCESS, "no request succeeded at any step")
+        return ExitDecision(NO_SUCCESS, "no request succeeded at any step")
     invalid = [str(i + 1) for i, s in enumerate(steps) if not s.client_valid]
     if invalid:
-        return ExitStatus(
+        return ExitDecision(
             NOT_VALID, f"NOT VALID at step(s) {', '.join(invalid)}: the client could not keep up (left out)"
         )
-    return ExitStatus(OK, "")
+    return ExitDecision(OK, "")

@@ -118,7 +118,8 @@ def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
 
 
 def steps_table(sweep: dict[str, Any]) -> Table:
-    """One row per curve step, with the knee, SLO verdict and Little's-law status beside it."""
+    """One row per curve step, with the knee, SLO verdict and Little's-law status beside it. Throughput
+    is over the step's steady window (ramp-up and drain excluded; shown) when it has one."""
     analysis = sweep.get("analysis") or {}
     knee = (analysis.get("knee") or {}).get("index")
     slo = analysis.get("slo_capacity") or {}
@@ -129,6 +130,10 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         "load",
         "req/s",
         "out tok/s",
+        "steady s",
+        "ramp-up s",
+        "drain s",
+        "req/s whole run",
         "TTFT p50",
         "TTFT p95",
         "TTFT p99",
@@ -163,6 +168,10 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             load_label(step),
             steady["request_throughput"] if use_steady else s.get("request_throughput"),
             steady["output_token_throughput"] if use_steady else s.get("output_token_throughput"),
+            steady.get("window_s"),
+            steady.get("excluded_ramp_up_s"),
+            steady.get("excluded_drain_s"),
+            s.get("request_throughput"),
             _pct(s, "ttft_ms", "p50"),
             _pct(s, "ttft_ms", "p95"),
             _pct(s, "ttft_ms", "p99"),
