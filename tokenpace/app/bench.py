@@ -100,7 +100,7 @@ class BenchRun:
                 await monitor.stop()
                 await sender.close()
             finally:
-                observed = await conn.observers.stop(self.records, t0)
+                observed = await conn.observers.stop(self.records, t0, cfg.stream)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
