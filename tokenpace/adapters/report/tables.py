@@ -113,6 +113,14 @@ def conditions_table(result: dict[str, Any], sweep: dict[str, Any] | None = None
     return ["condition", "value"], [r for r in rows if r[1] not in (None, "")]
 
 
+def steady_rps(summary: dict[str, Any]) -> Any:
+    """A step's request rate over its steady window when it has one, else over the whole run."""
+    steady = summary.get("steady") or {}
+    if steady.get("request_throughput") is not None and not steady.get("short"):
+        return steady["request_throughput"]
+    return summary.get("request_throughput")
+
+
 def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
     return (summary.get(metric) or {}).get(p)
 
@@ -166,7 +174,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         row = [
             i + 1,
             load_label(step),
-            steady["request_throughput"] if use_steady else s.get("request_throughput"),
+            steady_rps(s),
             steady["output_token_throughput"] if use_steady else s.get("output_token_throughput"),
             steady.get("window_s"),
             steady.get("excluded_ramp_up_s"),
