@@ -114,3 +114,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, threaded_server):
     one_line_error(tokenpace("plan", str(tmp_path / "bench.json")))
     (tmp_path / "junk.json").write_text("{not json")
     one_line_error(tokenpace("plan", str(tmp_path / "junk.json")))
+
+
+@pytest.mark.timing
+def test_auto_sweep_probes_places_rate_steps_and_plans_on_their_steady_state(tmp_path):
+    out = tmp_path / "auto.json"
+    with SimProcess(None, ["--max-num-seqs", "4"]) as url:
+        p = tokenpace(
+            "sweep", "--auto", "--url", url, "-n", "40", "--auto-steps", "3", "--input-len", "64",
+            "--output-len", "8", "--ignore-eos", "--out", str(out), "-q", "--no-store",
+        )  # fmt: skip
+    assert p.returncode in FINISHED, p.stderr
+    doc = json.loads(out.read_text())
+    assert [s["sweep_step"]["phase"] for s in doc["probe"]] == ["probe"] * len(doc["probe"])
+    assert doc["probe_plateau_rps"] is not None  # 4 batch slots: the doubling levels off
+    assert len(doc["steps"]) == 3 and doc["steps"][-1]["conditions"]["load"]["mode"] == "open_loop"
+    for s in doc["steps"]:
+        steady = s["summary"]["steady"]
+        assert steady["window_s"] > 0 and steady["excluded_drain_s"] >= 0
+    ms = doc["analysis"]["max_sustainable"]
+    assert ms["lower_bound"] is False  # the probe found the maximum the rate steps went up to
+    assert "Figures rest on step(s)" in p.stdout

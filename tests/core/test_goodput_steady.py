@@ -101,5 +101,6 @@ def test_open_loop_steady_window_starts_at_the_first_completion():
     s = steady_state(records, concurrency=None)
     assert s.ramp_s == pytest.approx(0.2) and s.drain_s == pytest.approx(0.2)
     assert s.completions == 79 and s.request_throughput == pytest.approx(79 / 0.79)
+    assert s.send_rate == pytest.approx(99 / 0.99)
     failed = [rec(t, t, 100, 200, Status.HTTP_ERROR) for t in range(0, 1000, 10)]
     assert steady_state(failed).completions == 0 and steady_state(failed).short

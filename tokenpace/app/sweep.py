@@ -109,6 +109,7 @@ class SweepResult:
     steps: list[SweepStep]
     interrupted: bool
     stop_reason: str
+    plateau_rps: float | None = None  # where the closed-loop doubling levelled off (auto), if it did
 
     def curve(self) -> list[SweepStep]:
         return [s for s in self.steps if s.phase == "step" and not s.superseded]
@@ -133,6 +134,7 @@ class SweepResult:
             "steps": curve,
             "probe": [d for d in kept if d["sweep_step"]["phase"] == "probe"],
             "short_attempts": [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
+            "probe_plateau_rps": self.plateau_rps,
             **capacity(
                 curve,
                 cfg.base.slo.to_dict(),
@@ -140,6 +142,7 @@ class SweepResult:
                 cfg.max_error_rate,
                 cfg.peak_rps,
                 cfg.headroom,
+                self.plateau_rps,
             ),
         }
 
@@ -151,10 +154,12 @@ def capacity(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     peak_rps: float | None = None,
     headroom: float = DEFAULT_HEADROOM,
+    plateau_rps: float | None = None,
 ) -> dict[str, Any]:
-    """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan)."""
+    """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan);
+    ``plateau_rps``: where an --auto probe's throughput levelled off, if it did."""
     points = [point_from_result(i + 1, d) for i, d in enumerate(steps)]
-    analysis = analyze(points, slo or None, slo_percentile, max_error_rate)
+    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps)
     plan = make_plan(analysis, peak_rps, headroom)
     return {"analysis": analysis.to_dict(), "plan": plan.to_dict()}
 
@@ -193,6 +198,7 @@ class Sweep:
         self._interrupted = False
         self._stop_reason = ""
         self._done = False
+        self._plateau_rps: float | None = None
         self.started_at = datetime.now(timezone.utc).isoformat()
 
     def stop(self, reason: str = USER_STOP) -> None:
@@ -212,6 +218,7 @@ class Sweep:
             list(self.steps),
             self._interrupted,
             self._stop_reason or ("completed" if self._done else "in progress"),
+            self._plateau_rps,
         )
 
     async def run(self) -> SweepResult:
@@ -247,6 +254,7 @@ class Sweep:
             if summary.error_rate <= cfg.stop_error_rate and rps > 0:
                 if best is not None and rps < best * (1 + cfg.plateau_gain):
                     best = max(best, rps)
+                    self._plateau_rps = best
                     if not self._stopped and phase == "step":
                         self._stop_reason = (
                             f"throughput plateaued at concurrency {c} ({rps:.3g} req/s, "

@@ -49,6 +49,13 @@ class SteadyState:
     short: bool
     reason: str  # why it is short ("" when it is not)
 
+    sends: int = 0  # measured requests sent
+
+    @property
+    def send_rate(self) -> float | None:
+        """Requests sent per second, first send to last (what the schedule really offered)."""
+        return (self.sends - 1) / self.send_span_s if self.sends > 1 and self.send_span_s > 0 else None
+
     @property
     def fraction(self) -> float:
         return self.window_s / self.wall_s if self.wall_s > 0 else 0.0
@@ -61,6 +68,7 @@ class SteadyState:
             "excluded_drain_s": self.drain_s,
             "fraction": self.fraction,
             "send_span_s": self.send_span_s,
+            "send_rate": self.send_rate,
             "completions": self.completions,
             "request_throughput": self.request_throughput,
             "output_token_throughput": self.output_token_throughput,
@@ -70,8 +78,8 @@ class SteadyState:
         }
 
 
-def _empty(reason: str, wall_s: float = 0.0, span_s: float = 0.0) -> SteadyState:
-    return SteadyState(wall_s, wall_s, 0.0, 0.0, span_s, 0, None, None, True, reason)
+def _empty(reason: str, wall_s: float = 0.0, span_s: float = 0.0, sends: int = 0) -> SteadyState:
+    return SteadyState(wall_s, wall_s, 0.0, 0.0, span_s, 0, None, None, True, reason, sends)
 
 
 def steady_state(records: Iterable[RequestRecord], concurrency: int | None = None) -> SteadyState:
@@ -87,7 +95,7 @@ def steady_state(records: Iterable[RequestRecord], concurrency: int | None = Non
     span_s = (last_send - first_send) / NS_PER_S
     if concurrency is not None and len(sends) < concurrency:
         reason = f"{len(sends)} requests for {concurrency} users: the concurrency was never reached"
-        return _empty(reason, wall_s, span_s)
+        return _empty(reason, wall_s, span_s, len(sends))
     load_reached = sends[concurrency - 1] if concurrency else first_send
     start = max(load_reached, min(ends))
     end = last_send
@@ -97,6 +105,7 @@ def steady_state(records: Iterable[RequestRecord], concurrency: int | None = Non
             "request completed",
             wall_s,
             span_s,
+            len(sends),
         )
     steady = [
         r for r in measured if r.status is Status.OK and r.end_ns is not None and start < r.end_ns <= end
@@ -121,6 +130,7 @@ def steady_state(records: Iterable[RequestRecord], concurrency: int | None = Non
         output_token_throughput=sum(r.output_tokens for r in steady) / window_s,
         short=bool(reasons),
         reason="; ".join(reasons),
+        sends=len(sends),
     )
 
 

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tokenpace.core.analysis.plan import analyze, make_plan, point_from_result
+from tokenpace.core.analysis.plan import analyze, little_check, make_plan, point_from_result
 
 
 def step(
@@ -205,3 +205,22 @@ def test_no_usable_step_gives_no_plan():
     plan = make_plan(a, peak_rps=10)
     assert plan.ceiling_rps is None and plan.replicas is None
     assert "no usable step: nothing to plan on" in plan.warnings
+
+
+def test_an_auto_rate_sweep_up_to_the_probe_plateau_has_a_real_maximum():
+    steps = [
+        step(2, 2.0, 100, 600, mode="open_loop"),
+        step(6, 6.0, 110, 600, mode="open_loop"),
+        step(10, 9.8, 150, 700, mode="open_loop"),
+    ]
+    assert not analyze(points(steps)).max_sustainable_bounded  # the server kept up with 10 req/s
+    a = analyze(points(steps), plateau_rps=10.2)  # ... but a closed-loop probe levelled off at 10.2
+    assert a.max_sustainable_bounded and a.max_sustainable_step == 3
+
+
+def test_little_checks_an_open_loop_step_against_the_rate_really_sent():
+    # Poisson arrivals with this seed went out at 8 req/s for 10 asked: 8 completions/s is keeping up
+    s = step(10, 8.0, 100, 600, mode="open_loop", steady_rps=8.0)
+    s["summary"]["steady"]["send_rate"] = 8.0
+    c = little_check(point_from_result(1, s))
+    assert c.status == "ok" and c.expected == pytest.approx(8.0)

@@ -4,7 +4,7 @@ Closed loop: in the steady window C users keep C requests in flight; over a whol
 window measured, older files) C users sharing n requests keep n / ceil(n / C) on average, less when
 ramp-up and drain are a large part of a short step. A step far below that was not run at the load it
 claims (client lag, a connection cap, too short a step); a step above it has a wrong rate or latency.
-Open loop: in the steady window the step should complete rate x ok / sent requests per second (over a
+Open loop: in the steady window the step should complete send rate x ok / sent requests per second (over a
 whole step: ok / (sent / rate + W)); far fewer means the server fell behind (overloaded: queue growing,
 no steady state), more means the numbers are wrong. Tolerance: max(20 %, 3 / sqrt(n)), the Poisson
 noise of n requests.
@@ -61,7 +61,10 @@ def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
     rate = float(p.offered or 0.0)
     if rate <= 0 or not p.sent:
         return LittleCheck(p.step, "skipped", in_flight, None, None, "no offered rate")
-    expected_rps = rate * p.ok / p.sent if p.steady else p.ok / (p.sent / rate + w)
+    # steady window: completions keep pace with the sends (the rate really sent, which a random
+    # arrival process puts off the rate asked); whole step: the drain after the last send included
+    sent_rate = p.sent_rps or rate
+    expected_rps = sent_rate * p.ok / p.sent if p.steady else p.ok / (p.sent / rate + w)
     ratio = p.achieved_rps / expected_rps
     if p.max_concurrency and in_flight > p.max_concurrency * (1 + tol):
         note = f"{in_flight:.1f} in flight exceeds the cap of {p.max_concurrency}: rate or latency is wrong"

@@ -37,6 +37,7 @@ class LoadPoint:
     # what the SLO is judged on: open loop from the scheduled time, closed loop from the send
     slo_latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
     slo_basis: str = "send"
+    sent_rps: float | None = None  # requests actually sent per second (the schedule's realisation)
 
     def pct(self, metric: str, p: str) -> float | None:
         return (self.latency.get(metric) or {}).get(p)
@@ -103,4 +104,5 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         steady=use_steady,
         slo_latency=slo_lat,
         slo_basis=basis,
+        sent_rps=steady.get("send_rate"),
     )

@@ -171,12 +171,21 @@ def _sustainable_bounded(best: LoadPoint, usable: list[LoadPoint]) -> bool:
     return prev > 0 and best.achieved_rps < prev * (1 + PLATEAU_GAIN)
 
 
+def _probe_bounded(usable: list[LoadPoint], plateau_rps: float | None) -> bool:
+    """An open-loop curve that reached (90 % of) the rate where a closed-loop probe levelled off."""
+    top = _by_load(usable)[-1] if usable else None
+    return bool(plateau_rps and top and top.mode == "open_loop" and (top.offered or 0) >= 0.9 * plateau_rps)
+
+
 def analyze(
     points: Sequence[LoadPoint],
     slo: dict[str, float] | None = None,
     slo_percentile: str = "p95",
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    plateau_rps: float | None = None,
 ) -> CurveAnalysis:
+    """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
+    steps placed up to it reach a maximum the probe already found."""
     pts = list(points)
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
@@ -200,7 +209,9 @@ def analyze(
         little,
         max_error_rate,
         knee_bounded=knee_bounded,
-        max_sustainable_bounded=best is None or _sustainable_bounded(best, usable),
+        max_sustainable_bounded=best is None
+        or _sustainable_bounded(best, usable)
+        or _probe_bounded(usable, plateau_rps),
         left_out={p.step: p.left_out_reasons for p in pts if not p.usable},
     )
 
