@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
 from tokenpace.core import steady
 from tokenpace.core.network import network_phases
@@ -276,6 +277,25 @@ def window_ns(records: Sequence[RequestRecord]) -> int:
     return max(0, max(ends) - min(starts))
 
 
+def _goodput(
+    ok: Sequence[RequestRecord], slo: Slo, sent: int, window_s: float, open_loop: bool
+) -> dict[str, Any]:
+    """Goodput and its share, and the same counted from the send: an open loop's goodput counts TTFT
+    and E2E from the scheduled time (what a user arriving on schedule felt). None without an SLO."""
+    out: dict[str, Any] = {"goodput_latency_from": "scheduled" if open_loop else "send"}
+    if slo.is_empty():
+        names = ("goodput", "goodput_ratio", "goodput_from_send", "goodput_ratio_from_send")
+        return out | dict.fromkeys(names)
+    from_send = sum(1 for r in ok if meets_slo(r, slo))
+    good = sum(1 for r in ok if meets_slo(r, slo, from_scheduled=True)) if open_loop else from_send
+    return out | {
+        "goodput": good / window_s if window_s > 0 else 0.0,
+        "goodput_ratio": good / sent if sent else None,
+        "goodput_from_send": from_send / window_s if window_s > 0 else 0.0,
+        "goodput_ratio_from_send": from_send / sent if sent else None,
+    }
+
+
 def summarize(
     records: Iterable[RequestRecord], slo: Slo | None = None, with_ci: bool = True, open_loop: bool = False
 ) -> Summary:
@@ -317,13 +337,6 @@ def summarize(
         return x / window_s if window_s > 0 else 0.0
 
     slo = slo or Slo()
-    goodput = goodput_ratio = goodput_send = ratio_send = None
-    if not slo.is_empty():
-        good_send = sum(1 for r in ok if meets_slo(r, slo))
-        good = sum(1 for r in ok if meets_slo(r, slo, from_scheduled=True)) if open_loop else good_send
-        goodput, goodput_send = per_s(good), per_s(good_send)
-        goodput_ratio = good / sent if sent else None
-        ratio_send = good_send / sent if sent else None
 
     def d(values: Iterable[float]) -> Distribution:
         return describe(_ms(values), with_ci=with_ci)
@@ -350,8 +363,6 @@ def summarize(
         output_token_throughput=per_s(out_tokens),
         total_token_throughput=per_s(out_tokens + prompt_tokens),
         per_user_output_token_throughput=(1000.0 / tpot_dist.p50 if tpot_dist.p50 else None),
-        goodput=goodput,
-        goodput_ratio=goodput_ratio,
         slo=slo.to_dict(),
         error_rate=(sum(failures[s.value] for s in FAILURE_STATUSES) / sent) if sent else 0.0,
         timeout_rate=failures[Status.TIMEOUT.value] / sent if sent else 0.0,
@@ -361,7 +372,5 @@ def summarize(
         tokens=_token_accounting(ok),
         reasoning=reasoning,
         extra={"network": network_phases(measured)},
-        goodput_from_send=goodput_send,
-        goodput_ratio_from_send=ratio_send,
-        goodput_latency_from="scheduled" if open_loop else "send",
+        **_goodput(ok, slo, sent, window_s, open_loop),
     )
