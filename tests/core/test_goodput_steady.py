@@ -104,3 +104,15 @@ def test_open_loop_steady_window_starts_at_the_first_completion():
     assert s.send_rate == pytest.approx(99 / 0.99)
     failed = [rec(t, t, 100, 200, Status.HTTP_ERROR) for t in range(0, 1000, 10)]
     assert steady_state(failed).completions == 0 and steady_state(failed).short
+
+
+def test_a_closed_loop_wave_on_the_window_edge_is_not_counted_twice():
+    # 4 users in lockstep, 10 rounds of 1000 ms with a few ms of jitter: C / W = 4 req/s exactly. A
+    # window opening at the very first completion would count the rest of that wave for free (4.4/s).
+    records = []
+    for user in range(4):
+        for k in range(10):
+            t = k * 1000 + user  # each user a millisecond behind the one before
+            records.append(rec(t, t, 500, 1000))
+    s = steady_state(records, concurrency=4)
+    assert s.completions == 32 and s.request_throughput == pytest.approx(4.0)

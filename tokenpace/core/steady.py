@@ -2,7 +2,9 @@
 
 A run starts with a ramp-up and ends with a drain, and neither runs at the load asked:
 - ramp-up: until the load was reached (closed loop: the C-th user's first send; open loop: the first
-  send) and the first request completed (before that nothing can complete, whatever the load);
+  send) and the first requests completed (before that nothing can complete, whatever the load). In a
+  closed loop that is the first C completions, one wave: C users started together finish their first
+  requests together, and a window opening inside that wave would count it as if it took no time;
 - drain: after the last request was sent, requests in flight finish and none replaces them.
 The steady window is what lies between. Throughput over it (completions inside it per second of it)
 is the rate the server sustained at that load; throughput over the whole run (first send to last
@@ -29,8 +31,9 @@ NS_PER_S = 1_000_000_000
 
 DEFINITION = (
     "steady window: from when the load was reached (closed loop: the C-th user's first send; open "
-    "loop: the first send) and the first request completed, to the last send (after it, the run "
-    "drains); throughput = successful completions inside it per second of it. short: steady window "
+    "loop: the first send) and the first requests completed (closed loop: C of them), to the last "
+    "send (after it, the run drains); throughput = successful completions inside it per second of "
+    "it. short: steady window "
     f"under {MIN_STEADY_FRACTION:.0%} of the wall time or fewer than {MIN_STEADY_COMPLETIONS} "
     "completions inside it"
 )
@@ -97,7 +100,9 @@ def steady_state(records: Iterable[RequestRecord], concurrency: int | None = Non
         reason = f"{len(sends)} requests for {concurrency} users: the concurrency was never reached"
         return _empty(reason, wall_s, span_s, len(sends))
     load_reached = sends[concurrency - 1] if concurrency else first_send
-    start = max(load_reached, min(ends))
+    done = sorted(ends)
+    first_wave = done[min(concurrency or 1, len(done)) - 1]  # closed loop: every user's first completion
+    start = max(load_reached, first_wave)
     end = last_send
     if end <= start:
         return _empty(
