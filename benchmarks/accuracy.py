@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from accuracy_analysis import analyze
+from accuracy_analysis import analyze, first_wave
 from accuracy_report import MD_PATH, _f, machine, markdown, update_md
 
 HERE = Path(__file__).resolve().parent
@@ -175,7 +175,9 @@ def run_client(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], pr
         raise RuntimeError(f"{kind} client failed on {sc.key} (exit {rc})")
     data = orjson.loads(out_path.read_bytes())
     data["process"] = {"cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024, "wall_s": wall}
-    return analyze(data, truth)
+    out = analyze(data, truth)
+    out["first_wave_ttft_ms"] = first_wave(data["records"], sc.concurrency)
+    return out
 
 
 # --- start-up ---

@@ -116,3 +116,13 @@ def analyze(data: dict, server: dict) -> dict:
         out["health_cpu_fraction"] = data["health"]["cpu_fraction"]
         out["reported"] = data["reported"]
     return out
+
+
+def first_wave(records: list[dict], concurrency: int | None) -> dict:
+    """Client TTFT of the first wave of a closed loop (its first ``concurrency`` sends, each on a new
+    connection opened at the same moment): where start-up costs and a connect burst would show."""
+    if not concurrency:
+        return {}
+    sent = sorted((r for r in records if r["sent_ns"] and r["token_ns"]), key=lambda r: r["sent_ns"])
+    ttft = [(r["token_ns"][0] - r["sent_ns"]) / 1e6 for r in sent[:concurrency]]
+    return {"n": len(ttft), "p50": _pct(ttft, 50), "max": max(ttft, default=None)}
