@@ -144,7 +144,8 @@ def _cost_dict(c: Cost | str | None) -> dict[str, Any] | None:
 def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
     out = []
     for run in cand.runs:
-        good = count_meeting(store.load_records(run.id), scenario)
+        open_loop = (run.conditions.get("load") or {}).get("mode") == "open_loop"
+        good = count_meeting(store.load_records(run.id), scenario, from_scheduled=open_loop)
         result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
                   "interrupted": run.interrupted}  # fmt: skip
         out.append(run_point(run.id, result, good))
@@ -233,7 +234,10 @@ def _tier(
         return f"the small candidate has no numbers at the scenario's load ({small.placement.where})"
 
     def samples(v: Verdict) -> dict[str, list[float]]:
-        return metric_samples(store.load_records(v.placement.runs[-1]))  # the higher-load run: conservative
+        run_id = v.placement.runs[-1]  # the higher-load run: conservative
+        run = store.get_run(run_id)
+        open_loop = run is not None and (run.conditions.get("load") or {}).get("mode") == "open_loop"
+        return metric_samples(store.load_records(run_id), from_scheduled=open_loop)
 
     return tiered(
         scenario,

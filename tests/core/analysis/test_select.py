@@ -27,6 +27,7 @@ def result(
     low: tuple[str, ...] = (),
     ok: int = 200,
     errors: int = 0,
+    short: bool = False,
 ) -> dict:
     sent = ok + errors
     rps = rps if rps is not None else (load if mode == "open_loop" else load * 2)
@@ -54,6 +55,7 @@ def result(
             "counts": {"sent": sent, "ok": ok},
             "error_rate": errors / sent,
             "window_s": window,
+            "steady": {"short": True, "short_reason": "no steady state"} if short else {},
         },
         "valid": valid,
         "interrupted": interrupted,
@@ -82,7 +84,8 @@ def test_a_single_run_at_another_load_is_flagged_not_judged():
 @pytest.mark.parametrize(
     ("kwargs", "why"),
     [
-        ({"valid": False}, "not valid"),
+        ({"valid": False}, "NOT VALID"),
+        ({"short": True}, "short (no steady state)"),
         ({"interrupted": True}, "interrupted"),
         ({"ok": 0, "errors": 10}, "no successful request"),
     ],
@@ -156,3 +159,10 @@ def test_a_step_that_littles_law_shows_off_its_load_is_left_out():
     r["summary"]["e2e_ms"]["mean"] = 50.0  # 16 req/s x 0.05 s = 0.8 in flight at 8 users: client-bound
     v = judge(scenario(rate=None, concurrency=8), "a", [run_point("a", r)], sweep=False)
     assert v.status == "unknown" and "not at its stated load" in v.placement.where
+
+
+def test_an_open_loop_run_is_judged_from_the_scheduled_send_time_like_plan():
+    r = result(100, 120)
+    r["summary"]["ttft_from_scheduled_ms"] = {"n": 200, "p95": 900.0, "ci95": {"p95": [850.0, 950.0]}}
+    v = judge(scenario(), "a", [run_point("a", r)], sweep=False)
+    assert v.cells[0].upper == 950.0 and v.status == "fail"  # the client queue counts: users waited

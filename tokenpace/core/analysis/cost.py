@@ -16,7 +16,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -88,13 +88,27 @@ def recommend(verdicts: Sequence[Verdict], costs: Mapping[str, Cost | str]) -> R
 # --- per-request samples and tiered routing --------------------------------------------------
 
 
-def meets_lines(r: RequestRecord, scenario: Scenario) -> bool:
+def _from_scheduled(get: Callable[[RequestRecord], int | None]) -> Callable[[RequestRecord], int | None]:
+    """The same latency counted from when the schedule wanted the request sent (open loop)."""
+
+    def shifted(r: RequestRecord) -> int | None:
+        v = get(r)
+        return None if v is None else v + (r.sent_ns - r.scheduled_ns)
+
+    return shifted
+
+
+def meets_lines(r: RequestRecord, scenario: Scenario, from_scheduled: bool = False) -> bool:
     """A request meets the scenario when it succeeded and its TTFT, TPOT and E2E are within every
-    line naming them (ITL lines are about gaps across requests, not one request: not counted)."""
+    line naming them (ITL lines are about gaps across requests, not one request: not counted).
+    ``from_scheduled`` (open loop): TTFT and E2E count from the scheduled send time."""
     if r.status is not Status.OK:
         return False
+    getters: dict[str, Callable[[RequestRecord], Any]] = {"ttft": ttft_ns, "tpot": tpot_ns, "e2e": e2e_ns}
+    if from_scheduled:
+        getters |= {"ttft": _from_scheduled(ttft_ns), "e2e": _from_scheduled(e2e_ns)}
     for line in scenario.slos:
-        get = {"ttft": ttft_ns, "tpot": tpot_ns, "e2e": e2e_ns}.get(line.metric)
+        get = getters.get(line.metric)
         value = get(r) if get is not None else None
         if value is not None and value > line.threshold_ms * NS_PER_MS:
             return False
@@ -103,18 +117,19 @@ def meets_lines(r: RequestRecord, scenario: Scenario) -> bool:
     return True
 
 
-def count_meeting(records: Iterable[RequestRecord], scenario: Scenario) -> int:
+def count_meeting(records: Iterable[RequestRecord], scenario: Scenario, from_scheduled: bool = False) -> int:
     """Measured (sent, not warm-up) requests meeting every line."""
-    return sum(1 for r in records if not r.warmup and r.sent_ns and meets_lines(r, scenario))
+    return sum(1 for r in records if not r.warmup and r.sent_ns and meets_lines(r, scenario, from_scheduled))
 
 
-def metric_samples(records: Iterable[RequestRecord]) -> dict[str, list[float]]:
+def metric_samples(records: Iterable[RequestRecord], from_scheduled: bool = False) -> dict[str, list[float]]:
     """Per-metric samples in ms of the successful measured requests (ITL: every gap)."""
     out: dict[str, list[float]] = {"ttft_ms": [], "tpot_ms": [], "e2e_ms": [], "itl_ms": []}
+    ttft, e2e = (_from_scheduled(ttft_ns), _from_scheduled(e2e_ns)) if from_scheduled else (ttft_ns, e2e_ns)
     for r in records:
         if r.warmup or not r.sent_ns or r.status is not Status.OK:
             continue
-        for key, get in (("ttft_ms", ttft_ns), ("tpot_ms", tpot_ns), ("e2e_ms", e2e_ns)):
+        for key, get in (("ttft_ms", ttft), ("tpot_ms", tpot_ns), ("e2e_ms", e2e)):
             v = get(r)
             if v is not None:
                 out[key].append(v / NS_PER_MS)

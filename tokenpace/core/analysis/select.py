@@ -8,9 +8,10 @@ percentile is under the threshold, at the scenario's load. A sweep supplies that
 interpolation between the two valid steps around it (below its lowest valid step, the lowest one
 judges: more load, so conservative; above its highest, nothing is trusted). A single run counts
 only if it ran at the scenario's load (same loop, within 10 %); at another load it is flagged and
-not judged. Runs marked not valid, interrupted, without a successful request, or that Little's law
-shows did not run at their stated load are left out, like plan leaves them out; a percentile with
-fewer than 5 samples beyond it is "too few requests", not a verdict.
+not judged. Runs marked not valid, interrupted, without a successful request, too short to reach a
+steady state, or that Little's law shows did not run at their stated load are left out, as plan
+leaves them out; a percentile with fewer than 5 samples beyond it is "too few requests", not a
+verdict.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenpace.core.analysis.plan import little_check, point_from_result
+from tokenpace.core.analysis.little import little_check
+from tokenpace.core.analysis.loadpoint import LoadPoint, point_from_result
 from tokenpace.core.analysis.scenarios import Scenario, SloLine
 from tokenpace.core.stats import MIN_TAIL_SAMPLES
 
@@ -47,13 +49,21 @@ class RunPoint:
 
 def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -> RunPoint:
     """``result``: conditions, summary, valid, interrupted. ``good``: measured requests meeting
-    every line of the scenario (from the records), for attainment and goodput."""
+    every line of the scenario (from the records), for attainment and goodput. Like plan, an
+    open-loop run is judged on TTFT and E2E from the scheduled send time: what a user arriving on
+    schedule sees, client queueing included."""
     lp = point_from_result(1, dict(result))
     summary = result.get("summary") or {}
     values: dict[str, float] = {"achieved_rps": lp.achieved_rps, "error_rate": lp.error_rate}
     low: set[str] = set()
+    scheduled = lp.slo_basis == "scheduled"
     for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        dist = summary.get(metric) or {}
+        source = (
+            metric.replace("_ms", "_from_scheduled_ms")
+            if scheduled and metric[:3] in ("ttf", "e2e")
+            else metric
+        )
+        dist = summary.get(source) or {}
         for pct in ("p50", "p90", "p95", "p99"):
             if dist.get(pct) is not None:
                 values[f"{metric}.{pct}"] = float(dist[pct])
@@ -67,19 +77,18 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
         mean = (summary.get(name) or {}).get("mean")
         if mean is not None:
             values[name] = float(mean)
+    window = float(summary.get("window_s") or 0.0)  # the whole window: ``good`` counts every request
     if good is not None and lp.sent:
         values["attainment"] = good / lp.sent
-        values["good_rps"] = good / lp.window_s if lp.window_s > 0 else 0.0
-    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp, result), values, frozenset(low))
+        values["good_rps"] = good / window if window > 0 else 0.0
+    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp), values, frozenset(low))
 
 
-def _left_out(lp: Any, result: Mapping[str, Any]) -> str:
-    if result.get("interrupted"):
-        return "interrupted"
-    if not lp.valid:
-        return "marked not valid (the client did not keep up)"
-    if not lp.ok:
-        return "no successful request"
+def _left_out(lp: LoadPoint) -> str:
+    """Why a run is never judged: plan's reasons (no success, NOT VALID, interrupted, too short to
+    reach a steady state), or Little's law showing it did not run at its stated load."""
+    if lp.left_out_reasons:
+        return ", ".join(lp.left_out_reasons)
     little = little_check(lp)
     if little.status == "inconsistent":
         return f"not at its stated load ({little.note})"
