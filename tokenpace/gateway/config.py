@@ -121,6 +121,15 @@ class GatewayConfig:
     scrape_interval_s: float = 5.0
     scrape_window_s: float = 60.0  # the decomposition covers the scrapes of this recent window
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL: a span per request (the otlp extra)
+    # client-side defences (guard.py)
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    idle_timeout_s: float = 60.0
+    max_connections: int = 1024
+    # /metrics and /tokenpace/* on their own address (None: the proxy's own port), behind keys
+    admin_host: str | None = None
+    admin_port: int | None = None
+    admin_keys: frozenset[str] = frozenset()
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -131,6 +140,11 @@ class GatewayConfig:
         names = [u.name for u in self.upstreams]
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique: {names}")
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "stall_timeout_s"):
+            if not getattr(self, name) > 0:  # also refuses nan
+                raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
+        if self.max_connections < 1:
+            raise ValueError("--max-connections must be at least 1")
 
 
 def read_key_file(path: str) -> list[str]:

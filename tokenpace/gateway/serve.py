@@ -10,6 +10,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from tokenpace.gateway.config import GatewayConfig
+from tokenpace.gateway.guard import listen
 from tokenpace.gateway.proxy import Gateway
 from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer
 from tokenpace.record import RequestRecord
@@ -29,28 +30,50 @@ class RunningGateway:
         self.gateway = Gateway(config, writer=writer, on_record=on_record)
         self.config = config
         self.port = config.port
+        self.admin_port = config.admin_port
         self._runner: web.AppRunner | None = None
+        self._admin_runner: web.AppRunner | None = None
+        self._listeners: list[asyncio.AbstractServer] = []
 
     @property
     def url(self) -> str:
         return f"http://{self.config.host}:{self.port}"
 
+    @property
+    def admin_url(self) -> str:
+        """Where /metrics and /tokenpace/* are served (the proxy's own URL unless apart)."""
+        if self.admin_port is None:
+            return self.url
+        return f"http://{self.config.admin_host or self.config.host}:{self.admin_port}"
+
     async def start(self) -> RunningGateway:
+        cfg, gw = self.config, self.gateway
         # handler_cancellation: a client that goes away cancels its handler, which cancels the
-        # upstream request at once instead of at the next write.
-        self._runner = web.AppRunner(self.gateway.app, handler_cancellation=True, access_log=None)
+        # upstream request at once instead of at the next write. aiohttp's own keep-alive timer
+        # is only a backstop behind the guard's idle and header timeouts.
+        backstop = cfg.idle_timeout_s + cfg.header_timeout_s + 1.0
+        self._runner = web.AppRunner(
+            gw.app, handler_cancellation=True, access_log=None, keepalive_timeout=backstop
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=1024)
-        await site.start()
-        server = site._server  # the bound port when 0 was asked for
-        if server is not None and server.sockets:  # type: ignore[union-attr]
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._listeners.append(await listen(self._runner, gw.guard, cfg.host, cfg.port))
+        self.port = _bound_port(self._listeners[-1])
+        if gw.admin_app is not None and cfg.admin_port is not None:
+            self._admin_runner = web.AppRunner(gw.admin_app, access_log=None, keepalive_timeout=backstop)
+            await self._admin_runner.setup()
+            host = cfg.admin_host or cfg.host
+            self._listeners.append(await listen(self._admin_runner, gw.admin_guard, host, cfg.admin_port))
+            self.admin_port = _bound_port(self._listeners[-1])
         return self
 
     async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        for listener in self._listeners:
+            listener.close()  # no new connections; open ones are closed by the runners' cleanup
+        self._listeners.clear()
+        for runner in (self._admin_runner, self._runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._admin_runner = None
 
     async def __aenter__(self) -> RunningGateway:
         return await self.start()
@@ -80,3 +103,8 @@ async def serve_forever(
     finally:
         if done is not None:
             done(gw)
+
+
+def _bound_port(listener: asyncio.AbstractServer) -> int:
+    """The port actually bound (when 0 was asked for)."""
+    return listener.sockets[0].getsockname()[1]  # type: ignore[attr-defined]

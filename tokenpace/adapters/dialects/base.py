@@ -69,9 +69,10 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
     if usage:
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
-        if prompt is not None:
+        # counts only: a string or float here would poison every sum made of records later
+        if type(prompt) is int:
             record.prompt_tokens = prompt
-        if completion is not None:
+        if type(completion) is int:
             record.output_tokens_server = completion
 
 
@@ -93,6 +94,6 @@ def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any]
         return None
     choice = choices[0]
     finish = choice.get("finish_reason")
-    if finish:
+    if finish and type(finish) is str:
         record.finish_reason = finish
     return choice
