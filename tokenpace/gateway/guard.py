@@ -67,6 +67,7 @@ class GuardedHandler(RequestHandler):
         self.guard = guard
         self.phase = _Phase.HEAD
         self.refused = False
+        self.head_begun = False  # bytes of the current request head have arrived
         self.timer: asyncio.TimerHandle | None = None
 
     # --- connection ---
@@ -97,6 +98,7 @@ class GuardedHandler(RequestHandler):
         if self.phase is _Phase.IDLE and data:
             self.phase = _Phase.HEAD
             self._arm(self.guard.limits.header_timeout_s, "header_timeout")
+        self.head_begun = True
         before = self._request_count
         super().data_received(data)
         if self._request_count != before and self.phase is _Phase.HEAD:
@@ -111,6 +113,7 @@ class GuardedHandler(RequestHandler):
         finally:
             if not self._messages:  # none pipelined behind it: the connection is idle now
                 self.phase = _Phase.IDLE
+                self.head_begun = False
                 self._arm(self.guard.limits.idle_timeout_s, "idle_timeout")
 
     # --- timers ---
@@ -128,7 +131,7 @@ class GuardedHandler(RequestHandler):
         if self.phase is _Phase.BUSY or self.transport is None:
             return
         self.guard.closed(reason, self.transport.get_extra_info("peername"))
-        if reason == "header_timeout":
+        if reason == "header_timeout" and self.head_begun:  # a silent connection gets no answer
             self.transport.write(_HEAD_TIMEOUT)
         self.force_close()
 

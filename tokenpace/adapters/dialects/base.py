@@ -70,9 +70,12 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
         # counts only: a string or float here would poison every sum made of records later
-        if type(prompt) is int:
+        for value in (prompt, completion):
+            if value is not None and type(value) is not int:
+                raise ValueError("usage token counts are not integers")
+        if prompt is not None:
             record.prompt_tokens = prompt
-        if type(completion) is int:
+        if completion is not None:
             record.output_tokens_server = completion
 
 
@@ -94,6 +97,8 @@ def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any]
         return None
     choice = choices[0]
     finish = choice.get("finish_reason")
-    if finish and type(finish) is str:
+    if finish:
+        if type(finish) is not str:
+            raise ValueError("finish_reason is not a string")
         record.finish_reason = finish
     return choice
