@@ -69,6 +69,29 @@ from tokenpace.cli.parsing import slo as parse_slo
     help="Send a trace span per request (event at the first token) to this OTLP/HTTP traces URL, "
     "e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
 )
+@click.option("--header-timeout", default="10s", show_default=True, help="Longest wait for a request head.")
+@click.option("--body-timeout", default="30s", show_default=True, help="Longest wait for a request body.")
+@click.option("--idle-timeout", default="60s", show_default=True, help="Idle keep-alive connection lifetime.")
+@click.option(
+    "--max-connections",
+    type=int,
+    default=None,
+    help="Open client connections; more get a 503 [default: 1024, lowered to fit ulimit -n].",
+)
+@click.option(
+    "--admin-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve /metrics and /tokenpace/* here instead of on the proxy's port.",
+)
+@click.option(
+    "--admin-key",
+    "admin_keys",
+    multiple=True,
+    metavar="KEY",
+    help="Require Bearer KEY on /metrics and /tokenpace/* (repeat).",
+)
+@click.option("--admin-key-file", default=None, help="Admin keys, one per line.")
 @click.option(
     "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
 )
@@ -92,33 +115,36 @@ def gateway(
     scrape_interval: str,
     scrape_window: str,
     otlp_endpoint: str | None,
+    header_timeout: str,
+    body_timeout: str,
+    idle_timeout: str,
+    max_connections: int | None,
+    admin_listen: str | None,
+    admin_keys: tuple[str, ...],
+    admin_key_file: str | None,
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
-    from tokenpace.gateway.config import GatewayConfig, parse_upstream, read_key_file
+    from tokenpace.gateway.config import GatewayConfig, parse_listen, parse_upstream
     from tokenpace.gateway.emit import emit
+    from tokenpace.gateway.guard import fit_to_open_files
 
     slo = parse_slo(slo_text)
     if emit_dir:
         for path in emit(emit_dir, slo, slo_objective):
             click.echo(f"wrote {path}")
         return
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
-    keys = set(client_keys)
-    if client_key_file:
-        try:
-            keys.update(read_key_file(client_key_file))
-        except OSError as exc:
-            raise click.BadParameter(f"cannot read {client_key_file}: {exc.strerror}") from None
-        if not keys:
-            raise click.BadParameter(f"{client_key_file} holds no key", param_hint="--client-key-file")
+    keys = _keys(client_keys, client_key_file, "--client-key-file")
+    admin = _keys(admin_keys, admin_key_file, "--admin-key-file")
     try:
+        host, port = parse_listen(listen, "--listen")
+        admin_host, admin_port = (
+            parse_listen(admin_listen, "--admin-listen") if admin_listen else (None, None)
+        )
         config = GatewayConfig(
             upstreams=tuple(parse_upstream(u) for u in upstreams),
             host=host,
-            port=int(port),
+            port=port,
             slo=slo,
             slo_objective=slo_objective,
             max_body_bytes=max_body,
@@ -132,6 +158,13 @@ def gateway(
             scrape_interval_s=duration_s(scrape_interval),
             scrape_window_s=duration_s(scrape_window),
             otlp_endpoint=otlp_endpoint,
+            header_timeout_s=duration_s(header_timeout),
+            body_timeout_s=duration_s(body_timeout),
+            idle_timeout_s=duration_s(idle_timeout),
+            max_connections=max_connections if max_connections is not None else fit_to_open_files(1024),
+            admin_host=admin_host,
+            admin_port=admin_port,
+            admin_keys=frozenset(admin),
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -166,7 +199,7 @@ def gateway(
 
     def ready(gw) -> None:
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
-        click.echo(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics", err=True)
+        click.echo(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics", err=True)
         if store is not None:
             click.echo(
                 f"storing records in {store.display_url} as session {session} "
@@ -186,3 +219,17 @@ def gateway(
         uvloop.install()
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+
+
+def _keys(given: tuple[str, ...], path: str | None, flag: str) -> set[str]:
+    from tokenpace.gateway.config import read_key_file
+
+    keys = set(given)
+    if path:
+        try:
+            keys.update(read_key_file(path))
+        except OSError as exc:
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=flag) from None
+        if not keys:
+            raise click.BadParameter(f"{path} holds no key", param_hint=flag)
+    return keys

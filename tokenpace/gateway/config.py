@@ -147,6 +147,14 @@ class GatewayConfig:
             raise ValueError("--max-connections must be at least 1")
 
 
+def parse_listen(text: str, flag: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{flag} {text!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
 def read_key_file(path: str) -> list[str]:
     """One key per line; blank lines and lines starting with # are skipped."""
     with open(path, encoding="utf-8") as fh:

@@ -156,6 +156,20 @@ class GuardedHandler(RequestHandler):
         self.guard.log("internal_error", "an internal error (details withheld; see /metrics)")
 
 
+def fit_to_open_files(wanted: int) -> int:
+    """The connection cap the process's open-files limit can hold: each proxied connection needs
+    two descriptors (client and upstream), plus a margin for the store, scrapers and listeners."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, ValueError, OSError):
+        return wanted
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, (soft - 64) // 2))
+
+
 def _reject_reason(exc: BaseException | None) -> str:
     if isinstance(exc, http_exceptions.BadHttpMethod):
         return "bad_method"

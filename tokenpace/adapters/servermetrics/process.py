@@ -29,8 +29,9 @@ def probe_metrics_url(url: str, timeout_s: float = 3.0) -> str | None:
 
 
 class ScraperProcess:
-    def __init__(self, url: str, interval_s: float, out_path: Path) -> None:
+    def __init__(self, url: str, interval_s: float, out_path: Path, rotate_bytes: int = 0) -> None:
         self.url, self.interval_s, self.out_path = url, interval_s, out_path
+        self.rotate_bytes = rotate_bytes  # 0: one file, kept whole (bench keeps every scrape)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -43,6 +44,7 @@ class ScraperProcess:
                 self.url,
                 str(self.interval_s),
                 str(self.out_path),
+                *([str(self.rotate_bytes)] if self.rotate_bytes else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
