@@ -197,3 +197,28 @@ def test_bodies_the_gateway_refuses_are_counted(with_keys: bool) -> None:
         assert counter(text, name, "unauthorized") == (1 if with_keys else 0)
 
     run_gateway(body, max_body_bytes=4096, client_keys=frozenset({key}) if with_keys else frozenset())
+
+
+def test_an_internal_error_is_a_plain_500_counted_and_logged_once_without_details(
+    caplog, monkeypatch
+) -> None:
+    from tokenpace.gateway.proxy import Gateway
+
+    async def broken(*_a: object, **_k: object) -> None:
+        raise RuntimeError(f"bug holding {SECRET}")
+
+    monkeypatch.setattr(Gateway, "_forward", broken)
+    caplog.set_level(logging.DEBUG)
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> None:
+        for _ in range(5):
+            async with s.get(gw.url + "/v1/models") as r:
+                assert r.status == 500 and SECRET not in await r.text()
+        text = await metrics_text(s, gw.url)
+        assert counter(text, "tokenpace_gateway_rejected_requests_total", "internal_error") == 5
+        assert "tokenpace_gateway_requests_in_flight 0.0" in text  # nothing left counted in flight
+
+    run_gateway(body)
+    check_logs(caplog)
+    lines = [r.getMessage() for r in caplog.records if r.name.startswith(("tokenpace", "aiohttp"))]
+    assert lines == ["tokenpace gateway: answered 500 to 127.0.0.1: internal error"]

@@ -60,13 +60,15 @@ def test_byte_at_a_time():
     assert out == [b'{"a":1}', b"[DONE]"]
 
 
-def test_unfinished_event_is_never_rescanned():
+def test_unfinished_event_is_kept_as_it_came_never_joined_or_rescanned():
     p = SseParser()
+    assert p.feed(b"data: ") == []
     for _ in range(100):
         assert p.feed(b"x" * 1000) == []
-    # the next search starts at the last byte: earlier bytes are known to hold no boundary
-    assert p._scan == p.pending_len - 1 == 100_000 - 1
-    assert p.feed(b"\n\ndata: y\n\n") == [b"y"]
+    assert len(p._parts) == 101 and p.pending_len == 100_006  # pieces kept, not copied together
+    assert p.feed(b"\n") == []
+    assert p.feed(b"\ndata: y\n\n") == [b"x" * 100_000, b"y"]  # the blank line straddled two reads
+    assert p.pending == b""
 
 
 def test_an_event_over_the_bound_stops_the_parser_with_a_reason():

@@ -111,7 +111,7 @@ class GuardedHandler(RequestHandler):
         try:
             return await super()._handle_request(request, start_time, request_handler)
         finally:
-            if not self._messages:  # none pipelined behind it: the connection is idle now
+            if not self._messages and self.transport is not None:  # idle now (and still open)
                 self.phase = _Phase.IDLE
                 self.head_begun = False
                 self._arm(self.guard.limits.idle_timeout_s, "idle_timeout")

@@ -74,41 +74,36 @@ class Meter:
                 self._body += data
             return
         payloads = sse.feed(data)  # framing goes on after an error: the event bound still holds
-        if self.error is None:
+        if payloads and self.error is None:
+            rec = self.record
             for payload in payloads:
-                if self.protocol_error is None:
-                    self._read(payload, now)
-                elif payload == DONE:
-                    self.done = True  # the client did get a complete stream; the blame stays ours
-                if self.error is not None:
+                if self.protocol_error is not None:
+                    if payload == DONE:
+                        self.done = True  # the client did get a complete stream; the blame stays
+                    continue
+                try:
+                    chunk = parse_data(payload)
+                except ValueError as exc:
+                    # the reason without the payload: it may hold completion text, never kept
+                    self.protocol_error = str(exc).split(":", 1)[0]
+                    continue
+                if chunk is None:
+                    self.done = True
+                    continue
+                try:
+                    flags = self.dialect.classify(chunk, rec)
+                except Exception as exc:  # any shape a dialect did not expect: {"choices":5}, ...
+                    self.protocol_error = f"unexpected chunk shape ({type(exc).__name__})"
+                    continue
+                if not flags:
+                    continue
+                if flags & ERROR:
+                    self.error = f"error event in stream: {error_text(chunk)}"[:200]
                     break
+                rec.note_token_chunk(now, bool(flags & ANSWER))
         if sse.error is not None and self.overflow is None:
             self.overflow = sse.error
             self.protocol_error = self.protocol_error or sse.error
-
-    def _read(self, payload: bytes, now: int) -> None:
-        """One event; what cannot be read becomes a protocol error (never an exception)."""
-        try:
-            chunk = parse_data(payload)
-        except ValueError as exc:
-            # the reason without the payload: it may hold completion text, which is never kept
-            self.protocol_error = str(exc).split(":", 1)[0]
-            return
-        if chunk is None:
-            self.done = True
-            return
-        rec = self.record
-        try:
-            flags = self.dialect.classify(chunk, rec)
-        except Exception as exc:  # any shape a dialect did not expect: {"choices":5}, [null], ...
-            self.protocol_error = f"unexpected chunk shape ({type(exc).__name__})"
-            return
-        if not flags:
-            return
-        if flags & ERROR:
-            self.error = f"error event in stream: {error_text(chunk)}"[:200]
-            return
-        rec.note_token_chunk(now, bool(flags & ANSWER))
 
     @property
     def saw_token(self) -> bool:

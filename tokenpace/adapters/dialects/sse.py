@@ -3,8 +3,9 @@
 Handles events split across reads, several events in one read, LF / CRLF / CR line ends (also a
 CRLF split between two reads), comment lines, multi-line data and fields other than data.
 
-Linear in the bytes fed: each read is normalised and searched once (only the new bytes, plus one
-byte of overlap for a boundary split across reads), never the whole unfinished event again. An
+Linear in the bytes fed: each read is normalised and searched once (only the new bytes, and the
+one boundary that can straddle two reads), never the whole unfinished event again; the pieces of an
+unfinished event are kept as they came and joined once, when its blank line arrives. An
 event is bounded: past ``MAX_EVENT_BYTES`` without a blank line the parser stops with ``error``
 set, and the caller records a protocol error (an endless line would otherwise grow without end).
 """
@@ -19,11 +20,13 @@ _BOUNDARY = b"\n\n"
 
 
 class SseParser:
-    __slots__ = ("_buf", "_scan", "_skip_lf", "error", "max_event")
+    __slots__ = ("_len", "_parts", "_skip_lf", "error", "max_event")
 
     def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
-        self._buf = bytearray()  # the unfinished event (line ends already normalised to LF)
-        self._scan = 0  # where the next boundary search starts: bytes before it hold none
+        # The unfinished event, as the reads that brought it (line ends normalised to LF): kept,
+        # never joined or searched again until its blank line comes. It holds no blank line.
+        self._parts: list[bytes] = []
+        self._len = 0
         self._skip_lf = False  # the previous read ended in CR: a leading LF belongs to it
         self.max_event = max_event
         self.error: str | None = None  # set once the stream broke the bound; then nothing more
@@ -35,56 +38,74 @@ class SseParser:
             self._skip_lf = False
             if data[:1] == b"\n":
                 data = data[1:]
+                if not data:
+                    return []
         if b"\r" in data:
             self._skip_lf = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self._buf
+        if not self._parts:
+            return self._split(data)
+        # An event is pending: only the new bytes are searched, plus the one boundary that can
+        # straddle the two reads (pending ends in LF, the read starts with LF).
+        if data[:1] == b"\n" and self._parts[-1][-1:] == b"\n":
+            event, rest = b"".join(self._parts)[:-1], data[1:]
+        else:
+            i = data.find(_BOUNDARY)
+            if i < 0:
+                self._parts.append(data)
+                self._len += len(data)
+                return self._overflow() if self._len > self.max_event else []
+            event, rest = b"".join(self._parts) + data[:i], data[i + 2 :]
+        self._parts, self._len = [], 0
+        if len(event) > self.max_event:
+            return self._overflow()
+        out = []
+        payload = _event_data(event)
+        if payload is not None:
+            out.append(payload)
+        if rest:
+            out += self._split(rest)
+        return out
+
+    def _split(self, data: bytes) -> list[bytes]:
+        """Events of a read that starts a new event (nothing pending)."""
         # Fast path: exactly one complete single-line data event, the common shape of a chunk.
-        if (
-            not buf
-            and data.startswith(b"data:")
-            and data.endswith(_BOUNDARY)
-            and data.find(b"\n") == len(data) - 2
-        ):
+        if data.startswith(b"data:") and data.endswith(_BOUNDARY) and data.find(b"\n") == len(data) - 2:
             if len(data) > self.max_event:
                 return self._overflow()
             value = data[5:-2]
             return [value[1:] if value[:1] == b" " else value]
-        buf += data
-        out: list[bytes] = []
-        start = 0
-        pos = buf.find(_BOUNDARY, self._scan)
-        while pos >= 0:
-            if pos - start > self.max_event:
+        events = data.split(_BOUNDARY)
+        tail = events.pop()  # the unfinished event (b"" when the read ended on a boundary)
+        out = []
+        for block in events:
+            if len(block) > self.max_event:
                 self._overflow()
-                return out
-            payload = _event_data(buf[start:pos])
+                return out  # the events before the oversized one still count
+            payload = _event_data(block)
             if payload is not None:
                 out.append(payload)
-            start = pos + 2
-            pos = buf.find(_BOUNDARY, start)
-        if start:
-            del buf[:start]  # O(1) for a bytearray prefix
-        if len(buf) > self.max_event:
-            self._overflow()
-            return out  # the events before the endless one still count
-        self._scan = max(len(buf) - 1, 0)  # a boundary may straddle this read and the next
+        if tail:
+            if len(tail) > self.max_event:
+                self._overflow()
+                return out
+            self._parts.append(tail)
+            self._len = len(tail)
         return out
 
     def _overflow(self) -> list[bytes]:
         self.error = f"event over {_size(self.max_event)} without a blank line"
-        self._buf = bytearray()
-        self._scan = 0
+        self._parts, self._len = [], 0
         return []
 
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet terminated by a blank line."""
-        return bytes(self._buf)
+        return b"".join(self._parts)
 
     @property
     def pending_len(self) -> int:
-        return len(self._buf)
+        return self._len
 
 
 def _size(n: int) -> str:
@@ -95,7 +116,10 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def _event_data(block: bytes | bytearray) -> bytes | None:
+def _event_data(block: bytes) -> bytes | None:
+    if block.startswith(b"data:") and b"\n" not in block:  # one data line: the common event
+        value = block[5:]
+        return value[1:] if value[:1] == b" " else value
     data_lines = []
     for line in block.split(b"\n"):
         if line.startswith(b"data:"):
