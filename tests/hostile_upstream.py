@@ -8,6 +8,7 @@ huge       one complete 2 MiB event
 odd-N      one odd-shaped chunk (ODD[N]) between healthy ones; the stream then ends normally
 malformed  a broken JSON chunk between healthy ones; the stream then ends normally with [DONE]
 reset      two tokens, then a TCP reset
+endless-head  response headers that never end
 """
 
 from __future__ import annotations
@@ -73,7 +74,10 @@ class HostileUpstream:
         self.server.close()
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        with contextlib.suppress(ConnectionError, asyncio.IncompleteReadError, OSError):
+        # CancelledError too: at the end of a test its loop cancels what still plays
+        with contextlib.suppress(
+            ConnectionError, asyncio.IncompleteReadError, OSError, asyncio.CancelledError
+        ):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 length = 0
@@ -83,6 +87,11 @@ class HostileUpstream:
                 body = orjson.loads(await reader.readexactly(length)) if length else {}
                 model = body.get("model", "healthy")
                 self.seen_models.append(model)
+                if model == "endless-head":  # headers that never end: 1 MiB of them
+                    writer.write(b"HTTP/1.1 200 OK\r\n" + b"X-Pad: yyyyyyyyyyyyyyyy\r\n" * 40000)
+                    await writer.drain()
+                    await asyncio.sleep(5)
+                    return
                 writer.write(_HEAD)
                 if not await self._play(model, writer):
                     return

@@ -1,6 +1,6 @@
 """Hostile upstreams next to healthy streams through one gateway: the healthy ones come through
 byte for byte, /metrics keeps answering, each hostile request is recorded with the right outcome
-and reason, and no secret reaches a log, a record or /metrics.
+and reason, and no secret reaches a log, a record, the store or /metrics.
 (Hostile clients: test_gateway_slowloris.py.)"""
 
 from __future__ import annotations
@@ -16,9 +16,11 @@ from hostile_upstream import HEALTHY, MALFORMED, ODD, HostileUpstream, odd_strea
 
 from tokenpace.adapters.dialects import get_dialect
 from tokenpace.adapters.dialects.base import Sampling
+from tokenpace.adapters.store import Store
 from tokenpace.core.client import Sender, parse_endpoint
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
+from tokenpace.gateway.store_writer import StoreRecordWriter
 from tokenpace.record import RequestRecord, Status
 
 SECRET = "sk-SECRET-hostile-0123456789"
@@ -71,6 +73,7 @@ def with_hostile(
 ) -> list[RequestRecord]:
     records: list[RequestRecord] = []
     caplog.set_level(logging.DEBUG)
+    store = Store.open(str(tmp_path / "runs.db"))
 
     async def main() -> None:
         async with HostileUpstream() as up:
@@ -82,14 +85,18 @@ def with_hostile(
                 stall_timeout_s=0.5,
                 **cfg,  # type: ignore[arg-type]
             )
-            async with RunningGateway(config, on_record=records.append) as gw:
+            writer = StoreRecordWriter(store, config, "hostile")
+            async with RunningGateway(config, writer=writer, on_record=records.append) as gw:
                 async with aiohttp.ClientSession(auto_decompress=False) as s:
                     await body(gw, s, records)
                     text = await metrics_text(s, gw.url)
                 assert SECRET not in text
 
     asyncio.run(asyncio.wait_for(main(), 30))
-    assert SECRET not in (tmp_path / "records.jsonl").read_text()
+    assert len(store.list_runs()) == 1  # records reached the store ...
+    store.close()
+    for path in tmp_path.iterdir():  # ... and no secret reached it, nor the JSONL records
+        assert SECRET.encode() not in path.read_bytes(), path
     check_logs(caplog)
     return records
 
@@ -188,6 +195,19 @@ def test_reset_mid_stream_is_an_upstream_abort(tmp_path, caplog) -> None:
     assert broke
     rec = by_model(records, ["reset"])["reset"]
     assert rec.labels["outcome"] == "upstream_abort_mid_stream" and rec.output_tokens_counted == 2
+
+
+def test_endless_response_head_is_refused_as_a_bad_gateway(tmp_path, caplog) -> None:
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord]) -> None:
+        async with s.post(gw.url + "/v1/chat/completions", json=chat("endless-head"), headers=AUTH) as r:
+            assert r.status == 502
+        got, broke = await stream(s, gw.url, "healthy")
+        assert got == b"".join(HEALTHY) and not broke
+        await wait_records(records, 2)
+
+    records = with_hostile(tmp_path, caplog, body)
+    rec = by_model(records, ["endless-head"])["endless-head"]
+    assert rec.labels["outcome"] == "connect_error" and rec.error == "response head over 64 KiB"
 
 
 def test_bench_client_cuts_an_endless_line_as_a_protocol_error() -> None:

@@ -92,7 +92,12 @@ def test_slow_and_idle_connections_are_closed_and_a_healthy_stream_still_works(c
 def test_connections_past_the_limit_are_refused_then_served_again() -> None:
     async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> None:
         held = [await raw(gw.port, b"") for _ in range(4)]
-        await asyncio.sleep(0)  # let the gateway accept them
+
+        async def accepted() -> None:
+            while gw.gateway.guard.open < 4:
+                await asyncio.sleep(0.005)
+
+        await asyncio.wait_for(accepted(), LIVENESS_S)
         extra, _ = await raw(gw.port, b"")
         answer = await until_closed(extra)
         assert answer.startswith(b"HTTP/1.1 503") and b"too many open connections" in answer

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import httptools
 
 OnBody = Callable[[bytes, int], None]
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones are < 4 KiB)
 
 
 class UpstreamError(Exception):
@@ -69,7 +70,7 @@ class Exchange:
 
 
 class UpstreamConnection(asyncio.Protocol):
-    __slots__ = ("closed", "exchange", "idle_since", "keep_alive", "now", "parser", "transport")
+    __slots__ = ("closed", "exchange", "head_bytes", "idle_since", "keep_alive", "now", "parser", "transport")
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
@@ -79,6 +80,7 @@ class UpstreamConnection(asyncio.Protocol):
         self.keep_alive = True
         self.closed = False
         self.idle_since = monotonic()
+        self.head_bytes = 0  # bytes of the current response before its head was complete
 
     # asyncio.Protocol
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,11 +88,18 @@ class UpstreamConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()
+        ex = self.exchange
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserError as exc:
             self._fail(f"malformed HTTP response: {exc}")
             self.abort()
+            return
+        if ex is not None and not ex.head.done():
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:  # an endless head would grow without end
+                self._fail(f"response head over {MAX_HEAD_BYTES // 1024} KiB")
+                self.abort()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -170,6 +179,7 @@ class UpstreamConnection(asyncio.Protocol):
 
     def start(self, exchange: Exchange, payload: bytes) -> None:
         self.exchange = exchange
+        self.head_bytes = 0
         self.transport.write(payload)  # type: ignore[union-attr]
 
     def abort(self) -> None:
