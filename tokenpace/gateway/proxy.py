@@ -198,22 +198,7 @@ class Gateway:
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await send(origin, request.method, payload)
-            up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
-            if record is not None:
-                record.headers_ns, record.http_status = conn.now, ex.status
-                if ex.status < 300:
-                    meter = Meter(
-                        record,
-                        dialect,
-                        _header(up_headers, "content-type"),
-                        _header(up_headers, "content-encoding").lower(),
-                    )
-            resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
-            for k, v in up_headers:
-                if k.lower() not in _HOP:
-                    resp.headers.add(k, v)
-            if ex.length is not None and not ex.chunked:
-                resp.content_length = ex.length
+            resp, meter = _head(ex, record, dialect, conn.now)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
@@ -306,6 +291,25 @@ def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
     if not meter.finish_stream_ok():
         return Outcome.UPSTREAM_ABORT_MID_STREAM, "stream ended before [DONE]"
     return Outcome.OK, None
+
+
+def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.StreamResponse, Meter | None]:
+    """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
+    generation request's successful body."""
+    up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
+    meter = None
+    if record is not None:
+        record.headers_ns, record.http_status = now, ex.status
+        if ex.status < 300:
+            content_type = _header(up_headers, "content-type")
+            meter = Meter(record, dialect, content_type, _header(up_headers, "content-encoding").lower())
+    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
+    for k, v in up_headers:
+        if k.lower() not in _HOP:
+            resp.headers.add(k, v)
+    if ex.length is not None and not ex.chunked:
+        resp.content_length = ex.length
+    return resp, meter
 
 
 def _header(headers: list[tuple[str, str]], name: str) -> str:
