@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -88,6 +89,10 @@ DOC_COMMAND = (
     "  --header-timeout 10s --body-timeout 30s --idle-timeout 60s --max-connections 512"
 )
 
+DOC_CURL = (
+    "curl -H \"Authorization: Bearer $(grep -v '^#' admin.keys | head -1)\" http://127.0.0.1:9100/metrics"
+)
+
 
 def _free_port() -> int:
     with socket.socket() as sock:
@@ -96,7 +101,7 @@ def _free_port() -> int:
 
 
 def test_documented_admin_command(tmp_path: Path, threaded_server) -> None:
-    assert DOC_COMMAND in DOCS.read_text()
+    assert DOC_COMMAND in DOCS.read_text() and DOC_CURL in DOCS.read_text()
     (tmp_path / "admin.keys").write_text(f"# prometheus\n{ADMIN}\n")
     port, admin_port = _free_port(), _free_port()
     argv = DOC_COMMAND.replace("\\\n", " ").split()[1:]
@@ -116,6 +121,12 @@ def test_documented_admin_command(tmp_path: Path, threaded_server) -> None:
     try:
         _wait_listening(admin_port, proc)
         asyncio.run(asyncio.wait_for(_check_cli(port, admin_port), 20))
+        if shutil.which("curl"):  # the documented scrape, as typed
+            curl = DOC_CURL.replace("127.0.0.1:9100", f"127.0.0.1:{admin_port}")
+            got = subprocess.run(
+                ["bash", "-c", curl], cwd=tmp_path, capture_output=True, text=True, timeout=20
+            )
+            assert got.returncode == 0 and "tokenpace_gateway_connections_open" in got.stdout, got.stderr
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=20)
