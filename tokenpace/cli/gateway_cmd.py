@@ -69,6 +69,12 @@ from tokenpace.cli.parsing import slo as parse_slo
     help="Send a trace span per request (event at the first token) to this OTLP/HTTP traces URL, "
     "e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
 )
+@click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    help="Gateway processes sharing the port (SO_REUSEPORT), e.g. one per core; metrics summed.",
+)
 @click.option("--header-timeout", default="10s", show_default=True, help="Longest wait for a request head.")
 @click.option("--body-timeout", default="30s", show_default=True, help="Longest wait for a request body.")
 @click.option("--idle-timeout", default="60s", show_default=True, help="Idle keep-alive connection lifetime.")
@@ -115,6 +121,7 @@ def gateway(
     scrape_interval: str,
     scrape_window: str,
     otlp_endpoint: str | None,
+    workers: int,
     header_timeout: str,
     body_timeout: str,
     idle_timeout: str,
@@ -165,6 +172,7 @@ def gateway(
             admin_host=admin_host,
             admin_port=admin_port,
             admin_keys=frozenset(admin),
+            workers=workers,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
@@ -208,7 +216,7 @@ def gateway(
             )
 
     def done(gw) -> None:
-        sink = gw.gateway.sink
+        sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
         click.echo(f"records: {sink.written} written, {sink.dropped} dropped", err=True)
         if store is not None:
             store.close()
@@ -217,8 +225,14 @@ def gateway(
         import uvloop
 
         uvloop.install()
+    from tokenpace.gateway.workers import serve_workers
+
+    serve = serve_forever if config.workers == 1 else serve_workers
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+        try:
+            asyncio.run(serve(config, ready, writer=writer, done=done))  # type: ignore[operator]
+        except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
+            raise click.UsageError(f"cannot serve: {exc}") from None
 
 
 def _keys(given: tuple[str, ...], path: str | None, flag: str) -> set[str]:

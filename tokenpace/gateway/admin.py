@@ -8,15 +8,19 @@ Prometheus expects) and /tokenpace/* follows the client keys, when there are any
 from __future__ import annotations
 
 import hmac
+import os
 from collections.abc import Callable, Iterable
 
 import orjson
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 from tokenpace.gateway import errors
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.guard import Guard
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 def bearer_ok(request: web.Request, keys: Iterable[str]) -> bool:
@@ -57,7 +61,7 @@ class AdminPages:
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.admin_keys and not bearer_ok(request, self.admin_keys):
             return self._refuse(request)
-        resp = web.Response(body=generate_latest(self.registry))
+        resp = web.Response(body=generate_latest(exposed(self.registry)))
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
@@ -66,6 +70,17 @@ class AdminPages:
         if keys and not bearer_ok(request, keys):
             return self._refuse(request)
         return web.Response(body=orjson.dumps(self._upstreams()), content_type="application/json")
+
+
+def exposed(registry: CollectorRegistry) -> CollectorRegistry:
+    """What /metrics shows: this process's registry, or with --workers the sum over every worker's
+    files (prometheus_client's multiprocess mode, set up by workers.py)."""
+    path = os.environ.get(MULTIPROC_ENV)
+    if not path:
+        return registry
+    merged = CollectorRegistry()
+    MultiProcessCollector(merged, path=path)
+    return merged
 
 
 async def not_here(_request: web.Request) -> web.Response:

@@ -130,6 +130,7 @@ class GatewayConfig:
     admin_host: str | None = None
     admin_port: int | None = None
     admin_keys: frozenset[str] = frozenset()
+    workers: int = 1  # gateway processes sharing the port (SO_REUSEPORT), see workers.py
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -145,6 +146,12 @@ class GatewayConfig:
                 raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
         if self.max_connections < 1:
             raise ValueError("--max-connections must be at least 1")
+        if self.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if self.workers > 1 and self.scrape_upstream_metrics:
+            raise ValueError(
+                "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"
+            )
 
 
 def parse_listen(text: str, flag: str) -> tuple[str, int]:

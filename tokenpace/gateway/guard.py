@@ -192,8 +192,11 @@ def _host(peer: object) -> str:
     return str(peer) if isinstance(peer, str) else "unknown"
 
 
-async def listen(runner: web.AppRunner, guard: Guard, host: str, port: int) -> asyncio.AbstractServer:
-    """Serve ``runner``'s app on host:port, each connection a GuardedHandler."""
+async def listen(
+    runner: web.AppRunner, guard: Guard, host: str, port: int, reuse_port: bool = False
+) -> asyncio.AbstractServer:
+    """Serve ``runner``'s app on host:port, each connection a GuardedHandler. ``reuse_port``:
+    several processes listen on the port and the kernel spreads connections over them."""
     loop = asyncio.get_running_loop()
     server = runner.server
     assert server is not None, "runner.setup() first"
@@ -202,4 +205,6 @@ async def listen(runner: web.AppRunner, guard: Guard, host: str, port: int) -> a
     def factory() -> GuardedHandler:
         return GuardedHandler(server, guard, loop=loop, **kwargs)
 
-    return await loop.create_server(factory, host, port, backlog=1024, reuse_address=True)
+    return await loop.create_server(
+        factory, host, port, backlog=1024, reuse_address=True, reuse_port=reuse_port or None
+    )

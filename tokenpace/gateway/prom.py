@@ -94,7 +94,10 @@ class GatewayMetrics:
             "Records not written because the writer queue was full",
             registry=r,
         )
-        self.in_flight = Gauge(IN_FLIGHT, "Requests being proxied now", registry=r)
+        # livesum: with --workers, the sum over the live worker processes
+        self.in_flight = Gauge(
+            IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
+        )
 
     def observe(self, rec: RequestRecord) -> None:
         """One finished generation request. Latency histograms take ok requests only (as offline)."""
@@ -162,7 +165,7 @@ class GuardMetrics:
             ("reason",),
             registry=registry,
         )
-        self.open = Gauge(OPEN, "Client connections open now", registry=registry)
+        self.open = Gauge(OPEN, "Client connections open now", registry=registry, multiprocess_mode="livesum")
         for r in REJECT_REASONS:
             self.rejected.labels(r)
         for r in CLOSE_REASONS:

@@ -61,8 +61,10 @@ class Gateway:
         config: GatewayConfig,
         writer: BatchWriter | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
+        worker: int = 0,
     ) -> None:
         self.config = config
+        self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
         self.models = ModelLabels({u.model for u in config.upstreams if u.model}, config.max_model_labels)
         self.router = Router(config.upstreams, time.monotonic)
@@ -165,6 +167,7 @@ class Gateway:
             record = RequestRecord(
                 # the client's own id when it sent one (bounded), so its logs join these records
                 request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
+                worker=self.worker,
                 labels={
                     "model": self.models(upstream.model or model),
                     "upstream": upstream.name,

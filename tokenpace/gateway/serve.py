@@ -24,10 +24,12 @@ class RunningGateway:
         config: GatewayConfig,
         writer: BatchWriter | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
+        worker: int | None = None,
     ) -> None:
-        if config.records_path:  # the JSONL file as well as any other writer
+        if config.records_path and worker is None:  # the JSONL file as well as any other writer
             writer = fan_out(writer, jsonl_writer(config.records_path))
-        self.gateway = Gateway(config, writer=writer, on_record=on_record)
+        self.gateway = Gateway(config, writer=writer, on_record=on_record, worker=worker or 0)
+        self.worker = worker  # one of --workers: shares the port; the parent serves the admin pages
         self.config = config
         self.port = config.port
         self.admin_port = config.admin_port
@@ -56,9 +58,10 @@ class RunningGateway:
             gw.app, handler_cancellation=True, access_log=None, keepalive_timeout=backstop
         )
         await self._runner.setup()
-        self._listeners.append(await listen(self._runner, gw.guard, cfg.host, cfg.port))
+        reuse = self.worker is not None
+        self._listeners.append(await listen(self._runner, gw.guard, cfg.host, cfg.port, reuse))
         self.port = _bound_port(self._listeners[-1])
-        if gw.admin_app is not None and cfg.admin_port is not None:
+        if gw.admin_app is not None and cfg.admin_port is not None and not self.worker:  # worker 0 serves it
             self._admin_runner = web.AppRunner(gw.admin_app, access_log=None, keepalive_timeout=backstop)
             await self._admin_runner.setup()
             host = cfg.admin_host or cfg.host
@@ -87,9 +90,10 @@ async def serve_forever(
     ready: Callable[[RunningGateway], None] | None = None,
     writer: BatchWriter | None = None,
     done: Callable[[RunningGateway], None] | None = None,
+    worker: int | None = None,
 ) -> None:
     """Serve until cancelled; ``done`` runs after the queued records are flushed."""
-    gw = RunningGateway(config, writer=writer)
+    gw = RunningGateway(config, writer=writer, worker=worker)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed
