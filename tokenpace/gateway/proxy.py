@@ -133,7 +133,10 @@ class Gateway:
         if request.content_length is not None and request.content_length > limit:
             return self._refuse(request, "body_too_large", errors.too_large(limit))
         try:
-            body = await asyncio.wait_for(request.read(), self.config.body_timeout_s)
+            if request.content.is_eof():  # the whole body came with the head: no timer, no task
+                body = await request.read()
+            else:
+                body = await asyncio.wait_for(request.read(), self.config.body_timeout_s)
         except web.HTTPRequestEntityTooLarge:
             return self._refuse(request, "body_too_large", errors.too_large(limit))
         except asyncio.TimeoutError:

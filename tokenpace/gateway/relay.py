@@ -67,7 +67,9 @@ class Relay:
                 self.dog.activity(True)  # nothing to count tokens by: bytes are progress
             sse = meter.sse
             if sse is not None:
-                self.dog.partial(sse.pending_len > 0)
+                pending = sse.pending_len > 0
+                if pending is (self.dog.partial_since is None):  # only when it changes
+                    self.dog.partial(pending)
                 if meter.overflow is not None:
                     self._cut()
                     return

@@ -44,6 +44,12 @@ class SseParser:
             self._skip_lf = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         if not self._parts:
+            # Fast path: exactly one complete single-line data event, the common shape of a chunk.
+            if data.startswith(b"data:") and data.endswith(_BOUNDARY) and data.find(b"\n") == len(data) - 2:
+                if len(data) > self.max_event:
+                    return self._overflow()
+                value = data[5:-2]
+                return [value[1:] if value[:1] == b" " else value]
             return self._split(data)
         # An event is pending: only the new bytes are searched, plus the one boundary that can
         # straddle the two reads (pending ends in LF, the read starts with LF).
@@ -69,12 +75,6 @@ class SseParser:
 
     def _split(self, data: bytes) -> list[bytes]:
         """Events of a read that starts a new event (nothing pending)."""
-        # Fast path: exactly one complete single-line data event, the common shape of a chunk.
-        if data.startswith(b"data:") and data.endswith(_BOUNDARY) and data.find(b"\n") == len(data) - 2:
-            if len(data) > self.max_event:
-                return self._overflow()
-            value = data[5:-2]
-            return [value[1:] if value[:1] == b" " else value]
         events = data.split(_BOUNDARY)
         tail = events.pop()  # the unfinished event (b"" when the read ended on a boundary)
         out = []
