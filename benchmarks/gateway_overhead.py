@@ -52,11 +52,13 @@ def cpu_s(pid: int) -> tuple[float, float]:
     """User and system CPU seconds of a process and its children (--workers) so far (Linux /proc;
     zeros elsewhere)."""
     user, system = _cpu_one(pid)
+    kids: list[int] = []
     try:
-        with open(f"/proc/{pid}/task/{pid}/children") as fh:
-            kids = [int(k) for k in fh.read().split()]
+        for task in os.listdir(f"/proc/{pid}/task"):  # --workers starts them from a helper thread
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(k) for k in fh.read().split()]
     except OSError:
-        kids = []
+        pass
     for kid in kids:
         u, s = cpu_s(kid)
         user, system = user + u, system + s

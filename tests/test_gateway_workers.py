@@ -129,3 +129,46 @@ def test_a_taken_port_is_one_line_and_exit_2(threaded_server) -> None:
             result = CliRunner().invoke(cli, [*args, "--no-store", "--workers", workers])
             assert result.exit_code == 2, result.output
             assert "cannot serve" in result.output and "Traceback" not in result.output
+
+
+def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
+    """No orphan gateway serves on after its parent died (SIGKILL gives the parent no say)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_gateway_admin import _free_port, _wait_listening
+
+    port = _free_port()
+    cmd = ["gateway", "--listen", f"127.0.0.1:{port}", "--upstream", "a=http://127.0.0.1:9/v1"]
+    proc = subprocess.Popen([sys.executable, "-m", "tokenpace", *cmd, "--workers", "2", "--no-store"])
+    try:
+        _wait_listening(port, proc)
+        kids = [int(k) for t in os.listdir(f"/proc/{proc.pid}/task") for k in _read(proc.pid, t).split()]
+        assert len(kids) >= 2
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    deadline = time.monotonic() + 20  # a liveness bound: the watch looks every second
+    alive = kids
+    while alive and time.monotonic() < deadline:
+        alive = [k for k in alive if _alive(k)]
+        time.sleep(0.1)
+    for k in alive:  # do not leave them behind even if the test fails
+        os.kill(k, signal.SIGKILL)
+    assert not alive
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _read(pid: int, task: str) -> str:
+    with open(f"/proc/{pid}/task/{task}/children") as fh:  # workers start from a helper thread
+        return fh.read()

@@ -92,7 +92,8 @@ class WorkerPool:
         self._drain = threading.Thread(target=self._collect, name="tokenpace-gw-records", daemon=True)
         self._drain.start()
         for i in range(self.config.workers):
-            proc = ctx.Process(target=_worker_main, args=(config, i, self._queue), name=f"tokenpace-gw-{i}")
+            args = (config, i, self._queue, os.getpid())
+            proc = ctx.Process(target=_worker_main, args=args, name=f"tokenpace-gw-{i}")
             proc.start()
             self._procs.append(proc)
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -153,10 +154,11 @@ class WorkerPool:
             self._dir = None
 
 
-def _worker_main(config: GatewayConfig, index: int, out: multiprocessing.queues.Queue) -> None:
+def _worker_main(config: GatewayConfig, index: int, out: multiprocessing.queues.Queue, parent: int) -> None:
     from tokenpace.gateway.serve import serve_forever
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent decides
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     with contextlib.suppress(ImportError):
         import uvloop
 
@@ -169,6 +171,13 @@ def _worker_main(config: GatewayConfig, index: int, out: multiprocessing.queues.
         out.put(("ready", index, gw.port, gw.admin_port))
 
     asyncio.run(serve_forever(config, ready, writer=send, worker=index))
+
+
+def _orphan_watch(parent: int) -> None:
+    """A worker whose parent died (killed outright) stops too, instead of serving on for ever."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 async def serve_workers(
