@@ -173,3 +173,25 @@ def test_listen_addresses_are_checked() -> None:
             assert "--admin-listen" in str(exc)
         else:
             raise AssertionError(bad)
+
+
+def test_bad_new_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from tokenpace.cli.main import cli
+
+    base = ["gateway", "--upstream", "a=http://127.0.0.1:9/v1", "--no-store"]
+    empty = tmp_path / "empty.keys"
+    empty.write_text("# nothing\n")
+    for extra, says in (
+        (["--admin-listen", "nowhere"], "--admin-listen"),
+        (["--header-timeout", "0s"], "--header-timeout"),
+        (["--idle-timeout", "soon"], "soon"),
+        (["--max-connections", "0"], "--max-connections"),
+        (["--workers", "0"], "--workers"),
+        (["--admin-key-file", str(tmp_path / "missing")], "cannot read"),
+        (["--admin-key-file", str(empty)], "holds no key"),
+    ):
+        result = CliRunner().invoke(cli, [*base, *extra])
+        assert result.exit_code == 2, (extra, result.output)
+        assert says in result.output and "Traceback" not in result.output, (extra, result.output)
