@@ -69,6 +69,10 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
     if usage:
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
+        # counts only: a string or float here would poison every sum made of records later
+        for value in (prompt, completion):
+            if value is not None and type(value) is not int:
+                raise ValueError("usage token counts are not integers")
         if prompt is not None:
             record.prompt_tokens = prompt
         if completion is not None:
@@ -94,5 +98,7 @@ def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any]
     choice = choices[0]
     finish = choice.get("finish_reason")
     if finish:
+        if type(finish) is not str:
+            raise ValueError("finish_reason is not a string")
         record.finish_reason = finish
     return choice
