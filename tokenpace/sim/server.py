@@ -16,12 +16,22 @@ import random
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from tokenpace.http1.server import HttpRequest, ServerConnection
-from tokenpace.sim.api import ApiError, ChunkFormat, error_body, load_json, parse_generation, prompt_of
+from tokenpace.sim.api import (
+    ApiError,
+    GenRequest,
+    StreamDefaults,
+    error_body,
+    load_json,
+    parse_generation,
+    prompt_of,
+)
+from tokenpace.sim.chunks import WireFormat, openai_format
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
@@ -53,6 +63,10 @@ class SimServer:
         self.faults = faults or FaultConfig()
         self.engine = Engine(self.profile, seed=seed)
         self.metrics = SimMetrics(self.profile.served_model_name)
+        eng = self.profile.engine
+        self.stream_defaults = StreamDefaults(
+            eng.reasoning_tokens, eng.tokens_per_chunk, eng.usage_every_chunk
+        )
         self._picker = FaultPicker(self.faults)
         self._rng = random.Random(seed + 1)
         self._ids = itertools.count(1)
@@ -264,7 +278,19 @@ class SimServer:
 
     # ---- generation --------------------------------------------------------------------------
     def _generate(self, req: HttpRequest, kind: str, headers: list[tuple[str, str]]) -> None:
-        gen = parse_generation(req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens)
+        gen = parse_generation(
+            req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens, self.stream_defaults
+        )
+        self.serve_generation(req, gen, headers, openai_format)
+
+    def serve_generation(
+        self,
+        req: HttpRequest,
+        gen: GenRequest,
+        headers: list[tuple[str, str]],
+        make_format: Callable[[GenRequest, str, int], WireFormat],
+    ) -> None:
+        """Faults first, then the request joins the engine; its tokens go out in ``make_format``'s bytes."""
         fault = self._picker.pick(req.headers.get("x-sim-fault"))
         if fault is not None and fault.kind == "error":
             req.conn.respond(
@@ -284,7 +310,7 @@ class SimServer:
             )
             return
         rid = f"sim-{next(self._ids)}"
-        fmt = ChunkFormat(kind, rid, gen.model, int(time.time()))
+        fmt = make_format(gen, rid, int(time.time()))
         stream = ResponseStream(req.conn, gen, fmt, [*SSE, *headers[1:]] if gen.stream else headers)
         rtt = sample_rtt(self.network, self._rng)
         assert self._loop is not None
@@ -299,8 +325,9 @@ class SimServer:
             return
         if s.gen.stream:
             conn.start_stream(200, s.headers)
-            if s.gen.kind == "chat":
-                conn.write_chunk(s.fmt.role())
+            opening = s.fmt.opening()
+            if opening:
+                conn.write_chunk(opening)
         if fault is not None and fault.kind == "hang":
             return  # accepted, then silence until the client gives up
         sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)
