@@ -2,6 +2,8 @@
 
 import asyncio
 
+import pytest
+
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.workload.lengths import parse_length
@@ -55,3 +57,53 @@ def test_multi_token_chunks_are_counted_as_chunks_and_sized_by_the_servers_usage
         assert len(r.token_ns) == 3
     tokens = result.summary.tokens
     assert tokens.compared == 6 and tokens.mismatched == 6  # counted chunks differ from usage: said so
+
+
+def bench_api(api, stream=True, **engine):
+    profile = get_profile().with_overrides(engine=engine)
+
+    async def go():
+        async with SimServer(profile) as srv:
+            cfg = BenchConfig(
+                url=srv.url,
+                api=api,
+                stream=stream,
+                input_len=parse_length("16"),
+                output_len=parse_length("8"),
+                timeout_s=20.0,
+                concurrency=2,
+                requests=4,
+                server_metrics="off",
+            )
+            return await BenchRun(cfg).run()
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("api", ["anthropic", "responses"])
+@pytest.mark.parametrize("stream", [True, False])
+def test_bench_in_each_streaming_dialect_with_reasoning(api, stream):
+    result = bench_api(api, stream=stream, reasoning_tokens=3)
+    assert [r.status.value for r in result.records] == ["ok"] * 4, [r.error for r in result.records]
+    for r in result.records:
+        assert r.output_tokens_server == 8 and r.prompt_tokens and r.finish_reason
+        if stream:
+            assert r.output_tokens_counted == 8 and r.reasoning_chunks == 3
+            assert r.token_ns.index(r.first_answer_ns) == 3
+        else:
+            assert r.first_token_ns == r.first_answer_ns == r.end_ns
+    s = result.summary
+    assert s.ttft_ms.n == 4 and s.tokens.mismatched == 0
+    assert s.reasoning == stream  # a whole response has no reasoning chunks to count
+
+
+def test_bench_embeddings_reports_inputs_and_tokens_per_second():
+    result = bench_api("embeddings")
+    assert [r.status.value for r in result.records] == ["ok"] * 4, [r.error for r in result.records]
+    for r in result.records:
+        assert r.output_tokens == 0 and r.prompt_tokens == r.prompt_tokens_requested
+        assert r.first_token_ns == r.end_ns
+    s = result.summary
+    assert s.request_throughput > 0 and s.output_token_throughput == 0
+    mean_input = sum(r.prompt_tokens for r in result.records) / 4
+    assert s.total_token_throughput == pytest.approx(s.request_throughput * mean_input)

@@ -85,6 +85,11 @@ class BenchConfig:
             raise ValueError("--timeout must be positive")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
+        turns = self.workload_opts.turns if self.workload_opts is not None else 1
+        if turns > 1 and self.api not in ("chat", "completions"):
+            raise ValueError(
+                f"--turns rebuilds the history from chat answers: use --api chat, not {self.api}"
+            )
         self._validate_headers()
 
     def _validate_headers(self) -> None:

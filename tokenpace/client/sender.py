@@ -26,6 +26,10 @@ _NOT_RESENT = (
 )
 
 
+def _lower(headers: dict[str, str] | None) -> set[str]:
+    return {k.lower() for k in headers or {}}
+
+
 class Sender:
     """Builds request bytes ahead of time and sends them; one instance per run and process."""
 
@@ -63,6 +67,7 @@ class Sender:
             f"Accept: {'text/event-stream' if stream else 'application/json'}",
             f"User-Agent: tokenpace/{__version__}",
         ]
+        lines += [f"{k}: {v}" for k, v in dialect.headers if k.lower() not in _lower(headers)]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 

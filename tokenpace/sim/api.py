@@ -50,6 +50,7 @@ class GenRequest:
     tool_name: str | None = None  # the request gave tools: the answer is a call to the first one
     per_chunk: int = 1  # tokens per streamed chunk
     every_usage: bool = False  # usage on every chunk (vLLM's stream_options.continuous_usage_stats)
+    dimensions: int = 0  # embeddings: the vector's length
 
 
 def _int_field(body: dict[str, Any], name: str, minimum: int) -> int | None:

@@ -22,6 +22,8 @@ from typing import Any
 import orjson
 
 from tokenpace.http1.server import HttpRequest, ServerConnection
+from tokenpace.sim.anthropic_api import AnthropicFormat, parse_messages
+from tokenpace.sim.anthropic_api import error_body as anthropic_error
 from tokenpace.sim.api import (
     ApiError,
     GenRequest,
@@ -32,14 +34,22 @@ from tokenpace.sim.api import (
     prompt_of,
 )
 from tokenpace.sim.chunks import WireFormat, openai_format
+from tokenpace.sim.embeddings_api import EmbeddingsFormat, parse_embeddings
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id
 from tokenpace.sim.virtual import sample_rtt
 
+# POST routes of the dialects beyond chat and completions: how to read a request, the answer's bytes.
+_DIALECT_ROUTES: dict[str, tuple[Callable[..., GenRequest], Callable[[GenRequest, str, int], WireFormat]]] = {
+    "/v1/messages": (parse_messages, AnthropicFormat),
+    "/v1/responses": (parse_responses, ResponsesFormat),
+    "/v1/embeddings": (parse_embeddings, EmbeddingsFormat),
+}
 RESYNC_S = 0.05  # later than this behind model time, restart the model clock from now
 JSON = ("content-type", "application/json")
 SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
@@ -177,12 +187,17 @@ class SimServer:
         rid_header = req.headers.get("x-request-id")
         if rid_header is not None:
             headers.append(("x-request-id", rid_header))
+        route = (req.method, req.path.rstrip("/") or "/")
         try:
-            route = (req.method, req.path.rstrip("/") or "/")
             if route == ("POST", "/v1/chat/completions"):
                 self._generate(req, "chat", headers)
             elif route == ("POST", "/v1/completions"):
                 self._generate(req, "completion", headers)
+            elif route[0] == "POST" and route[1] in _DIALECT_ROUTES:
+                parse, make_format = _DIALECT_ROUTES[route[1]]
+                name, room = self.profile.served_model_name, self.engine.capacity_tokens
+                gen = parse(load_json(req.body), name, room, self.stream_defaults)
+                self.serve_generation(req, gen, headers, make_format)
             elif route == ("GET", "/v1/models"):
                 req.conn.respond(200, self._models(), headers)
             elif route in (("POST", "/tokenize"), ("POST", "/v1/tokenize")):
@@ -198,6 +213,7 @@ class SimServer:
                 "/tokenize",
                 "/health",
                 "/metrics",
+                *_DIALECT_ROUTES,
             ):
                 raise ApiError(
                     f"method {req.method} not allowed on {req.path}", status=405, code="method_not_allowed"
@@ -205,7 +221,8 @@ class SimServer:
             else:
                 raise ApiError(f"no route {req.method} {req.path}", status=404, code="not_found")
         except ApiError as e:
-            req.conn.respond(e.status, e.body(), headers)
+            anthropic = route[1] == "/v1/messages"
+            req.conn.respond(e.status, anthropic_error(e.message, e.type) if anthropic else e.body(), headers)
         except Exception as e:  # never let a request take the server down
             req.conn.respond(
                 500, error_body(f"internal error: {type(e).__name__}: {e}", "server_error"), headers
