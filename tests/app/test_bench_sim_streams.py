@@ -107,3 +107,14 @@ def test_bench_embeddings_reports_inputs_and_tokens_per_second():
     assert s.request_throughput > 0 and s.output_token_throughput == 0
     mean_input = sum(r.prompt_tokens for r in result.records) / 4
     assert s.total_token_throughput == pytest.approx(s.request_throughput * mean_input)
+
+
+def test_bench_over_realtime_websocket_sessions():
+    result = bench_api("realtime", tokens_per_chunk=2)
+    assert [r.status.value for r in result.records] == ["ok"] * 4, [r.error for r in result.records]
+    for r in result.records:
+        assert r.output_tokens_server == 8 and r.output_tokens_counted == 4  # 2 tokens per event
+        assert r.first_token_ns == r.first_answer_ns and r.http_status == 101
+        assert r.finish_reason == "max_output_tokens" and r.prompt_tokens
+    assert sum(r.connect_ns is not None for r in result.records) == 2  # two users, a session each
+    assert result.summary.ttft_ms.n == 4

@@ -25,7 +25,7 @@ def _commands() -> list[list[str]]:
 
 def test_the_doc_shows_every_dialect():
     apis = {c[c.index("--api") + 1] for c in _commands()}
-    assert apis == {"chat", "anthropic", "responses", "embeddings"}
+    assert apis == {"chat", "anthropic", "responses", "embeddings", "realtime"}
 
 
 @pytest.mark.parametrize("args", _commands(), ids=lambda a: a[a.index("--api") + 1])

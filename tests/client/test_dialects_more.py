@@ -124,3 +124,23 @@ def test_a_responses_stream_ends_with_its_completed_event_without_done():
     assert err.status is Status.STREAM_INTERRUPTED and err.error.endswith("rate limited")
     cut = feed("responses", [text])
     assert cut.status is Status.STREAM_INTERRUPTED  # neither completed nor [DONE]
+
+
+def test_realtime_body_and_events():
+    d, r = get_dialect("realtime"), RequestRecord("r")
+    body = d.body("hi", 8, "m", Sampling(), stream=True)
+    assert body["type"] == "response.create" and body["response"]["conversation"] == "none"
+    assert body["response"]["input"][0]["content"] == [{"type": "input_text", "text": "hi"}]
+    assert d.classify({"type": "response.output_text.delta", "delta": "a"}, r) == ANSWER
+    assert d.classify({"type": "response.text.delta", "delta": "a"}, r) == ANSWER
+    assert d.classify({"type": "response.output_text.delta", "delta": ""}, r) == 0
+    done = {
+        "type": "response.done",
+        "response": {"status": "completed", "usage": {"input_tokens": 3, "output_tokens": 5}},
+    }
+    assert d.classify(done, r) == 0 and (r.prompt_tokens, r.output_tokens_server, r.finish_reason) == (
+        3,
+        5,
+        "completed",
+    )
+    assert d.classify({"type": "error", "error": {"message": "busy"}}, r) == ERROR

@@ -20,6 +20,7 @@ from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_ST
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
+from tokenpace.client.realtime import RealtimeSender
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -183,6 +184,11 @@ async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
     observers = await RunObservers.create(
         endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
     )
+    if cfg.api == "realtime":
+        sender: Sender = RealtimeSender(
+            endpoint, dialect, model, cfg.timeout_s, headers, not cfg.new_connection_per_request, tls
+        )
+        return _Connection(endpoint, headers, model, served, sender, observers)
     sender = Sender(
         endpoint,
         dialect,

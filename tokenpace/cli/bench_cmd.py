@@ -41,8 +41,8 @@ EXIT_BAD_INPUT = 2
     type=click.Choice(sorted(DIALECTS)),
     default="chat",
     show_default=True,
-    help="API dialect: chat, completions, anthropic (/v1/messages), responses, embeddings "
-    "(see docs/dialects.md).",
+    help="API dialect: chat, completions, anthropic (/v1/messages), responses, embeddings, "
+    "realtime (WebSocket) (see docs/dialects.md).",
 )
 @click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
 @click.option("--header", "headers", multiple=True, metavar="K:V", help="Extra request header.")

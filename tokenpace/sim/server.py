@@ -39,6 +39,7 @@ from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.realtime_api import RealtimeFormat, RealtimeSession, accept_session
 from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id
@@ -198,6 +199,9 @@ class SimServer:
                 name, room = self.profile.served_model_name, self.engine.capacity_tokens
                 gen = parse(load_json(req.body), name, room, self.stream_defaults)
                 self.serve_generation(req, gen, headers, make_format)
+            elif route == ("GET", "/v1/realtime"):
+                name, room = self.profile.served_model_name, self.engine.capacity_tokens
+                accept_session(req, name, room, self._realtime_response, self.stream_defaults)
             elif route == ("GET", "/v1/models"):
                 req.conn.respond(200, self._models(), headers)
             elif route in (("POST", "/tokenize"), ("POST", "/v1/tokenize")):
@@ -214,6 +218,7 @@ class SimServer:
                 "/health",
                 "/metrics",
                 *_DIALECT_ROUTES,
+                "/v1/realtime",
             ):
                 raise ApiError(
                     f"method {req.method} not allowed on {req.path}", status=405, code="method_not_allowed"
@@ -227,6 +232,10 @@ class SimServer:
             req.conn.respond(
                 500, error_body(f"internal error: {type(e).__name__}: {e}", "server_error"), headers
             )
+
+    def _realtime_response(self, session: RealtimeSession, gen: GenRequest) -> None:
+        rid = f"sim-{next(self._ids)}"
+        self._admit(ResponseStream(session, gen, RealtimeFormat(gen, rid, 0), []), rid, None)
 
     def _models(self) -> bytes:
         p = self.profile

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from tokenpace.http1.server import ServerConnection
 from tokenpace.sim.api import GenRequest
 from tokenpace.sim.chunks import ANSWER, REASONING, TOOL, WireFormat
 from tokenpace.sim.engine import SimRequest
@@ -19,9 +19,28 @@ from tokenpace.sim.tokens import WORDS
 _SPACED = tuple(" " + w for w in WORDS)
 
 
+class Sink(Protocol):
+    """Where a response's bytes go: an HTTP connection (chunked), or a realtime WebSocket session."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    on_lost: Callable[[], None] | None
+
+    def start_stream(self, status: int, headers: list[tuple[str, str]]) -> None: ...
+
+    def write_chunk(self, data: bytes) -> None: ...
+
+    def end_stream(self, last: bytes = b"") -> None: ...
+
+    def respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(eq=False, slots=True)
 class ResponseStream:
-    conn: ServerConnection
+    conn: Sink
     gen: GenRequest
     fmt: WireFormat
     headers: list[tuple[str, str]]

@@ -8,6 +8,7 @@ from tokenpace.client.dialects.openai_chat import OpenAIChat
 from tokenpace.client.dialects.openai_completions import OpenAICompletions
 from tokenpace.client.dialects.openai_embeddings import OpenAIEmbeddings
 from tokenpace.client.dialects.openai_responses import OpenAIResponses
+from tokenpace.client.dialects.realtime import OpenAIRealtime
 
 DIALECTS: dict[str, type] = {
     "chat": OpenAIChat,
@@ -15,6 +16,7 @@ DIALECTS: dict[str, type] = {
     "anthropic": AnthropicMessages,
     "responses": OpenAIResponses,
     "embeddings": OpenAIEmbeddings,
+    "realtime": OpenAIRealtime,  # over a WebSocket: sent by client.realtime.RealtimeSender
 }
 
 
