@@ -52,6 +52,8 @@ class BenchConfig:
     new_connection_per_request: bool = False
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    ready_check_timeout_s: float = 0.0  # wait this long for the endpoint to answer (0: ask once)
     ca_cert: str | None = None
 
     @property

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import ssl
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import orjson
@@ -43,10 +43,12 @@ class RealtimeSender(Sender):
         headers: dict[str, str] | None = None,
         reuse_connections: bool = True,
         ssl_context: ssl.SSLContext | None = None,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             endpoint, dialect, model, Sampling(), True, timeout_s, headers, reuse_connections, ssl_context
         )
+        self.extra_body = extra_body or {}  # merged into each response.create's "response"
         ep = self.endpoint
         scheme = "wss" if ep.tls else "ws"
         query = "model=" + self.model
@@ -61,7 +63,10 @@ class RealtimeSender(Sender):
     def prepare(
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
     ) -> bytes:
-        return orjson.dumps(self.dialect.body(prompt, max_tokens, self.model, self.sampling, True, messages))
+        event = self.dialect.body(prompt, max_tokens, self.model, self.sampling, True, messages)
+        if self.extra_body:
+            event["response"].update(self.extra_body)
+        return orjson.dumps(event)
 
     async def send(
         self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
