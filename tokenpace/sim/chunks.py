@@ -66,6 +66,8 @@ class ChunkFormat:
     """OpenAI chat.completion.chunk / text_completion shapes for one response."""
 
     __slots__ = (
+        "_answer_head",
+        "_answer_tail",
         "_every_usage",
         "_head",
         "_id",
@@ -102,6 +104,9 @@ class ChunkFormat:
         self._head = (
             f'data: {{"id":"{self._id}","object":"{obj}","created":{created},"model":{m},"choices":['
         ).encode()
+        field = b'{"index":0,"delta":{"content":"' if kind == "chat" else b'{"index":0,"text":"'
+        self._answer_head = self._head + field
+        self._answer_tail = (b'"},' if kind == "chat" else b'",') + _OPEN + b"]}\n\n"
 
     def opening(self) -> bytes:
         """Chat's opening chunk: the role, no content (carries no token)."""
@@ -113,6 +118,8 @@ class ChunkFormat:
         )
 
     def chunk(self, words: str, phase: int, last: bool, done: int) -> bytes:
+        if phase == ANSWER and not self._every_usage:  # the common case: one template concatenation
+            return self._answer_head + words.encode() + self._answer_tail
         w = words.encode()
         if self._kind != "chat":
             choice = b'{"index":0,"text":"' + w + b'",' + _OPEN

@@ -17,6 +17,7 @@ from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.tokens import WORDS
 
 _SPACED = tuple(" " + w for w in WORDS)
+_N_WORDS = len(_SPACED)
 
 
 class Sink(Protocol):
@@ -48,13 +49,18 @@ class ResponseStream:
     malformed_at: int = 0  # send a broken chunk just before this token (1-based; 0: never)
     last_t: float = 0.0  # when the previous token was written (model time), for ITL
     chunk_from: int = 1  # first token (1-based) not yet written, when chunks hold several tokens
+    plain: bool = False  # one answer token per chunk, the common case: delivered on the short path
+
+    def __post_init__(self) -> None:
+        g = self.gen
+        self.plain = g.reasoning == 0 and g.tool_name is None and g.per_chunk == 1
 
     def chunk_for(self, k: int, finished: bool) -> bytes:
         """The chunk to write after token k; b"" while a multi-token chunk is still filling."""
         gen = self.gen
         phase = REASONING if k <= gen.reasoning else (ANSWER if gen.tool_name is None else TOOL)
         if gen.per_chunk == 1:
-            return self.fmt.chunk(_SPACED[(k - 1) % len(_SPACED)], phase, finished, k)
+            return self.fmt.chunk(_SPACED[(k - 1) % _N_WORDS], phase, finished, k)
         # A chunk never mixes reasoning and answer: the last reasoning token closes one.
         if not (finished or k == gen.reasoning or k - self.chunk_from + 1 >= gen.per_chunk):
             return b""
@@ -96,7 +102,10 @@ def deliver(
                     body = body[: len(body) // 2]  # a 200 whose JSON is cut short
                 conn.respond(200, body, s.headers)
             continue
-        data = s.chunk_for(k, req.finished)
+        if s.plain:
+            data = s.fmt.chunk(_SPACED[(k - 1) % _N_WORDS], ANSWER, req.finished, k)
+        else:
+            data = s.chunk_for(k, req.finished)
         if k == s.malformed_at:
             data = s.fmt.malformed() + data
         if req.finished:
