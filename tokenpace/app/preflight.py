@@ -58,3 +58,24 @@ async def resolve_model(
             f"(try {endpoint.url.rstrip('/')}/v1)"
         )
     raise PreflightError(f"no --model given and {url} lists none (HTTP {status}); pass --model NAME")
+
+
+async def resolve_model_when_ready(
+    endpoint: Endpoint,
+    model: str | None,
+    headers: dict[str, str],
+    wait_s: float,
+    ssl_context: ssl.SSLContext | None = None,
+) -> tuple[str, list[str]]:
+    """``resolve_model``, asked again every second until it succeeds or ``wait_s`` has passed (a
+    server still loading its model; vLLM's --ready-check-timeout-sec)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            return await resolve_model(endpoint, model, headers, ssl_context=ssl_context)
+        except PreflightError:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise
+            await asyncio.sleep(min(1.0, left))

@@ -26,6 +26,7 @@ class Sampling:
 class Dialect(Protocol):
     name: str
     path: str  # appended to the base URL, e.g. "/chat/completions"
+    headers: tuple[tuple[str, str], ...]  # sent with every request, e.g. Anthropic's version header
 
     def body(
         self,
@@ -82,7 +83,10 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
 def error_text(chunk: dict[str, Any]) -> str | None:
     err = chunk.get("error")
     if err is None:
-        return None
+        if chunk.get("type") == "error":  # OpenAI Responses: the message is on the event itself
+            return str(chunk.get("message") or chunk.get("code") or "error")
+        response = chunk.get("response")  # OpenAI Responses: response.failed
+        return error_text(response) if isinstance(response, dict) else None
     if isinstance(err, dict):
         return str(err.get("message") or err.get("type") or err)
     return str(err)
