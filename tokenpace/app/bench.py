@@ -20,7 +20,6 @@ from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_ST
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
-from tokenpace.client.realtime import RealtimeSender
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -191,6 +190,8 @@ async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
         endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
     )
     if cfg.api == "realtime":
+        from tokenpace.client.realtime import RealtimeSender  # aiohttp: a fifth of a second to import
+
         sender: Sender = RealtimeSender(
             endpoint,
             dialect,
