@@ -31,9 +31,11 @@ from tokenpace.core.analysis.plan import (
     make_plan,
     point_from_result,
 )
+from tokenpace.core.analysis.prefill_fit import fit_records
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.lengths import parse_length
 
-MODES = ("concurrency", "rate")
+MODES = ("concurrency", "rate", "input_len")  # input_len: prompt lengths at a fixed load
 
 
 @dataclass
@@ -64,8 +66,10 @@ class SweepConfig:
         for s in self.steps:
             if s <= 0:
                 raise ValueError(f"step {s:g}: loads must be positive")
-            if self.mode == "concurrency" and s != int(s):
-                raise ValueError(f"step {s:g}: concurrency must be a whole number")
+            if self.mode in ("concurrency", "input_len") and s != int(s):
+                raise ValueError(f"step {s:g}: {self.mode.replace('_', ' ')} must be a whole number")
+        if self.mode == "input_len" and self.auto:
+            raise ValueError("an input-length sweep takes its lengths as a list (--input-len 512,1024,2048)")
         if self.slo_percentile not in ("p50", "p90", "p95", "p99"):
             raise ValueError("SLO percentile must be p50, p90, p95 or p99")
         if not 0 <= self.headroom < 1:
@@ -135,16 +139,29 @@ class SweepResult:
             "probe": [d for d in kept if d["sweep_step"]["phase"] == "probe"],
             "short_attempts": [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
             "probe_plateau_rps": self.plateau_rps,
-            **capacity(
-                curve,
-                cfg.base.slo.to_dict(),
-                cfg.slo_percentile,
-                cfg.max_error_rate,
-                cfg.peak_rps,
-                cfg.headroom,
-                self.plateau_rps,
+            **(
+                input_len_analysis(self.curve())
+                if cfg.mode == "input_len"
+                else capacity(
+                    curve,
+                    cfg.base.slo.to_dict(),
+                    cfg.slo_percentile,
+                    cfg.max_error_rate,
+                    cfg.peak_rps,
+                    cfg.headroom,
+                    self.plateau_rps,
+                )
             ),
         }
+
+
+def input_len_analysis(steps: list[SweepStep]) -> dict[str, Any]:
+    """An input-length sweep's prefill fit (TTFT on input tokens) over every step's requests."""
+    records = [r for step in steps for r in step.result.records]
+    try:
+        return {"prefill_fit": fit_records(records).to_dict()}
+    except ValueError as exc:
+        return {"prefill_fit": None, "prefill_fit_reason": str(exc)}
 
 
 def capacity(
@@ -272,7 +289,9 @@ class Sweep:
         if self._stopped:
             return False
         cfg = self.config
-        if mode == "concurrency":
+        if mode == "input_len":  # the base's fixed load; only the prompt length steps
+            bench_cfg = dataclasses.replace(cfg.base, input_len=parse_length(str(int(load))))
+        elif mode == "concurrency":
             bench_cfg = dataclasses.replace(cfg.base, concurrency=int(load), rate=None)
         else:
             bench_cfg = dataclasses.replace(cfg.base, rate=load, concurrency=None)
