@@ -53,6 +53,8 @@ class BenchConfig:
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
     ca_cert: str | None = None
+    workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
+    ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
 
     @property
     def open_loop(self) -> bool:
@@ -83,6 +85,10 @@ class BenchConfig:
             raise ValueError("--warmup must not be negative")
         if self.timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.workers != "auto" and (not isinstance(self.workers, int) or self.workers < 1):
+            raise ValueError("--workers must be a whole number of at least 1, or auto")
+        if self.workers != 1 and self.workload_opts is not None and self.workload_opts.sessions:
+            raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
         self._validate_headers()
