@@ -27,6 +27,7 @@ from typing import Any
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench import BenchRun, connect
 from tokenpace.app.bench_config import BenchConfig, BenchResult
+from tokenpace.app.ray_workers import require_ray
 from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
@@ -62,9 +63,11 @@ def make_run(
     on_record: Callable[[RequestRecord], None] | None = None,
     run_id: str | None = None,
     scrape_path: Path | None = None,
-) -> BenchRun | WorkerRun:
-    """The run the config asks for: one process (unchanged) or worker processes."""
+) -> AnyRun:
+    """The run the config asks for: one process (unchanged), worker processes, or Ray actors."""
     config.validate()
+    if config.ray is not None:
+        require_ray()  # the actors themselves are not built yet: see docs/workers.md
     if config.workers == 1:
         return BenchRun(config, on_record, run_id, scrape_path)
     return WorkerRun(config, on_record, run_id, scrape_path)
@@ -250,3 +253,6 @@ class WorkerRun:
             "cores": [link.done.core if link.done else link.spec.core for link in self.links],
             "clock": "one CLOCK_MONOTONIC shared by every process on this machine; one start time",
         }
+
+
+AnyRun = BenchRun | WorkerRun
