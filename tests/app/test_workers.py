@@ -55,7 +55,7 @@ def _workload(result) -> dict[str, tuple]:
 def test_open_loop_with_two_workers_sends_the_single_process_workload_and_schedule():
     kw = dict(rate=300, arrival="poisson", requests=30, warmup=2)
     _, one, _ = asyncio.run(_run(FAST, 1, **kw))
-    run, two, srv = asyncio.run(_run(FAST, 2, **kw))
+    _, two, srv = asyncio.run(_run(FAST, 2, **kw))
     assert _workload(two) == _workload(one)  # same ids, lengths and salted prompts (server's count)
     assert len(_workload(one)) == 32 and set(srv.stats.truth) == set(_workload(one))
 
@@ -70,7 +70,7 @@ def test_open_loop_with_two_workers_sends_the_single_process_workload_and_schedu
 def test_closed_loop_with_two_workers_splits_the_users_and_sends_the_same_requests():
     kw = dict(concurrency=5, requests=25)
     _, one, _ = asyncio.run(_run(FAST, 1, **kw))
-    run, two, _ = asyncio.run(_run(FAST, 2, **kw))
+    _, two, _ = asyncio.run(_run(FAST, 2, **kw))
     assert _workload(two) == _workload(one)
     assert {r.worker for r in two.records} == set(range(5))  # users numbered across the workers
     per_worker = [w.requests for w in two.health.workers]

@@ -37,7 +37,7 @@ def test_open_loop_deal_is_round_robin_and_keeps_each_offset():
     for index, offset in enumerate(offsets):
         w = owner_of(index, 3)
         assert dealt[w][index // 3] == offset  # worker w's k-th request is request w + 3k
-    assert sorted(sum(dealt, [])) == offsets
+    assert sorted(x for share in dealt for x in share) == offsets
 
 
 def test_auto_asks_for_workers_by_event_rate_up_to_the_cores():
