@@ -15,6 +15,7 @@ from tokenpace.app.bench import new_record
 from tokenpace.app.bench_config import BenchConfig
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.worker_health import WorkerHealth
+from tokenpace.app.worker_pipe import FrameReader, FrameWriter
 from tokenpace.app.worker_proc import WorkerDone, WorkerSpec
 from tokenpace.core.record import RequestRecord, Status
 
@@ -30,8 +31,10 @@ class WorkerLink:
     ) -> None:
         self.spec = spec
         self.process = process
-        self.conn = conn
+        self.conn = conn  # kept open for the fd's lifetime
         self.loop = loop
+        self.reader = FrameReader(conn.fileno())
+        self.writer = FrameWriter(conn.fileno(), loop)
         self.on_record = on_record
         self.ready: asyncio.Future[None] = loop.create_future()
         self.ended: asyncio.Future[None] = loop.create_future()
@@ -45,14 +48,15 @@ class WorkerLink:
     def tell(self, message: tuple[str, Any]) -> None:
         if not self.ended.done():
             with contextlib.suppress(OSError, ValueError):  # it has just gone: reaped later
-                self.conn.send(message)
+                self.writer.send(message)
 
     def on_readable(self) -> None:
-        try:
-            while self.conn.poll():
-                self._handle(*self.conn.recv())
-        except (EOFError, OSError):
+        messages = self.reader.read()
+        if messages is None:
             self._ended()
+            return
+        for kind, value in messages:
+            self._handle(kind, value)
 
     def _handle(self, kind: str, value: Any) -> None:
         if kind == "record":
@@ -75,6 +79,7 @@ class WorkerLink:
     def _ended(self) -> None:
         with contextlib.suppress(ValueError, OSError):
             self.loop.remove_reader(self.conn.fileno())
+            self.loop.remove_writer(self.conn.fileno())
         if not self.ready.done():
             problem = f"worker {self.spec.worker} exited before it was ready"
             self.ready.set_exception(WorkerStartError(problem))

@@ -23,6 +23,7 @@ from tokenpace.app.bench_config import BenchConfig
 from tokenpace.app.health import HealthMonitor, HealthReport
 from tokenpace.app.run_context import RunContext
 from tokenpace.app.run_loop import run_event_loop
+from tokenpace.app.worker_pipe import FrameReader, FrameWriter
 from tokenpace.core.credentials import secrets_of
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.split import UserShare, owner_of
@@ -55,13 +56,24 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays a stop
     core = _pin(spec.core)
     spec = dataclasses.replace(spec, core=core)
+    link = _Link(conn)
     try:
-        run_event_loop(_work(conn, spec))
+        run_event_loop(_work(link, spec))
     except BaseException as exc:  # told to the parent, which keeps every record it was sent
         with contextlib.suppress(OSError):
-            conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+            link.writer.send_all(("failed", f"{type(exc).__name__}: {exc}"))
     finally:
         conn.close()
+
+
+class _Link:
+    """The worker's end of its socket pair to the parent."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn  # kept open for the fd's lifetime
+        self.fd = conn.fileno()
+        self.writer = FrameWriter(self.fd, None)  # the loop is set once it runs
+        self.reader = FrameReader(self.fd)
 
 
 def _pin(core: int | None) -> int | None:
@@ -78,23 +90,26 @@ class _WorkerContext(RunContext):
     """Tells the parent of each request as it goes out, so a request in flight when this process
     dies is still recorded (by the parent)."""
 
-    def __init__(self, config: BenchConfig, conn: Connection, warmup: int) -> None:
+    def __init__(self, config: BenchConfig, writer: FrameWriter, warmup: int) -> None:
         super().__init__(config, self._finished, warmup=warmup)
-        self.conn = conn
+        self.writer = writer
 
     def _finished(self, record: RequestRecord) -> None:
-        self.conn.send(("record", record))
+        self.writer.send(("record", record))
 
     async def send(self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None) -> None:
-        self.conn.send(("sent", record))
+        self.writer.send(("sent", record))
         await super().send(record, payload, capture)
 
 
-async def _work(conn: Connection, spec: WorkerSpec) -> None:
+async def _work(link: _Link, spec: WorkerSpec) -> None:
+    link.writer.loop = asyncio.get_running_loop()
     cfg = dataclasses.replace(spec.config, server_metrics="off", connect_probe=False)  # the parent's
-    link = await connect(cfg, None)
-    sender = link.sender
-    counter = await workloads.resolve_counter(cfg.workload_opts, link.endpoint, link.model, link.headers)
+    server = await connect(cfg, None)
+    sender = server.sender
+    counter = await workloads.resolve_counter(
+        cfg.workload_opts, server.endpoint, server.model, server.headers
+    )
     workload = workloads.build(
         cfg.workload_opts, cfg.input_len, cfg.output_len, cfg.seed, counter, cfg.salt_key(spec.run_id)
     )
@@ -106,9 +121,9 @@ async def _work(conn: Connection, spec: WorkerSpec) -> None:
         return owner_of(index, spec.workers, all_users) == spec.worker
 
     warmup = sum(1 for i in range(cfg.warmup) if mine(i))
-    ctx = _WorkerContext(cfg, conn, warmup)
+    ctx = _WorkerContext(cfg, link.writer, warmup)
     ctx.sender = sender
-    ctx.secrets = secrets_of(link.headers)
+    ctx.secrets = secrets_of(server.headers)
     share = (item for item in workload.items() if mine(item.index))
     requests = prebuilt(build_requests(cfg, share, sender, prefix, ctx.total_planned))
     shape: Any
@@ -116,7 +131,7 @@ async def _work(conn: Connection, spec: WorkerSpec) -> None:
         shape = load_shapes.ClosedLoop(requests, spec.users.users, spec.users.first_user)
     else:
         shape = load_shapes.OpenLoop(requests, iter(spec.offsets or []), cfg.max_concurrency)
-    t0 = await _started(conn, ctx)
+    t0 = await _started(link, ctx)
     monitor = HealthMonitor()
     monitor.start()
     try:
@@ -134,7 +149,7 @@ async def _work(conn: Connection, spec: WorkerSpec) -> None:
     done = WorkerDone(
         health, ctx.stop_reason or "completed", sender.connections_opened, sender.keepalive.stopped, spec.core
     )
-    conn.send(("done", done))
+    link.writer.send_all(("done", done))
 
 
 def _now() -> int:
@@ -143,27 +158,25 @@ def _now() -> int:
     return perf_counter_ns()
 
 
-async def _started(conn: Connection, ctx: RunContext) -> int | None:
+async def _started(link: _Link, ctx: RunContext) -> int | None:
     """Say ready, then wait for the shared start time; afterwards the parent's messages stop the run."""
     loop = asyncio.get_running_loop()
     start: asyncio.Future[int | None] = loop.create_future()
 
-    def on_message() -> None:
-        try:
-            kind, value = conn.recv()
-        except (EOFError, OSError):
-            loop.remove_reader(conn.fileno())
+    def on_readable() -> None:
+        messages = link.reader.read()
+        if messages is None:  # the parent is gone: stop, nobody would keep the records
+            loop.remove_reader(link.fd)
             ctx.stop(PARENT_GONE)
-            if not start.done():
-                start.set_result(None)
-            return
-        if kind == "start" and not start.done():
-            start.set_result(value)
-        elif kind == "stop":
-            ctx.stop(value)
-            if not start.done():
-                start.set_result(None)
+            messages = [("stop", PARENT_GONE)]
+        for kind, value in messages:
+            if kind == "start" and not start.done():
+                start.set_result(value)
+            elif kind == "stop":
+                ctx.stop(value)
+                if not start.done():
+                    start.set_result(None)
 
-    loop.add_reader(conn.fileno(), on_message)
-    conn.send(("ready", None))
+    loop.add_reader(link.fd, on_readable)
+    link.writer.send(("ready", None))
     return await start
