@@ -99,7 +99,8 @@ def table(rows: list[dict], info: dict) -> str:
         f"tokenpace at {info['commit']}; load average before {info['loadavg_before'][0]:.2f} (1 min).",
         "",
         "| scenario | client | ok/sent | token chunks/s | TTFT err P50 / P99 (ms) "
-        "| ITL \\|err\\| P50 / P99 (ms) | loop lag P99, worst worker (ms) | dispatch lag P99 (ms) | CPU µs/chunk (streaming) "
+        "| ITL \\|err\\| P50 / P99 (ms) | loop lag P99, worst worker (ms) | dispatch lag P99 (ms) "
+        "| CPU µs/chunk (streaming) "
         "| server late P99 (ms) | tokenpace's verdict |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
