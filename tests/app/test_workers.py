@@ -90,6 +90,11 @@ def test_merged_records_are_the_union_of_the_workers_and_health_covers_both():
     assert [w.worker for w in health.workers] == [0, 1]
     assert all(w.report is not None and w.report.loop_lag_p99_ms is not None for w in health.workers)
     assert [w.requests for w in health.workers] == [10, 10]
+    clock = result.conditions["workers"]["clock"]  # one machine: one clock, and the check says so
+    assert [c["same_clock"] for c in clock["workers"]] == [True, True]
+    assert all(
+        c["error_ns"] >= 0 and abs(c["offset_ns"]) <= max(c["error_ns"], 1_000_000) for c in clock["workers"]
+    )
     out = result.to_dict()
     assert len(out["summary"]["client"]["workers"]) == 2
     assert all(w["health"]["valid"] in (True, False) for w in out["summary"]["client"]["workers"])

@@ -44,6 +44,9 @@ class WorkerLink:
         self.done: WorkerDone | None = None
         self.failure: str | None = None  # its own error text, when it failed
         self.lost: str | None = None  # why it did not finish
+        self.clock_id: str | None = None  # its boot id: the same as ours means the same clock
+        self.clock_offset_ns = 0  # its clock minus ours, applied to its records (0: one clock)
+        self._pong: asyncio.Future[tuple[int, int]] | None = None
 
     def tell(self, message: tuple[str, Any]) -> None:
         if not self.ended.done():
@@ -60,13 +63,21 @@ class WorkerLink:
 
     def _handle(self, kind: str, value: Any) -> None:
         if kind == "record":
+            if self.clock_offset_ns:
+                shift_clock(value, -self.clock_offset_ns)
             self.inflight.pop(value.index, None)
             self.received.add(value.index)
             self.chunks += len(value.token_ns)
             self.on_record(self, value)
         elif kind == "sent":
+            if self.clock_offset_ns:
+                shift_clock(value, -self.clock_offset_ns)
             self.inflight[value.index] = value
+        elif kind == "pong":
+            if self._pong is not None and not self._pong.done():
+                self._pong.set_result(value)
         elif kind == "ready":
+            self.clock_id = value
             self._resolve(self.ready)
         elif kind == "done":
             self.done = value
@@ -75,6 +86,24 @@ class WorkerLink:
             if not self.ready.done():  # it could not even start: the run is refused
                 problem = f"worker {self.spec.worker} could not start: {value}"
                 self.ready.set_exception(WorkerStartError(problem))
+
+    async def measure_clock(self, samples: int = 16) -> tuple[int, int]:
+        """(offset, error) in ns of the worker's clock against ours, NTP-style: the ping with the
+        shortest round trip; the worker read its clock somewhere in it, so half of it bounds the error."""
+        best: tuple[int, int] | None = None
+        for _ in range(samples):
+            self._pong = self.loop.create_future()
+            asked = perf_counter_ns()
+            self.tell(("ping", asked))
+            try:
+                _, theirs = await asyncio.wait_for(self._pong, timeout=5.0)
+            except asyncio.TimeoutError:
+                break
+            answered = perf_counter_ns()
+            rtt = answered - asked
+            if best is None or rtt < best[1] * 2:
+                best = (theirs - (asked + answered) // 2, rtt // 2)
+        return best if best is not None else (0, -1)
 
     def _ended(self) -> None:
         with contextlib.suppress(ValueError, OSError):
@@ -99,9 +128,13 @@ class WorkerLink:
         """After the process was joined: why it did not report, if it did not."""
         if self.done is not None:
             return
-        code = self.process.exitcode
         if self.failure:
             self.lost = f"failed ({self.failure})"
+            return
+        ray_text = getattr(self.process, "exit_text", None)  # a Ray actor says why it ended
+        code = self.process.exitcode
+        if ray_text is not None:
+            self.lost = f"died ({ray_text()})"
         elif code is not None and code < 0:
             self.lost = f"died (killed by {signal.Signals(-code).name})"
         else:
@@ -152,3 +185,17 @@ def lost_records(
         record.status = Status.CANCELLED
         record.error = f"not sent: worker {w} {link.lost} before sending it"
         yield record
+
+
+# Absolute timestamps of a record (the rest are durations or counts).
+_INSTANTS = ("scheduled_ns", "dispatched_ns", "sent_ns", "first_sent_ns", "request_ns", "headers_ns",
+             "first_token_ns", "first_answer_ns", "end_ns")  # fmt: skip
+
+
+def shift_clock(record: RequestRecord, delta_ns: int) -> None:
+    """Move a record measured on another machine's clock onto ours (latencies are unchanged)."""
+    for name in _INSTANTS:
+        value = getattr(record, name)
+        if value:
+            setattr(record, name, value + delta_ns)
+    record.token_ns = [t + delta_ns for t in record.token_ns]

@@ -13,8 +13,10 @@ import contextlib
 import dataclasses
 import os
 import signal
+import socket
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from time import perf_counter_ns
 from typing import Any
 
 from tokenpace.app import load_shapes, workloads
@@ -51,9 +53,10 @@ class WorkerDone:
     core: int | None
 
 
-def worker_main(conn: Connection, spec: WorkerSpec) -> None:
+def worker_main(conn: Connection | socket.socket, spec: WorkerSpec) -> None:
     """The process entry point (spawn/forkserver: importable, arguments pickled)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays a stop
+    with contextlib.suppress(ValueError):  # not the main thread (a Ray actor): no signals to set
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the parent, which relays a stop
     core = _pin(spec.core)
     spec = dataclasses.replace(spec, core=core)
     link = _Link(conn)
@@ -69,7 +72,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
 class _Link:
     """The worker's end of its socket pair to the parent."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection | socket.socket) -> None:
         self.conn = conn  # kept open for the fd's lifetime
         self.fd = conn.fileno()
         self.writer = FrameWriter(self.fd, None)  # the loop is set once it runs
@@ -153,9 +156,16 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
 
 
 def _now() -> int:
-    from time import perf_counter_ns
-
     return perf_counter_ns()
+
+
+def clock_identity() -> str:
+    """Processes with the same boot id read one CLOCK_MONOTONIC (perf_counter_ns on Linux)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return f"{socket.gethostname()}:unknown-boot"
 
 
 async def _started(link: _Link, ctx: RunContext) -> int | None:
@@ -170,7 +180,9 @@ async def _started(link: _Link, ctx: RunContext) -> int | None:
             ctx.stop(PARENT_GONE)
             messages = [("stop", PARENT_GONE)]
         for kind, value in messages:
-            if kind == "start" and not start.done():
+            if kind == "ping":  # the parent measures how this process's clock sits against its own
+                link.writer.send(("pong", (value, perf_counter_ns())))
+            elif kind == "start" and not start.done():
                 start.set_result(value)
             elif kind == "stop":
                 ctx.stop(value)
@@ -178,5 +190,5 @@ async def _started(link: _Link, ctx: RunContext) -> int | None:
                     start.set_result(None)
 
     loop.add_reader(link.fd, on_readable)
-    link.writer.send(("ready", None))
+    link.writer.send(("ready", clock_identity()))
     return await start

@@ -32,7 +32,7 @@ from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
-from tokenpace.app.worker_proc import WorkerSpec, worker_main
+from tokenpace.app.worker_proc import WorkerSpec, clock_identity, worker_main
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.split import dealt_offsets, owner_of, split_users, workers_needed
@@ -96,6 +96,7 @@ class WorkerRun:
         self.links: list[WorkerLink] = []
         self.stop_reason = ""
         self.interrupted = False
+        self.clock: dict[str, Any] = {}
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -123,12 +124,15 @@ class WorkerRun:
         specs = self._specs(dataclasses.replace(cfg, model=conn.model), workload)
         t0 = perf_counter_ns()
         try:
-            self._spawn(specs)
+            await self._start_workers(specs)
             await asyncio.gather(*(link.ready for link in self.links))
+            self.clock = await self._align_clocks()
             await conn.observers.start()
             t0 = perf_counter_ns() + START_LEAD_NS
-            for link in self.links:
-                link.tell(("stop", self.stop_reason) if self.stop_reason else ("start", t0))
+            for link in self.links:  # the one start time, on each worker's own clock
+                link.tell(
+                    ("stop", self.stop_reason) if self.stop_reason else ("start", t0 + link.clock_offset_ns)
+                )
             await asyncio.gather(*(link.ended for link in self.links))
         finally:
             await self._reap()
@@ -196,7 +200,26 @@ class WorkerRun:
         return [i for i in range(self.total_planned) if owner_of(i, self.count, users) == worker]
 
     # --- the processes ---
-    def _spawn(self, specs: list[WorkerSpec]) -> None:
+    async def _align_clocks(self) -> dict[str, Any]:
+        """Each worker's clock against ours. A worker on this machine (same boot id) reads the same
+        CLOCK_MONOTONIC: nothing to correct, and the measurement checks it. On another machine the
+        measured offset moves its start time and its records onto our clock."""
+        mine = clock_identity()
+        workers = []
+        for link in self.links:
+            offset, error = await link.measure_clock()
+            shared = link.clock_id == mine
+            link.clock_offset_ns = 0 if shared else offset
+            workers.append(
+                {"worker": link.spec.worker, "same_clock": shared, "offset_ns": offset, "error_ns": error}
+            )
+        return {
+            "method": "same machine: one CLOCK_MONOTONIC; other machines: NTP-style ping over the worker's "
+            "socket (16 pings, the shortest round trip; error = half of it)",
+            "workers": workers,
+        }
+
+    async def _start_workers(self, specs: list[WorkerSpec]) -> None:
         mp: Any = multiprocessing.get_context(self.start_method)
         loop = asyncio.get_running_loop()
         for spec in specs:
@@ -251,7 +274,7 @@ class WorkerRun:
             "kind": f"processes ({self.start_method})",
             "deal": "one arrival schedule, round-robin" if self.config.open_loop else "users split evenly",
             "cores": [link.done.core if link.done else link.spec.core for link in self.links],
-            "clock": "one CLOCK_MONOTONIC shared by every process on this machine; one start time",
+            "clock": self.clock,
         }
 
 
