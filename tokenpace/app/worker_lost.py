@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 from collections.abc import Callable, Iterator
 from multiprocessing.connection import Connection
 from time import perf_counter_ns
@@ -25,15 +26,16 @@ class WorkerLink:
         self,
         spec: WorkerSpec,
         process: Any,
-        conn: Connection,
+        conn: Connection | socket.socket,
         loop: asyncio.AbstractEventLoop,
         on_record: Callable[[WorkerLink, RequestRecord], None],
+        reader: FrameReader | None = None,  # one that already read the first frames
     ) -> None:
         self.spec = spec
         self.process = process
         self.conn = conn  # kept open for the fd's lifetime
         self.loop = loop
-        self.reader = FrameReader(conn.fileno())
+        self.reader = reader or FrameReader(conn.fileno())
         self.writer = FrameWriter(conn.fileno(), loop)
         self.on_record = on_record
         self.ready: asyncio.Future[None] = loop.create_future()

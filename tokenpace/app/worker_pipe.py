@@ -24,21 +24,26 @@ class FrameReader:
     def __init__(self, fd: int) -> None:
         self.fd = fd
         self.buffer = bytearray()
+        self.pending: list[Any] = []  # messages read but not yet handed out
+        self.eof = False
         os.set_blocking(fd, False)
 
     def read(self) -> list[Any] | None:
         """The whole messages that have arrived ([] if none yet); None once the other end closed."""
+        messages, self.pending = self.pending, []
+        if self.eof:
+            return messages or None
         try:
             data = os.read(self.fd, READ_SIZE)
         except (BlockingIOError, InterruptedError):
-            return []
+            return messages
         except ConnectionResetError:
-            return None
+            data = b""
         if not data:
-            return None
+            self.eof = True
+            return messages or None
         buf = self.buffer
         buf += data
-        messages = []
         start = 0
         while len(buf) - start >= HEADER.size:
             (size,) = HEADER.unpack_from(buf, start)
@@ -93,3 +98,9 @@ class FrameWriter:
             sock.settimeout(timeout_s)
             sock.sendall(self.pending)
         self.pending.clear()
+
+
+def send_frame(sock: socket.socket, message: Any) -> None:
+    """One message on a blocking socket (a Ray actor's hello, before its event loop runs)."""
+    payload = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    sock.sendall(HEADER.pack(len(payload)) + payload)

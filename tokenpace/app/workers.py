@@ -27,7 +27,6 @@ from typing import Any
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench import BenchRun, connect
 from tokenpace.app.bench_config import BenchConfig, BenchResult
-from tokenpace.app.ray_workers import require_ray
 from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
@@ -67,7 +66,10 @@ def make_run(
     """The run the config asks for: one process (unchanged), worker processes, or Ray actors."""
     config.validate()
     if config.ray is not None:
-        require_ray()  # the actors themselves are not built yet: see docs/workers.md
+        from tokenpace.app.ray_workers import RayWorkerRun, require_ray  # Ray only when asked for
+
+        require_ray()
+        return RayWorkerRun(config, on_record, run_id, scrape_path)
     if config.workers == 1:
         return BenchRun(config, on_record, run_id, scrape_path)
     return WorkerRun(config, on_record, run_id, scrape_path)
@@ -97,6 +99,7 @@ class WorkerRun:
         self.stop_reason = ""
         self.interrupted = False
         self.clock: dict[str, Any] = {}
+        self.kind = f"processes ({start_method})"
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -271,7 +274,7 @@ class WorkerRun:
         return {
             "count": self.count,
             "asked": self.config.workers,
-            "kind": f"processes ({self.start_method})",
+            "kind": self.kind,
             "deal": "one arrival schedule, round-robin" if self.config.open_loop else "users split evenly",
             "cores": [link.done.core if link.done else link.spec.core for link in self.links],
             "clock": self.clock,
