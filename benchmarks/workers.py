@@ -14,7 +14,9 @@ time of the first chunk). Clients:
 - `2 workers, cores 0+1`: `--workers 2`, the workers pinned to cores 0 and 1 — worker 0 shares
   core 0 with the server;
 - `2 workers, core 1`: `--workers 2` with the whole command confined to core 1 (both workers on one
-  core: the cost of splitting the load without a core to gain).
+  core: the cost of splitting the load without a core to gain);
+- `2 Ray actors`: `--workers 2 --ray auto`, a local Ray cluster started for the run (needs
+  `pip install 'tokenpace[ray]'`; left out with `--clients w1,w2,w2c1`).
 """
 
 from __future__ import annotations
@@ -40,23 +42,24 @@ SCENARIOS = {  # key: (label, requests, requests in --quick, load flags)
     "p600": ("Poisson 600 req/s, no cap", 1800, 600, ["--rate", "600", "--arrival", "poisson"]),
     "p900": ("Poisson 900 req/s, no cap", 2700, 900, ["--rate", "900", "--arrival", "poisson"]),
 }
-CLIENTS = {  # key: (label, --workers, core the whole command is confined to, or None)
-    "w1": ("1 process (core 1)", 1, 1),
-    "w2": ("2 workers (cores 0+1)", 2, None),
-    "w2c1": ("2 workers (both on core 1)", 2, 1),
+CLIENTS = {  # key: (label, --workers, core the whole command is confined to, or None, extra flags)
+    "w1": ("1 process (core 1)", 1, 1, []),
+    "w2": ("2 workers (cores 0+1)", 2, None, []),
+    "w2c1": ("2 workers (both on core 1)", 2, 1, []),
+    "ray2": ("2 Ray actors (local cluster)", 2, None, ["--ray", "auto"]),
 }
 
 
 def run_one(scenario: str, client: str, workdir: Path, quick: bool) -> dict:
     label, full, small, load = SCENARIOS[scenario]
-    _, workers, cpu = CLIENTS[client]
+    _, workers, cpu, extra = CLIENTS[client]
     out = workdir / f"{scenario}-{client}.json"
     with TruthServer(workdir, 0, f"{scenario}-{client}") as server:
         cmd = [sys.executable, "-m", "tokenpace", "bench", "--url", server.url, "--model", "m",
                "--workers", str(workers), *load, "--requests", str(small if quick else full),
                "--input-len", "64", "--output-len", "64", "--timeout", "120s", "--server-metrics", "off",
                "--request-id-prefix", f"{scenario}-{client}-", "--out", str(out),
-               "--no-store", "-q"]  # fmt: skip
+               "--no-store", "-q", *extra]  # fmt: skip
 
         def pin() -> None:
             if cpu is not None and hasattr(os, "sched_setaffinity"):
@@ -90,6 +93,8 @@ def run_one(scenario: str, client: str, workdir: Path, quick: bool) -> dict:
         for w in client_health.get("workers", [])
     ]  # fmt: skip
     row["scenario"], row["client"] = label, CLIENTS[client][0]
+    row["command_wall_s"] = wall  # start-up (processes, Ray cluster and actors) + run + summary
+    row["clock"] = row["workers"].get("clock")
     return row
 
 
@@ -101,8 +106,8 @@ def table(rows: list[dict], info: dict) -> str:
         "| scenario | client | ok/sent | token chunks/s | TTFT err P50 / P99 (ms) "
         "| ITL \\|err\\| P50 / P99 (ms) | loop lag P99, worst worker (ms) | dispatch lag P99 (ms) "
         "| CPU µs/chunk (streaming) "
-        "| server late P99 (ms) | tokenpace's verdict |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| server late P99 (ms) | command wall (s) | tokenpace's verdict |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         verdict = "valid" if r["valid"] else "**not valid**: " + "; ".join(r["invalid_reasons"])[:160]
@@ -111,7 +116,8 @@ def table(rows: list[dict], info: dict) -> str:
             f"| {_f(r['ttft_err_ms']['p50'])} / {_f(r['ttft_err_ms']['p99'])} "
             f"| {_f(r['itl_abs_err_ms']['p50'])} / {_f(r['itl_abs_err_ms']['p99'])} "
             f"| {_f(r['loop_lag_ms']['p99'])} | {_f(r['dispatch_lag_ms']['p99'])} "
-            f"| {_f(r['health_cpu_us_per_chunk'], 0)} | {_f(r['server_gap_late_ms']['p99'], 1)} | {verdict} |"
+            f"| {_f(r['health_cpu_us_per_chunk'], 0)} | {_f(r['server_gap_late_ms']['p99'], 1)} "
+            f"| {r['command_wall_s']:.1f} | {verdict} |"
         )
     return "\n".join(lines)
 
