@@ -146,3 +146,31 @@ def test_ray_without_ray_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr("tokenpace.app.ray_workers.ray_installed", lambda: False)
     with pytest.raises(RayUnavailableError, match=r"pip install 'tokenpace\[ray\]'"):
         make_run(config("http://x", concurrency=1, requests=1, ray="auto"))
+
+
+def test_an_open_loop_cap_is_split_between_the_workers():
+    slow = Script(ttft_s=0.03, itl_s=0.002)
+    _, result, _ = asyncio.run(_run(slow, 2, rate=400, arrival="constant", requests=24, max_concurrency=3))
+    assert result.summary.counts["ok"] == 24
+    events = sorted([(r.sent_ns, 1) for r in result.records] + [(r.end_ns, -1) for r in result.records])
+    in_flight = peak = 0
+    for _, step in events:
+        in_flight += step
+        peak = max(peak, in_flight)
+    assert peak <= 3  # 2 + 1: never the cap in each worker
+
+
+def test_a_trace_replayed_by_two_workers_keeps_the_traces_clock():
+    from tokenpace.app.workloads import WorkloadOptions
+    from tokenpace.core.workload import TraceRow
+
+    rows = [TraceRow(timestamp_s=i * 0.01, input_tokens=8 + i, output_tokens=4) for i in range(10)]
+    kw = dict(rate=1.0, requests=None, duration_s=5.0, workload_opts=WorkloadOptions(trace=rows))
+    _, one, _ = asyncio.run(_run(FAST, 1, **kw))
+    _, two, _ = asyncio.run(_run(FAST, 2, **kw))
+
+    def schedule(result):
+        t0 = min(r.scheduled_ns for r in result.records)
+        return sorted((r.request_id, r.scheduled_ns - t0, r.prompt_tokens_requested) for r in result.records)
+
+    assert len(two.records) == 10 and schedule(two) == schedule(one)

@@ -49,7 +49,8 @@ def usable_cores() -> list[int]:
 def worker_count(config: BenchConfig, cores: int | None = None) -> int:
     """The workers a run uses: as asked, or (auto) as many as its load needs, up to the cores; a
     closed loop never gets more workers than users."""
-    users = None if config.open_loop else (config.concurrency or 1)
+    # a closed loop's users, or an open loop's cap on requests in flight, are split between workers
+    users = config.max_concurrency if config.open_loop else (config.concurrency or 1)
     if config.workers == "auto":
         cores = cores if cores is not None else len(usable_cores())
         return workers_needed(config.rate, users, config.output_len.mean, cores)
@@ -175,8 +176,17 @@ class WorkerRun:
         pinned = [cores[w % len(cores)] if len(cores) > 1 else None for w in range(n)]  # 1 core: no spread
         if cfg.open_loop:
             offsets = self._offsets(cfg, workload)
+            caps = split_users(cfg.max_concurrency, n) if cfg.max_concurrency else None
             return [
-                WorkerSpec(cfg, self.run_id, w, n, None, dealt_offsets(offsets, w, n), pinned[w])
+                WorkerSpec(
+                    dataclasses.replace(cfg, max_concurrency=caps[w].users) if caps else cfg,
+                    self.run_id,
+                    w,
+                    n,
+                    None,
+                    dealt_offsets(offsets, w, n),
+                    pinned[w],
+                )
                 for w in range(n)
             ]
         shares = split_users(cfg.concurrency or 1, n)
