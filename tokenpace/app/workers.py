@@ -127,11 +127,11 @@ class WorkerRun:
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
         specs = self._specs(dataclasses.replace(cfg, model=conn.model), workload)
         t0 = perf_counter_ns()
+        await conn.observers.start()  # from here on, stopped whatever happens
         try:
             await self._start_workers(specs)
             await asyncio.gather(*(link.ready for link in self.links))
             self.clock = await self._align_clocks()
-            await conn.observers.start()
             t0 = perf_counter_ns() + START_LEAD_NS
             for link in self.links:  # the one start time, on each worker's own clock
                 link.tell(
