@@ -17,12 +17,13 @@ from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model
 from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
-from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
+from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.steady import steady_state
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 
@@ -99,10 +100,12 @@ class BenchRun:
                 await monitor.stop()
                 await sender.close()
             finally:
-                observed = await conn.observers.stop(self.records, t0)
+                observed = await conn.observers.stop(self.records, t0, cfg.stream)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
-        summary = summarize(self.records, cfg.slo)
+        summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
@@ -133,7 +136,8 @@ class BenchRun:
             health,
             ctx.interrupted,
             ctx.stop_reason,
-            run_warnings(cfg, summary, send_rate(self.records))
+            _hints(conn.endpoint.url, conn.endpoint.base_path, self.records)
+            + run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
             + ([f"connections: {sender.keepalive.stopped}"] if sender.keepalive.stopped else [])
             + health.warnings,
@@ -205,6 +209,11 @@ async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
         resend_unanswered=cfg.resend_unanswered,
     )
     return _Connection(endpoint, headers, model, served, sender, observers)
+
+
+def _hints(url: str, base_path: str, records: list[RequestRecord]) -> list[str]:
+    hint = not_found_hint(url, base_path, records)
+    return [hint] if hint else []
 
 
 def prebuilt(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace import __version__
+from tokenpace.app.exit_status import RunOutcome
 from tokenpace.app.health import HealthReport
 from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.client.dialects.base import Sampling
@@ -121,8 +122,27 @@ class BenchResult:
     observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
 
     @property
+    def invalid_reasons(self) -> list[str]:
+        """Why the run does not stand for the load asked: client health, an interruption or abort,
+        or no success at all. A run with reasons is stored with ``valid: false``."""
+        reasons = list(self.health.invalid_reasons)
+        if self.interrupted or self.stop_reason.startswith("aborted"):
+            reasons.append(f"the run did not finish: {self.stop_reason}")
+        if not self.summary.counts.get("ok"):
+            sent = self.summary.counts.get("sent", 0)
+            reasons.append(f"no request succeeded ({sent} sent)")
+        return reasons
+
+    @property
     def valid(self) -> bool:
-        return self.health.valid
+        return not self.invalid_reasons
+
+    @property
+    def outcome(self) -> RunOutcome:
+        counts = self.summary.counts
+        return RunOutcome(
+            self.interrupted, self.stop_reason, self.health.valid, counts.get("sent", 0), counts.get("ok", 0)
+        )
 
     def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
         summary = self.summary.to_dict()
@@ -136,7 +156,7 @@ class BenchResult:
             "tokenpace_version": __version__,
             "run_id": self.run_id,
             "valid": self.valid,
-            "invalid_reasons": self.health.invalid_reasons,
+            "invalid_reasons": self.invalid_reasons,
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             "warnings": self.warnings,

@@ -17,7 +17,8 @@ from tokenpace.adapters.results import (
 )
 from tokenpace.adapters.safe_files import OutputPathError
 from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id, stopped_status
+from tokenpace.app.exit_status import ExitDecision, run_exit_status
+from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.progress import NoProgress, RunProgress
 from tokenpace.app.run_loop import run_event_loop, stop_on_signals
@@ -39,14 +40,13 @@ class BenchOutcome:
     saved: SaveReport | None  # None: not saved (--no-store)
 
     @property
+    def exit_decision(self) -> ExitDecision:
+        """The exit status and its reason: a run that did not measure what was asked is no success."""
+        return run_exit_status(self.result.outcome, stored=self.saved is None or self.saved.ok)
+
+    @property
     def exit_status(self) -> ExitStatus:
-        if self.result.interrupted:
-            return stopped_status(self.result.stop_reason)
-        if self.result.stop_reason.startswith("aborted"):
-            return ExitStatus.ABORTED
-        if self.saved is not None and not self.saved.ok:
-            return ExitStatus.REFUSED
-        return ExitStatus.OK
+        return self.exit_decision.code
 
 
 def run_bench_job(

@@ -54,8 +54,10 @@ def check(
     alpha: float = DEFAULT_ALPHA,
     resamples: int = 1000,
     seed: int = 0,
+    allow_invalid: bool = False,
 ) -> CheckReport:
-    """Compare ``candidate`` (default: the newest run that is not the baseline) with the baseline."""
+    """Compare ``candidate`` (default: the newest run that is not the baseline) with the baseline; a
+    baseline or candidate that is not valid or was interrupted is refused unless ``allow_invalid``."""
     base = store.get_baseline(baseline)
     if base is None:
         names = ", ".join(b.name for b in store.baselines()) or "none yet"
@@ -68,5 +70,5 @@ def check(
             raise StoreError("no run to check: the store holds only the baseline's run")
         candidate = newest[0].id
     percentiles = sorted({t.q for t in thresholds} | {50.0})
-    rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed)
+    rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed, allow_invalid)
     return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))

@@ -52,4 +52,9 @@ async def resolve_model(
         return model, models
     if models:
         return models[0], models
+    if status == 404 and "/v1" not in endpoint.base_path:
+        raise PreflightError(
+            f"{url} answered HTTP 404: the URL {endpoint.url} probably lacks /v1 "
+            f"(try {endpoint.url.rstrip('/')}/v1)"
+        )
     raise PreflightError(f"no --model given and {url} lists none (HTTP {status}); pass --model NAME")

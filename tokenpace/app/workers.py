@@ -28,12 +28,13 @@ from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench import BenchRun, connect
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
-from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
+from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
 from tokenpace.app.worker_proc import WorkerSpec, clock_identity, worker_main
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.steady import steady_state
 from tokenpace.core.workload.split import dealt_offsets, owner_of, split_users, workers_needed
 
 START_LEAD_NS = 50_000_000  # the shared start is this far after the last worker said ready
@@ -140,15 +141,24 @@ class WorkerRun:
             await asyncio.gather(*(link.ended for link in self.links))
         finally:
             await self._reap()
-            observed = await conn.observers.stop(self.records, t0)
-        health = self._health(specs, workload, prefix, t0)
-        summary = summarize(self.records, cfg.slo)
-        summary.extra.update(workloads.summary_extra(workload, self.records))
+            observed = await conn.observers.stop(self.records, t0, cfg.stream)
+        health = self._health(workload, prefix, t0)
         conditions = run_conditions(
             cfg, workload.describe(), conn.model, conn.served, conn.endpoint.url, started_at, anchor, prefix,
             sum(link.done.connections_opened for link in self.links if link.done),
         )  # fmt: skip
         conditions["observers"] = conn.observers.describe()
+        return self._result(conn.endpoint, workload, conditions, health, observed)
+
+    def _result(
+        self, endpoint: Any, workload: Any, conditions: dict[str, Any], health: Any, observed: dict[str, Any]
+    ) -> BenchResult:
+        """Summarised over every worker's records, as ``BenchRun`` summarises its own."""
+        cfg = self.config
+        summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        summary.extra.update(workloads.summary_extra(workload, self.records))
         conditions["workers"] = self._describe_workers()
         dones = [link.done for link in self.links if link.done]
         stopped = [d.keepalive_stopped for d in dones if d.keepalive_stopped]
@@ -158,8 +168,10 @@ class WorkerRun:
             "tls_verify": cfg.tls_verify,
             "ca_cert": cfg.ca_cert,
         }
+        hint = not_found_hint(endpoint.url, endpoint.base_path, self.records)
         warnings = (
-            run_warnings(cfg, summary, send_rate(self.records))
+            ([hint] if hint else [])
+            + run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
             + ([f"connections: {stopped[0]}"] if stopped else [])
             + health.warnings
@@ -265,7 +277,7 @@ class WorkerRun:
                 await asyncio.to_thread(link.process.join, JOIN_TIMEOUT_S)
             link.close()
 
-    def _health(self, specs: list[WorkerSpec], workload: Any, prefix: str, t0: int) -> Any:
+    def _health(self, workload: Any, prefix: str, t0: int) -> Any:
         for link in self.links:
             link.note_exit()
             if link.done is None:

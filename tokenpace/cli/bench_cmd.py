@@ -178,11 +178,10 @@ def bench(**opts) -> None:
     render(result.to_dict(), console)
     console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
     print_saved(console, outcome.saved, "bench", outcome.out)
-    status = outcome.exit_status
-    if status is ExitStatus.ABORTED:  # the run did not do what was asked: CI must see it
-        click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
-    if status is not ExitStatus.OK:
-        sys.exit(int(status))
+    decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
 
 
 def bench_config(o: dict) -> BenchConfig:

@@ -100,8 +100,10 @@ def sweep(**opts: Any) -> None:
     out = outcome.out
     assert out is not None
     console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
-    if outcome.exit_status is not ExitStatus.OK:
-        sys.exit(int(outcome.exit_status))
+    decision = outcome.exit_decision
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace sweep: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
 
 
 # the bench options (target, workload, bounds per step, SLO, ...) come first in --help

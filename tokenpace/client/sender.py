@@ -11,7 +11,7 @@ import orjson
 
 from tokenpace import __version__
 from tokenpace.client.connection import HttpConnection
-from tokenpace.client.dial import dial
+from tokenpace.client.dial import Resolver, dial
 from tokenpace.client.dialects.base import Dialect, Sampling
 from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.exchange import Exchange
@@ -55,6 +55,7 @@ class Sender:
         self._idle: list[HttpConnection] = []
         self._open: set[HttpConnection] = set()
         self._closing = False
+        self._resolver = Resolver()
         self.connections_opened = 0
         lines = [
             f"POST {endpoint.path_for(dialect.path)} HTTP/1.1",
@@ -188,7 +189,7 @@ class Sender:
         ep = self.endpoint
         try:
             conn, times = await asyncio.wait_for(
-                dial(ep.host, ep.port, self._ssl), timeout=max(0.001, deadline - loop.time())
+                dial(ep.host, ep.port, self._ssl, self._resolver), timeout=max(0.001, deadline - loop.time())
             )
         except (asyncio.TimeoutError, TimeoutError) as exc:
             # On 3.11+ these are one class, and the OS's own ETIMEDOUT is one too: tell them apart.
