@@ -234,11 +234,11 @@ def test_the_connect_error_abort_labels_requests_in_flight_with_its_reason(monke
     real_dial = sender_module.dial
     dialled = []
 
-    async def dial(host, port, ssl_context):
+    async def dial(host, port, ssl_context, resolver=None):
         dialled.append(1)
         if len(dialled) > 2:
             raise ConnectionRefusedError
-        return await real_dial(host, port, ssl_context)
+        return await real_dial(host, port, ssl_context, resolver)
 
     monkeypatch.setattr(sender_module, "dial", dial)
 

@@ -15,7 +15,7 @@ from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
-from tokenpace.app.preflight import resolve_model
+from tokenpace.app.preflight import resolve_model_when_ready
 from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
@@ -191,11 +191,27 @@ async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
     endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
     headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
     tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
-    model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
+    model, served = await resolve_model_when_ready(
+        endpoint, cfg.model, headers, cfg.ready_check_timeout_s, tls
+    )
     dialect = get_dialect(cfg.api)
     observers = await RunObservers.create(
         endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
     )
+    if cfg.api == "realtime":
+        from tokenpace.client.realtime import RealtimeSender  # aiohttp: a fifth of a second to import
+
+        sender: Sender = RealtimeSender(
+            endpoint,
+            dialect,
+            model,
+            cfg.timeout_s,
+            headers,
+            not cfg.new_connection_per_request,
+            tls,
+            cfg.extra_body,
+        )
+        return _Connection(endpoint, headers, model, served, sender, observers)
     sender = Sender(
         endpoint,
         dialect,
@@ -207,6 +223,7 @@ async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
         reuse_connections=not cfg.new_connection_per_request,
         ssl_context=tls,
         resend_unanswered=cfg.resend_unanswered,
+        extra_body=cfg.extra_body,
     )
     return _Connection(endpoint, headers, model, served, sender, observers)
 

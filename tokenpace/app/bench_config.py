@@ -53,6 +53,8 @@ class BenchConfig:
     new_connection_per_request: bool = False
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    ready_check_timeout_s: float = 0.0  # wait this long for the endpoint to answer (0: ask once)
     ca_cert: str | None = None
     workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
     ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
@@ -92,6 +94,11 @@ class BenchConfig:
             raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
+        turns = self.workload_opts.turns if self.workload_opts is not None else 1
+        if turns > 1 and self.api not in ("chat", "completions"):
+            raise ValueError(
+                f"--turns rebuilds the history from chat answers: use --api chat, not {self.api}"
+            )
         self._validate_headers()
 
     def _validate_headers(self) -> None:

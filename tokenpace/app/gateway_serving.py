@@ -10,13 +10,14 @@ import contextlib
 import sys
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokenpace.app.run_store import open_for_run
 from tokenpace.gateway.config import GatewayConfig
 
 if TYPE_CHECKING:
     from tokenpace.gateway.serve import RunningGateway
+    from tokenpace.gateway.workers import WorkerPool
 
 
 class GatewayRefused(Exception):
@@ -50,17 +51,17 @@ def serve_gateway(
 
         writer = StoreRecordWriter(store, config, session, labels or {})
 
-    def ready(gw: RunningGateway) -> None:
+    def ready(gw: RunningGateway | WorkerPool) -> None:
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
-        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics")
+        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
         if store is not None:
             say(
                 f"storing records in {store.display_url} as session {session} "
                 f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)"
             )
 
-    def done(gw: RunningGateway) -> None:
-        sink = gw.gateway.sink
+    def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
+        sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
         say(f"records: {sink.written} written, {sink.dropped} dropped")
         if store is not None:
             store.close()
@@ -69,8 +70,14 @@ def serve_gateway(
         import uvloop
 
         uvloop.install()
+    from tokenpace.gateway.workers import serve_workers
+
+    serve = serve_forever if config.workers == 1 else serve_workers
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+        try:
+            asyncio.run(serve(config, ready, writer=writer, done=done))
+        except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
+            raise GatewayRefused(f"cannot serve: {exc}") from None
 
 
 def check_otlp(config: GatewayConfig) -> None:

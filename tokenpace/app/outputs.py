@@ -36,6 +36,10 @@ class RunOutputs:
     write_files: bool = True
     store_url: str | None = None  # None: $TOKENPACE_STORE, else the user's default store
     save: bool = True  # False: --no-store
+    # --vllm-json: the run also written with `vllm bench serve --save-result` keys
+    vllm_json: Path | None = None
+    vllm_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    vllm_percentiles: tuple[float, ...] = (99.0,)
 
 
 def new_run_id() -> str:

@@ -6,6 +6,7 @@ import asyncio
 import socket
 import ssl
 from time import perf_counter_ns
+from typing import Any
 
 import orjson
 
@@ -26,6 +27,10 @@ _NOT_RESENT = (
 )
 
 
+def _lower(headers: dict[str, str] | None) -> set[str]:
+    return {k.lower() for k in headers or {}}
+
+
 class Sender:
     """Builds request bytes ahead of time and sends them; one instance per run and process."""
 
@@ -41,12 +46,14 @@ class Sender:
         reuse_connections: bool = True,
         ssl_context: ssl.SSLContext | None = None,
         resend_unanswered: bool = False,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.dialect = dialect
         self.model = model
         self.sampling = sampling
         self.stream = stream
+        self.extra_body = extra_body or {}  # e.g. vLLM's --extra-body: merged over every request body
         self.timeout_s = timeout_s
         self.keepalive = KeepAlive(reuse_connections)  # False: a new connection per request, on purpose
         # True: a request a reused connection dropped unanswered is sent once more (recorded).
@@ -64,6 +71,7 @@ class Sender:
             f"Accept: {'text/event-stream' if stream else 'application/json'}",
             f"User-Agent: tokenpace/{__version__}",
         ]
+        lines += [f"{k}: {v}" for k, v in dialect.headers if k.lower() not in _lower(headers)]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
@@ -71,9 +79,10 @@ class Sender:
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
-        body = orjson.dumps(
-            self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
-        )
+        fields = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
+        if self.extra_body:
+            fields.update(self.extra_body)
+        body = orjson.dumps(fields)
         tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
         return self._head + tail.encode("latin-1") + body
 
