@@ -174,3 +174,20 @@ def test_a_trace_replayed_by_two_workers_keeps_the_traces_clock():
         return sorted((r.request_id, r.scheduled_ns - t0, r.prompt_tokens_requested) for r in result.records)
 
     assert len(two.records) == 10 and schedule(two) == schedule(one)
+
+
+def test_stop_reaches_every_worker_and_keeps_what_was_measured():
+    slow = Script(ttft_s=0.02, itl_s=0.05)  # requests still streaming when the stop comes
+
+    async def go():
+        async with ScriptedServer(slow) as srv:
+            run = WorkerRun(config(srv.url, concurrency=4, duration_s=30.0, workers=2), None, "stop")
+            asyncio.get_running_loop().call_later(1.5, run.stop)  # as Ctrl-C does
+            return await run.run(), srv
+
+    result, srv = asyncio.run(go())
+    assert result.interrupted and result.stop_reason == "interrupted by the user"
+    assert set(srv.stats.truth) <= {r.request_id for r in result.records}
+    cancelled = [r for r in result.records if r.status is Status.CANCELLED]
+    assert cancelled and all(r.error == "cancelled by the user" for r in cancelled)
+    assert all(w.report is not None for w in result.health.workers)  # both ended and reported
