@@ -139,7 +139,7 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
     monitor.start()
     try:
         if t0 is not None and not ctx.stopping:
-            await asyncio.sleep(max(0.0, (t0 - _now()) / 1e9))
+            await asyncio.sleep(max(0.0, (t0 - perf_counter_ns()) / 1e9))  # the shared start
             deadline = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
             await shape.drive(ctx, t0, deadline)
     finally:
@@ -153,10 +153,6 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
         health, ctx.stop_reason or "completed", sender.connections_opened, sender.keepalive.stopped, spec.core
     )
     link.writer.send_all(("done", done))
-
-
-def _now() -> int:
-    return perf_counter_ns()
 
 
 def clock_identity() -> str:
