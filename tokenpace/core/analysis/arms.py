@@ -256,9 +256,12 @@ def analyse_arms(
     alpha: float = 0.05,
     resamples: int = 1000,
     seed: int = 0,
+    expected: Mapping[str, Mapping[str, float]] | None = None,
 ) -> ArmsReport:
     """``weights``: the configured split per arm (arm order = config order; the first is the
-    reference unless ``reference`` names another). Raises ValueError on a reference with no arm."""
+    reference unless ``reference`` names another); ``expected``: per unit (users, requests), the
+    expected share of each arm when the window spans sessions with different splits. Raises
+    ValueError on a reference with no arm."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
     if reference is None or reference not in order:
@@ -271,8 +274,14 @@ def analyse_arms(
     srm = [
         r
         for r in (
-            srm_check({a: s.users for a, s in stats.items()}, weights, "users"),
-            srm_check({a: s.requests for a, s in stats.items()}, weights, "requests"),
+            srm_check(
+                {a: s.users for a, s in stats.items()}, (expected or {}).get("users") or weights, "users"
+            ),
+            srm_check(
+                {a: s.requests for a, s in stats.items()},
+                (expected or {}).get("requests") or weights,
+                "requests",
+            ),
         )
         if r is not None
     ]
