@@ -19,6 +19,8 @@ from tokenpace.gateway.store_writer import StoreRecordWriter
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 GUARDS = "ttft.p95=+10%,error_rate=+0.5pp,complaint=+0pp"
+# docs/gateway.md shows this command; _arms runs it (the store path replaced)
+DOC_COMMAND = f"tokenpace arms --since 1h --store runs.db --guard {GUARDS}"
 
 
 def _serve(db: Path, weights: tuple[float, float], keep_a_users: float, rates: dict[str, float]) -> dict:
@@ -55,9 +57,9 @@ def _serve(db: Path, weights: tuple[float, float], keep_a_users: float, rates: d
 
 
 def _arms(db: Path, *extra: str) -> tuple[int, dict]:
-    result = CliRunner().invoke(
-        arms, ["--since", "1h", "--store", str(db), "--guard", GUARDS, "--resamples", "300", "--json", *extra]
-    )
+    assert DOC_COMMAND in (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
+    args = [str(db) if a == "runs.db" else a for a in DOC_COMMAND.split()[2:]]
+    result = CliRunner().invoke(arms, [*args, "--resamples", "300", "--json", *extra])
     assert result.exit_code in (0, 1, 2), result.output
     return result.exit_code, orjson.loads(result.output)
 
