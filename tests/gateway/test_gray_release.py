@@ -57,7 +57,11 @@ def _serve(db: Path, weights: tuple[float, float], keep_a_users: float, rates: d
 
 
 def _arms(db: Path, *extra: str) -> tuple[int, dict]:
-    assert DOC_COMMAND in (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
+    root = Path(__file__).resolve().parents[2]
+    assert (
+        DOC_COMMAND in (root / "docs" / "gateway.md").read_text()
+        and DOC_COMMAND in (root / "README.md").read_text()
+    )
     args = [str(db) if a == "runs.db" else a for a in DOC_COMMAND.split()[2:]]
     result = CliRunner().invoke(arms, [*args, "--resamples", "300", "--json", *extra])
     assert result.exit_code in (0, 1, 2), result.output
