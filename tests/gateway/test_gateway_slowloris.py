@@ -10,9 +10,9 @@ import re
 
 import aiohttp
 import pytest
-from gateway.test_gateway_hostile import SECRET, check_logs, metrics_text, stream
 
 from gateway.hostile_upstream import HEALTHY, HostileUpstream
+from gateway.test_gateway_hostile import SECRET, check_logs, metrics_text, stream
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.serve import RunningGateway

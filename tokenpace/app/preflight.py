@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+import orjson
+
 from tokenpace.client import Endpoint
+from tokenpace.client.get import GetError, http_get
 
 
 class PreflightError(Exception):
@@ -20,29 +23,23 @@ async def resolve_model(
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[str, list[str]]:
     """Check the server answers and pick the model: the one given, else the first it lists."""
-    import aiohttp  # here, not at import: it costs a fifth of a second of start-up
-
-    url = f"{endpoint.scheme}://{endpoint.host_header}{endpoint.base_path}/models"
+    path = endpoint.base_path + "/models"
     if endpoint.base_path.endswith(("/chat/completions", "/completions")):
-        url = url.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
+        path = path.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
     if endpoint.query:
-        url += "?" + endpoint.query
+        path += "?" + endpoint.query
+    url = f"{endpoint.scheme}://{endpoint.host_header}{path}"
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-            session.get(url, headers=headers, ssl=ssl_context if ssl_context is not None else True) as resp,
-        ):
-            status = resp.status
-            data = await resp.json(content_type=None) if status == 200 else None
+        status, body = await http_get(endpoint, path, headers, timeout_s, ssl_context)
     except asyncio.TimeoutError:
         raise PreflightError(f"{endpoint.url} did not answer within {timeout_s:g}s") from None
-    except aiohttp.ClientConnectorError as exc:
-        raise PreflightError(f"cannot reach {endpoint.url}: {exc.os_error or exc}") from None
-    except aiohttp.ClientError as exc:
-        raise PreflightError(f"cannot talk to {endpoint.url}: {exc}") from None
-    except ValueError:
+    except GetError as exc:
+        what = "talk to" if exc.reached else "reach"
+        raise PreflightError(f"cannot {what} {endpoint.url}: {exc}") from None
+    try:
+        data = orjson.loads(body) if status == 200 else None
+    except orjson.JSONDecodeError:
         data = None
-        status = 200
     if status in (401, 403):
         raise PreflightError(f"{url} answered HTTP {status}: check --api-key / OPENAI_API_KEY")
     models: list[str] = []

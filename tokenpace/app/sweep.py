@@ -21,9 +21,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tokenpace import __version__
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
+from tokenpace.app.workers import AnyRun, make_run
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,
@@ -31,9 +32,11 @@ from tokenpace.core.analysis.plan import (
     make_plan,
     point_from_result,
 )
+from tokenpace.core.analysis.prefill_fit import fit_records
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.lengths import parse_length
 
-MODES = ("concurrency", "rate")
+MODES = ("concurrency", "rate", "input_len")  # input_len: prompt lengths at a fixed load
 
 
 @dataclass
@@ -64,8 +67,10 @@ class SweepConfig:
         for s in self.steps:
             if s <= 0:
                 raise ValueError(f"step {s:g}: loads must be positive")
-            if self.mode == "concurrency" and s != int(s):
-                raise ValueError(f"step {s:g}: concurrency must be a whole number")
+            if self.mode in ("concurrency", "input_len") and s != int(s):
+                raise ValueError(f"step {s:g}: {self.mode.replace('_', ' ')} must be a whole number")
+        if self.mode == "input_len" and self.auto:
+            raise ValueError("an input-length sweep takes its lengths as a list (--input-len 512,1024,2048)")
         if self.slo_percentile not in ("p50", "p90", "p95", "p99"):
             raise ValueError("SLO percentile must be p50, p90, p95 or p99")
         if not 0 <= self.headroom < 1:
@@ -135,16 +140,29 @@ class SweepResult:
             "probe": [d for d in kept if d["sweep_step"]["phase"] == "probe"],
             "short_attempts": [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
             "probe_plateau_rps": self.plateau_rps,
-            **capacity(
-                curve,
-                cfg.base.slo.to_dict(),
-                cfg.slo_percentile,
-                cfg.max_error_rate,
-                cfg.peak_rps,
-                cfg.headroom,
-                self.plateau_rps,
+            **(
+                input_len_analysis(self.curve())
+                if cfg.mode == "input_len"
+                else capacity(
+                    curve,
+                    cfg.base.slo.to_dict(),
+                    cfg.slo_percentile,
+                    cfg.max_error_rate,
+                    cfg.peak_rps,
+                    cfg.headroom,
+                    self.plateau_rps,
+                )
             ),
         }
+
+
+def input_len_analysis(steps: list[SweepStep]) -> dict[str, Any]:
+    """An input-length sweep's prefill fit (TTFT on input tokens) over every step's requests."""
+    records = [r for step in steps for r in step.result.records]
+    try:
+        return {"prefill_fit": fit_records(records).to_dict()}
+    except ValueError as exc:
+        return {"prefill_fit": None, "prefill_fit_reason": str(exc)}
 
 
 def capacity(
@@ -182,7 +200,7 @@ class Sweep:
         self,
         config: SweepConfig,
         sweep_id: str | None = None,
-        on_step_start: Callable[[int, str, str, float, BenchRun], None] | None = None,
+        on_step_start: Callable[[int, str, str, float, AnyRun], None] | None = None,
         on_record: Callable[[int, RequestRecord], None] | None = None,
         on_step_done: Callable[[SweepStep], None] | None = None,
     ) -> None:
@@ -193,7 +211,7 @@ class Sweep:
         self.on_record = on_record
         self.on_step_done = on_step_done
         self.steps: list[SweepStep] = []
-        self._current: BenchRun | None = None
+        self._current: AnyRun | None = None
         self._stopped = False
         self._interrupted = False
         self._stop_reason = ""
@@ -272,7 +290,9 @@ class Sweep:
         if self._stopped:
             return False
         cfg = self.config
-        if mode == "concurrency":
+        if mode == "input_len":  # the base's fixed load; only the prompt length steps
+            bench_cfg = dataclasses.replace(cfg.base, input_len=parse_length(str(int(load))))
+        elif mode == "concurrency":
             bench_cfg = dataclasses.replace(cfg.base, concurrency=int(load), rate=None)
         else:
             bench_cfg = dataclasses.replace(cfg.base, rate=load, concurrency=None)
@@ -307,7 +327,7 @@ class Sweep:
             def on_record(record: RequestRecord) -> None:
                 hook(index, record)
 
-        run = BenchRun(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
+        run = make_run(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
         self._current = run
         if self.on_step_start is not None:
             self.on_step_start(index, phase, mode, load, run)

@@ -24,6 +24,8 @@ COMMANDS = {
     "ab": "tokenpace.cli.ab_cmd",
     "gateway": "tokenpace.cli.gateway_cmd",
     "sim": "tokenpace.cli.sim_cmd",
+    "scenarios": "tokenpace.cli.scenarios_cmd",
+    "select": "tokenpace.cli.select_cmd",
 }
 
 

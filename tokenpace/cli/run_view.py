@@ -108,6 +108,8 @@ class SweepView:
 
 
 def load_label(mode: str, load: float) -> str:
+    if mode == "input_len":
+        return f"input {int(load)} tokens"
     return f"c={int(load)}" if mode == "concurrency" else f"{load:g} req/s"
 
 

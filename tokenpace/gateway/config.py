@@ -162,3 +162,14 @@ def read_key_file(path: str) -> list[str]:
     """One key per line; blank lines and lines starting with # are skipped."""
     with open(path, encoding="utf-8") as fh:
         return [s for line in fh if (s := line.strip()) and not s.startswith("#")]
+
+
+def proxy_url(config: GatewayConfig, port: int) -> str:
+    return f"http://{config.host}:{port}"
+
+
+def admin_url(config: GatewayConfig, port: int, admin_port: int | None) -> str:
+    """Where /metrics and /tokenpace/* are served: the proxy's own URL unless they are apart."""
+    if admin_port is None:
+        return proxy_url(config, port)
+    return f"http://{config.admin_host or config.host}:{admin_port}"

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from aiohttp import web
 
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config import GatewayConfig
+from tokenpace.gateway.config import GatewayConfig, admin_url, proxy_url
 from tokenpace.gateway.guard import listen
 from tokenpace.gateway.proxy import Gateway
 from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer
@@ -39,14 +39,12 @@ class RunningGateway:
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+        return proxy_url(self.config, self.port)
 
     @property
     def admin_url(self) -> str:
         """Where /metrics and /tokenpace/* are served (the proxy's own URL unless apart)."""
-        if self.admin_port is None:
-            return self.url
-        return f"http://{self.config.admin_host or self.config.host}:{self.admin_port}"
+        return admin_url(self.config, self.port, self.admin_port)
 
     async def start(self) -> RunningGateway:
         cfg, gw = self.config, self.gateway

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from tokenpace.gateway.admin import MULTIPROC_ENV
-from tokenpace.gateway.config import GatewayConfig
+from tokenpace.gateway.config import GatewayConfig, admin_url, proxy_url
 from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer, records_in
 
 START_TIMEOUT_S = 60.0
@@ -56,13 +56,12 @@ class WorkerPool:
 
     @property
     def url(self) -> str:
-        return f"http://{self.config.host}:{self.port}"
+        return proxy_url(self.config, self.port)
 
     @property
     def admin_url(self) -> str:
-        if self.admin_port is None:
-            return self.url
-        return f"http://{self.config.admin_host or self.config.host}:{self.admin_port}"
+        """Where /metrics and /tokenpace/* are served (the proxy's own URL unless apart)."""
+        return admin_url(self.config, self.port, self.admin_port)
 
     async def start(self) -> WorkerPool:
         await asyncio.get_running_loop().run_in_executor(None, self._start)
