@@ -103,10 +103,26 @@ def test_bad_events_are_400_with_a_reason_that_never_echoes_the_value() -> None:
                 for body in bodies:
                     async with s.post(gw.url + "/tokenpace/events", data=body) as r:
                         out.append((r.status, (await r.json())["error"]["message"]))
+
+                async def pieces():  # chunked, no Content-Length: bounded as it arrives
+                    for _ in range(100):
+                        yield b" " * 4096
+
+                async with s.post(gw.url + "/tokenpace/events", data=pieces()) as r:
+                    out.append((r.status, (await r.json())["error"]["message"]))
+                small = [{"request_id": "r", "event": "accepted"}] * 300  # several chunks, in bounds
+
+                async def slices():
+                    data = orjson.dumps(small)
+                    for i in range(0, len(data), 1000):
+                        yield data[i : i + 1000]
+
+                async with s.post(gw.url + "/tokenpace/events", data=slices()) as r:
+                    assert r.status == 200 and (await r.json())["accepted"] == 300
                 return out
 
     answers = asyncio.run(main())
-    assert [status for status, _ in answers] == [400] * 8 + [413]
+    assert [status for status, _ in answers] == [400] * 8 + [413, 413]
     for _, message in answers:
         assert "SECRET" not in message and len(message) < 120
     assert "request_id" in answers[2][1] and "value" in answers[4][1] and "control" in answers[5][1]

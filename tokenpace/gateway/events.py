@@ -13,6 +13,7 @@ requests, joined to the request's arm and stored beside the records.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from collections import OrderedDict
@@ -20,6 +21,7 @@ from collections.abc import Callable
 
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 from prometheus_client import CollectorRegistry, Counter
 
 from tokenpace.core.events import UNKNOWN_ARM, EventError, EventInput, OutcomeEvent, parse_events
@@ -70,6 +72,17 @@ class EventMetrics:
         self.events.labels(arm, event if event in self._names else "other").inc()
 
 
+async def _read_bounded(request: web.Request, limit: int) -> bytes | None:
+    """The whole body (chunked or not), or None as soon as it passes ``limit`` bytes."""
+    chunks, size = [], 0
+    while chunk := await request.content.read(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 class EventsPage:
     """The handler; ``route(user_key)`` -> (arm, upstream) is the router's sticky choice."""
 
@@ -80,7 +93,9 @@ class EventsPage:
         put: Callable[[OutcomeEvent], None],
         metrics: EventMetrics,
         authorized: Callable[[web.Request], web.Response | None],
+        body_timeout_s: float = 30.0,
     ) -> None:
+        self.body_timeout_s = body_timeout_s
         self.recent = recent
         self.route = route
         self.put = put
@@ -95,10 +110,12 @@ class EventsPage:
         if request.content_length is not None and request.content_length > MAX_EVENTS_BODY:
             return errors.too_large(MAX_EVENTS_BODY)
         try:
-            body = await request.content.read(MAX_EVENTS_BODY + 1)
-        except Exception:
+            body = await asyncio.wait_for(_read_bounded(request, MAX_EVENTS_BODY), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            return errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
+        except (HttpProcessingError, ConnectionError):  # a broken body: one short answer
             return errors.bad_request("incomplete request body")
-        if len(body) > MAX_EVENTS_BODY:
+        if body is None:
             return errors.too_large(MAX_EVENTS_BODY)
         try:
             inputs = parse_events(orjson.loads(body))
