@@ -108,15 +108,23 @@ class EventsPage:
         if refused is not None:
             return refused
         if request.content_length is not None and request.content_length > MAX_EVENTS_BODY:
-            return errors.too_large(MAX_EVENTS_BODY)
+            resp = errors.too_large(MAX_EVENTS_BODY)
+            resp.force_close()
+            return resp
         try:
             body = await asyncio.wait_for(_read_bounded(request, MAX_EVENTS_BODY), self.body_timeout_s)
         except asyncio.TimeoutError:
-            return errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
+            resp = errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
         except (HttpProcessingError, ConnectionError):  # a broken body: one short answer
-            return errors.bad_request("incomplete request body")
-        if body is None:
-            return errors.too_large(MAX_EVENTS_BODY)
+            resp = errors.bad_request("incomplete request body")
+        else:
+            if body is not None:
+                return self._accept(body)
+            resp = errors.too_large(MAX_EVENTS_BODY)
+        resp.force_close()  # the rest of the body is unread: this connection is done
+        return resp
+
+    def _accept(self, body: bytes) -> web.Response:
         try:
             inputs = parse_events(orjson.loads(body))
         except orjson.JSONDecodeError:
