@@ -171,3 +171,15 @@ def test_an_error_answer_carries_the_request_id_too() -> None:
 
     status, rid, arm = asyncio.run(main())
     assert status == 502 and rid and arm == "a"
+
+
+def test_the_printed_hint_names_the_arms_the_store_holds() -> None:
+    from tokenpace.app.gateway_serving import compare_hint
+
+    two = GatewayConfig(
+        upstreams=(parse_upstream("a=http://h/v1"), parse_upstream("b=http://g/v1,arm=canary"))
+    )
+    assert "compare source=gateway,arm=a source=gateway,arm=canary" in compare_hint(two)
+    assert "tokenpace arms --since 1h" in compare_hint(two)
+    one = GatewayConfig(upstreams=(parse_upstream("a=http://h/v1"),))
+    assert compare_hint(one) == "tokenpace runs list --where source=gateway"
