@@ -54,10 +54,10 @@ def serve_gateway(
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics")
         if store is not None:
-            say(
-                f"storing records in {store.display_url} as session {session} "
-                f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)"
-            )
+            say(f"storing records in {store.display_url} as session {session}")
+            hint = compare_hint(config, session)
+            if hint:
+                say(f"to compare the arms afterwards: {hint}")
 
     def done(gw: RunningGateway) -> None:
         sink = gw.gateway.sink
@@ -99,3 +99,12 @@ def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
             shown = strip_credentials(url)
             out.append(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}")
     return out
+
+
+def compare_hint(config: GatewayConfig, session: str) -> str:
+    """The `tokenpace compare` line for this session's first two arms (their real labels)."""
+    arms = list(dict.fromkeys(u.arm for u in config.upstreams))
+    if len(arms) < 2:
+        return ""
+    a, b = (f"source=gateway,gateway_session={session},arm={arm}" for arm in arms[:2])
+    return f"tokenpace compare {a} {b}"

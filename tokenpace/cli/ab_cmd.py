@@ -14,7 +14,8 @@ from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus
 from tokenpace.cli import parsing
-from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
+from tokenpace.cli.analysis_view import COMPARISON_OPTIONAL, comparison_table, print_rule, print_warnings
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import STORE_HELP
 from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles
 from tokenpace.client import EndpointError
@@ -128,7 +129,9 @@ def _print(console: Console, result: AbResult) -> None:
     else:
         url_a, url_b = strip_credentials(result.config.url_a), strip_credentials(result.config.url_b)
         title = f"A/B {result.ab_id}: A = {url_a}  vs  B = {url_b}"
-        console.print(comparison_table(a.comparison, title, caption=_CAPTION))
+        show_table(
+            console, comparison_table(a.comparison, title, caption=_CAPTION), optional=COMPARISON_OPTIONAL
+        )
         deltas = a.block_deltas.get("ttft", {}).get("p50", [])
         shown = ", ".join("-" if d is None else f"{d:+.2f}" for d in deltas)
         console.print(

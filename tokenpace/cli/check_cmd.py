@@ -9,7 +9,14 @@ import click
 from rich.console import Console
 
 from tokenpace.app.check import check as run_check
-from tokenpace.cli.analysis_view import comparison_table, gate_table, print_rule, print_warnings
+from tokenpace.cli.analysis_view import (
+    COMPARISON_OPTIONAL,
+    comparison_table,
+    gate_table,
+    print_rule,
+    print_warnings,
+)
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.gate import parse_thresholds
 
@@ -46,8 +53,8 @@ def check(baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet,
     console = Console()
     if not quiet:
         title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
-        console.print(comparison_table(report.run.comparison, title))
-        console.print(gate_table(report.items))
+        show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
+        show_table(console, gate_table(report.items), optional=("allowed",))
         print_warnings(console, report.run.warnings)
         print_rule(console, report.run.comparison.rule)
     failed = [i.threshold.name for i in report.items if i.outcome == "regressed"]

@@ -9,7 +9,14 @@ import orjson
 from rich.console import Console
 
 from tokenpace.app.compare import compare_runs
-from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings, run_level_table
+from tokenpace.cli.analysis_view import (
+    COMPARISON_OPTIONAL,
+    comparison_table,
+    print_rule,
+    print_warnings,
+    run_level_table,
+)
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import (
     guarded,
     open_or_fail,
@@ -66,8 +73,8 @@ def compare(run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_js
         return
     console = Console()
     title = f"A = {rc.a.id} {_labels(rc.a.labels)}  vs  B = {rc.b.id} {_labels(rc.b.labels)}"
-    console.print(comparison_table(rc.comparison, title))
-    console.print(run_level_table(rc.run_level))
+    show_table(console, comparison_table(rc.comparison, title), optional=COMPARISON_OPTIONAL)
+    show_table(console, run_level_table(rc.run_level))
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 

@@ -63,6 +63,7 @@ def render(result: dict[str, Any], console: Console) -> None:
         (f"{cond['model']}", "bold cyan"),
         " @ ",
         cond["endpoint"],
+        (_simulated(cond), "yellow"),
         "  ",
         (f"run {result['run_id']}", "dim"),
         "\n",
@@ -87,7 +88,7 @@ def render(result: dict[str, Any], console: Console) -> None:
     notes = _notes(result)
     if notes:
         parts.append(notes)
-    title = "tokenpace bench" + ("  [INTERRUPTED]" if result.get("interrupted") else "")
+    title = "tokenpace bench" + ("  [run stopped early]" if result.get("interrupted") else "")
     border = "red" if not result["valid"] else "green"
     console.print(Panel(Group(*parts), title=title, border_style=border, expand=False))
 
@@ -123,7 +124,7 @@ def _outcomes(s: dict[str, Any]) -> Text:
         ", ".join(parts),
         " | ",
         (f"error rate {s['error_rate']:.1%}", style),
-        f", timeouts {s['timeout_rate']:.1%}, interrupted {s['interrupted_rate']:.1%}",
+        f", timeouts {s['timeout_rate']:.1%}, streams cut short {s['interrupted_rate']:.1%}",
     )
     for reason, n in list(s.get("errors", {}).items())[:5]:
         text.append(f"\n            {n} x {reason}", style="red")
@@ -158,9 +159,7 @@ def _server(result: dict[str, Any]) -> Text | None:
     server = result.get("server_metrics")
     if not server:
         return None
-    text = Text.assemble(
-        ("Server      ", "bold"), f"{server['engine']} /metrics, {server['scrapes']} scrapes"
-    )
+    text = Text.assemble(("Server      ", "bold"), _metrics_source(result, server))
     dec = server.get("decomposition")
     if dec:
         split = ""
@@ -198,7 +197,7 @@ def _client(result: dict[str, Any]) -> Text:
     )
     if c.get("cpu_us_per_chunk"):
         text.append(f" ({c['cpu_us_per_chunk']:.0f} us/chunk)")
-    text.append(f" | {c['max_rss_mb']:.0f} MB")
+    text.append(f" | memory {c['max_rss_mb']:.0f} MB")
     if result["valid"]:
         text.append("\n            VALID: the client kept up with the load asked", style="green")
     else:
@@ -218,9 +217,36 @@ def _notes(result: dict[str, Any]) -> Text | None:
         )
     src = s["tokens"]["output_sources"]
     if src:
-        lines.append("output tokens from " + ", ".join(f"{k}: {v}" for k, v in src.items()))
+        lines.append(_output_token_sources(src))
     if result.get("stop_reason") and result["stop_reason"] != "completed":
         lines.append(f"stopped: {result['stop_reason']}")
     if not lines:
         return None
     return Text("\n".join(f"note: {line}" for line in lines), style="dim")
+
+
+def _output_token_sources(src: dict[str, int]) -> str:
+    """Where the output token counts came from, as a sentence."""
+    said = {"server": "the server's usage report", "chunks": "one per streamed chunk (no usage report)"}
+    parts = [f"{n} request{'s' if n != 1 else ''} from {said.get(k, k)}" for k, n in src.items()]
+    return "output tokens counted: " + ", ".join(parts)
+
+
+def _simulated(cond: dict[str, Any]) -> str:
+    """Said in the header when the engine is tokenpace's own simulator, not a real one."""
+    target = str(cond.get("target") or "")
+    if not target.startswith("sim:"):
+        return ""
+    return f" (tokenpace's simulated engine, profile {target[4:]})"
+
+
+def _metrics_source(result: dict[str, Any], server: dict[str, Any]) -> str:
+    engine, scrapes = server["engine"], server["scrapes"]
+    if str(result["conditions"].get("target") or "").startswith("sim:"):
+        return f"the simulator's {engine}-style /metrics, {scrapes} scrapes"
+    if engine == "unknown":
+        return (
+            f"/metrics answered ({scrapes} scrapes) with no engine metrics tokenpace knows (a proxy "
+            "such as tokenpace gateway?): no engine view; raw series in RESULT.server-metrics.jsonl"
+        )
+    return f"{engine} /metrics, {scrapes} scrapes"

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.history import history as run_history
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_option, write_report
 
 
@@ -72,7 +73,7 @@ def history(
             change = f"{cp.rel_change:+.1%}" if cp.rel_change is not None else "?"
             mark = f"[bold]<- shift {change}[/] ({cp.before:,.2f} -> {cp.after:,.2f}, p={cp.p_value:.3f})"
         table.add_row(str(i), p.run_id, p.started_at[:19].replace("T", " "), f"{p.value:,.2f}", mark)
-    console.print(table)
+    show_table(console, table)
     if not hist.points:
         console.print("no matching run has this metric", highlight=False)
     elif len(hist.points) < 2 * min_size:
