@@ -32,8 +32,20 @@ from tokenpace.core.analysis.gate import parse_thresholds
 )
 @click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
-@click.option("--resamples", type=int, default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--resamples",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for the confidence intervals.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the bootstrap (the same seed gives the same intervals).",
+)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
 )

@@ -37,7 +37,9 @@ from tokenpace.cli.store_opts import (
     show_default=True,
     help="Smallest relative change called slower/faster; smaller significant ones are 'negligible'.",
 )
-@click.option("--percentiles", default="50,95,99", show_default=True)
+@click.option(
+    "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."
+)
 @click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")

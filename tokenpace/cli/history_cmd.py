@@ -23,10 +23,16 @@ from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_op
 @click.option("--until", help="Runs started until.")
 @click.option("--limit", type=int, help="Only the newest N matching runs.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="False-alarm rate per series.")
-@click.option("--permutations", type=int, default=199, show_default=True)
+@click.option(
+    "--permutations",
+    type=int,
+    default=199,
+    show_default=True,
+    help="Permutations of the significance test of each level shift.",
+)
 @click.option("--min-size", type=int, default=5, show_default=True, help="Fewest runs in a segment.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the permutation test.")
+@click.option("--json", "as_json", is_flag=True, help="The runs and level shifts as JSON instead of a table.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @store_option
 @guarded("history")

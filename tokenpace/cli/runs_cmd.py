@@ -29,7 +29,7 @@ def _num(summary: dict, metric: str, stat: str = "p95") -> str:
 @click.option("--where", "where", multiple=True, metavar="K=V", help="Label, model, endpoint or condition.")
 @click.option("--since", help="Runs started since: 7d, 12h, 2024-05-01 ...")
 @click.option("--until", help="Runs started until (same forms).")
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--limit", type=int, default=50, show_default=True, help="Show at most this many runs.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 @store_option
 @guarded("runs list")
