@@ -223,8 +223,9 @@ def test_the_documented_command_runs(cmd: DocCommand, workspace: tuple[Bed, Path
     if cmd.is_server():
         _serve(args, env, cwd)
         return
-    r = run_cli(*args, env=env, cwd=str(cwd), timeout=300)
+    r = run_cli(*args, env=env | {"COLUMNS": "80"}, cwd=str(cwd), timeout=300)  # a pipe, 80 columns
     assert r.returncode == 0, (cmd.where, args, r.stdout[-3000:], r.stderr[-3000:])
+    assert "…" not in r.stdout, (cmd.where, "cut short at 80 columns", r.stdout)
     assert r.stdout.strip() or r.stderr.strip(), (cmd.where, "printed nothing")
     assert "Traceback" not in r.stderr
     if cmd.subcommand == "sim" and "--virtual" in args:  # a table of steps, each with requests done

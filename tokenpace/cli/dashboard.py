@@ -81,10 +81,8 @@ def render(result: dict[str, Any], console: Console) -> None:
             _latency_table(summary, _SCHEDULED_ROWS, "Open loop: latency from the scheduled send time (ms)")
         )
     parts += workload_view.tables(summary)  # length bins, turns, cold/warm prefix (issue 7)
-    parts.append(_throughput(summary))
-    parts.append(_outcomes(summary))
-    parts.extend(p for p in (_network(result), _server(result)) if p is not None)
-    parts.append(_client(result))
+    sections = [_throughput(summary), _outcomes(summary), _network(result), _server(result), _client(result)]
+    parts.extend(_hanging(p) for p in sections if p is not None)
     notes = _notes(result)
     if notes:
         parts.append(notes)
@@ -250,3 +248,19 @@ def _metrics_source(result: dict[str, Any], server: dict[str, Any]) -> str:
             "such as tokenpace gateway?): no engine view; raw series in RESULT.server-metrics.jsonl"
         )
     return f"{engine} /metrics, {scrapes} scrapes"
+
+
+_LABEL = 12  # "Throughput  ": the width of a section's label
+
+
+def _hanging(section: Text) -> Table:
+    """A labelled section whose long lines wrap under the text, not under the label."""
+    lines = section.split("\n")
+    label = lines[0][:_LABEL]
+    rest = [line[_LABEL:] if line.plain[:_LABEL].isspace() else line for line in lines[1:]]
+    body = Text("\n").join([lines[0][_LABEL:], *rest])
+    grid = Table.grid()
+    grid.add_column(width=_LABEL, no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(label, body)
+    return grid
