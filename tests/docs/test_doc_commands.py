@@ -109,21 +109,9 @@ def _gateway_session(bed: Bed, env: dict[str, str], cwd: Path) -> None:
         env,
     )
     try:
-        _ok(
-            "bench",
-            "--url",
-            gw.url,
-            "-n",
-            "40",
-            "-c",
-            "4",
-            "--output-len",
-            "8",
-            "--no-store",
-            "-q",
-            env=env,
-            cwd=cwd,
-        )
+        bench = ("bench", "--url", gw.url, "-n", "40", "-c", "4", "--output-len", "8", "--no-store")
+        through = _ok(*bench, env=env, cwd=cwd)
+        assert "tokenpace gateway /metrics" in through and "unknown" not in through, through
     finally:
         assert gw.stop() == 0, gw.lines
     hints = [ln.split(": ", 1)[1] for ln in "".join(gw.lines).splitlines() if "to compare the arms" in ln]

@@ -242,6 +242,11 @@ def _metrics_source(result: dict[str, Any], server: dict[str, Any]) -> str:
     engine, scrapes = server["engine"], server["scrapes"]
     if str(result["conditions"].get("target") or "").startswith("sim:"):
         return f"the simulator's {engine}-style /metrics, {scrapes} scrapes"
+    if engine == "tokenpace-gateway":
+        return (
+            f"tokenpace gateway /metrics, {scrapes} scrapes: a proxy, so no engine view here "
+            "(give the gateway's upstreams metrics=URL, or bench the engine directly)"
+        )
     if engine == "unknown":
         return (
             f"/metrics answered ({scrapes} scrapes) with no engine metrics tokenpace knows (a proxy "

@@ -98,3 +98,10 @@ def test_deprecated_vllm_names_still_read():
 def test_failed_scrapes_are_counted_not_fatal():
     out = analyse([{"t_ns": 0, "error": "refused"}], [], start_ns=0)
     assert out == {"scrapes": 1, "errors": 1, "engine": "unknown"}
+
+
+def test_tokenpace_gateway_metrics_are_named_as_the_gateway_not_an_unknown_engine():
+    gateway = {"tokenpace_gateway_requests_total": 3.0, "process_cpu_seconds_total": 1.0}
+    assert detect_engine(gateway) == "tokenpace-gateway"
+    assert detect_engine({"process_cpu_seconds_total": 1.0}) == "unknown"
+    assert detect_engine(gateway | {"vllm:num_requests_running": 1.0}) == "vllm"  # an engine wins
