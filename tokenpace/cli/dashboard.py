@@ -86,7 +86,7 @@ def render(result: dict[str, Any], console: Console) -> None:
     notes = _notes(result)
     if notes:
         parts.append(notes)
-    title = "tokenpace bench" + ("  [run stopped early]" if result.get("interrupted") else "")
+    title = "tokenpace bench" + ("  [INTERRUPTED]" if result.get("interrupted") else "")
     border = "red" if not result["valid"] else "green"
     console.print(Panel(Group(*parts), title=title, border_style=border, expand=False))
 
