@@ -39,15 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import orjson
+from accuracy_analysis import analyze, first_wave
 from accuracy_report import MD_PATH, _f, machine, markdown, update_md
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PY = sys.executable
 SERVER_CPU, CLIENT_CPU = 0, 1
-ITL_NS = 10_000_000
 
 
 @dataclass(frozen=True)
@@ -176,100 +175,8 @@ def run_client(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], pr
         raise RuntimeError(f"{kind} client failed on {sc.key} (exit {rc})")
     data = orjson.loads(out_path.read_bytes())
     data["process"] = {"cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024, "wall_s": wall}
-    return analyze(data, truth)
-
-
-# --- analysis ---
-def _pct(values: list[float] | np.ndarray, q: float) -> float | None:
-    return float(np.percentile(values, q)) if len(values) else None
-
-
-def analyze(data: dict, server: dict) -> dict:
-    truth: dict[str, list[int]] = server["truth"]
-    read: dict[str, int] = server.get("read", {})
-    ttft, itl, delay, server_gaps = [], [], [], []
-    send_side, whole = [], []  # server read - client send; client TTFT - server TTFT
-    ok = mismatched = missing = 0
-    tokens = 0
-    first_sent, last_end = None, None
-    for r in data["records"]:
-        tokens += len(r["token_ns"])
-        if r["sent_ns"]:
-            first_sent = r["sent_ns"] if first_sent is None else min(first_sent, r["sent_ns"])
-        if r["end_ns"]:
-            last_end = r["end_ns"] if last_end is None else max(last_end, r["end_ns"])
-        if r["status"] != "ok":
-            continue
-        ok += 1
-        t = truth.get(r["request_id"])
-        if not t:
-            missing += 1
-            continue
-        c = np.asarray(r["token_ns"], dtype=np.int64)
-        s = np.asarray(t, dtype=np.int64)
-        if len(c) != len(s):
-            mismatched += 1
-            n = min(len(c), len(s))
-            c, s = c[:n], s[:n]
-        if not len(c):
-            continue
-        ttft.append(float(c[0] - s[0]) / 1e6)
-        if r["request_id"] in read and r["sent_ns"]:
-            got = read[r["request_id"]]
-            send_side.append((got - r["sent_ns"]) / 1e6)
-            whole.append(((c[0] - r["sent_ns"]) - (s[0] - got)) / 1e6)
-        delay.extend(((c - s) / 1e6).tolist())
-        itl.extend((np.abs(np.diff(c) - np.diff(s)) / 1e6).tolist())
-        server_gaps.extend(((np.diff(s) - ITL_NS) / 1e6).tolist())
-    recs = data["records"]
-    dispatch = [(r["dispatched_ns"] - r["scheduled_ns"]) / 1e6 for r in recs if r["dispatched_ns"]]
-    send = [(r["sent_ns"] - r["scheduled_ns"]) / 1e6 for r in recs if r["sent_ns"] and r["scheduled_ns"]]
-    if data["kind"] == "tokenpace":
-        loop_lag_p99 = data["health"]["loop_lag_ms"]["p99"]
-        loop_lag_p50 = data["health"]["loop_lag_ms"]["p50"]
-    else:
-        loop_lag_p99 = _pct(data["loop_lag_ms"], 99)
-        loop_lag_p50 = _pct(data["loop_lag_ms"], 50)
-    window_s = (last_end - first_sent) / 1e9 if first_sent and last_end else None
-    out = {
-        "kind": data["kind"],
-        "sent": len(recs),
-        "ok": ok,
-        "errors": sorted({r["error"] for r in recs if r["status"] != "ok" and r.get("error")})[:3],
-        "tokens": tokens,
-        "tokens_per_s": tokens / window_s if window_s else None,
-        "joined_requests": len(ttft),
-        "missing_truth": missing,
-        "token_count_mismatch": mismatched,
-        "ttft_err_ms": {"p50": _pct(ttft, 50), "p99": _pct(ttft, 99), "max": max(ttft, default=None)},
-        "send_side_ms": {"p50": _pct(send_side, 50), "p99": _pct(send_side, 99)},
-        "whole_ttft_err_ms": {
-            "p50": _pct(whole, 50),
-            "p99": _pct(whole, 99),
-            "max": max(whole, default=None),
-        },
-        "itl_abs_err_ms": {"p50": _pct(itl, 50), "p99": _pct(itl, 99), "n": len(itl)},
-        "delivery_delay_ms": {
-            "p50": _pct(delay, 50),
-            "p99": _pct(delay, 99),
-            "max": max(delay, default=None),
-        },
-        "server_gap_late_ms": {"p50": _pct(server_gaps, 50), "p99": _pct(server_gaps, 99)},
-        "loop_lag_ms": {"p50": loop_lag_p50, "p99": loop_lag_p99},
-        "dispatch_lag_ms": {"p50": _pct(dispatch, 50), "p99": _pct(dispatch, 99)},
-        "send_lag_ms": {"p50": _pct(send, 50), "p99": _pct(send, 99)},
-        "cpu_s": data["cpu_s"],
-        "wall_s": data["wall_s"],
-        "cpu_us_per_token": data["cpu_s"] * 1e6 / tokens if tokens else None,
-        "max_rss_mb": data["max_rss_mb"],
-        "process": data["process"],
-    }
-    if data["kind"] == "tokenpace":
-        out["valid"] = data["valid"]
-        out["invalid_reasons"] = data["invalid_reasons"]
-        out["health_cpu_us_per_chunk"] = data["health"]["cpu_us_per_chunk"]
-        out["health_cpu_fraction"] = data["health"]["cpu_fraction"]
-        out["reported"] = data["reported"]
+    out = analyze(data, truth)
+    out["first_wave_ttft_ms"] = first_wave(data["records"], sc.concurrency)
     return out
 
 

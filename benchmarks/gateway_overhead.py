@@ -8,6 +8,7 @@ drift hits both equally. Overhead percentiles are differences of the two paths' 
 paths are measured separately).
 
     .venv/bin/python benchmarks/gateway_overhead.py [--requests 400] [--tokens 64] [--pin 0,1,0]
+        [--streams 1,16,100] [--workers N]
 """
 
 from __future__ import annotations
@@ -48,7 +49,23 @@ def pinned(cmd: list[str], core: str | None) -> list[str]:
 
 
 def cpu_s(pid: int) -> tuple[float, float]:
-    """User and system CPU seconds of a process so far (Linux /proc; zeros elsewhere)."""
+    """User and system CPU seconds of a process and its children (--workers) so far (Linux /proc;
+    zeros elsewhere)."""
+    user, system = _cpu_one(pid)
+    kids: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):  # --workers starts them from a helper thread
+            with open(f"/proc/{pid}/task/{task}/children") as fh:
+                kids += [int(k) for k in fh.read().split()]
+    except OSError:
+        pass
+    for kid in kids:
+        u, s = cpu_s(kid)
+        user, system = user + u, system + s
+    return user, system
+
+
+def _cpu_one(pid: int) -> tuple[float, float]:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
@@ -69,9 +86,10 @@ def wait_port(port: int, timeout_s: float = 30.0) -> None:
 
 
 @contextmanager
-def servers(pin: list[str | None]) -> Iterator[tuple[str, str, int]]:
+def servers(pin: list[str | None], workers: int = 1) -> Iterator[tuple[str, str, int]]:
     up_port, gw_port = free_port(), free_port()
     gateway = [sys.executable, "-m", "tokenpace", "gateway", "--no-store", "--listen", f"127.0.0.1:{gw_port}"]
+    gateway += ["--workers", str(workers)] if workers > 1 else []
     gateway += ["--upstream", f"up=http://127.0.0.1:{up_port}/v1"]
     procs = [
         subprocess.Popen(pinned([sys.executable, "-c", UPSTREAM, str(up_port)], pin[0])),
@@ -121,8 +139,10 @@ async def rounds(s, url: str, conc: int, n: int, tokens: int) -> list[tuple[floa
     return out
 
 
-async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
-    with servers(pin) as (up_url, gw_base, gw_pid):
+async def main(
+    requests: int, tokens: int, pin: list[str | None], streams: list[int], workers: int = 1
+) -> None:
+    with servers(pin, workers) as (up_url, gw_base, gw_pid):
         conn = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=conn) as s:
             direct_url = up_url + "/chat/completions"
@@ -133,7 +153,7 @@ async def main(requests: int, tokens: int, pin: list[str | None]) -> None:
             print("| streams | metric | direct P50 | via gateway P50 | added P50 | added P99 |")
             print("|---|---|---|---|---|---|")
             cpu_notes: list[str] = []
-            for conc in (1, 100):
+            for conc in streams:
                 n = requests if conc > 1 else max(50, requests // 4)
                 d: list[tuple[float, float]] = []
                 g: list[tuple[float, float]] = []
@@ -168,6 +188,8 @@ if __name__ == "__main__":
     parser.add_argument("--requests", type=int, default=400)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--pin", default=None, help="cores for upstream,gateway,client, e.g. 0,1,0")
+    parser.add_argument("--streams", default="1,100", help="concurrent streams per step, e.g. 1,16,100")
+    parser.add_argument("--workers", type=int, default=1, help="gateway --workers (CPU: all its processes)")
     args = parser.parse_args()
     cores: list[str | None] = list(args.pin.split(",")) if args.pin else [None, None, None]
     if len(cores) != 3:
@@ -180,4 +202,5 @@ if __name__ == "__main__":
         uvloop.install()
     except ImportError:
         pass
-    asyncio.run(main(args.requests, args.tokens, cores))
+    streams = [int(x) for x in args.streams.split(",")]
+    asyncio.run(main(args.requests, args.tokens, cores, streams, args.workers))

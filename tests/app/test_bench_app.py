@@ -185,3 +185,21 @@ def test_a_frozen_client_is_caught_and_the_run_marked_not_valid():
     assert not result.valid
     assert any("stalled" in r for r in result.health.invalid_reasons)
     assert result.health.longest_stall_ms >= 250
+
+
+@pytest.mark.timing
+def test_capped_open_loop_goodput_counts_from_the_schedule():
+    # 20 requests at 100/s, one at a time (cap 1), each ~40 ms: once sent every one meets TTFT <= 30 ms,
+    # but they queue behind the cap, and from the schedule most wait far longer than 30 ms
+    from tokenpace.core.metrics import Slo
+
+    slow = Script(ttft_s=0.015, itl_s=0.003, tokens=8)
+    result, _ = asyncio.run(
+        bench(slow, rate=100, arrival="constant", requests=20, max_concurrency=1, slo=Slo(ttft_ms=30))
+    )
+    s = result.summary
+    assert s.goodput_latency_from == "scheduled"
+    assert s.goodput_ratio_from_send is not None and s.goodput_ratio_from_send >= 0.9
+    assert s.goodput_ratio is not None and s.goodput_ratio <= 0.3  # the queue grows ~25 ms a request
+    assert s.goodput is not None and s.goodput_from_send is not None and s.goodput < s.goodput_from_send
+    assert result.to_dict()["summary"]["goodput_from_send"] == s.goodput_from_send

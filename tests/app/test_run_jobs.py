@@ -11,6 +11,7 @@ import pytest
 from tokenpace.adapters.store import StoreError
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.bench_job import REFUSALS, BenchOutcome, run_bench_job
+from tokenpace.app.exit_status import RunOutcome
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.core.workload.lengths import parse_length
@@ -18,20 +19,31 @@ from tokenpace.testing.procs import free_port
 
 
 @pytest.mark.parametrize(
-    ("interrupted", "stop_reason", "saved", "status"),
+    ("interrupted", "stop_reason", "saved", "status", "client_valid", "ok"),
     [
-        (False, "completed", None, ExitStatus.OK),
-        (False, "completed", SaveReport("r", 3, "db"), ExitStatus.OK),
-        (False, "completed", SaveReport("r", 3, "db", "disk full"), ExitStatus.REFUSED),
-        (False, "aborted: 50 requests in a row could not connect", None, ExitStatus.ABORTED),
-        (True, "interrupted by the user", SaveReport("r", 3, "db", "disk full"), ExitStatus.INTERRUPTED),
+        (False, "completed", None, ExitStatus.OK, True, 3),
+        (False, "completed", SaveReport("r", 3, "db"), ExitStatus.OK, True, 3),
+        (False, "completed", SaveReport("r", 3, "db", "disk full"), ExitStatus.REFUSED, True, 3),
+        (False, "aborted: 50 requests in a row could not connect", None, ExitStatus.ABORTED, True, 0),
+        (
+            True,
+            "interrupted by the user",
+            SaveReport("r", 3, "db", "disk full"),
+            ExitStatus.INTERRUPTED,
+            True,
+            3,
+        ),
+        (False, "completed", None, ExitStatus.NOT_VALID, False, 3),
+        (False, "completed", None, ExitStatus.NO_SUCCESS, True, 0),
     ],
 )
-def test_exit_status_of_a_bench_run(interrupted, stop_reason, saved, status):
-    result = SimpleNamespace(interrupted=interrupted, stop_reason=stop_reason)
+def test_exit_status_of_a_bench_run(interrupted, stop_reason, saved, status, client_valid, ok):
+    outcome_of_run = RunOutcome(interrupted, stop_reason, client_valid, 3, ok)
+    result = SimpleNamespace(interrupted=interrupted, stop_reason=stop_reason, outcome=outcome_of_run)
     outcome = BenchOutcome(result, None, None, saved)  # type: ignore[arg-type]
     assert outcome.exit_status is status
-    assert int(outcome.exit_status) == {"OK": 0, "ABORTED": 1, "REFUSED": 2, "INTERRUPTED": 130}[status.name]
+    codes = {"OK": 0, "ABORTED": 1, "REFUSED": 2, "NOT_VALID": 3, "NO_SUCCESS": 4, "INTERRUPTED": 130}
+    assert int(outcome.exit_status) == codes[status.name]
 
 
 class RefusingStore:

@@ -9,6 +9,7 @@ import pytest
 
 from tokenpace.app.bench import BenchConfig
 from tokenpace.app.sweep import Sweep, SweepConfig, rate_steps
+from tokenpace.app.sweep_lengthen import step_rps
 from tokenpace.core.metrics import Slo
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
@@ -62,7 +63,10 @@ def test_one_full_run_per_step_with_the_same_workload():
     doc = result.to_dict({1: "a.jsonl"})
     assert doc["kind"] == "sweep" and len(doc["steps"]) == 3 and doc["probe"] == []
     assert doc["steps"][0]["records"]["path"] == "a.jsonl"
-    assert doc["steps"][2]["sweep_step"] == {"index": 3, "phase": "step", "mode": "concurrency", "load": 4}
+    assert doc["steps"][2]["sweep_step"] == {
+        "index": 3, "phase": "step", "mode": "concurrency", "load": 4,
+        "lengthened": 1, "superseded_as_short": False,
+    }  # fmt: skip
     assert "knee_ttft_p95" in doc["analysis"] and "watermark_rps_per_replica" in doc["plan"]
     assert doc["analysis"]["littles_law"]["steps"][0]["status"] in ("ok", "inconsistent")
 
@@ -98,15 +102,42 @@ def test_stop_keeps_finished_steps_and_the_partial_one():
 
 def test_auto_rate_probes_then_places_rate_steps_up_to_the_maximum():
     # a fixed-latency server never plateaus, so the probe doubles to its cap (4)
-    result = asyncio.run(sweep(mode="rate", auto=True, auto_steps=3, max_probe_concurrency=4, requests=6))
+    result = asyncio.run(sweep(mode="rate", auto=True, auto_steps=3, max_probe_concurrency=4, requests=40))
     probe = [s for s in result.steps if s.phase == "probe"]
     curve = result.curve()
     assert [s.load for s in probe] == [1, 2, 4]
-    best = max(s.result.summary.request_throughput for s in probe)
+    best = max(step_rps(s.result) for s in probe)
     assert [s.mode for s in curve] == ["rate"] * 3
     assert curve[-1].load == pytest.approx(best, rel=0.01) and curve[0].load < best / 5
     doc = result.to_dict()
     assert len(doc["probe"]) == 3 and len(doc["steps"]) == 3
+
+
+def test_auto_reruns_a_short_step_longer_and_keeps_the_short_attempt():
+    # 6 requests make no steady window (fewer than 20 completions): each step is rerun with more
+    result = asyncio.run(sweep(mode="concurrency", auto=True, max_probe_concurrency=2, requests=6))
+    short = [s for s in result.steps if s.superseded]
+    curve = result.curve()
+    assert [s.load for s in short] == [1, 2] and all(s.result.summary.counts["sent"] == 6 for s in short)
+    assert [s.load for s in curve] == [1, 2]
+    for s in curve:
+        assert s.lengthened > 1 and s.result.summary.counts["sent"] == 6 * s.lengthened
+        steady = s.result.summary.extra["steady"]
+        assert not steady["short"] and steady["excluded_ramp_up_s"] > 0 and steady["excluded_drain_s"] > 0
+    doc = result.to_dict()
+    assert len(doc["short_attempts"]) == 2 and len(doc["steps"]) == 2
+    assert all(d["summary"]["steady"]["short"] for d in doc["short_attempts"])
+
+
+@pytest.mark.timing  # which step is short depends on how fast a busy machine ran it
+def test_a_listed_sweep_flags_a_short_step_and_leaves_it_out():
+    result = asyncio.run(sweep(mode="concurrency", steps=[1, 2, 8], requests=24))
+    assert not any(s.superseded for s in result.steps)  # no rerun without --auto
+    doc = result.to_dict()
+    assert doc["steps"][2]["summary"]["steady"]["short"] is True  # 24 requests on 8 users: 3 rounds
+    assert doc["analysis"]["used_steps"] == [1, 2]
+    assert doc["analysis"]["left_out_steps"][0]["step"] == 3
+    assert doc["analysis"]["left_out_steps"][0]["reasons"][0].startswith("short (")
 
 
 def test_rate_steps_span_low_to_max_denser_near_the_max():

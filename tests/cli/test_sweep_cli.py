@@ -13,7 +13,7 @@ import pytest
 
 from tokenpace.adapters.results import read_records
 from tokenpace.app.simproc import SimProcess
-from tokenpace.testing.procs import run_cli
+from tokenpace.testing.procs import FINISHED, run_cli
 
 
 def tokenpace(*args, timeout=90):
@@ -32,7 +32,7 @@ def test_sweep_writes_every_step_and_its_records(threaded_server, tmp_path):
         "sweep", "--url", threaded_server.url, "--model", "ok", "-c", "1,2", "-n", "6",
         "--input-len", "16", "--output-len", "4", "--out", str(out), "-q",
     )  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    assert p.returncode in FINISHED, p.stderr
     assert "TTFT p95" in p.stdout and "Knee" in p.stdout
     doc = json.loads(out.read_text())
     assert [s["conditions"]["load"]["concurrency"] for s in doc["steps"]] == [1, 2]
@@ -46,14 +46,15 @@ def test_sweep_writes_every_step_and_its_records(threaded_server, tmp_path):
 
 @pytest.fixture(scope="module")
 def saturating_sweep(tmp_path_factory):
-    """The simulated engine with 4 batch slots: TTFT must climb once concurrency passes 4."""
+    """The simulated engine with 4 batch slots: TTFT must climb once concurrency passes 4. 64 requests
+    a step: 16 users need 4 rounds or more for a steady window (fewer make the step short)."""
     out = tmp_path_factory.mktemp("sim") / "sweep.json"
     with SimProcess(None, ["--max-num-seqs", "4"]) as url:
         p = tokenpace(
-            "sweep", "--url", url, "-c", "1,2,4,8,16", "-n", "24", "--input-len", "256",
+            "sweep", "--url", url, "-c", "1,2,4,8,16", "-n", "64", "--input-len", "256",
             "--output-len", "16", "--ignore-eos", "--slo", "ttft=100ms", "--out", str(out), "-q",
         )  # fmt: skip
-    assert p.returncode == 0, p.stderr
+    assert p.returncode in FINISHED, p.stderr
     return out, p
 
 
@@ -113,3 +114,24 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, threaded_server):
     one_line_error(tokenpace("plan", str(tmp_path / "bench.json")))
     (tmp_path / "junk.json").write_text("{not json")
     one_line_error(tokenpace("plan", str(tmp_path / "junk.json")))
+
+
+@pytest.mark.timing
+def test_auto_sweep_probes_places_rate_steps_and_plans_on_their_steady_state(tmp_path):
+    out = tmp_path / "auto.json"
+    with SimProcess(None, ["--max-num-seqs", "4"]) as url:
+        p = tokenpace(
+            "sweep", "--auto", "--url", url, "-n", "40", "--auto-steps", "3", "--input-len", "64",
+            "--output-len", "8", "--ignore-eos", "--out", str(out), "-q", "--no-store",
+        )  # fmt: skip
+    assert p.returncode in FINISHED, p.stderr
+    doc = json.loads(out.read_text())
+    assert [s["sweep_step"]["phase"] for s in doc["probe"]] == ["probe"] * len(doc["probe"])
+    assert doc["probe_plateau_rps"] is not None  # 4 batch slots: the doubling levels off
+    assert len(doc["steps"]) == 3 and doc["steps"][-1]["conditions"]["load"]["mode"] == "open_loop"
+    for s in doc["steps"]:
+        steady = s["summary"]["steady"]
+        assert steady["window_s"] > 0 and steady["excluded_drain_s"] >= 0
+    ms = doc["analysis"]["max_sustainable"]
+    assert ms["lower_bound"] is False  # the probe found the maximum the rate steps went up to
+    assert "Figures rest on step(s)" in p.stdout

@@ -42,3 +42,50 @@ def test_multi_line_data_and_no_space_after_colon():
 def test_unterminated_event_stays_pending():
     out, p = feed_all([b'data: {"a":1}\n'])
     assert out == [] and p.pending == b'data: {"a":1}\n'
+
+
+def test_every_line_end_style_split_at_every_point_into_three_reads():
+    for sep in (b"\n", b"\r\n", b"\r"):
+        stream = b"data: a" + sep + sep + b": c" + sep + sep + b"data: b" + sep + b"data: c" + sep + sep
+        for i in range(1, len(stream)):
+            for j in range(i, len(stream)):
+                out, p = feed_all([stream[:i], stream[i:j], stream[j:]])
+                assert out == [b"a", b"b\nc"], (sep, i, j)
+                assert p.pending == b"" and p.error is None
+
+
+def test_byte_at_a_time():
+    stream = b'data: {"a":1}\r\n\r\ndata: [DONE]\r\n\r\n'
+    out, _ = feed_all([bytes([b]) for b in stream])
+    assert out == [b'{"a":1}', b"[DONE]"]
+
+
+def test_unfinished_event_is_kept_as_it_came_never_joined_or_rescanned():
+    p = SseParser()
+    assert p.feed(b"data: ") == []
+    for _ in range(100):
+        assert p.feed(b"x" * 1000) == []
+    assert len(p._parts) == 101 and p.pending_len == 100_006  # pieces kept, not copied together
+    assert p.feed(b"\n") == []
+    assert p.feed(b"\ndata: y\n\n") == [b"x" * 100_000, b"y"]  # the blank line straddled two reads
+    assert p.pending == b""
+
+
+def test_an_event_over_the_bound_stops_the_parser_with_a_reason():
+    p = SseParser(max_event=1024)
+    assert p.feed(b"data: ok\n\n") == [b"ok"]
+    out = []
+    for _ in range(3):
+        out += p.feed(b"data: " + b"x" * 500)
+    assert out == [] and p.error == "event over 1 KiB without a blank line"
+    assert p.feed(b"\n\ndata: later\n\n") == []  # stopped: the stream is broken
+    assert p.pending == b""  # nothing held
+
+
+def test_default_bound_is_one_mib_also_for_a_complete_event_in_one_read():
+    p = SseParser()
+    assert p.feed(b"data: " + b"x" * (1024 * 1024) + b"\n\n") == []
+    assert p.error == "event over 1 MiB without a blank line"
+    q = SseParser()
+    assert q.feed(b"data: a\n\ndata: " + b"x" * (1024 * 1024 + 1)) == [b"a"]  # events before it count
+    assert q.error is not None

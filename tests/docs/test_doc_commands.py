@@ -114,9 +114,9 @@ def _gateway_session(bed: Bed, env: dict[str, str], cwd: Path) -> None:
         assert "tokenpace gateway /metrics" in through and "unknown" not in through, through
     finally:
         assert gw.stop() == 0, gw.lines
-    hints = [ln.split(": ", 1)[1] for ln in "".join(gw.lines).splitlines() if "to compare the arms" in ln]
-    assert hints and hints[0].startswith("tokenpace compare "), gw.lines
-    _ok(*shlex.split(hints[0])[1:], env=env, cwd=cwd)
+    hint = re.search(r"\((tokenpace compare [^;)]+)", "".join(gw.lines))  # "... as session S (HINT; ...)"
+    assert hint, gw.lines
+    _ok(*shlex.split(hint.group(1))[1:], env=env, cwd=cwd)
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,15 @@ from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
-from tokenpace.app.preflight import resolve_model
+from tokenpace.app.preflight import resolve_model_when_ready
 from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
-from tokenpace.app.run_info import run_conditions, run_warnings, send_rate
+from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.steady import steady_state
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 
@@ -69,7 +70,7 @@ class BenchRun:
 
     async def run(self) -> BenchResult:
         cfg = self.config
-        conn = await _connect(cfg, self.scrape_path)
+        conn = await connect(cfg, self.scrape_path)
         sender = conn.sender
         counter = await workloads.resolve_counter(cfg.workload_opts, conn.endpoint, conn.model, conn.headers)
         workload = workloads.build(
@@ -81,7 +82,7 @@ class BenchRun:
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
         requests = self._requests(workload.items(), sender, prefix)
         if not isinstance(workload, SessionWorkload):  # sessions build each turn after the last answer
-            requests = _prebuilt(requests)
+            requests = prebuilt(requests)
         shape = load_shapes.choose(cfg, workload, requests, sender, prefix)
         ctx = self.context
         ctx.sender = sender
@@ -99,10 +100,12 @@ class BenchRun:
                 await monitor.stop()
                 await sender.close()
             finally:
-                observed = await conn.observers.stop(self.records, t0)
+                observed = await conn.observers.stop(self.records, t0, cfg.stream)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
-        summary = summarize(self.records, cfg.slo)
+        summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
@@ -133,7 +136,8 @@ class BenchRun:
             health,
             ctx.interrupted,
             ctx.stop_reason,
-            run_warnings(cfg, summary, send_rate(self.records))
+            _hints(conn.endpoint.url, conn.endpoint.base_path, self.records)
+            + run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
             + ([f"connections: {sender.keepalive.stopped}"] if sender.keepalive.stopped else [])
             + health.warnings,
@@ -144,23 +148,32 @@ class BenchRun:
     def _requests(
         self, items: Iterator[WorkItem], sender: Sender, prefix: str
     ) -> Iterator[tuple[RequestRecord, bytes]]:
-        """Records and prepared bytes, built before their send time; stops at the request limit."""
-        cfg = self.config
-        for item in items:
-            if self.total_planned is not None and item.index >= self.total_planned:
-                return
-            rid = f"{prefix}{item.index}"
-            record = RequestRecord(
-                request_id=rid,
-                index=item.index,
-                warmup=item.index < cfg.warmup,
-                labels=cfg.labels,
-                prompt_tokens_requested=item.input_tokens,
-                output_tokens_requested=item.output_tokens,
-                prefix_id=item.prefix_id,
-                prefix_cold=item.prefix_cold,
-            )
-            yield record, sender.prepare(item.prompt, item.output_tokens, rid, item.messages)
+        return build_requests(self.config, items, sender, prefix, self.total_planned)
+
+
+def new_record(cfg: BenchConfig, item: WorkItem, prefix: str) -> RequestRecord:
+    """The record of one work item, before it is sent (or kept as never sent)."""
+    return RequestRecord(
+        request_id=f"{prefix}{item.index}",
+        index=item.index,
+        warmup=item.index < cfg.warmup,
+        labels=cfg.labels,
+        prompt_tokens_requested=item.input_tokens,
+        output_tokens_requested=item.output_tokens,
+        prefix_id=item.prefix_id,
+        prefix_cold=item.prefix_cold,
+    )
+
+
+def build_requests(
+    cfg: BenchConfig, items: Iterator[WorkItem], sender: Sender, prefix: str, total_planned: int | None
+) -> Iterator[tuple[RequestRecord, bytes]]:
+    """Records and prepared bytes, built before their send time; stops at the request limit."""
+    for item in items:
+        if total_planned is not None and item.index >= total_planned:
+            return
+        record = new_record(cfg, item, prefix)
+        yield record, sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages)
 
 
 @dataclass
@@ -173,16 +186,32 @@ class _Connection:
     observers: RunObservers
 
 
-async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
+async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
     """Before any load: the endpoint answers, the model is known, the watchers are ready."""
     endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
     headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
     tls = tls_context(cfg.tls_verify, cfg.ca_cert) if endpoint.tls else None
-    model, served = await resolve_model(endpoint, cfg.model, headers, ssl_context=tls)
+    model, served = await resolve_model_when_ready(
+        endpoint, cfg.model, headers, cfg.ready_check_timeout_s, tls
+    )
     dialect = get_dialect(cfg.api)
     observers = await RunObservers.create(
         endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
     )
+    if cfg.api == "realtime":
+        from tokenpace.client.realtime import RealtimeSender  # aiohttp: a fifth of a second to import
+
+        sender: Sender = RealtimeSender(
+            endpoint,
+            dialect,
+            model,
+            cfg.timeout_s,
+            headers,
+            not cfg.new_connection_per_request,
+            tls,
+            cfg.extra_body,
+        )
+        return _Connection(endpoint, headers, model, served, sender, observers)
     sender = Sender(
         endpoint,
         dialect,
@@ -194,11 +223,17 @@ async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
         reuse_connections=not cfg.new_connection_per_request,
         ssl_context=tls,
         resend_unanswered=cfg.resend_unanswered,
+        extra_body=cfg.extra_body,
     )
     return _Connection(endpoint, headers, model, served, sender, observers)
 
 
-def _prebuilt(
+def _hints(url: str, base_path: str, records: list[RequestRecord]) -> list[str]:
+    hint = not_found_hint(url, base_path, records)
+    return [hint] if hint else []
+
+
+def prebuilt(
     requests: Iterator[tuple[RequestRecord, bytes]],
 ) -> Iterator[tuple[RequestRecord, bytes]]:
     """Build the first requests before the clock starts, so that building them (tens of µs each)

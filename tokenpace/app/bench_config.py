@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace import __version__
+from tokenpace.app.exit_status import RunOutcome
 from tokenpace.app.health import HealthReport
 from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.client.dialects.base import Sampling
@@ -52,7 +53,11 @@ class BenchConfig:
     new_connection_per_request: bool = False
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
+    extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
+    ready_check_timeout_s: float = 0.0  # wait this long for the endpoint to answer (0: ask once)
     ca_cert: str | None = None
+    workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
+    ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
 
     @property
     def open_loop(self) -> bool:
@@ -83,8 +88,17 @@ class BenchConfig:
             raise ValueError("--warmup must not be negative")
         if self.timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.workers != "auto" and (not isinstance(self.workers, int) or self.workers < 1):
+            raise ValueError("--workers must be a whole number of at least 1, or auto")
+        if self.workers != 1 and self.workload_opts is not None and self.workload_opts.sessions:
+            raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
+        turns = self.workload_opts.turns if self.workload_opts is not None else 1
+        if turns > 1 and self.api not in ("chat", "completions"):
+            raise ValueError(
+                f"--turns rebuilds the history from chat answers: use --api chat, not {self.api}"
+            )
         self._validate_headers()
 
     def _validate_headers(self) -> None:
@@ -115,8 +129,27 @@ class BenchResult:
     observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
 
     @property
+    def invalid_reasons(self) -> list[str]:
+        """Why the run does not stand for the load asked: client health, an interruption or abort,
+        or no success at all. A run with reasons is stored with ``valid: false``."""
+        reasons = list(self.health.invalid_reasons)
+        if self.interrupted or self.stop_reason.startswith("aborted"):
+            reasons.append(f"the run did not finish: {self.stop_reason}")
+        if not self.summary.counts.get("ok"):
+            sent = self.summary.counts.get("sent", 0)
+            reasons.append(f"no request succeeded ({sent} sent)")
+        return reasons
+
+    @property
     def valid(self) -> bool:
-        return self.health.valid
+        return not self.invalid_reasons
+
+    @property
+    def outcome(self) -> RunOutcome:
+        counts = self.summary.counts
+        return RunOutcome(
+            self.interrupted, self.stop_reason, self.health.valid, counts.get("sent", 0), counts.get("ok", 0)
+        )
 
     def to_dict(self, records_file: str | None = None) -> dict[str, Any]:
         summary = self.summary.to_dict()
@@ -130,7 +163,7 @@ class BenchResult:
             "tokenpace_version": __version__,
             "run_id": self.run_id,
             "valid": self.valid,
-            "invalid_reasons": self.health.invalid_reasons,
+            "invalid_reasons": self.invalid_reasons,
             "interrupted": self.interrupted,
             "stop_reason": self.stop_reason,
             "warnings": self.warnings,

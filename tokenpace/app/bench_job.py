@@ -16,13 +16,16 @@ from tokenpace.adapters.results import (
     write_result,
 )
 from tokenpace.adapters.safe_files import OutputPathError
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
-from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id, stopped_status
+from tokenpace.adapters.vllm_json import vllm_result
+from tokenpace.app.bench import BenchConfig, BenchResult
+from tokenpace.app.exit_status import ExitDecision, run_exit_status
+from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.progress import NoProgress, RunProgress
 from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.simproc import SimProcess, SimStartError
+from tokenpace.app.workers import make_run
 from tokenpace.client import EndpointError
 from tokenpace.core.record import RequestRecord
 
@@ -38,14 +41,13 @@ class BenchOutcome:
     saved: SaveReport | None  # None: not saved (--no-store)
 
     @property
+    def exit_decision(self) -> ExitDecision:
+        """The exit status and its reason: a run that did not measure what was asked is no success."""
+        return run_exit_status(self.result.outcome, stored=self.saved is None or self.saved.ok)
+
+    @property
     def exit_status(self) -> ExitStatus:
-        if self.result.interrupted:
-            return stopped_status(self.result.stop_reason)
-        if self.result.stop_reason.startswith("aborted"):
-            return ExitStatus.ABORTED
-        if self.saved is not None and not self.saved.ok:
-            return ExitStatus.REFUSED
-        return ExitStatus.OK
+        return self.exit_decision.code
 
 
 def run_bench_job(
@@ -63,6 +65,8 @@ def run_bench_job(
     out = (outputs.out or default_result_path(run_id)) if outputs.write_files else None
     if out is not None:
         check_result_paths(out)  # a device, a pipe or a read-only folder: refused before any load
+    if outputs.vllm_json is not None:
+        check_result_paths(outputs.vllm_json)
     store = open_for_run(outputs.store_url, outputs.save)  # before any load is sent
     try:
         if config.url:
@@ -72,6 +76,15 @@ def run_bench_job(
             with SimProcess(sim_profile) as url:
                 config.url = url
                 result = _measure(config, run_id, out, progress or NoProgress())
+        if outputs.vllm_json is not None:
+            vllm = vllm_result(
+                result.records,
+                result.summary,
+                result.conditions,
+                outputs.vllm_metrics,
+                outputs.vllm_percentiles,
+            )
+            write_result(outputs.vllm_json, vllm)
         saved = save_run(store, result) if store is not None else None  # also when interrupted
     finally:
         if store is not None:
@@ -90,7 +103,7 @@ def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunPr
 
     async def main() -> BenchResult:
         scrapes = scrapes_path_for(out) if out is not None else None
-        run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes)
+        run = make_run(config, on_record=on_record, run_id=run_id, scrape_path=scrapes)
         stop_on_signals(run.stop)
         progress.started(run.total_planned, config.duration_s)
         try:

@@ -55,9 +55,11 @@ def check(
     alpha: float = DEFAULT_ALPHA,
     resamples: int = 1000,
     seed: int = 0,
+    allow_invalid: bool = False,
 ) -> CheckReport:
     """Compare ``candidate`` (default: the newest run measured under the baseline's conditions)
-    with the baseline."""
+    with the baseline; a baseline or candidate that is not valid or was interrupted is refused
+    unless ``allow_invalid``."""
     base = store.get_baseline(baseline)
     if base is None:
         names = ", ".join(b.name for b in store.baselines()) or "none yet"
@@ -67,7 +69,7 @@ def check(
     if candidate is None:
         candidate = newest_matching_run(store, base.run_id)
     percentiles = sorted({t.q for t in thresholds} | {50.0})
-    rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed)
+    rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed, allow_invalid)
     return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))
 
 

@@ -59,8 +59,33 @@ def condition_warnings(a: RunInfo, b: RunInfo, differing: list[tuple[str, Any, A
         if run.interrupted:
             out.append(f"run {side} ({run.id}) was interrupted: {run.stop_reason}")
         if not run.valid:
-            out.append(f"run {side} ({run.id}) is marked invalid (the client could not keep up)")
+            why = "; ".join(run.extra.get("invalid_reasons") or []) or "the client could not keep up"
+            out.append(f"run {side} ({run.id}) is marked NOT VALID ({why}): judged only because allowed")
     return out
+
+
+class RunNotJudgeable(ValueError):
+    """A run that is not valid or did not finish: comparing it would judge the client, not the server."""
+
+
+def not_judgeable_reasons(run: RunInfo) -> list[str]:
+    """Why a stored run cannot be judged (empty when it can)."""
+    reasons = [] if run.valid else list(run.extra.get("invalid_reasons") or ["marked not valid"])
+    if run.interrupted and not any("did not finish" in r for r in reasons):
+        reasons.append(f"interrupted ({run.stop_reason})")
+    return reasons
+
+
+def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) -> None:
+    if allow_invalid:
+        return
+    for side, run in runs:
+        reasons = not_judgeable_reasons(run)
+        if reasons:
+            raise RunNotJudgeable(
+                f"run {side} ({run.id}) is NOT VALID: {'; '.join(reasons)}. Its numbers measure a run that "
+                "did not do what was asked; rerun it, or pass --allow-invalid to judge it anyway"
+            )
 
 
 def compare_runs(
@@ -72,9 +97,12 @@ def compare_runs(
     min_effect: float = DEFAULT_MIN_EFFECT,
     resamples: int = 1000,
     seed: int = 0,
+    allow_invalid: bool = False,
 ) -> RunComparison:
-    """B against A: positive differences mean B is larger (slower, for latencies)."""
+    """B against A: positive differences mean B is larger (slower, for latencies). A run that is not
+    valid or was interrupted is refused (``RunNotJudgeable``) unless ``allow_invalid``."""
     a, b = store.resolve(ref_a), store.resolve(ref_b)
+    require_judgeable((("A", a), ("B", b)), allow_invalid)
     comparison = compare_records(
         store.load_records(a.id),
         store.load_records(b.id),

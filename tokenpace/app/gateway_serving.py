@@ -10,13 +10,14 @@ import contextlib
 import sys
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokenpace.app.run_store import open_for_run
 from tokenpace.gateway.config import GatewayConfig
 
 if TYPE_CHECKING:
     from tokenpace.gateway.serve import RunningGateway
+    from tokenpace.gateway.workers import WorkerPool
 
 
 class GatewayRefused(Exception):
@@ -50,17 +51,14 @@ def serve_gateway(
 
         writer = StoreRecordWriter(store, config, session, labels or {})
 
-    def ready(gw: RunningGateway) -> None:
+    def ready(gw: RunningGateway | WorkerPool) -> None:
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
-        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.url}/metrics")
+        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
         if store is not None:
-            say(f"storing records in {store.display_url} as session {session}")
-            hint = compare_hint(config, session)
-            if hint:
-                say(f"to compare the arms afterwards: {hint}")
+            say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
 
-    def done(gw: RunningGateway) -> None:
-        sink = gw.gateway.sink
+    def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
+        sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
         say(f"records: {sink.written} written, {sink.dropped} dropped")
         if store is not None:
             store.close()
@@ -69,8 +67,25 @@ def serve_gateway(
         import uvloop
 
         uvloop.install()
+    from tokenpace.gateway.workers import serve_workers
+
+    serve = serve_forever if config.workers == 1 else serve_workers
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(serve_forever(config, ready, writer=writer, done=done))
+        try:
+            asyncio.run(serve(config, ready, writer=writer, done=done))
+        except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
+            raise GatewayRefused(f"cannot serve: {exc}") from None
+
+
+def compare_hint(config: GatewayConfig) -> str:
+    """The commands that read this session back, with the arm labels the store really holds."""
+    arms = list(dict.fromkeys(u.arm for u in config.upstreams))
+    if len(arms) < 2:
+        return "tokenpace runs list --where source=gateway"
+    return (
+        f"tokenpace compare source=gateway,arm={arms[0]} source=gateway,arm={arms[1]}; "
+        f"tokenpace arms --since 1h"
+    )
 
 
 def check_otlp(config: GatewayConfig) -> None:
@@ -99,12 +114,3 @@ def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
             shown = strip_credentials(url)
             out.append(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}")
     return out
-
-
-def compare_hint(config: GatewayConfig, session: str) -> str:
-    """The `tokenpace compare` line for this session's first two arms (their real labels)."""
-    arms = list(dict.fromkeys(u.arm for u in config.upstreams))
-    if len(arms) < 2:
-        return ""
-    a, b = (f"source=gateway,gateway_session={session},arm={arm}" for arm in arms[:2])
-    return f"tokenpace compare {a} {b}"

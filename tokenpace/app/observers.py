@@ -74,7 +74,7 @@ class RunObservers:
         if self.probe is not None:
             self.probe.start()
 
-    async def stop(self, records: list[RequestRecord], start_ns: int) -> dict:
+    async def stop(self, records: list[RequestRecord], start_ns: int, streamed: bool = True) -> dict:
         """Stop watching; what was seen, analysed against the run's records. Each observer stops
         whatever happened to the other, so no scraper process outlives the run."""
         out: dict = {}
@@ -86,7 +86,7 @@ class RunObservers:
             try:
                 if self.scraper is not None:
                     scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
-                    analysis = analyse(scrapes, records, start_ns)
+                    analysis = analyse(scrapes, records, start_ns, streamed)
                     analysis.update(
                         url=strip_credentials(self.metrics_url or ""),
                         source=self.metrics_source,

@@ -19,6 +19,8 @@ class ExitStatus(IntEnum):
     OK = 0
     ABORTED = 1  # the run did not do what was asked (e.g. nothing could connect): CI must see it
     REFUSED = 2  # bad input, a target or store that failed before any load, or a run not stored
+    NOT_VALID = 3  # the client could not keep up with the load asked (see app/exit_status.py)
+    NO_SUCCESS = 4  # no request succeeded: every one failed, or none was sent
     INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was measured is kept
     TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`: kept too
 
@@ -34,6 +36,10 @@ class RunOutputs:
     write_files: bool = True
     store_url: str | None = None  # None: $TOKENPACE_STORE, else the user's default store
     save: bool = True  # False: --no-store
+    # --vllm-json: the run also written with `vllm bench serve --save-result` keys
+    vllm_json: Path | None = None
+    vllm_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
+    vllm_percentiles: tuple[float, ...] = (99.0,)
 
 
 def new_run_id() -> str:

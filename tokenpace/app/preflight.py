@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import ssl
 
+import orjson
+
 from tokenpace.client import Endpoint
+from tokenpace.client.get import GetError, http_get
 
 
 class PreflightError(Exception):
@@ -20,29 +23,23 @@ async def resolve_model(
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[str, list[str]]:
     """Check the server answers and pick the model: the one given, else the first it lists."""
-    import aiohttp  # here, not at import: it costs a fifth of a second of start-up
-
-    url = f"{endpoint.scheme}://{endpoint.host_header}{endpoint.base_path}/models"
+    path = endpoint.base_path + "/models"
     if endpoint.base_path.endswith(("/chat/completions", "/completions")):
-        url = url.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
+        path = path.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
     if endpoint.query:
-        url += "?" + endpoint.query
+        path += "?" + endpoint.query
+    url = f"{endpoint.scheme}://{endpoint.host_header}{path}"
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session,
-            session.get(url, headers=headers, ssl=ssl_context if ssl_context is not None else True) as resp,
-        ):
-            status = resp.status
-            data = await resp.json(content_type=None) if status == 200 else None
+        status, body = await http_get(endpoint, path, headers, timeout_s, ssl_context)
     except asyncio.TimeoutError:
         raise PreflightError(f"{endpoint.url} did not answer within {timeout_s:g}s") from None
-    except aiohttp.ClientConnectorError as exc:
-        raise PreflightError(f"cannot reach {endpoint.url}: {exc.os_error or exc}") from None
-    except aiohttp.ClientError as exc:
-        raise PreflightError(f"cannot talk to {endpoint.url}: {exc}") from None
-    except ValueError:
+    except GetError as exc:
+        what = "talk to" if exc.reached else "reach"
+        raise PreflightError(f"cannot {what} {endpoint.url}: {exc}") from None
+    try:
+        data = orjson.loads(body) if status == 200 else None
+    except orjson.JSONDecodeError:
         data = None
-        status = 200
     if status in (401, 403):
         raise PreflightError(f"{url} answered HTTP {status}: check --api-key / OPENAI_API_KEY")
     models: list[str] = []
@@ -52,4 +49,30 @@ async def resolve_model(
         return model, models
     if models:
         return models[0], models
+    if status == 404 and "/v1" not in endpoint.base_path:
+        raise PreflightError(
+            f"{url} answered HTTP 404: the URL {endpoint.url} probably lacks /v1 "
+            f"(try {endpoint.url.rstrip('/')}/v1)"
+        )
     raise PreflightError(f"no --model given and {url} lists none (HTTP {status}); pass --model NAME")
+
+
+async def resolve_model_when_ready(
+    endpoint: Endpoint,
+    model: str | None,
+    headers: dict[str, str],
+    wait_s: float,
+    ssl_context: ssl.SSLContext | None = None,
+) -> tuple[str, list[str]]:
+    """``resolve_model``, asked again every second until it succeeds or ``wait_s`` has passed (a
+    server still loading its model; vLLM's --ready-check-timeout-sec)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    while True:
+        try:
+            return await resolve_model(endpoint, model, headers, ssl_context=ssl_context)
+        except PreflightError:
+            left = deadline - loop.time()
+            if left <= 0:
+                raise
+            await asyncio.sleep(min(1.0, left))

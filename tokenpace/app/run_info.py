@@ -14,7 +14,7 @@ from tokenpace import __version__
 from tokenpace.app.bench_config import BenchConfig
 from tokenpace.client.dialects import get_dialect
 from tokenpace.core.metrics import Summary
-from tokenpace.core.record import RequestRecord
+from tokenpace.core.record import RequestRecord, Status
 
 
 def run_conditions(
@@ -102,6 +102,23 @@ def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None
     if ok and tok.output_sources.get("server", 0) < ok:
         out.append("some requests had no server usage: their output tokens were counted as one per chunk")
     return out
+
+
+def not_found_hint(url: str, base_path: str, records: Sequence[RequestRecord]) -> str | None:
+    """When no request succeeded and most got HTTP 404, say what is probably wrong with the URL."""
+    sent = [r for r in records if not r.warmup and r.sent_ns]
+    if not sent or any(r.status is Status.OK for r in sent):
+        return None
+    not_found = sum(1 for r in sent if r.http_status == 404)
+    if not_found * 2 < len(sent):
+        return None
+    share = "every request" if not_found == len(sent) else f"{not_found} of {len(sent)} requests"
+    if "/v1" not in base_path:
+        return (
+            f"{share} got HTTP 404: the URL {url} probably lacks /v1 "
+            f"(OpenAI-compatible servers serve {url.rstrip('/')}/v1/...)"
+        )
+    return f"{share} got HTTP 404: check the URL's path and the --model name (see the errors above)"
 
 
 def _cpu_count() -> int:

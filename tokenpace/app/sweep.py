@@ -21,8 +21,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tokenpace import __version__
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
+from tokenpace.app.workers import AnyRun, make_run
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,
@@ -30,9 +32,11 @@ from tokenpace.core.analysis.plan import (
     make_plan,
     point_from_result,
 )
+from tokenpace.core.analysis.prefill_fit import fit_records
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.lengths import parse_length
 
-MODES = ("concurrency", "rate")
+MODES = ("concurrency", "rate", "input_len")  # input_len: prompt lengths at a fixed load
 
 
 @dataclass
@@ -63,8 +67,10 @@ class SweepConfig:
         for s in self.steps:
             if s <= 0:
                 raise ValueError(f"step {s:g}: loads must be positive")
-            if self.mode == "concurrency" and s != int(s):
-                raise ValueError(f"step {s:g}: concurrency must be a whole number")
+            if self.mode in ("concurrency", "input_len") and s != int(s):
+                raise ValueError(f"step {s:g}: {self.mode.replace('_', ' ')} must be a whole number")
+        if self.mode == "input_len" and self.auto:
+            raise ValueError("an input-length sweep takes its lengths as a list (--input-len 512,1024,2048)")
         if self.slo_percentile not in ("p50", "p90", "p95", "p99"):
             raise ValueError("SLO percentile must be p50, p90, p95 or p99")
         if not 0 <= self.headroom < 1:
@@ -79,15 +85,24 @@ class SweepConfig:
 
 @dataclass
 class SweepStep:
-    index: int  # 1-based, in the order run (probe steps included)
+    index: int  # 1-based, in the order run (probe steps and short attempts included)
     phase: str  # "step" (on the curve) or "probe" (finding the maximum, closed loop)
     mode: str  # concurrency | rate
     load: float
     result: BenchResult
+    superseded: bool = False  # too short: rerun longer (--auto); kept, off the curve
+    lengthened: int = 1  # requests (or duration) x this, against the sweep's own
 
     def to_dict(self, records_file: str | None) -> dict[str, Any]:
         out = self.result.to_dict(records_file=records_file)
-        out["sweep_step"] = {"index": self.index, "phase": self.phase, "mode": self.mode, "load": self.load}
+        out["sweep_step"] = {
+            "index": self.index,
+            "phase": self.phase,
+            "mode": self.mode,
+            "load": self.load,
+            "lengthened": self.lengthened,
+            "superseded_as_short": self.superseded,
+        }
         return out
 
 
@@ -99,15 +114,17 @@ class SweepResult:
     steps: list[SweepStep]
     interrupted: bool
     stop_reason: str
+    plateau_rps: float | None = None  # where the closed-loop doubling levelled off (auto), if it did
 
     def curve(self) -> list[SweepStep]:
-        return [s for s in self.steps if s.phase == "step"]
+        return [s for s in self.steps if s.phase == "step" and not s.superseded]
 
     def to_dict(self, records_files: dict[int, str] | None = None) -> dict[str, Any]:
         files = records_files or {}
         cfg = self.config
         step_dicts = [s.to_dict(files.get(s.index)) for s in self.steps]
-        curve = [d for d in step_dicts if d["sweep_step"]["phase"] == "step"]
+        kept = [d for d in step_dicts if not d["sweep_step"]["superseded_as_short"]]
+        curve = [d for d in kept if d["sweep_step"]["phase"] == "step"]
         return {
             "kind": "sweep",
             "tokenpace_version": __version__,
@@ -120,16 +137,32 @@ class SweepResult:
             "slo": cfg.base.slo.to_dict(),
             "slo_percentile": cfg.slo_percentile,
             "steps": curve,
-            "probe": [d for d in step_dicts if d["sweep_step"]["phase"] == "probe"],
-            **capacity(
-                curve,
-                cfg.base.slo.to_dict(),
-                cfg.slo_percentile,
-                cfg.max_error_rate,
-                cfg.peak_rps,
-                cfg.headroom,
+            "probe": [d for d in kept if d["sweep_step"]["phase"] == "probe"],
+            "short_attempts": [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
+            "probe_plateau_rps": self.plateau_rps,
+            **(
+                input_len_analysis(self.curve())
+                if cfg.mode == "input_len"
+                else capacity(
+                    curve,
+                    cfg.base.slo.to_dict(),
+                    cfg.slo_percentile,
+                    cfg.max_error_rate,
+                    cfg.peak_rps,
+                    cfg.headroom,
+                    self.plateau_rps,
+                )
             ),
         }
+
+
+def input_len_analysis(steps: list[SweepStep]) -> dict[str, Any]:
+    """An input-length sweep's prefill fit (TTFT on input tokens) over every step's requests."""
+    records = [r for step in steps for r in step.result.records]
+    try:
+        return {"prefill_fit": fit_records(records).to_dict()}
+    except ValueError as exc:
+        return {"prefill_fit": None, "prefill_fit_reason": str(exc)}
 
 
 def capacity(
@@ -139,10 +172,12 @@ def capacity(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     peak_rps: float | None = None,
     headroom: float = DEFAULT_HEADROOM,
+    plateau_rps: float | None = None,
 ) -> dict[str, Any]:
-    """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan)."""
+    """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan);
+    ``plateau_rps``: where an --auto probe's throughput levelled off, if it did."""
     points = [point_from_result(i + 1, d) for i, d in enumerate(steps)]
-    analysis = analyze(points, slo or None, slo_percentile, max_error_rate)
+    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps)
     plan = make_plan(analysis, peak_rps, headroom)
     return {"analysis": analysis.to_dict(), "plan": plan.to_dict()}
 
@@ -165,7 +200,7 @@ class Sweep:
         self,
         config: SweepConfig,
         sweep_id: str | None = None,
-        on_step_start: Callable[[int, str, str, float, BenchRun], None] | None = None,
+        on_step_start: Callable[[int, str, str, float, AnyRun], None] | None = None,
         on_record: Callable[[int, RequestRecord], None] | None = None,
         on_step_done: Callable[[SweepStep], None] | None = None,
     ) -> None:
@@ -176,11 +211,12 @@ class Sweep:
         self.on_record = on_record
         self.on_step_done = on_step_done
         self.steps: list[SweepStep] = []
-        self._current: BenchRun | None = None
+        self._current: AnyRun | None = None
         self._stopped = False
         self._interrupted = False
         self._stop_reason = ""
         self._done = False
+        self._plateau_rps: float | None = None
         self.started_at = datetime.now(timezone.utc).isoformat()
 
     def stop(self, reason: str = USER_STOP) -> None:
@@ -200,6 +236,7 @@ class Sweep:
             list(self.steps),
             self._interrupted,
             self._stop_reason or ("completed" if self._done else "in progress"),
+            self._plateau_rps,
         )
 
     async def run(self) -> SweepResult:
@@ -231,10 +268,11 @@ class Sweep:
             ok = await self._step(phase, "concurrency", float(c))
             result = self.steps[-1].result
             summary = result.summary
-            if summary.error_rate <= cfg.stop_error_rate and summary.request_throughput > 0:
-                rps = summary.request_throughput
+            rps = step_rps(result)
+            if summary.error_rate <= cfg.stop_error_rate and rps > 0:
                 if best is not None and rps < best * (1 + cfg.plateau_gain):
                     best = max(best, rps)
+                    self._plateau_rps = best
                     if not self._stopped and phase == "step":
                         self._stop_reason = (
                             f"throughput plateaued at concurrency {c} ({rps:.3g} req/s, "
@@ -248,16 +286,40 @@ class Sweep:
         return best
 
     async def _step(self, phase: str, mode: str, load: float) -> bool:
-        """Run one step; False when the sweep must stop after it."""
+        """Run one step (rerun longer while too short, --auto); False when the sweep must stop after it."""
         if self._stopped:
             return False
         cfg = self.config
-        index = len(self.steps) + 1
-        if mode == "concurrency":
+        if mode == "input_len":  # the base's fixed load; only the prompt length steps
+            bench_cfg = dataclasses.replace(cfg.base, input_len=parse_length(str(int(load))))
+        elif mode == "concurrency":
             bench_cfg = dataclasses.replace(cfg.base, concurrency=int(load), rate=None)
         else:
             bench_cfg = dataclasses.replace(cfg.base, rate=load, concurrency=None)
-        bench_cfg.labels = {**cfg.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
+        factor, reruns = 1, 0
+        while True:
+            result = await self._run_step(bench_cfg, phase, mode, load)
+            longer = None
+            if cfg.auto and reruns < MAX_RERUNS and is_short(result) and not self._ended(result):
+                longer = lengthened(bench_cfg, result, factor)
+            step = SweepStep(len(self.steps) + 1, phase, mode, load, result, longer is not None, factor)
+            self.steps.append(step)
+            if self.on_step_done is not None:
+                self.on_step_done(step)
+            if longer is None:
+                break
+            bench_cfg, factor = longer
+            reruns += 1
+        return self._after_step(step, phase)
+
+    def _ended(self, result: BenchResult) -> bool:
+        return self._stopped or result.interrupted or result.stop_reason.startswith("aborted")
+
+    async def _run_step(self, bench_cfg: BenchConfig, phase: str, mode: str, load: float) -> BenchResult:
+        index = len(self.steps) + 1
+        bench_cfg = dataclasses.replace(
+            bench_cfg, labels={**self.config.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
+        )
         on_record = None
         if self.on_record is not None:
             hook = self.on_record
@@ -265,18 +327,17 @@ class Sweep:
             def on_record(record: RequestRecord) -> None:
                 hook(index, record)
 
-        run = BenchRun(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
+        run = make_run(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
         self._current = run
         if self.on_step_start is not None:
             self.on_step_start(index, phase, mode, load, run)
         try:
-            result = await run.run()
+            return await run.run()
         finally:
             self._current = None
-        step = SweepStep(index, phase, mode, load, result)
-        self.steps.append(step)
-        if self.on_step_done is not None:
-            self.on_step_done(step)
+
+    def _after_step(self, step: SweepStep, phase: str) -> bool:
+        result, index, cfg = step.result, step.index, self.config
         if result.interrupted or self._stopped:
             if not self._stopped:
                 self.stop(result.stop_reason)

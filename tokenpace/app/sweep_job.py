@@ -11,20 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from tokenpace.adapters.results import RecordWriter, write_result
 from tokenpace.adapters.safe_files import check_output
-from tokenpace.app.bench import BenchRun
+from tokenpace.app.exit_status import ExitDecision, sweep_exit_status
 from tokenpace.app.outputs import (
     ExitStatus,
     RunOutputs,
     default_result_path,
     new_run_id,
     step_records_path,
-    stopped_status,
 )
 from tokenpace.app.progress import NoProgress, SweepProgress
 from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import open_for_run, save_run
 from tokenpace.app.simproc import SimProcess
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.record import RequestRecord
 
 if TYPE_CHECKING:  # imported when used: --no-store sweeps never load SQLAlchemy
@@ -38,8 +38,14 @@ class SweepOutcome:
     out: Path | None
 
     @property
+    def exit_decision(self) -> ExitDecision:
+        """Interrupted or aborted as a whole, no success at any step, or NOT VALID at some step."""
+        steps = [step.result.outcome for step in self.result.curve()]
+        return sweep_exit_status(steps, self.result.interrupted, self.result.stop_reason)
+
+    @property
     def exit_status(self) -> ExitStatus:
-        return stopped_status(self.result.stop_reason) if self.result.interrupted else ExitStatus.OK
+        return self.exit_decision.code
 
 
 def run_sweep_job(
@@ -105,7 +111,7 @@ class _SweepFiles:
             write_result(self.out, doc)
         return SweepOutcome(result, doc, self.out)
 
-    def step_started(self, index: int, phase: str, mode: str, load: float, run: BenchRun) -> None:
+    def step_started(self, index: int, phase: str, mode: str, load: float, run: AnyRun) -> None:
         if self.out is not None:
             path = step_records_path(self.out, index)
             self.writers[index] = RecordWriter(path)

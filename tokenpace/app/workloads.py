@@ -146,12 +146,18 @@ def warnings(extra: dict[str, Any]) -> list[str]:
     out = []
     check = extra.get("prompt_tokens_check") or {}
     if check.get("mismatch"):
+        overhead = check.get("template_overhead_tokens") or 0
+        if overhead:
+            aside = f"with a chat template's {overhead} tokens a request set aside"
+            hint = "--tokenizer gives exact prompts"
+        else:  # one asked length: a template's constant few cannot be told from a tokenization error
+            aside = "nothing set aside: a chat template's few tokens are counted in"
+            hint = "vary --input-len to separate a template's constant few; --tokenizer gives exact prompts"
         out.append(
             f"prompt tokens: the server counted {check['server_over_asked_without_template']:.1%} "
-            f"of the asked (template tokens aside) "
-            f"({check['server_total']} vs {check['asked_total']} over {check['compared']} requests), "
-            f"more than {check['tolerance']:.0%} off (a chat template adds a constant few: vary "
-            f"--input-len to separate it; --tokenizer gives exact prompts)"
+            f"of the asked ({aside}; "
+            f"{check['server_total']} vs {check['asked_total']} over {check['compared']} requests), "
+            f"more than {check['tolerance']:.0%} off ({hint})"
         )
     fit = extra.get("length_fit") or {}
     if fit and not fit.get("matches"):

@@ -12,7 +12,7 @@ from rich.console import Console
 from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
 from tokenpace.app.bench_job import REFUSALS, run_bench_job
 from tokenpace.app.outputs import ExitStatus, RunOutputs
-from tokenpace.cli import parsing, workload_opts
+from tokenpace.cli import parsing, vllm_opts, workload_opts
 from tokenpace.cli.dashboard import render
 from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.client import EndpointError
@@ -41,7 +41,8 @@ EXIT_BAD_INPUT = 2
     type=click.Choice(sorted(DIALECTS)),
     default="chat",
     show_default=True,
-    help="API dialect: /v1/chat/completions or /v1/completions.",
+    help="API dialect: chat, completions, anthropic (/v1/messages), responses, embeddings, "
+    "realtime (WebSocket) (see docs/dialects.md).",
 )
 @click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
 @click.option("--header", "headers", multiple=True, metavar="K:V", help="Extra request header.")
@@ -155,19 +156,40 @@ EXIT_BAD_INPUT = 2
 )
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    help="Send the load from N worker processes (one schedule split between them, each pinned to a "
+    "core); auto: as many as the asked rate needs, up to the cores.",
+)
+@click.option(
+    "--ray",
+    metavar="ADDRESS|auto",
+    help="Run the workers as Ray actors on this Ray cluster (an optional extra: "
+    "pip install 'tokenpace[ray]').",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
+@vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
 def bench(**opts) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
+        vllm_opts.apply(opts)
         config = bench_config(opts)
+        config.extra_body = vllm_opts.extra_body(opts)
+        config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
         config.validate()
+        vllm_export = vllm_opts.export(opts)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
     console = Console()
-    outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
+    outputs = RunOutputs(
+        out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
+    )
     try:
         outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
     except REFUSALS as exc:
@@ -176,11 +198,10 @@ def bench(**opts) -> None:
     render(result.to_dict(), console)
     console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
     print_saved(console, outcome.saved, "bench", outcome.out)
-    status = outcome.exit_status
-    if status is ExitStatus.ABORTED:  # the run did not do what was asked: CI must see it
-        click.echo(f"tokenpace bench: {result.stop_reason}", err=True)
-    if status is not ExitStatus.OK:
-        sys.exit(int(status))
+    decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
 
 
 def bench_config(o: dict) -> BenchConfig:
@@ -234,6 +255,8 @@ def bench_config(o: dict) -> BenchConfig:
         resend_unanswered=o.get("resend_unanswered", False),
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
+        workers=parsing.workers(o.get("workers") or "1"),
+        ray=o.get("ray"),
     )
     return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 

@@ -50,16 +50,20 @@ from tokenpace.core.analysis.gate import parse_thresholds
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the outcome line.")
+@click.option("--allow-invalid", is_flag=True, help="Judge a run that is NOT VALID or was interrupted.")
 @store_option
 @guarded("check")
-def check(baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet, store_url) -> None:
+def check(
+    baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet, allow_invalid, store_url
+) -> None:
     """Exit 0 when no metric regressed beyond its threshold with significance, 1 when one did,
-    2 on bad input (including too few samples to decide)."""
+    2 on bad input (including too few samples to decide, and a run that is NOT VALID or was
+    interrupted, unless --allow-invalid)."""
     thresholds = parse_thresholds(max_regression)
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
     store = open_or_fail("check", store_url)
-    report = run_check(store, baseline, thresholds, run_ref, alpha, resamples, seed)
+    report = run_check(store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid)
     if out:
         write_report(out, report.to_dict())
     console = Console()

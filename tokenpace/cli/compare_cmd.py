@@ -44,9 +44,12 @@ from tokenpace.cli.store_opts import (
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
+@click.option("--allow-invalid", is_flag=True, help="Compare runs that are NOT VALID or were interrupted.")
 @store_option
 @guarded("compare")
-def compare(run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_json, out, store_url) -> None:
+def compare(
+    run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_json, out, allow_invalid, store_url
+) -> None:
     """Compare run B with run A (run ids, baseline names, or KEY=VALUE labels: the newest match).
 
     For TTFT, TPOT, ITL, E2E and per-request throughput: the percentiles of each side, B - A with a
@@ -66,6 +69,7 @@ def compare(run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_js
         parse_percent(min_effect, "--min-effect"),
         resamples,
         seed,
+        allow_invalid,
     )
     data = rc.to_dict()
     if out:

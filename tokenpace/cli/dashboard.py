@@ -100,6 +100,15 @@ def _throughput(s: dict[str, Any]) -> Text:
     if s.get("per_user_output_token_throughput"):
         text.append(f" | {s['per_user_output_token_throughput']:.1f} tok/s per user (1/TPOT P50)")
     text.append(f" | window {s['window_s']:.1f} s")
+    steady = s.get("steady") or {}
+    if steady.get("request_throughput") is not None:
+        ramp, drain = steady["excluded_ramp_up_s"], steady["excluded_drain_s"]
+        text.append(
+            f"\n            steady state {steady['request_throughput']:.2f} req/s over "
+            f"{steady['window_s']:.1f} s (ramp-up {ramp:.1f} s and drain {drain:.1f} s left out)"
+        )
+    if steady.get("short"):
+        text.append(f"\n            short run: {steady['short_reason']}", style="yellow")
     if s.get("goodput") is not None:
         slo = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in s["slo"].items())
         text.append(
@@ -109,6 +118,11 @@ def _throughput(s: dict[str, Any]) -> Text:
                 f"{s['goodput']:.2f} req/s met every SLO ({slo}): {s['goodput_ratio']:.1%} of requests",
             )
         )
+        if s.get("goodput_latency_from") == "scheduled":  # open loop: what users arriving on schedule felt
+            text.append(
+                f", latency from the scheduled time (from the send: {s['goodput_from_send']:.2f} req/s, "
+                f"{s['goodput_ratio_from_send']:.1%})"
+            )
     return text
 
 
@@ -160,17 +174,7 @@ def _server(result: dict[str, Any]) -> Text | None:
     text = Text.assemble(("Server      ", "bold"), _metrics_source(result, server))
     dec = server.get("decomposition")
     if dec:
-        split = ""
-        if dec.get("engine_queue_mean_ms") is not None and dec.get("engine_prefill_mean_ms") is not None:
-            split = (
-                f" (queue {_fmt(dec['engine_queue_mean_ms'])} + prefill "
-                f"{_fmt(dec['engine_prefill_mean_ms'])})"
-            )
-        text.append(
-            f"\n            TTFT mean {_fmt(dec['client_ttft_mean_ms'])} ms = engine "
-            f"{_fmt(dec['engine_ttft_mean_ms'])}{split} + network and client "
-            f"{_fmt(dec['network_and_client_ms'])} ms"
-        )
+        text.append("\n            " + _decomposition(dec))
     series = server.get("series") or {}
     peaks = [
         f"{name} max {max(v for _, v in series[name]):.3g}"
@@ -180,6 +184,30 @@ def _server(result: dict[str, Any]) -> Text | None:
     if peaks:
         text.append("\n            " + ", ".join(peaks))
     return text
+
+
+def _decomposition(dec: dict[str, Any]) -> str:
+    split = ""
+    if dec.get("engine_queue_mean_ms") is not None and dec.get("engine_prefill_mean_ms") is not None:
+        split = (
+            f" (queue {_fmt(dec['engine_queue_mean_ms'])} + prefill {_fmt(dec['engine_prefill_mean_ms'])})"
+        )
+    if dec.get("streamed") is False:  # the first token came with the whole response: decode is in it
+        e2e = _fmt(dec["client_e2e_mean_ms"])
+        line = f"no streaming: no TTFT decomposition (client TTFT is E2E, mean {e2e} ms)"
+        if dec.get("network_and_client_ms") is not None:
+            return line + (
+                f"; E2E = engine {_fmt(dec['engine_e2e_mean_ms'])} + network and client "
+                f"{_fmt(dec['network_and_client_ms'])} ms"
+            )
+        return (
+            line
+            + f"; engine TTFT {_fmt(dec['engine_ttft_mean_ms'])}{split} ms, the rest is decode and network"
+        )
+    return (
+        f"TTFT mean {_fmt(dec['client_ttft_mean_ms'])} ms = engine {_fmt(dec['engine_ttft_mean_ms'])}{split} "
+        f"+ network and client {_fmt(dec['network_and_client_ms'])} ms"
+    )
 
 
 def _client(result: dict[str, Any]) -> Text:
@@ -196,6 +224,8 @@ def _client(result: dict[str, Any]) -> Text:
     if c.get("cpu_us_per_chunk"):
         text.append(f" ({c['cpu_us_per_chunk']:.0f} us/chunk)")
     text.append(f" | memory {c['max_rss_mb']:.0f} MB")
+    if c.get("workers"):  # the worst worker's numbers; each worker's own are in the JSON
+        text.append(f" | worst of {len(c['workers'])} worker processes")
     if result["valid"]:
         text.append("\n            VALID: the client kept up with the load asked", style="green")
     else:

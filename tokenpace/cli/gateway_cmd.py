@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -78,6 +79,35 @@ from tokenpace.cli.parsing import slo as parse_slo
     "e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
 )
 @click.option(
+    "--workers",
+    default=1,
+    show_default=True,
+    help="Gateway processes sharing the port (SO_REUSEPORT), e.g. one per core; metrics summed.",
+)
+@click.option("--header-timeout", default="10s", show_default=True, help="Longest wait for a request head.")
+@click.option("--body-timeout", default="30s", show_default=True, help="Longest wait for a request body.")
+@click.option("--idle-timeout", default="60s", show_default=True, help="Idle keep-alive connection lifetime.")
+@click.option(
+    "--max-connections",
+    type=int,
+    default=None,
+    help="Open client connections; more get a 503 [default: 1024, lowered to fit ulimit -n].",
+)
+@click.option(
+    "--admin-listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="Serve /metrics and /tokenpace/* here instead of on the proxy's port.",
+)
+@click.option(
+    "--admin-key",
+    "admin_keys",
+    multiple=True,
+    metavar="KEY",
+    help="Require Bearer KEY on /metrics and /tokenpace/* (repeat).",
+)
+@click.option("--admin-key-file", default=None, help="Admin keys, one per line.")
+@click.option(
     "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
 )
 def gateway(
@@ -100,10 +130,17 @@ def gateway(
     scrape_interval: str,
     scrape_window: str,
     otlp_endpoint: str | None,
+    workers: int,
+    header_timeout: str,
+    body_timeout: str,
+    idle_timeout: str,
+    max_connections: int | None,
+    admin_listen: str | None,
+    admin_keys: tuple[str, ...],
+    admin_key_file: str | None,
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
-    from tokenpace.gateway.config import GatewayConfig, parse_upstream
     from tokenpace.gateway.emit import emit
 
     slo = parse_slo(slo_text)
@@ -118,31 +155,7 @@ def gateway(
             check_output(Path(records_path), "--records")
         except OSError as exc:
             die("gateway", str(exc))
-    host, _, port = listen.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{listen!r}: expected HOST:PORT", param_hint="--listen")
-    keys = _client_keys(client_keys, client_key_file)
-    try:
-        config = GatewayConfig(
-            upstreams=tuple(parse_upstream(u) for u in upstreams),
-            host=host,
-            port=int(port),
-            slo=slo,
-            slo_objective=slo_objective,
-            max_body_bytes=max_body,
-            connect_timeout_s=duration_s(connect_timeout),
-            first_token_timeout_s=duration_s(first_token_timeout),
-            stall_timeout_s=duration_s(stall_timeout),
-            sticky_header=sticky_header.lower(),
-            records_path=records_path,
-            client_keys=keys,
-            scrape_upstream_metrics=scrape_upstream_metrics,
-            scrape_interval_s=duration_s(scrape_interval),
-            scrape_window_s=duration_s(scrape_window),
-            otlp_endpoint=otlp_endpoint,
-        )
-    except ValueError as exc:
-        die("gateway", str(exc))  # one line, and never a credential (see gateway.config)
+    config = _config(locals(), slo)  # the options as click passed them
     from tokenpace.app.gateway_serving import GatewayRefused, serve_gateway
     from tokenpace.app.run_store import RunStoreError
     from tokenpace.cli.parsing import key_values
@@ -151,25 +164,68 @@ def gateway(
     try:
         serve_gateway(config, extra_labels, store_url, not no_store, say=_say)
     except GatewayRefused as exc:
-        raise click.UsageError(str(exc)) from None
+        die("gateway", str(exc))
     except RunStoreError as exc:
-        click.echo(f"tokenpace gateway: error: {exc}", err=True)
-        raise SystemExit(2) from None
+        die("gateway", str(exc))
+
+
+def _config(o: dict, slo: Any) -> Any:
+    """The options as a GatewayConfig; one line and exit 2 on a bad value (never a credential)."""
+    from tokenpace.gateway.config import GatewayConfig, parse_listen, parse_upstream
+    from tokenpace.gateway.guard import fit_to_open_files
+
+    keys = _keys(o["client_keys"], o["client_key_file"], "--client-key-file")
+    admin = _keys(o["admin_keys"], o["admin_key_file"], "--admin-key-file")
+    max_connections = o["max_connections"]
+    try:
+        host, port = parse_listen(o["listen"], "--listen")
+        admin_listen = o["admin_listen"]
+        admin_host, admin_port = (
+            parse_listen(admin_listen, "--admin-listen") if admin_listen else (None, None)
+        )
+        return GatewayConfig(
+            upstreams=tuple(parse_upstream(u) for u in o["upstreams"]),
+            host=host,
+            port=port,
+            slo=slo,
+            slo_objective=o["slo_objective"],
+            max_body_bytes=o["max_body"],
+            connect_timeout_s=duration_s(o["connect_timeout"]),
+            first_token_timeout_s=duration_s(o["first_token_timeout"]),
+            stall_timeout_s=duration_s(o["stall_timeout"]),
+            sticky_header=o["sticky_header"].lower(),
+            records_path=o["records_path"],
+            client_keys=frozenset(keys),
+            scrape_upstream_metrics=o["scrape_upstream_metrics"],
+            scrape_interval_s=duration_s(o["scrape_interval"]),
+            scrape_window_s=duration_s(o["scrape_window"]),
+            otlp_endpoint=o["otlp_endpoint"],
+            header_timeout_s=duration_s(o["header_timeout"]),
+            body_timeout_s=duration_s(o["body_timeout"]),
+            idle_timeout_s=duration_s(o["idle_timeout"]),
+            max_connections=max_connections if max_connections is not None else fit_to_open_files(1024),
+            admin_host=admin_host,
+            admin_port=admin_port,
+            admin_keys=frozenset(admin),
+            workers=o["workers"],
+        )
+    except ValueError as exc:
+        die("gateway", str(exc))
 
 
 def _say(line: str) -> None:
     click.echo(line, err=True)
 
 
-def _client_keys(given: tuple[str, ...], key_file: str | None) -> frozenset[str]:
+def _keys(given: tuple[str, ...], path: str | None, flag: str) -> set[str]:
     from tokenpace.gateway.config import read_key_file
 
     keys = set(given)
-    if key_file:
+    if path:
         try:
-            keys.update(read_key_file(key_file))
+            keys.update(read_key_file(path))
         except OSError as exc:
-            raise click.BadParameter(f"cannot read {key_file}: {exc.strerror}") from None
+            raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=flag) from None
         if not keys:
-            raise click.BadParameter(f"{key_file} holds no key", param_hint="--client-key-file")
-    return frozenset(keys)
+            raise click.BadParameter(f"{path} holds no key", param_hint=flag)
+    return keys

@@ -18,11 +18,14 @@ COMMANDS = {
     "runs": "tokenpace.cli.runs_cmd",
     "compare": "tokenpace.cli.compare_cmd",
     "check": "tokenpace.cli.check_cmd",
+    "arms": "tokenpace.cli.arms_cmd",
     "history": "tokenpace.cli.history_cmd",
     "baseline": "tokenpace.cli.baseline_cmd",
     "ab": "tokenpace.cli.ab_cmd",
     "gateway": "tokenpace.cli.gateway_cmd",
     "sim": "tokenpace.cli.sim_cmd",
+    "scenarios": "tokenpace.cli.scenarios_cmd",
+    "select": "tokenpace.cli.select_cmd",
 }
 
 
@@ -36,11 +39,14 @@ SUMMARIES = {
     "runs": "List, show, label, delete, export and import stored runs.",
     "compare": "Compare run B with run A: difference, 95% CI, p-value, verdict.",
     "check": "Release gate: exit 1 when a metric regressed beyond its threshold.",
+    "arms": "Gateway A/B arms: sample-ratio check, then promote or roll back.",
     "history": "A metric across stored runs, oldest first, and its level shifts.",
     "baseline": "Name runs as baselines (prod, v1.4-h100) for compare and check.",
     "ab": "Drift-controlled A/B: one seeded workload to A and B per block.",
     "gateway": "A measuring proxy: Prometheus metrics, records, A/B split.",
     "sim": "A simulated engine, on the wall clock or in virtual time.",
+    "scenarios": "The scenarios: workload, load and SLO lines of each use case.",
+    "select": "Judge candidates against a scenario; the cheapest that passes.",
 }
 
 

@@ -67,7 +67,8 @@ def plan(**o: Any) -> None:
     slo = slo if slo is not None else doc.get("slo") or None
     pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
-        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom))
+        plateau = doc.get("probe_plateau_rps")
+        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau))
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
     console = Console()

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tokenpace.adapters.report.tables import fmt
+from tokenpace.app.sweep_lengthen import is_short, step_rps
 from tokenpace.core.record import RequestRecord, Status
 
 if TYPE_CHECKING:
@@ -107,6 +108,8 @@ class SweepView:
 
 
 def load_label(mode: str, load: float) -> str:
+    if mode == "input_len":
+        return f"input {int(load)} tokens"
     return f"c={int(load)}" if mode == "concurrency" else f"{load:g} req/s"
 
 
@@ -114,12 +117,16 @@ def step_line(step: SweepStep) -> str:
     s = step.result.summary
     phase = " (probe)" if step.phase == "probe" else ""
     line = (
-        f"  step {step.index}{phase} {load_label(step.mode, step.load)}: {s.request_throughput:.2f} req/s, "
+        f"  step {step.index}{phase} {load_label(step.mode, step.load)}: {step_rps(step.result):.2f} req/s, "
         f"TTFT P95 {fmt(s.ttft_ms.p95)} ms, TPOT P95 {fmt(s.tpot_ms.p95)} ms, "
         f"E2E P95 {fmt(s.e2e_ms.p95)} ms, errors {s.error_rate:.1%}"
     )
-    if not step.result.valid:
+    if not step.result.health.valid:
         line += "  [client NOT VALID]"
+    if step.superseded:
+        line += "  [short: rerun longer]"
+    elif is_short(step.result):
+        line += "  [short: left out]"
     if step.result.interrupted:
         line += "  [interrupted]"
     return line

@@ -83,6 +83,24 @@ def _run(coro: Any) -> Any:
     default=None,
     help="Per-token probability of stopping early (ignore_eos disables it).",
 )
+@click.option(
+    "--reasoning-tokens",
+    type=click.IntRange(0),
+    default=None,
+    help="Stream this many reasoning tokens before each chat answer (a request's reasoning_tokens wins).",
+)
+@click.option(
+    "--tokens-per-chunk",
+    type=click.IntRange(1),
+    default=None,
+    help="Tokens per streamed chunk, as engines that batch their output send (default 1).",
+)
+@click.option(
+    "--usage-every-chunk",
+    is_flag=True,
+    default=None,
+    help="Put usage so far on every chunk (as vLLM's continuous_usage_stats), so clients see chunk sizes.",
+)
 @click.option("--served-model-name", default=None, help="Model name the API serves (default: the profile's).")
 @click.option(
     "--faults",
@@ -223,6 +241,9 @@ def _build(o: dict[str, Any]) -> tuple[Any, Any, Any]:
             "max_num_batched_tokens",
             "num_gpu_blocks",
             "eos_prob",
+            "reasoning_tokens",
+            "tokens_per_chunk",
+            "usage_every_chunk",
         )
         if o[k] is not None
     }

@@ -101,8 +101,10 @@ def sweep(**opts: Any) -> None:
     out = outcome.out
     assert out is not None
     console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
-    if outcome.exit_status is not ExitStatus.OK:
-        sys.exit(int(outcome.exit_status))
+    decision = outcome.exit_decision
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace sweep: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
 
 
 # the bench options (target, workload, bounds per step, SLO, ...) come first in --help
@@ -116,7 +118,15 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
     if o["auto"] and (conc or rate) and (rate or "").lower() != "auto":
         raise click.BadParameter("--auto places the steps itself: drop --concurrency/--rate")
     if not (conc or rate or o["auto"]):
-        raise click.BadParameter("give the steps (--concurrency 1,2,4,8 or --rate 1,2,5) or --auto")
+        lengths = _input_len_steps(o["input_len"])
+        if lengths:  # an input-length sweep, at concurrency 1: prefill alone, nothing queued
+            base = bench_config({**o, "input_len": str(lengths[0]), "concurrency": 1, "rate": None,
+                                 "request_id_prefix": None})  # fmt: skip
+            return SweepConfig(base=base, mode="input_len", steps=[float(n) for n in lengths])
+        raise click.BadParameter(
+            "give the steps (--concurrency 1,2,4,8 or --rate 1,2,5), --auto, or input lengths "
+            "(--input-len 512,1024,2048)"
+        )
     mode = "concurrency" if conc else "rate"
     steps = load_list(conc or rate, "--" + mode) if (conc or rate) else None
     base = bench_config({**o, "concurrency": 1, "rate": None, "request_id_prefix": None})
@@ -132,6 +142,35 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
         slo_percentile=o["slo_percentile"],
         peak_rps=o["peak_rps"],
         headroom=fraction(o["headroom"], "headroom"),
+    )
+
+
+def _input_len_steps(text: str | None) -> list[int] | None:
+    """``--input-len 512,1024,2048`` with no load steps: the lengths of an input-length sweep."""
+    parts = [p.strip() for p in (text or "").split(",")]
+    if len(parts) < 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        return None
+    return [int(p) for p in parts]
+
+
+def render_prefill_fit(doc: dict[str, Any], console: Console) -> None:
+    """An input-length sweep: TTFT per length, and the fit of TTFT on input tokens."""
+    for step in doc["steps"]:
+        s = step["summary"]
+        console.print(
+            f"  input {fmt((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
+            f"TTFT P50 {fmt(s['ttft_ms'].get('p50'))} ms, P95 {fmt(s['ttft_ms'].get('p95'))} ms"
+        )
+    fit = doc.get("prefill_fit")
+    if fit is None:
+        console.print(f"no prefill fit: {doc.get('prefill_fit_reason', 'no steps')}")
+        return
+    lo, hi = fit["ms_per_1k_tokens_ci95"]
+    flo, fhi = fit["fixed_ms_ci95"]
+    console.print(
+        f"Prefill: {fit['ms_per_1k_tokens']:.3g} ms per 1k input tokens (95% CI {lo:.3g} to {hi:.3g}); "
+        f"fixed part {fit['fixed_ms']:.3g} ms ({flo:.3g} to {fhi:.3g}); {fit['n']} requests, "
+        f"R² {fit['r2']:.3f}"
     )
 
 
@@ -151,6 +190,10 @@ _CONSOLE_COLUMNS = (
 
 
 def render_sweep(doc: dict[str, Any], console: Console) -> None:
+    if doc.get("mode") == "input_len":
+        console.print(f"tokenpace sweep {doc['sweep_id']} (input length, concurrency 1)")
+        render_prefill_fit(doc, console)
+        return
     headers, rows = steps_table(doc)
     keep = [i for i, h in enumerate(headers) if h in _CONSOLE_COLUMNS]
     title = f"tokenpace sweep {doc['sweep_id']} ({doc['mode']}{', auto' if doc['auto'] else ''})"

@@ -75,7 +75,8 @@ class Exchange:
                 self.body_bytes += data
             return
         rec = self.record
-        for payload in self.sse.feed(data):
+        sse = self.sse
+        for payload in sse.feed(data):
             try:
                 chunk = parse_data(payload)
             except ValueError as exc:
@@ -100,6 +101,8 @@ class Exchange:
                 self.capture.append(payload)
             if rec.output_tokens_server is not None:  # per-chunk usage (vLLM continuous_usage_stats)
                 self._note_chunk_tokens(rec)
+        if sse.error is not None:  # an event past the bound: the stream is broken, stop reading it
+            self.fail(Status.PROTOCOL_ERROR, sse.error, now)
 
     def response_end(self, now: int) -> None:
         if self.future.done():

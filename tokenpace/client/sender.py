@@ -6,12 +6,13 @@ import asyncio
 import socket
 import ssl
 from time import perf_counter_ns
+from typing import Any
 
 import orjson
 
 from tokenpace import __version__
 from tokenpace.client.connection import HttpConnection
-from tokenpace.client.dial import dial
+from tokenpace.client.dial import Resolver, dial
 from tokenpace.client.dialects.base import Dialect, Sampling
 from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.exchange import Exchange
@@ -24,6 +25,10 @@ _NOT_RESENT = (
     "the server's TCP had received the request, so it may have been read: not resent "
     "(--resend-unanswered resends it once, recorded)"
 )
+
+
+def _lower(headers: dict[str, str] | None) -> set[str]:
+    return {k.lower() for k in headers or {}}
 
 
 class Sender:
@@ -41,12 +46,14 @@ class Sender:
         reuse_connections: bool = True,
         ssl_context: ssl.SSLContext | None = None,
         resend_unanswered: bool = False,
+        extra_body: dict[str, Any] | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.dialect = dialect
         self.model = model
         self.sampling = sampling
         self.stream = stream
+        self.extra_body = extra_body or {}  # e.g. vLLM's --extra-body: merged over every request body
         self.timeout_s = timeout_s
         self.keepalive = KeepAlive(reuse_connections)  # False: a new connection per request, on purpose
         # True: a request a reused connection dropped unanswered is sent once more (recorded).
@@ -55,6 +62,7 @@ class Sender:
         self._idle: list[HttpConnection] = []
         self._open: set[HttpConnection] = set()
         self._closing = False
+        self._resolver = Resolver()
         self.connections_opened = 0
         lines = [
             f"POST {endpoint.path_for(dialect.path)} HTTP/1.1",
@@ -63,6 +71,7 @@ class Sender:
             f"Accept: {'text/event-stream' if stream else 'application/json'}",
             f"User-Agent: tokenpace/{__version__}",
         ]
+        lines += [f"{k}: {v}" for k, v in dialect.headers if k.lower() not in _lower(headers)]
         lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
@@ -70,9 +79,10 @@ class Sender:
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
-        body = orjson.dumps(
-            self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
-        )
+        fields = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
+        if self.extra_body:
+            fields.update(self.extra_body)
+        body = orjson.dumps(fields)
         tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
         return self._head + tail.encode("latin-1") + body
 
@@ -188,7 +198,7 @@ class Sender:
         ep = self.endpoint
         try:
             conn, times = await asyncio.wait_for(
-                dial(ep.host, ep.port, self._ssl), timeout=max(0.001, deadline - loop.time())
+                dial(ep.host, ep.port, self._ssl, self._resolver), timeout=max(0.001, deadline - loop.time())
             )
         except (asyncio.TimeoutError, TimeoutError) as exc:
             # On 3.11+ these are one class, and the OS's own ETIMEDOUT is one too: tell them apart.

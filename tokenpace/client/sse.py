@@ -2,6 +2,12 @@
 
 Handles events split across reads, several events in one read, LF / CRLF / CR line ends (also a
 CRLF split between two reads), comment lines, multi-line data and fields other than data.
+
+Linear in the bytes fed: each read is normalised and searched once (only the new bytes, and the
+one boundary that can straddle two reads), never the whole unfinished event again; the pieces of an
+unfinished event are kept as they came and joined once, when its blank line arrives. An
+event is bounded: past ``MAX_EVENT_BYTES`` without a blank line the parser stops with ``error``
+set, and the caller records a protocol error (an endless line would otherwise grow without end).
 """
 
 from __future__ import annotations
@@ -9,45 +15,111 @@ from __future__ import annotations
 import orjson
 
 DONE = b"[DONE]"
+MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: far above any real chunk, far below trouble
+_BOUNDARY = b"\n\n"
 
 
 class SseParser:
-    __slots__ = ("_buf", "_skip_lf")
+    __slots__ = ("_len", "_parts", "_skip_lf", "error", "max_event")
 
-    def __init__(self) -> None:
-        self._buf = b""
+    def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
+        # The unfinished event, as the reads that brought it (line ends normalised to LF): kept,
+        # never joined or searched again until its blank line comes. It holds no blank line.
+        self._parts: list[bytes] = []
+        self._len = 0
         self._skip_lf = False  # the previous read ended in CR: a leading LF belongs to it
+        self.max_event = max_event
+        self.error: str | None = None  # set once the stream broke the bound; then nothing more
 
     def feed(self, data: bytes) -> list[bytes]:
+        if self.error is not None or not data:
+            return []  # an empty read must not forget a pending CR
         if self._skip_lf:
             self._skip_lf = False
             if data[:1] == b"\n":
                 data = data[1:]
+                if not data:
+                    return []
         if b"\r" in data:
             self._skip_lf = data.endswith(b"\r")
             data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        buf = self._buf + data if self._buf else data
-        # Fast path: exactly one complete single-line data event, the common shape of a chunk.
-        if buf.startswith(b"data:") and buf.endswith(b"\n\n") and buf.find(b"\n") == len(buf) - 2:
-            self._buf = b""
-            value = buf[5:-2]
-            return [value[1:] if value[:1] == b" " else value]
-        events = buf.split(b"\n\n")
-        self._buf = events.pop()  # the incomplete tail (b"" when buf ended on a boundary)
+        if not self._parts:
+            # Fast path: exactly one complete single-line data event, the common shape of a chunk.
+            if data.startswith(b"data:") and data.endswith(_BOUNDARY) and data.find(b"\n") == len(data) - 2:
+                if len(data) > self.max_event:
+                    return self._overflow()
+                value = data[5:-2]
+                return [value[1:] if value[:1] == b" " else value]
+            return self._split(data)
+        # An event is pending: only the new bytes are searched, plus the one boundary that can
+        # straddle the two reads (pending ends in LF, the read starts with LF).
+        if data[:1] == b"\n" and self._parts[-1][-1:] == b"\n":
+            event, rest = b"".join(self._parts)[:-1], data[1:]
+        else:
+            i = data.find(_BOUNDARY)
+            if i < 0:
+                self._parts.append(data)
+                self._len += len(data)
+                return self._overflow() if self._len > self.max_event else []
+            event, rest = b"".join(self._parts) + data[:i], data[i + 2 :]
+        self._parts, self._len = [], 0
+        if len(event) > self.max_event:
+            return self._overflow()
         out = []
+        payload = _event_data(event)
+        if payload is not None:
+            out.append(payload)
+        if rest:
+            out += self._split(rest)
+        return out
+
+    def _split(self, data: bytes) -> list[bytes]:
+        """Events of a read that starts a new event (nothing pending)."""
+        events = data.split(_BOUNDARY)
+        tail = events.pop()  # the unfinished event (b"" when the read ended on a boundary)
+        out: list[bytes] = []
         for block in events:
+            if len(block) > self.max_event:
+                self._overflow()
+                return out  # the events before the oversized one still count
             payload = _event_data(block)
             if payload is not None:
                 out.append(payload)
+        if tail:
+            if len(tail) > self.max_event:
+                self._overflow()
+                return out
+            self._parts.append(tail)
+            self._len = len(tail)
         return out
+
+    def _overflow(self) -> list[bytes]:
+        self.error = f"event over {_size(self.max_event)} without a blank line"
+        self._parts, self._len = [], 0
+        return []
 
     @property
     def pending(self) -> bytes:
         """Bytes of an event not yet terminated by a blank line."""
-        return self._buf
+        return b"".join(self._parts)
+
+    @property
+    def pending_len(self) -> int:
+        return self._len
+
+
+def _size(n: int) -> str:
+    if n % (1024 * 1024) == 0:
+        return f"{n // (1024 * 1024)} MiB"
+    if n % 1024 == 0:
+        return f"{n // 1024} KiB"
+    return f"{n} bytes"
 
 
 def _event_data(block: bytes) -> bytes | None:
+    if block.startswith(b"data:") and b"\n" not in block:  # one data line: the common event
+        value = block[5:]
+        return value[1:] if value[:1] == b" " else value
     data_lines = []
     for line in block.split(b"\n"):
         if line.startswith(b"data:"):

@@ -8,7 +8,8 @@ Definitions (also exported in every JSON result, see DEFINITIONS):
 - ITL = each gap between consecutive token-carrying chunks (a chunk may carry several tokens).
 - Latency distributions use successful (status ok), non-warm-up requests only.
 - Window = first send to last completion of the non-warm-up requests; throughputs divide by it.
-- Goodput = ok requests meeting every SLO given, per second of window.
+- Goodput = ok requests meeting every SLO given, per second of window; in an open loop TTFT and E2E
+  count from the scheduled time (goodput_from_send: from the send time, as in a closed loop).
 - Error, timeout and interruption rates divide by all non-warm-up requests sent.
 """
 
@@ -17,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import pairwise
+from typing import Any
 
+from tokenpace.core import steady
 from tokenpace.core.network import network_phases
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
 from tokenpace.core.stats import Distribution, describe
@@ -43,7 +46,9 @@ DEFINITIONS = {
     "output_token_throughput": "output tokens of ok requests per second of window",
     "total_token_throughput": "prompt + output tokens of ok requests per second of window",
     "goodput": "ok requests meeting every SLO per second of window (a TPOT SLO is met by "
-    "single-token requests, which have no TPOT)",
+    "single-token requests, which have no TPOT); in an open loop TTFT and E2E count from the "
+    "scheduled time (what a user arriving on schedule felt), in a closed loop from the send",
+    "goodput_from_send": "goodput with TTFT and E2E from the send time (equal to goodput in a closed loop)",
     "not_sent": "requests scheduled but never sent (still queued for the concurrency cap at the end "
     "of --duration, or at Ctrl-C): recorded, counted apart, in no rate",
     "error_rate": "requests that failed (http_error, timeout, connect_error, stream_interrupted, "
@@ -54,6 +59,7 @@ DEFINITIONS = {
     "(order-statistic interval for very large samples); low_sample lists percentiles with fewer "
     "than 5 samples beyond them",
     "output_tokens": "server usage when reported, else one token per token-carrying chunk",
+    "steady": steady.DEFINITION,
 }
 
 
@@ -101,12 +107,15 @@ def itl_gaps_ns(r: RequestRecord) -> list[int]:
     return [b - a for a, b in pairwise(t)]
 
 
-def meets_slo(r: RequestRecord, slo: Slo) -> bool:
+def meets_slo(r: RequestRecord, slo: Slo, from_scheduled: bool = False) -> bool:
+    """Whether an ok request met every SLO; with ``from_scheduled``, TTFT and E2E count from the time
+    the schedule wanted it sent (open loop: what a user arriving on schedule felt), not from the send."""
     if r.status is not Status.OK:
         return False
+    shift = (r.sent_ns - r.scheduled_ns) if from_scheduled and r.scheduled_ns else 0
     if slo.ttft_ms is not None:
         t = ttft_ns(r)
-        if t is None or t > slo.ttft_ms * NS_PER_MS:
+        if t is None or t + shift > slo.ttft_ms * NS_PER_MS:
             return False
     if slo.tpot_ms is not None:
         tpot = tpot_ns(r)
@@ -114,7 +123,7 @@ def meets_slo(r: RequestRecord, slo: Slo) -> bool:
             return False
     if slo.e2e_ms is not None:
         t = e2e_ns(r)
-        if t is None or t > slo.e2e_ms * NS_PER_MS:
+        if t is None or t + shift > slo.e2e_ms * NS_PER_MS:
             return False
     return True
 
@@ -173,6 +182,9 @@ class Summary:
     tokens: TokenAccounting
     reasoning: bool  # some request streamed reasoning before its answer
     extra: dict = field(default_factory=dict)
+    goodput_from_send: float | None = None  # the same SLOs with latency from the send time
+    goodput_ratio_from_send: float | None = None
+    goodput_latency_from: str = "send"  # what goodput counts latency from: send | scheduled
 
     def to_dict(self) -> dict:
         out: dict = {}
@@ -198,6 +210,9 @@ class Summary:
             "per_user_output_token_throughput",
             "goodput",
             "goodput_ratio",
+            "goodput_from_send",
+            "goodput_ratio_from_send",
+            "goodput_latency_from",
             "slo",
             "error_rate",
             "timeout_rate",
@@ -262,8 +277,31 @@ def window_ns(records: Sequence[RequestRecord]) -> int:
     return max(0, max(ends) - min(starts))
 
 
-def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci: bool = True) -> Summary:
-    """Summarise a run's records. Warm-up records are excluded from every number."""
+def _goodput(
+    ok: Sequence[RequestRecord], slo: Slo, sent: int, window_s: float, open_loop: bool
+) -> dict[str, Any]:
+    """Goodput and its share, and the same counted from the send: an open loop's goodput counts TTFT
+    and E2E from the scheduled time (what a user arriving on schedule felt). None without an SLO."""
+    out: dict[str, Any] = {"goodput_latency_from": "scheduled" if open_loop else "send"}
+    if slo.is_empty():
+        names = ("goodput", "goodput_ratio", "goodput_from_send", "goodput_ratio_from_send")
+        return out | dict.fromkeys(names)
+    from_send = sum(1 for r in ok if meets_slo(r, slo))
+    good = sum(1 for r in ok if meets_slo(r, slo, from_scheduled=True)) if open_loop else from_send
+    return out | {
+        "goodput": good / window_s if window_s > 0 else 0.0,
+        "goodput_ratio": good / sent if sent else None,
+        "goodput_from_send": from_send / window_s if window_s > 0 else 0.0,
+        "goodput_ratio_from_send": from_send / sent if sent else None,
+    }
+
+
+def summarize(
+    records: Iterable[RequestRecord], slo: Slo | None = None, with_ci: bool = True, open_loop: bool = False
+) -> Summary:
+    """Summarise a run's records. Warm-up records are excluded from every number. In an open loop
+    (``open_loop``), goodput counts TTFT and E2E from the scheduled time; ``goodput_from_send`` from
+    the send, as a closed loop does."""
     scheduled = [r for r in records if not r.warmup]
     measured = [r for r in scheduled if r.sent_ns]  # a request never sent is counted apart
     ok = [r for r in measured if r.status is Status.OK]
@@ -299,11 +337,6 @@ def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci:
         return x / window_s if window_s > 0 else 0.0
 
     slo = slo or Slo()
-    goodput = goodput_ratio = None
-    if not slo.is_empty():
-        good = sum(1 for r in ok if meets_slo(r, slo))
-        goodput = per_s(good)
-        goodput_ratio = good / sent if sent else None
 
     def d(values: Iterable[float]) -> Distribution:
         return describe(_ms(values), with_ci=with_ci)
@@ -330,8 +363,6 @@ def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci:
         output_token_throughput=per_s(out_tokens),
         total_token_throughput=per_s(out_tokens + prompt_tokens),
         per_user_output_token_throughput=(1000.0 / tpot_dist.p50 if tpot_dist.p50 else None),
-        goodput=goodput,
-        goodput_ratio=goodput_ratio,
         slo=slo.to_dict(),
         error_rate=(sum(failures[s.value] for s in FAILURE_STATUSES) / sent) if sent else 0.0,
         timeout_rate=failures[Status.TIMEOUT.value] / sent if sent else 0.0,
@@ -341,4 +372,5 @@ def summarize(records: Iterable[RequestRecord], slo: Slo | None = None, with_ci:
         tokens=_token_accounting(ok),
         reasoning=reasoning,
         extra={"network": network_phases(measured)},
+        **_goodput(ok, slo, sent, window_s, open_loop),
     )

@@ -115,6 +115,16 @@ class GatewayConfig:
     scrape_interval_s: float = 5.0
     scrape_window_s: float = 60.0  # the decomposition covers the scrapes of this recent window
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL: a span per request (the otlp extra)
+    # client-side defences (guard.py)
+    header_timeout_s: float = 10.0
+    body_timeout_s: float = 30.0
+    idle_timeout_s: float = 60.0
+    max_connections: int = 1024
+    # /metrics and /tokenpace/* on their own address (None: the proxy's own port), behind keys
+    admin_host: str | None = None
+    admin_port: int | None = None
+    admin_keys: frozenset[str] = frozenset()
+    workers: int = 1  # gateway processes sharing the port (SO_REUSEPORT), see workers.py
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -127,9 +137,39 @@ class GatewayConfig:
             raise ValueError(f"upstream names must be unique: {names}")
         if any(has_control(k) or " " in k for k in self.client_keys):
             raise ValueError("a client key holds a space or a control character; refused, not shown")
+        for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "stall_timeout_s"):
+            if not getattr(self, name) > 0:  # also refuses nan
+                raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
+        if self.max_connections < 1:
+            raise ValueError("--max-connections must be at least 1")
+        if self.workers < 1:
+            raise ValueError("--workers must be at least 1")
+        if self.workers > 1 and self.scrape_upstream_metrics:
+            raise ValueError(
+                "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"
+            )
+
+
+def parse_listen(text: str, flag: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6)."""
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{flag} {text!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
 
 
 def read_key_file(path: str) -> list[str]:
     """One key per line; blank lines and lines starting with # are skipped."""
     with open(path, encoding="utf-8") as fh:
         return [s for line in fh if (s := line.strip()) and not s.startswith("#")]
+
+
+def proxy_url(config: GatewayConfig, port: int) -> str:
+    return f"http://{config.host}:{port}"
+
+
+def admin_url(config: GatewayConfig, port: int, admin_port: int | None) -> str:
+    """Where /metrics and /tokenpace/* are served: the proxy's own URL unless they are apart."""
+    if admin_port is None:
+        return proxy_url(config, port)
+    return f"http://{config.admin_host or config.host}:{admin_port}"

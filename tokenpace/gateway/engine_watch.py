@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import tempfile
 import time
 from collections import deque
 from pathlib import Path
+from typing import BinaryIO
 
 import orjson
 from prometheus_client import CollectorRegistry, Gauge
@@ -41,33 +43,62 @@ def metrics_auth(up: Upstream) -> str | None:
     return None if up.metrics_url else up.auth
 
 
+# The scraper starts a new file past this size, keeping one previous file: on disk at most two
+# files of 4 MiB per upstream (a third while the tail finishes a replaced one), however long it runs.
+ROTATE_BYTES = 4 * 1024 * 1024
+
+
 class _Tail:
-    """New complete JSON lines of a file that another process appends to."""
+    """New complete JSON lines of a file that another process appends to and rotates: the open
+    file is read to its end before the name is followed to the new one, so no line is lost."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.offset = 0
+        self.fh: BinaryIO | None = None
+        self.partial = b""  # a line being written waits for the next read
 
     def read(self) -> list[dict]:
+        if self.fh is None:
+            try:
+                self.fh = self.path.open("rb")
+            except OSError:
+                return []
+        rotated = self._rotated()  # asked first: once renamed, the old file gets no more lines
+        out = self._drain()
+        if rotated:
+            self.close()
+            out += self.read()
+        return out
+
+    def _rotated(self) -> bool:
+        assert self.fh is not None
         try:
-            with self.path.open("rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
+            return os.stat(self.path).st_ino != os.fstat(self.fh.fileno()).st_ino
         except OSError:
-            return []
-        end = data.rfind(b"\n") + 1  # a line being written waits for the next read
-        self.offset += end
+            return False  # between the rename and the new file: next time
+
+    def _drain(self) -> list[dict]:
+        assert self.fh is not None
+        data = self.partial + self.fh.read()
+        end = data.rfind(b"\n") + 1
+        self.partial = data[end:]
         out = []
         for line in data[:end].splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):
                 out.append(orjson.loads(line))
         return out
 
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+        self.partial = b""
+
 
 class _Watched:
     def __init__(self, up: Upstream, url: str, interval_s: float, path: Path, window: int) -> None:
         self.upstream = up
-        self.scraper = ScraperProcess(url, interval_s, path, metrics_auth(up))
+        self.scraper = ScraperProcess(url, interval_s, path, metrics_auth(up), ROTATE_BYTES)
         self.tail = _Tail(path)
         self.scrapes: deque[dict] = deque(maxlen=window)
         self.records: deque[RequestRecord] = deque(maxlen=20_000)
@@ -166,4 +197,5 @@ class EngineWatch:
         for w in self.watched.values():
             w.scraper.stop()
             w.scrapes.extend(w.tail.read())
+            w.tail.close()
         self._dir.cleanup()

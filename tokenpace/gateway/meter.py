@@ -12,7 +12,7 @@ import orjson
 
 from tokenpace.client.dialects import OpenAIChat, OpenAICompletions
 from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.client.sse import SseParser, parse_data
+from tokenpace.client.sse import DONE, SseParser, parse_data
 from tokenpace.core.record import RequestRecord
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
@@ -29,7 +29,17 @@ def dialect_for(path: str) -> Dialect | None:
 class Meter:
     """Feed it every body chunk with its arrival time; it fills the record's token fields."""
 
-    __slots__ = ("_body", "_inflate", "dialect", "done", "error", "protocol_error", "record", "sse")
+    __slots__ = (
+        "_body",
+        "_inflate",
+        "dialect",
+        "done",
+        "error",
+        "overflow",
+        "protocol_error",
+        "record",
+        "sse",
+    )
 
     def __init__(self, record: RequestRecord, dialect: Dialect, content_type: str, encoding: str) -> None:
         self.record = record
@@ -38,7 +48,8 @@ class Meter:
         self._body = bytearray()
         self.done = False  # [DONE] seen
         self.error: str | None = None  # the upstream reported an error inside the stream
-        self.protocol_error: str | None = None
+        self.protocol_error: str | None = None  # the first thing the meter could not read
+        self.overflow: str | None = None  # an event past the SSE bound: the stream must be cut
         # Compressed bodies are forwarded as they are; a decompressed copy is measured.
         self._inflate = None
         if encoding in ("gzip", "x-gzip"):
@@ -57,29 +68,42 @@ class Meter:
                 self._inflate, self.sse = None, None
                 self.protocol_error = "undecodable compressed body"
                 return
-        if self.sse is None:
+        sse = self.sse
+        if sse is None:
             if self.protocol_error is None and len(self._body) < _BODY_LIMIT:
                 self._body += data
             return
-        if self.error is not None or self.protocol_error is not None:
-            return  # measurement stopped; bytes still flow
-        rec = self.record
-        for payload in self.sse.feed(data):
-            try:
-                chunk = parse_data(payload)
-            except ValueError as exc:
-                self.protocol_error = str(exc)
-                return
-            if chunk is None:
-                self.done = True
-                continue
-            flags = self.dialect.classify(chunk, rec)
-            if not flags:
-                continue
-            if flags & ERROR:
-                self.error = f"error event in stream: {error_text(chunk)}"[:200]
-                return
-            rec.note_token_chunk(now, bool(flags & ANSWER))
+        payloads = sse.feed(data)  # framing goes on after an error: the event bound still holds
+        if payloads and self.error is None:
+            rec = self.record
+            for payload in payloads:
+                if self.protocol_error is not None:
+                    if payload == DONE:
+                        self.done = True  # the client did get a complete stream; the blame stays
+                    continue
+                try:
+                    chunk = parse_data(payload)
+                except ValueError as exc:
+                    # the reason without the payload: it may hold completion text, never kept
+                    self.protocol_error = str(exc).split(":", 1)[0]
+                    continue
+                if chunk is None:
+                    self.done = True
+                    continue
+                try:
+                    flags = self.dialect.classify(chunk, rec)
+                except Exception as exc:  # any shape a dialect did not expect: {"choices":5}, ...
+                    self.protocol_error = f"unexpected chunk shape ({type(exc).__name__})"
+                    continue
+                if not flags:
+                    continue
+                if flags & ERROR:
+                    self.error = f"error event in stream: {error_text(chunk)}"[:200]
+                    break
+                rec.note_token_chunk(now, bool(flags & ANSWER))
+        if sse.error is not None and self.overflow is None:
+            self.overflow = sse.error
+            self.protocol_error = self.protocol_error or sse.error
 
     @property
     def saw_token(self) -> bool:
@@ -101,9 +125,14 @@ class Meter:
             self.protocol_error = "response body is not JSON"
             return
         if type(response) is not dict:
+            self.protocol_error = "response body is not a JSON object"
             return
         rec = self.record
-        flags = self.dialect.read_full(response, rec)
+        try:
+            flags = self.dialect.read_full(response, rec)
+        except Exception as exc:  # an odd shape: the body was forwarded whole; say we could not read it
+            self.protocol_error = f"unexpected response shape ({type(exc).__name__})"
+            return
         if flags & ERROR:
             self.error = f"server error: {error_text(response)}"[:200]
         elif flags:

@@ -12,9 +12,11 @@ class Outcome(str, Enum):
     HTTP_ERROR = "http_error"  # the upstream answered with an error status
     CONNECT_ERROR = "connect_error"  # the upstream could not be reached (client got a 502)
     TIMEOUT_BEFORE_FIRST_TOKEN = "timeout_before_first_token"
-    STALL = "stall"  # bytes stopped flowing mid-stream for longer than the stall timeout
+    STALL = "stall"  # no token, or an event left unfinished, for longer than the stall timeout
     UPSTREAM_ABORT_MID_STREAM = "upstream_abort_mid_stream"  # cut, or an error event in the stream
-    PROTOCOL_ERROR = "protocol_error"  # the stream was forwarded but could not be parsed
+    # The stream could not be read (forwarded untouched unless an event passed the 1 MiB bound,
+    # then cut); it takes the blame over what followed (the client leaving, a missing [DONE]).
+    PROTOCOL_ERROR = "protocol_error"
     CLIENT_DISCONNECT = "client_disconnect"  # the client went away; the upstream request was cancelled
 
 

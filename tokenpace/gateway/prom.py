@@ -94,7 +94,10 @@ class GatewayMetrics:
             "Records not written because the writer queue was full",
             registry=r,
         )
-        self.in_flight = Gauge(IN_FLIGHT, "Requests being proxied now", registry=r)
+        # livesum: with --workers, the sum over the live worker processes
+        self.in_flight = Gauge(
+            IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
+        )
 
     def observe(self, rec: RequestRecord) -> None:
         """One finished generation request. Latency histograms take ok requests only (as offline)."""
@@ -122,3 +125,48 @@ class GatewayMetrics:
             self.tokens.labels(*key, "input").observe(rec.prompt_tokens)
         if rec.output_tokens:
             self.tokens.labels(*key, "output").observe(rec.output_tokens)
+
+
+REJECTED = "tokenpace_gateway_rejected_requests_total"
+CLOSED = "tokenpace_gateway_connections_closed_total"
+OPEN = "tokenpace_gateway_connections_open"
+# Bounded label values, listed so that each series exists (at 0) from the start.
+REJECT_REASONS = (
+    "unauthorized",  # missing or wrong client key (401)
+    "admin_unauthorized",  # missing or wrong admin key on /metrics or /tokenpace/* (401)
+    "body_too_large",  # 413
+    "body_not_json",  # 400
+    "body_not_object",  # 400
+    "body_incomplete",  # the client broke its own body (bad chunking, closed mid-body)
+    "bad_request_line",
+    "bad_method",
+    "bad_url",
+    "bad_header",
+    "line_too_long",
+    "malformed_http",
+    "internal_error",  # a bug of ours: 500, one log line, never a traceback
+)
+CLOSE_REASONS = ("header_timeout", "body_timeout", "idle_timeout", "max_connections")
+
+
+class GuardMetrics:
+    """What the gateway refused or cut on its client side, by reason."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.rejected = Counter(
+            REJECTED.removesuffix("_total"),
+            "Requests the gateway answered itself, not forwarded, by reason",
+            ("reason",),
+            registry=registry,
+        )
+        self.closed = Counter(
+            CLOSED.removesuffix("_total"),
+            "Client connections the gateway closed or refused, by reason",
+            ("reason",),
+            registry=registry,
+        )
+        self.open = Gauge(OPEN, "Client connections open now", registry=registry, multiprocess_mode="livesum")
+        for r in REJECT_REASONS:
+            self.rejected.labels(r)
+        for r in CLOSE_REASONS:
+            self.closed.labels(r)

@@ -5,25 +5,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import time
 import uuid
 from collections.abc import Callable
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from aiohttp.http_exceptions import HttpProcessingError
 
 from tokenpace.client.dialects import OpenAIChat
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
+from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
+from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
+from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
-from tokenpace.gateway.prom import GatewayMetrics, ModelLabels
+from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
+from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
@@ -51,14 +54,22 @@ _HOP = frozenset(
 )
 
 
+REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
+UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+
+_NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
+
+
 class Gateway:
     def __init__(
         self,
         config: GatewayConfig,
         writer: BatchWriter | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
+        worker: int = 0,
     ) -> None:
         self.config = config
+        self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
         self.models = ModelLabels({u.model for u in config.upstreams if u.model}, config.max_model_labels)
         self.router = Router(config.upstreams, time.monotonic)
@@ -72,8 +83,35 @@ class Gateway:
                 config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
             )
         self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
-        self.app.router.add_get("/metrics", self.prometheus)
-        self.app.router.add_get("/tokenpace/upstreams", self.upstreams)
+        limits = GuardLimits(
+            config.header_timeout_s, config.body_timeout_s, config.idle_timeout_s, config.max_connections
+        )
+        guard_metrics, log = GuardMetrics(self.metrics.registry), RateLimitedLog()
+        self.guard = Guard(limits, guard_metrics, log)  # the proxy's listener
+        self.admin_guard = Guard(limits, guard_metrics, log)  # the admin listener, when apart
+        apart = config.admin_port is not None
+        self.admin = AdminPages(
+            self.metrics.registry,
+            config.admin_keys,
+            config.client_keys,
+            lambda: upstreams_view(self.engines, {u.name: u.arm for u in config.upstreams}),
+            self.admin_guard if apart else self.guard,
+        )
+        self.recent = RecentRequests()
+        event_metrics = EventMetrics(self.metrics.registry)
+        self.events = EventsPage(
+            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow
+        )
+        self.admin_app: web.Application | None = None
+        if apart:
+            self.admin_app = web.Application()
+            self.admin.add_to(self.admin_app)
+            self.admin_app.router.add_post("/tokenpace/events", self.events.post)
+            self.app.router.add_get("/metrics", not_here)
+            self.app.router.add_route("*", "/tokenpace/{tail:.*}", not_here)
+        else:
+            self.admin.add_to(self.app)
+            self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
@@ -92,47 +130,41 @@ class Gateway:
         if self.traces is not None:
             await asyncio.to_thread(self.traces.close)
 
-    async def upstreams(self, _request: web.Request) -> web.Response:
-        """Per upstream: gateway TTFT against the engine's own TTFT over the recent window."""
-        if self.engines is None:
-            data: dict = {"upstreams": {u.name: {"arm": u.arm} for u in self.config.upstreams}}
-            data["note"] = "start the gateway with --scrape-upstream-metrics for engine-side numbers"
-        else:
-            self.engines.refresh()
-            data = self.engines.snapshot()
-        return web.Response(body=orjson.dumps(data), content_type="application/json")
-
-    async def prometheus(self, _request: web.Request) -> web.Response:
-        resp = web.Response(body=generate_latest(self.metrics.registry))
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
-        return resp
+    def _arm_of_user(self, key: bytes) -> tuple[str, str]:
+        """The arm a request of this user would be routed to now (any model)."""
+        upstream = self.router.choose(None, key)
+        return upstream.arm, upstream.name
 
     # --- request handling ------------------------------------------------------------------------
 
-    def _authorized(self, request: web.Request) -> bool:
-        keys = self.config.client_keys
-        if not keys:
-            return True
-        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given:
-            return False
-        token = given.strip().encode()
-        ok = False
-        for key in keys:  # constant time per key; every key is tried
-            ok |= hmac.compare_digest(token, key.encode())
-        return ok
+    def _refuse(self, request: web.Request, reason: str, resp: web.Response) -> web.Response:
+        self.guard.rejected(reason, request.remote, resp.status)
+        return resp
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         start = perf_ns()
-        if not self._authorized(request):
-            return errors.unauthorized()
+        keys = self.config.client_keys
+        if keys and not bearer_ok(request, keys):
+            return self._refuse(request, "unauthorized", errors.unauthorized())
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
-            return errors.too_large(limit)
+            return self._refuse(request, "body_too_large", errors.too_large(limit))
         try:
-            body = await request.read()
+            if request.content.is_eof():  # the whole body came with the head: no timer, no task
+                body = await request.read()
+            else:
+                body = await asyncio.wait_for(request.read(), self.config.body_timeout_s)
         except web.HTTPRequestEntityTooLarge:
-            return errors.too_large(limit)
+            return self._refuse(request, "body_too_large", errors.too_large(limit))
+        except asyncio.TimeoutError:
+            self.guard.closed("body_timeout", request.remote)
+            resp = errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
+            resp.force_close()
+            return resp
+        except (HttpProcessingError, ConnectionError):
+            resp = errors.bad_request("incomplete or malformed request body")
+            resp.force_close()
+            return self._refuse(request, "body_incomplete", resp)
         dialect = dialect_for(request.path) if request.method == "POST" else None
         model: str | None = None
         user: object = None
@@ -140,9 +172,11 @@ class Gateway:
             try:
                 parsed = orjson.loads(body)
             except orjson.JSONDecodeError:
-                return errors.bad_request("request body is not valid JSON")
+                resp = errors.bad_request("request body is not valid JSON")
+                return self._refuse(request, "body_not_json", resp)
             if type(parsed) is not dict:
-                return errors.bad_request("request body must be a JSON object")
+                resp = errors.bad_request("request body must be a JSON object")
+                return self._refuse(request, "body_not_object", resp)
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
         sticky = request.headers.get(self.config.sticky_header)
@@ -150,19 +184,23 @@ class Gateway:
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
+            user = user_hash(key) if key else None
             record = RequestRecord(
                 # the client's own id when it sent one (bounded), so its logs join these records
                 request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
+                worker=self.worker,
                 labels={
                     "model": self.models(upstream.model or model),
                     "upstream": upstream.name,
                     "arm": upstream.arm,
                     **upstream.labels,
+                    **({"user": user} if user else {}),
                 },
                 scheduled_ns=start,
                 dispatched_ns=start,
                 sent_ns=start,
             )
+            self.recent.add(record.request_id, upstream.arm, upstream.name, user)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
@@ -186,22 +224,7 @@ class Gateway:
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await send(origin, request.method, payload)
-            up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
-            if record is not None:
-                record.headers_ns, record.http_status = conn.now, ex.status
-                if ex.status < 300:
-                    meter = Meter(
-                        record,
-                        dialect,
-                        _header(up_headers, "content-type"),
-                        _header(up_headers, "content-encoding").lower(),
-                    )
-            resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
-            for k, v in up_headers:
-                if k.lower() not in _HOP:
-                    resp.headers.add(k, v)
-            if ex.length is not None and not ex.chunked:
-                resp.content_length = ex.length
+            resp, meter = _head(ex, record, dialect, conn.now)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
@@ -213,6 +236,8 @@ class Gateway:
             dog.cancel()
             if relay.client_gone:
                 raise ConnectionResetError("client went away")
+            if meter is not None and meter.overflow is not None:
+                raise UpstreamError(meter.overflow, True)  # cut by the relay, whatever the framing
             if meter is not None:
                 meter.finish_full(perf_ns())
                 outcome, error = _stream_outcome(meter)
@@ -230,11 +255,13 @@ class Gateway:
                 raise
             dog.absorb()
             cut = True
-            outcome, error = dog.fired, f"no token for {_limit(dog)} s"
+            outcome, error = dog.fired, dog.why
         except ConnectionResetError as exc:
             outcome, error = Outcome.CLIENT_DISCONNECT, f"client went away ({type(exc).__name__})"
         except UpstreamError as exc:
-            if exc.mid_body:
+            if meter is not None and meter.overflow is not None:
+                outcome, cut, error = Outcome.PROTOCOL_ERROR, True, meter.overflow
+            elif exc.mid_body:
                 outcome, cut = Outcome.UPSTREAM_ABORT_MID_STREAM, True
                 error = f"upstream broke the stream ({exc})"[:200]
             else:
@@ -248,8 +275,12 @@ class Gateway:
         self._finish(record, outcome, error, meter, dialect)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
-                return errors.gateway_timeout(upstream.name)
-            return errors.bad_gateway(upstream.name)
+                resp = errors.gateway_timeout(upstream.name)
+            else:
+                resp = errors.bad_gateway(upstream.name)
+            if record is not None:
+                resp.headers[REQUEST_ID] = record.request_id
+            return resp
         if cut and request.transport is not None:
             # The upstream broke; so must the client's stream, or it would look complete.
             request.transport.abort()
@@ -261,8 +292,11 @@ class Gateway:
         if record is None:
             return
         record.end_ns = perf_ns()
-        if meter is not None and meter.protocol_error and outcome is Outcome.OK:
-            outcome, error = Outcome.PROTOCOL_ERROR, meter.protocol_error
+        if meter is not None and meter.protocol_error and outcome not in _NOT_OURS_TO_BLAME:
+            # The stream broke first: what followed (the client leaving, a missing [DONE]) is a
+            # consequence, kept after the reason.
+            then = f"; then {error}" if error and outcome is not Outcome.PROTOCOL_ERROR else ""
+            outcome, error = Outcome.PROTOCOL_ERROR, (meter.protocol_error + then)[:200]
         record.status = STATUS[outcome]
         record.labels["outcome"] = outcome.value
         record.error = scrub_secrets(error)  # an upstream may echo a key back in its error
@@ -289,12 +323,32 @@ def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
     return Outcome.OK, None
 
 
+def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.StreamResponse, Meter | None]:
+    """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
+    generation request's successful body."""
+    up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
+    meter = None
+    if record is not None:
+        record.headers_ns, record.http_status = now, ex.status
+        if ex.status < 300:
+            content_type = _header(up_headers, "content-type")
+            meter = Meter(record, dialect, content_type, _header(up_headers, "content-encoding").lower())
+    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
+    for k, v in up_headers:
+        lower = k.lower()
+        if lower == REQUEST_ID and record is not None:
+            resp.headers.add(UPSTREAM_REQUEST_ID, v)  # ours is the one events are reported against
+        elif lower not in _HOP:
+            resp.headers.add(k, v)
+    if record is not None:
+        resp.headers[REQUEST_ID] = record.request_id
+    if ex.length is not None and not ex.chunked:
+        resp.content_length = ex.length
+    return resp, meter
+
+
 def _header(headers: list[tuple[str, str]], name: str) -> str:
     for k, v in headers:
         if k.lower() == name:
             return v
     return ""
-
-
-def _limit(dog: Watchdog) -> float:
-    return dog.stall_s if dog.token else dog.first_token_s

@@ -54,13 +54,25 @@ class Relay:
     def feed(self, data: bytes, now: int) -> None:
         meter = self.meter
         if meter is not None:
-            meter.feed(data, now)
+            try:
+                meter.feed(data, now)
+            except Exception as exc:  # the meter must never break the bytes it forwards
+                meter.sse = None
+                meter.protocol_error = meter.protocol_error or f"meter failed ({type(exc).__name__})"
             n = len(meter.record.token_ns)
             if n != self.tokens:
                 self.tokens = n
                 self.dog.activity(True)
             elif meter.sse is None or meter.error or meter.protocol_error:
                 self.dog.activity(True)  # nothing to count tokens by: bytes are progress
+            sse = meter.sse
+            if sse is not None:
+                pending = sse.pending_len > 0
+                if pending is (self.dog.partial_since is None):  # only when it changes
+                    self.dog.partial(pending)
+                if meter.overflow is not None:
+                    self._cut()
+                    return
         elif self.record is None:
             self.dog.activity(True)  # unmeasured path: any bytes are progress
         client = self.client
@@ -74,6 +86,12 @@ class Relay:
             self.paused = True
             self.conn.transport.pause_reading()  # type: ignore[union-attr]
             self._wake()
+
+    def _cut(self) -> None:
+        """An event past the bound: no client could read this stream either; end it on both sides
+        (the upstream's close reaches ``run`` as a mid-body error, the proxy then aborts the client)."""
+        if not self.conn.closed:
+            self.conn.abort()
 
     def _wake(self) -> None:
         if self.wake is not None and not self.wake.done():

@@ -44,6 +44,9 @@ def parse_error_text(exc: httptools.HttpParserError) -> str:
     return f"unexpected response: {cause}" if cause else f"malformed HTTP response: {exc}"
 
 
+MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones are < 4 KiB)
+
+
 class ResponseConnection(asyncio.Protocol):
     """One HTTP/1.1 connection, one exchange at a time (``start``); reusable when the last response
     ended and both sides allow keep-alive."""
@@ -52,6 +55,7 @@ class ResponseConnection(asyncio.Protocol):
         "closed",
         "exchange",
         "framed",
+        "head_bytes",
         "head_only",
         "idle_since_ns",
         "in_body",
@@ -74,6 +78,7 @@ class ResponseConnection(asyncio.Protocol):
         self.framed = False  # the response said how its body ends (length or chunked)
         self.in_body = False  # the final response's headers have arrived
         self.interim = False  # parsing a 1xx response
+        self.head_bytes = 0  # bytes of the current response before its head was complete
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -90,6 +95,14 @@ class ResponseConnection(asyncio.Protocol):
             if ex is not None:
                 ex.response_malformed(parse_error_text(exc), self.now)
             self.abort()
+            return
+        if not self.in_body and ex is not None:  # an endless head would grow without end
+            self.head_bytes += len(data)
+            if self.head_bytes > MAX_HEAD_BYTES:
+                self.keep_alive = False
+                self.exchange = None
+                ex.response_malformed(f"response head over {MAX_HEAD_BYTES // 1024} KiB", self.now)
+                self.abort()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -151,6 +164,7 @@ class ResponseConnection(asyncio.Protocol):
         self.exchange = exchange
         self.head_only = head_only
         self.framed = self.in_body = self.interim = False
+        self.head_bytes = 0
         self.transport.write(payload)  # type: ignore[union-attr]
 
     def abort(self) -> None:

@@ -55,6 +55,7 @@ class ServerConnection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.on_lost: Callable[[], None] | None = None  # set by whoever answers the current request
+        self.upgraded: Callable[[bytes], None] | None = None  # gets every byte after switch_protocols
         self._url = b""
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
@@ -68,10 +69,17 @@ class ServerConnection(asyncio.Protocol):
         self._on_open(self)
 
     def data_received(self, data: bytes) -> None:
+        if self.upgraded is not None:
+            self.upgraded(data)
+            return
         try:
             self._parser.feed_data(data)
-        except httptools.HttpParserUpgrade:
-            self._fail(400, b"upgrades are not supported")
+        except httptools.HttpParserUpgrade as upgrade:
+            if self.upgraded is None:  # the handler did not switch (it answered, or will not)
+                self._keep_alive = False
+                self.close()
+            elif len(data) > upgrade.args[0]:
+                self.upgraded(data[upgrade.args[0] :])  # the new protocol's first bytes came along
         except httptools.HttpParserError:
             self._fail(400, b"malformed HTTP request")
 
@@ -161,6 +169,15 @@ class ServerConnection(asyncio.Protocol):
         else:
             self.transport.write(CHUNKED_END)
         self._done()
+
+    def switch_protocols(self, headers: list[tuple[str, str]], on_data: Callable[[bytes], None]) -> None:
+        """Answers an ``Upgrade`` request with 101; from then on every byte received goes to ``on_data``
+        and the caller writes to ``transport`` itself (e.g. WebSocket frames)."""
+        if self.closed or self.transport is None:
+            return
+        lines = ["HTTP/1.1 101 Switching Protocols", *(f"{k}: {v}" for k, v in headers)]
+        self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+        self.upgraded = on_data
 
     def close(self) -> None:
         """Closes once what was written has been sent."""

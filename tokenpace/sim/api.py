@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from tokenpace.sim.tokens import chat_prompt_words, output_text
+from tokenpace.sim.tokens import chat_prompt_words
 
 DEFAULT_MAX_TOKENS = 256
 
@@ -46,6 +46,11 @@ class GenRequest:
     max_tokens: int
     min_tokens: int
     ignore_eos: bool
+    reasoning: int = 0  # the first this many generated tokens are reasoning (chat-style APIs only)
+    tool_name: str | None = None  # the request gave tools: the answer is a call to the first one
+    per_chunk: int = 1  # tokens per streamed chunk
+    every_usage: bool = False  # usage on every chunk (vLLM's stream_options.continuous_usage_stats)
+    dimensions: int = 0  # embeddings: the vector's length
 
 
 def _int_field(body: dict[str, Any], name: str, minimum: int) -> int | None:
@@ -116,9 +121,63 @@ def prompt_of(body: dict[str, Any], kind: str) -> list[str]:
     return _completion_prompt(body["prompt"])
 
 
-def parse_generation(raw: bytes, kind: str, default_model: str, max_len: int) -> GenRequest:
+@dataclass(frozen=True, slots=True)
+class StreamDefaults:
+    """What the profile or the sim's flags set for every request; a request's body may override it."""
+
+    reasoning_tokens: int = 0
+    tokens_per_chunk: int = 1
+    usage_every_chunk: bool = False
+
+
+def parse_generation(
+    raw: bytes, kind: str, default_model: str, max_len: int, defaults: StreamDefaults | None = None
+) -> GenRequest:
     body = load_json(raw)
-    prompt = prompt_of(body, kind)
+    return generation_from(body, kind, default_model, max_len, defaults or StreamDefaults())
+
+
+def tool_name_of(tools: Any) -> str | None:
+    """The first tool's name (OpenAI chat nests it under "function"; Anthropic and Responses do not)."""
+    if tools is None or tools == []:
+        return None
+    if not isinstance(tools, list) or not isinstance(tools[0], dict):
+        raise ApiError("'tools' must be a list of objects", param="tools", code="invalid_type")
+    first = tools[0]
+    fn = first.get("function")
+    name = fn.get("name") if isinstance(fn, dict) else first.get("name")
+    if not isinstance(name, str) or not name:
+        raise ApiError("each tool needs a string 'name'", param="tools", code="invalid_type")
+    return name
+
+
+def stream_shape(body: dict[str, Any], kind: str, defaults: StreamDefaults) -> dict[str, Any]:
+    """Reasoning, tools and chunking of one request: its body's options over the sim's defaults."""
+    reasoning = _int_field(body, "reasoning_tokens", 0)
+    per_chunk = _int_field(body, "tokens_per_chunk", 1)
+    opts = body.get("stream_options") or {}
+    return {
+        "reasoning": 0
+        if kind == "completion"
+        else (defaults.reasoning_tokens if reasoning is None else reasoning),
+        "tool_name": None if kind == "completion" else tool_name_of(body.get("tools")),
+        "per_chunk": defaults.tokens_per_chunk if per_chunk is None else per_chunk,
+        "every_usage": defaults.usage_every_chunk
+        or (isinstance(opts, dict) and bool(opts.get("continuous_usage_stats"))),
+    }
+
+
+def generation_from(
+    body: dict[str, Any],
+    kind: str,
+    default_model: str,
+    max_len: int,
+    defaults: StreamDefaults,
+    prompt: list[str] | None = None,
+) -> GenRequest:
+    """A generation request of any dialect; ``prompt`` is given by dialects that template their own."""
+    if prompt is None:
+        prompt = prompt_of(body, kind)
     model = body.get("model", default_model)
     if not isinstance(model, str):
         raise ApiError("'model' must be a string", param="model", code="invalid_type")
@@ -128,9 +187,10 @@ def parse_generation(raw: bytes, kind: str, default_model: str, max_len: int) ->
     opts = body.get("stream_options") or {}
     if not isinstance(opts, dict):
         raise ApiError("'stream_options' must be an object", param="stream_options", code="invalid_type")
-    max_tokens = _int_field(body, "max_completion_tokens", 1)
-    if max_tokens is None:
-        max_tokens = _int_field(body, "max_tokens", 1)
+    max_tokens = None
+    for name in ("max_completion_tokens", "max_tokens", "max_output_tokens"):  # chat, Anthropic, Responses
+        if max_tokens is None:
+            max_tokens = _int_field(body, name, 1)
     min_tokens = _int_field(body, "min_tokens", 0) or 0
     n = _int_field(body, "n", 1)
     if n is not None and n > 1:
@@ -165,91 +225,5 @@ def parse_generation(raw: bytes, kind: str, default_model: str, max_len: int) ->
         max_tokens,
         min_tokens,
         bool(ignore_eos),
+        **stream_shape(body, kind, defaults),
     )
-
-
-class ChunkFormat:
-    """The byte templates of one response: everything but the token is fixed per request."""
-
-    __slots__ = ("_final", "_head", "_id", "_kind", "_model", "_tail", "created")
-
-    def __init__(self, kind: str, rid: str, model: str, created: int) -> None:
-        self._kind, self._model, self.created = kind, model, created
-        m = orjson.dumps(model).decode()
-        if kind == "chat":
-            self._id = "chatcmpl-" + rid
-            self._head = (
-                f'data: {{"id":"{self._id}","object":"chat.completion.chunk","created":{created},'
-                f'"model":{m},"choices":['
-            ).encode()
-            self._tail = b'"},"logprobs":null,"finish_reason":null}]}\n\n'
-        else:
-            self._id = "cmpl-" + rid
-            self._head = (
-                f'data: {{"id":"{self._id}","object":"text_completion","created":{created},'
-                f'"model":{m},"choices":['
-            ).encode()
-            self._tail = b'","logprobs":null,"finish_reason":null}]}\n\n'
-
-    def role(self) -> bytes:
-        """Chat's opening chunk: the role, no content (carries no token)."""
-        return (
-            self._head + b'{"index":0,"delta":{"role":"assistant","content":""},"logprobs":null,'
-            b'"finish_reason":null}]}\n\n'
-        )
-
-    def token(self, word: str) -> bytes:
-        if self._kind == "chat":
-            return self._head + b'{"index":0,"delta":{"content":"' + word.encode() + self._tail
-        return self._head + b'{"index":0,"text":"' + word.encode() + self._tail
-
-    def finish(self, reason: str) -> bytes:
-        if self._kind == "chat":
-            choice = b'{"index":0,"delta":{},"logprobs":null,"finish_reason":"' + reason.encode() + b'"}'
-        else:
-            choice = b'{"index":0,"text":"","logprobs":null,"finish_reason":"' + reason.encode() + b'"}'
-        return self._head + choice + b"]}\n\n"
-
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> bytes:
-        u = orjson.dumps(usage(prompt_tokens, completion_tokens))
-        return self._head + b'],"usage":' + u + b"}\n\n"
-
-    def malformed(self) -> bytes:
-        """A chunk whose JSON is cut short, as a buggy proxy or engine sometimes sends."""
-        return self._head + b'{"index":0,"delta":{"content":\n\n'
-
-    def full_response(self, n_out: int, prompt_tokens: int, reason: str) -> bytes:
-        text = output_text(n_out)
-        if self._kind == "chat":
-            obj, choice = (
-                "chat.completion",
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "logprobs": None,
-                    "finish_reason": reason,
-                },
-            )
-        else:
-            obj, choice = (
-                "text_completion",
-                {"index": 0, "text": text, "logprobs": None, "finish_reason": reason},
-            )
-        return orjson.dumps(
-            {
-                "id": self._id,
-                "object": obj,
-                "created": self.created,
-                "model": self._model,
-                "choices": [choice],
-                "usage": usage(prompt_tokens, n_out),
-            }
-        )
-
-
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-    return {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }

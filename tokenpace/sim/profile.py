@@ -89,6 +89,11 @@ class EngineConfig:
     max_model_len: int = 32768
     eos_prob: float = 0.0  # per generated token after min_tokens; 0 = always run to max_tokens
     num_gpu_blocks: int | None = None  # fixed KV capacity; None = derive from memory
+    # How answers stream (a request's body may override each): reasoning tokens before the answer
+    # (chat-style APIs), tokens per streamed chunk, and usage on every chunk.
+    reasoning_tokens: int = 0
+    tokens_per_chunk: int = 1
+    usage_every_chunk: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,20 +16,41 @@ import random
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
 from tokenpace.http1.server import HttpRequest, ServerConnection
-from tokenpace.sim.api import ApiError, ChunkFormat, error_body, load_json, parse_generation, prompt_of
+from tokenpace.sim.anthropic_api import AnthropicFormat, parse_messages
+from tokenpace.sim.anthropic_api import error_body as anthropic_error
+from tokenpace.sim.api import (
+    ApiError,
+    GenRequest,
+    StreamDefaults,
+    error_body,
+    load_json,
+    parse_generation,
+    prompt_of,
+)
+from tokenpace.sim.chunks import WireFormat, openai_format
+from tokenpace.sim.embeddings_api import EmbeddingsFormat, parse_embeddings
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.realtime_api import RealtimeFormat, RealtimeSession, accept_session
+from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id
 from tokenpace.sim.virtual import sample_rtt
 
+# POST routes of the dialects beyond chat and completions: how to read a request, the answer's bytes.
+_DIALECT_ROUTES: dict[str, tuple[Callable[..., GenRequest], Callable[[GenRequest, str, int], WireFormat]]] = {
+    "/v1/messages": (parse_messages, AnthropicFormat),
+    "/v1/responses": (parse_responses, ResponsesFormat),
+    "/v1/embeddings": (parse_embeddings, EmbeddingsFormat),
+}
 RESYNC_S = 0.05  # later than this behind model time, restart the model clock from now
 JSON = ("content-type", "application/json")
 SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
@@ -53,6 +74,10 @@ class SimServer:
         self.faults = faults or FaultConfig()
         self.engine = Engine(self.profile, seed=seed)
         self.metrics = SimMetrics(self.profile.served_model_name)
+        eng = self.profile.engine
+        self.stream_defaults = StreamDefaults(
+            eng.reasoning_tokens, eng.tokens_per_chunk, eng.usage_every_chunk
+        )
         self._picker = FaultPicker(self.faults)
         self._rng = random.Random(seed + 1)
         self._ids = itertools.count(1)
@@ -163,12 +188,20 @@ class SimServer:
         rid_header = req.headers.get("x-request-id")
         if rid_header is not None:
             headers.append(("x-request-id", rid_header))
+        route = (req.method, req.path.rstrip("/") or "/")
         try:
-            route = (req.method, req.path.rstrip("/") or "/")
             if route == ("POST", "/v1/chat/completions"):
                 self._generate(req, "chat", headers)
             elif route == ("POST", "/v1/completions"):
                 self._generate(req, "completion", headers)
+            elif route[0] == "POST" and route[1] in _DIALECT_ROUTES:
+                parse, make_format = _DIALECT_ROUTES[route[1]]
+                name, room = self.profile.served_model_name, self.engine.capacity_tokens
+                gen = parse(load_json(req.body), name, room, self.stream_defaults)
+                self.serve_generation(req, gen, headers, make_format)
+            elif route == ("GET", "/v1/realtime"):
+                name, room = self.profile.served_model_name, self.engine.capacity_tokens
+                accept_session(req, name, room, self._realtime_response, self.stream_defaults)
             elif route == ("GET", "/v1/models"):
                 req.conn.respond(200, self._models(), headers)
             elif route in (("POST", "/tokenize"), ("POST", "/v1/tokenize")):
@@ -184,6 +217,8 @@ class SimServer:
                 "/tokenize",
                 "/health",
                 "/metrics",
+                *_DIALECT_ROUTES,
+                "/v1/realtime",
             ):
                 raise ApiError(
                     f"method {req.method} not allowed on {req.path}", status=405, code="method_not_allowed"
@@ -191,11 +226,16 @@ class SimServer:
             else:
                 raise ApiError(f"no route {req.method} {req.path}", status=404, code="not_found")
         except ApiError as e:
-            req.conn.respond(e.status, e.body(), headers)
+            anthropic = route[1] == "/v1/messages"
+            req.conn.respond(e.status, anthropic_error(e.message, e.type) if anthropic else e.body(), headers)
         except Exception as e:  # never let a request take the server down
             req.conn.respond(
                 500, error_body(f"internal error: {type(e).__name__}: {e}", "server_error"), headers
             )
+
+    def _realtime_response(self, session: RealtimeSession, gen: GenRequest) -> None:
+        rid = f"sim-{next(self._ids)}"
+        self._admit(ResponseStream(session, gen, RealtimeFormat(gen, rid, 0), []), rid, None)
 
     def _models(self) -> bytes:
         p = self.profile
@@ -264,7 +304,19 @@ class SimServer:
 
     # ---- generation --------------------------------------------------------------------------
     def _generate(self, req: HttpRequest, kind: str, headers: list[tuple[str, str]]) -> None:
-        gen = parse_generation(req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens)
+        gen = parse_generation(
+            req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens, self.stream_defaults
+        )
+        self.serve_generation(req, gen, headers, openai_format)
+
+    def serve_generation(
+        self,
+        req: HttpRequest,
+        gen: GenRequest,
+        headers: list[tuple[str, str]],
+        make_format: Callable[[GenRequest, str, int], WireFormat],
+    ) -> None:
+        """Faults first, then the request joins the engine; its tokens go out in ``make_format``'s bytes."""
         fault = self._picker.pick(req.headers.get("x-sim-fault"))
         if fault is not None and fault.kind == "error":
             req.conn.respond(
@@ -284,7 +336,7 @@ class SimServer:
             )
             return
         rid = f"sim-{next(self._ids)}"
-        fmt = ChunkFormat(kind, rid, gen.model, int(time.time()))
+        fmt = make_format(gen, rid, int(time.time()))
         stream = ResponseStream(req.conn, gen, fmt, [*SSE, *headers[1:]] if gen.stream else headers)
         rtt = sample_rtt(self.network, self._rng)
         assert self._loop is not None
@@ -299,8 +351,9 @@ class SimServer:
             return
         if s.gen.stream:
             conn.start_stream(200, s.headers)
-            if s.gen.kind == "chat":
-                conn.write_chunk(s.fmt.role())
+            opening = s.fmt.opening()
+            if opening:
+                conn.write_chunk(opening)
         if fault is not None and fault.kind == "hang":
             return  # accepted, then silence until the client gives up
         sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)

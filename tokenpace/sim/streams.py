@@ -8,33 +8,71 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from tokenpace.http1.server import ServerConnection
-from tokenpace.sim.api import ChunkFormat, GenRequest
+from tokenpace.sim.api import GenRequest
+from tokenpace.sim.chunks import ANSWER, REASONING, TOOL, WireFormat
 from tokenpace.sim.engine import SimRequest
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.tokens import WORDS
 
 _SPACED = tuple(" " + w for w in WORDS)
-_DONE = b"data: [DONE]\n\n"
+_N_WORDS = len(_SPACED)
+
+
+class Sink(Protocol):
+    """Where a response's bytes go: an HTTP connection (chunked), or a realtime WebSocket session."""
+
+    @property
+    def closed(self) -> bool: ...
+
+    on_lost: Callable[[], None] | None
+
+    def start_stream(self, status: int, headers: list[tuple[str, str]]) -> None: ...
+
+    def write_chunk(self, data: bytes) -> None: ...
+
+    def end_stream(self, last: bytes = b"") -> None: ...
+
+    def respond(self, status: int, body: bytes, headers: list[tuple[str, str]]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 @dataclass(eq=False, slots=True)
 class ResponseStream:
-    conn: ServerConnection
+    conn: Sink
     gen: GenRequest
-    fmt: ChunkFormat
+    fmt: WireFormat
     headers: list[tuple[str, str]]
     cut_at: int = 0  # close the connection right after this many tokens (0: never)
     malformed_at: int = 0  # send a broken chunk just before this token (1-based; 0: never)
     last_t: float = 0.0  # when the previous token was written (model time), for ITL
+    chunk_from: int = 1  # first token (1-based) not yet written, when chunks hold several tokens
+    plain: bool = False  # one answer token per chunk, the common case: delivered on the short path
+
+    def __post_init__(self) -> None:
+        g = self.gen
+        self.plain = g.reasoning == 0 and g.tool_name is None and g.per_chunk == 1
+
+    def chunk_for(self, k: int, finished: bool) -> bytes:
+        """The chunk to write after token k; b"" while a multi-token chunk is still filling."""
+        gen = self.gen
+        phase = REASONING if k <= gen.reasoning else (ANSWER if gen.tool_name is None else TOOL)
+        if gen.per_chunk == 1:
+            return self.fmt.chunk(_SPACED[(k - 1) % _N_WORDS], phase, finished, k)
+        # A chunk never mixes reasoning and answer: the last reasoning token closes one.
+        if not (finished or k == gen.reasoning or k - self.chunk_from + 1 >= gen.per_chunk):
+            return b""
+        words = "".join(_SPACED[i % len(_SPACED)] for i in range(self.chunk_from - 1, k))
+        self.chunk_from = k + 1
+        return self.fmt.chunk(words, phase, finished, k)
 
 
 def deliver(
     out: list[SimRequest], end: float, metrics: SimMetrics, abort: Callable[[SimRequest], None]
 ) -> None:
     """Write the tokens one engine step produced; `end` is the step's model end time."""
-    n_words = len(_SPACED)
     itl_observe = metrics.itl.observe
     tpot_observe = metrics.tpot.observe
     for req in out:
@@ -64,19 +102,20 @@ def deliver(
                     body = body[: len(body) // 2]  # a 200 whose JSON is cut short
                 conn.respond(200, body, s.headers)
             continue
-        data = s.fmt.token(_SPACED[(k - 1) % n_words])
+        if s.plain:
+            data = s.fmt.chunk(_SPACED[(k - 1) % _N_WORDS], ANSWER, req.finished, k)
+        else:
+            data = s.chunk_for(k, req.finished)
         if k == s.malformed_at:
             data = s.fmt.malformed() + data
         if req.finished:
-            data += s.fmt.finish(req.finish_reason)
-            if s.gen.include_usage:
-                data += s.fmt.usage(req.prompt_len, k)
-            conn.end_stream(data + _DONE)
+            conn.end_stream(data + s.fmt.closing(req.finish_reason, req.prompt_len, k))
         elif k == s.cut_at:
-            conn.write_chunk(data)
+            if data:
+                conn.write_chunk(data)
             abort(req)
             conn.close()  # FIN without the chunked terminator: the client sees a truncated stream
-        else:
+        elif data:  # an empty chunk would end the chunked body
             conn.write_chunk(data)
 
 

@@ -8,6 +8,10 @@ import socket
 import subprocess
 import sys
 
+# Exit codes of a bench or sweep that ran to the end: 0, or 3 when the client fell behind (NOT VALID),
+# which a busy test machine can cause on its own (a 50 ms stall). Tests about something else accept both.
+FINISHED = (0, 3)
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""

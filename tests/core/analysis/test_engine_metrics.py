@@ -100,6 +100,40 @@ def test_failed_scrapes_are_counted_not_fatal():
     assert out == {"scrapes": 1, "errors": 1, "engine": "unknown"}
 
 
+def queue_histogram(count: int, total_s: float) -> str:
+    """vLLM's queue-time histogram, buckets from 0.3 s, with every observation under 0.3 s."""
+    rows = [f'vllm:request_queue_time_seconds_bucket{{le="{le}"}} {count}' for le in ("0.3", "0.5", "+Inf")]
+    rows += [
+        f"vllm:request_queue_time_seconds_sum {total_s}",
+        f"vllm:request_queue_time_seconds_count {count}",
+    ]
+    return "\n".join(rows) + "\n"
+
+
+def test_engine_percentiles_say_their_bucket_and_refuse_a_single_bucket():
+    # 10 requests that queued 8 ms on average all land in (0, 0.3 s]; interpolation would call
+    # P50 150 ms. The mean (from the sum) is the figure to use.
+    first = {"t_ns": 0, "samples": parse_metrics(queue_histogram(0, 0.0))}
+    last = {"t_ns": 10**9, "samples": parse_metrics(queue_histogram(10, 0.08))}
+    queue = analyse([first, last], [], start_ns=0)["engine_latency_ms"]["queue"]
+    assert queue["n"] == 10 and queue["mean"] == pytest.approx(8.0)
+    assert queue["p50"] is None and queue["p50_bucket_ms"] == [0.0, 300.0]
+    assert queue["p95"] is None and "bucket" in queue["percentiles_from"]
+
+
+def test_engine_percentile_buckets_are_reported_beside_the_interpolation():
+    first = {
+        "t_ns": 0,
+        "samples": parse_metrics(vllm_text(0, 0.0, 0, [("0.1", 0), ("0.5", 0), ("+Inf", 0)], 0.0)),
+    }
+    last = {
+        "t_ns": 10**9,
+        "samples": parse_metrics(vllm_text(2, 0.8, 4, [("0.1", 2), ("0.5", 4), ("+Inf", 4)], 0.2)),
+    }
+    ttft = analyse([first, last], [], start_ns=0)["engine_latency_ms"]["ttft"]
+    assert ttft["p50_bucket_ms"] == [0.0, 100.0] and ttft["p95_bucket_ms"] == [100.0, 500.0]
+
+
 def test_tokenpace_gateway_metrics_are_named_as_the_gateway_not_an_unknown_engine():
     gateway = {"tokenpace_gateway_requests_total": 3.0, "process_cpu_seconds_total": 1.0}
     assert detect_engine(gateway) == "tokenpace-gateway"

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from tokenpace.adapters.report.tables import load_label
+from tokenpace.adapters.report.tables import load_label, steady_rps
 from tokenpace.core.metrics import e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
 
@@ -81,8 +81,8 @@ def _marks(fig: go.Figure, sweep: dict[str, Any], slo_key: str | None) -> None:
 
 def latency_curve(sweep: dict[str, Any], metric: str, name: str) -> go.Figure:
     steps = sweep["steps"]
-    xs = [s["summary"].get("request_throughput") for s in steps]
-    fig = _fig(f"{name} vs load", "achieved load (requests/s)", f"{name} (ms)")
+    xs = [steady_rps(s["summary"]) for s in steps]
+    fig = _fig(f"{name} vs load", "achieved load (requests/s, steady window)", f"{name} (ms)")
     for p in ("p50", "p95", "p99"):
         ys = [(s["summary"].get(metric) or {}).get(p) for s in steps]
         fig.add_trace(
@@ -100,8 +100,8 @@ def throughput_curve(sweep: dict[str, Any]) -> go.Figure:
     labels = [load_label(s) for s in steps]
     fig = _fig("Throughput and goodput per step", "step (offered load)", "requests/s")
     fig.add_trace(
-        go.Scatter(x=labels, y=[s["summary"].get("request_throughput") for s in steps],
-                   mode="lines+markers", name="requests/s (ok)")
+        go.Scatter(x=labels, y=[steady_rps(s["summary"]) for s in steps],
+                   mode="lines+markers", name="requests/s (ok, steady window)")
     )  # fmt: skip
     good = [s["summary"].get("goodput") for s in steps]
     if any(g is not None for g in good):

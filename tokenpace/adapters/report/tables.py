@@ -113,12 +113,21 @@ def conditions_table(result: dict[str, Any], sweep: dict[str, Any] | None = None
     return ["condition", "value"], [r for r in rows if r[1] not in (None, "")]
 
 
+def steady_rps(summary: dict[str, Any]) -> Any:
+    """A step's request rate over its steady window when it has one, else over the whole run."""
+    steady = summary.get("steady") or {}
+    if steady.get("request_throughput") is not None and not steady.get("short"):
+        return steady["request_throughput"]
+    return summary.get("request_throughput")
+
+
 def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
     return (summary.get(metric) or {}).get(p)
 
 
 def steps_table(sweep: dict[str, Any]) -> Table:
-    """One row per curve step, with the knee, SLO verdict and Little's-law status beside it."""
+    """One row per curve step, with the knee, SLO verdict and Little's-law status beside it. Throughput
+    is over the step's steady window (ramp-up and drain excluded; shown) when it has one."""
     analysis = sweep.get("analysis") or {}
     knee = (analysis.get("knee") or {}).get("index")
     slo = analysis.get("slo_capacity") or {}
@@ -129,6 +138,10 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         "load",
         "req/s",
         "out tok/s",
+        "steady s",
+        "ramp-up s",
+        "drain s",
+        "req/s whole run",
         "TTFT p50",
         "TTFT p95",
         "TTFT p99",
@@ -152,13 +165,21 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             notes.append("knee")
         if step.get("interrupted"):
             notes.append("interrupted")
-        if not step.get("valid", True):
-            notes.append("client invalid")
+        if not step.get("valid", True) and not step.get("interrupted"):
+            notes.append("NOT VALID")
+        steady = s.get("steady") or {}
+        if steady.get("short"):
+            notes.append("short")
+        use_steady = steady.get("request_throughput") is not None and not steady.get("short")
         row = [
             i + 1,
             load_label(step),
+            steady_rps(s),
+            steady["output_token_throughput"] if use_steady else s.get("output_token_throughput"),
+            steady.get("window_s"),
+            steady.get("excluded_ramp_up_s"),
+            steady.get("excluded_drain_s"),
             s.get("request_throughput"),
-            s.get("output_token_throughput"),
             _pct(s, "ttft_ms", "p50"),
             _pct(s, "ttft_ms", "p95"),
             _pct(s, "ttft_ms", "p99"),
@@ -178,47 +199,84 @@ def steps_table(sweep: dict[str, Any]) -> Table:
     return headers, rows
 
 
-def plan_lines(sweep: dict[str, Any]) -> list[str]:
-    """The capacity conclusions in sentences."""
-    a = sweep.get("analysis") or {}
-    p = sweep.get("plan") or {}
-    out = []
+def _steps_basis(a: dict[str, Any]) -> list[str]:
+    used = a.get("used_steps")
+    if used is None:  # a sweep file from before steps were left out
+        return []
+    out = [f"Figures rest on step(s) {', '.join(map(str, used)) or 'none'}"]
+    for item in a.get("left_out_steps") or []:
+        out.append(f"Left out: step {item['step']} ({', '.join(item['reasons'])})")
+    return out
+
+
+def _knee_line(a: dict[str, Any]) -> str:
     knee = a.get("knee")
-    if knee:
-        out.append(
-            f"Knee: {knee['load_rps']:.3g} req/s ({knee['metric']} {knee['latency_ms']:.0f} ms, "
-            f"step {knee['index'] + 1}); method: Kneedle on P95 latency vs achieved load"
-        )
-    else:
+    if not knee:
         reason = (a.get("knee_ttft_p95") or {}).get("reason", "no analysis").removeprefix("no knee: ")
-        out.append(f"Knee: none — {reason}")
-    ms = a.get("max_sustainable") or {}
-    if ms.get("load_rps") is not None:
-        out.append(
-            f"Max sustainable throughput: {ms['load_rps']:.3g} req/s (step {ms['step']}, "
-            f"errors <= {ms['max_error_rate']:.0%})"
+        return f"Knee: none — {reason}"
+    line = (
+        f"Knee: {knee['load_rps']:.3g} req/s ({knee['metric']} {knee['latency_ms']:.0f} ms, "
+        f"step {knee['index'] + 1}); method: Kneedle on P95 latency vs achieved load"
+    )
+    if knee.get("at_highest_load"):
+        line += "; it is the highest load tried: extend the sweep"
+    return line
+
+
+def _slo_line(slo: dict[str, Any]) -> str:
+    limits = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in slo["slo"].items())
+    basis = " from the scheduled time" if slo.get("latency_from") == "scheduled" else ""
+    what = f"{slo['percentile'].upper()} {limits}{basis}"
+    if slo.get("max_load_rps") is None:
+        return f"SLO ({what}) held at no usable step"
+    if slo.get("ceiling_reached") is False:
+        return (
+            f"SLO ({what}) held up to the highest load tried ({slo['max_load_rps']:.3g} req/s, step "
+            f"{slo['step']}); the ceiling is above it: extend the sweep"
         )
-    slo = a.get("slo_capacity")
-    if slo:
-        limits = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in slo["slo"].items())
-        if slo.get("max_load_rps") is not None:
-            out.append(
-                f"Max load under the SLO ({slo['percentile'].upper()} {limits}): {slo['max_load_rps']:.3g} "
-                f"req/s (step {slo['step']}), goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
-            )
-        else:
-            out.append(f"SLO ({slo['percentile'].upper()} {limits}) held at no step")
+    broken = f", broken at step {slo['broken_at_step']}" if slo.get("broken_at_step") else ""
+    return (
+        f"Max load under the SLO ({what}): {slo['max_load_rps']:.3g} req/s (step {slo['step']}{broken}), "
+        f"goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
+    )
+
+
+def _plan_figures(p: dict[str, Any]) -> list[str]:
+    out = []
+    bound = bool(p.get("ceiling_is_lower_bound"))
     if p.get("watermark_rps_per_replica") is not None:
+        step = f", step {p['ceiling_step']}" if p.get("ceiling_step") else ""
+        ceiling = "a lower bound of the ceiling" if bound else "the ceiling"
         line = (
-            f"Safe watermark per replica: {p['watermark_rps_per_replica']:.3g} req/s "
-            f"({p['headroom']:.0%} headroom under the {p['ceiling_from'].replace('_', ' ')} ceiling "
-            f"of {p['ceiling_rps_per_replica']:.3g} req/s)"
+            f"Safe watermark per replica: {'at least ' if bound else ''}"
+            f"{p['watermark_rps_per_replica']:.3g} req/s ({p['headroom']:.0%} headroom under {ceiling} "
+            f"({p['ceiling_from'].replace('_', ' ')}{step}) of {p['ceiling_rps_per_replica']:.3g} req/s)"
         )
         if p.get("watermark_in_flight_per_replica") is not None:
             line += f", about {p['watermark_in_flight_per_replica']:.1f} requests in flight"
         out.append(line)
     if p.get("replicas") is not None:
-        out.append(f"Replicas for a peak of {p['peak_rps']:g} req/s: {p['replicas']}")
+        line = f"Replicas for a peak of {p['peak_rps']:g} req/s: {p['replicas']}"
+        out.append(line + (" at most (the ceiling is a lower bound)" if bound else ""))
+    return out
+
+
+def plan_lines(sweep: dict[str, Any]) -> list[str]:
+    """The capacity conclusions in sentences, each with the step it rests on."""
+    a = sweep.get("analysis") or {}
+    p = sweep.get("plan") or {}
+    out = _steps_basis(a)
+    out.append(_knee_line(a))
+    ms = a.get("max_sustainable") or {}
+    if ms.get("load_rps") is not None:
+        at_least = "at least " if ms.get("lower_bound") else ""
+        out.append(
+            f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
+            f"errors <= {ms['max_error_rate']:.0%})"
+        )
+    if a.get("slo_capacity"):
+        out.append(_slo_line(a["slo_capacity"]))
+    out += _plan_figures(p)
     little = a.get("littles_law") or {}
     if little:
         if little.get("consistent"):
@@ -226,7 +284,7 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
         for c in little.get("steps", []):
             if c["status"] in ("inconsistent", "overloaded"):
                 out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
-    out += [f"Warning: {w}" for w in p.get("warnings") or []]
+    out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(("SLO held up", "left out"))]
     return out
 
 

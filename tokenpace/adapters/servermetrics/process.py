@@ -42,9 +42,12 @@ def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None)
 
 
 class ScraperProcess:
-    def __init__(self, url: str, interval_s: float, out_path: Path, auth: str | None = None) -> None:
+    def __init__(
+        self, url: str, interval_s: float, out_path: Path, auth: str | None = None, rotate_bytes: int = 0
+    ) -> None:
         self.url, self.interval_s, self.out_path = url, interval_s, out_path
         self.auth = auth  # an Authorization to send (else the URL's user:password, if any)
+        self.rotate_bytes = rotate_bytes  # 0: one file, kept whole (bench keeps every scrape)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
@@ -62,6 +65,7 @@ class ScraperProcess:
                 url,
                 str(self.interval_s),
                 str(self.out_path),
+                *([str(self.rotate_bytes)] if self.rotate_bytes else []),
             ],
             env=env,
             stdout=subprocess.DEVNULL,

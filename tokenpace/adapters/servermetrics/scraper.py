@@ -4,7 +4,11 @@ Run apart from the load client so that fetching and parsing (milliseconds of pur
 scrape) never delays the client's timestamps. ``time.perf_counter_ns`` is CLOCK_MONOTONIC on
 Linux, the same clock in both processes, so scrapes line up with request records.
 
-    python -m tokenpace.adapters.servermetrics.scraper URL INTERVAL_S OUT.jsonl
+    python -m tokenpace.adapters.servermetrics.scraper URL INTERVAL_S OUT.jsonl [ROTATE_BYTES]
+
+With ROTATE_BYTES (the gateway, which runs for months), a file past that size is renamed to
+OUT.jsonl.1 (replacing the previous one) and a new OUT.jsonl is begun: a reader that holds the
+file open finishes it, then follows the name (see gateway/engine_watch.py).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict:
 def main(argv: list[str]) -> int:
     url, interval_s, out_path = argv[0], float(argv[1]), argv[2]
     auth = os.environ.pop(AUTH_ENV, None)  # Basic auth from the URL given to the parent
+    rotate_bytes = int(argv[3]) if len(argv) > 3 else 0
     stopping = False
 
     def stop(*_: object) -> None:
@@ -47,11 +52,16 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     parent = os.getppid()
     timeout_s = max(2.0, interval_s)  # a loaded engine may answer /metrics slowly
-    with open(out_path, "wb") as out:
+    out = open(out_path, "wb")  # noqa: SIM115 (replaced on rotation)
+    try:
         next_at = time.monotonic()
         while not stopping:
             out.write(orjson.dumps(scrape_once(url, timeout_s, auth)) + b"\n")
             out.flush()
+            if rotate_bytes and out.tell() >= rotate_bytes:
+                out.close()
+                os.replace(out_path, out_path + ".1")
+                out = open(out_path, "wb")  # noqa: SIM115
             next_at += interval_s
             if next_at < time.monotonic():  # a slow server: keep the cadence, skip what was missed
                 next_at = time.monotonic()
@@ -61,6 +71,8 @@ def main(argv: list[str]) -> int:
                     return 0  # the run is gone: never scrape on for ever
                 time.sleep(min(0.1, max(0.0, next_at - time.monotonic())))
         out.write(orjson.dumps(scrape_once(url, 2.0, auth)) + b"\n")  # a last one after the load
+    finally:
+        out.close()
     return 0
 
 

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from tokenpace.client.dialects.anthropic import AnthropicMessages
 from tokenpace.client.dialects.base import Dialect
 from tokenpace.client.dialects.openai_chat import OpenAIChat
 from tokenpace.client.dialects.openai_completions import OpenAICompletions
+from tokenpace.client.dialects.openai_embeddings import OpenAIEmbeddings
+from tokenpace.client.dialects.openai_responses import OpenAIResponses
+from tokenpace.client.dialects.realtime import OpenAIRealtime
 
-DIALECTS: dict[str, type] = {"chat": OpenAIChat, "completions": OpenAICompletions}
+DIALECTS: dict[str, type] = {
+    "chat": OpenAIChat,
+    "completions": OpenAICompletions,
+    "anthropic": AnthropicMessages,
+    "responses": OpenAIResponses,
+    "embeddings": OpenAIEmbeddings,
+    "realtime": OpenAIRealtime,  # over a WebSocket: sent by client.realtime.RealtimeSender
+}
 
 
 def get_dialect(name: str) -> Dialect:

@@ -26,6 +26,7 @@ class Sampling:
 class Dialect(Protocol):
     name: str
     path: str  # appended to the base URL, e.g. "/chat/completions"
+    headers: tuple[tuple[str, str], ...]  # sent with every request, e.g. Anthropic's version header
 
     def body(
         self,
@@ -69,6 +70,10 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
     if usage:
         prompt = usage.get("prompt_tokens")
         completion = usage.get("completion_tokens")
+        # counts only: a string or float here would poison every sum made of records later
+        for value in (prompt, completion):
+            if value is not None and type(value) is not int:
+                raise ValueError("usage token counts are not integers")
         if prompt is not None:
             record.prompt_tokens = prompt
         if completion is not None:
@@ -78,7 +83,10 @@ def read_usage(chunk: dict[str, Any], record: RequestRecord) -> None:
 def error_text(chunk: dict[str, Any]) -> str | None:
     err = chunk.get("error")
     if err is None:
-        return None
+        if chunk.get("type") == "error":  # OpenAI Responses: the message is on the event itself
+            return str(chunk.get("message") or chunk.get("code") or "error")
+        response = chunk.get("response")  # OpenAI Responses: response.failed
+        return error_text(response) if isinstance(response, dict) else None
     if isinstance(err, dict):
         return str(err.get("message") or err.get("type") or err)
     return str(err)
@@ -94,5 +102,7 @@ def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any]
     choice = choices[0]
     finish = choice.get("finish_reason")
     if finish:
+        if type(finish) is not str:
+            raise ValueError("finish_reason is not a string")
         record.finish_reason = finish
     return choice

@@ -19,6 +19,7 @@ from tokenpace.core.record import RequestRecord
 class OpenAIChat:
     name = "openai-chat"
     path = "/chat/completions"
+    headers: tuple[tuple[str, str], ...] = ()
 
     def body(
         self,

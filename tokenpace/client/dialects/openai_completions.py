@@ -11,6 +11,7 @@ from tokenpace.core.record import RequestRecord
 class OpenAICompletions:
     name = "openai-completions"
     path = "/completions"
+    headers: tuple[tuple[str, str], ...] = ()
 
     def body(
         self,

@@ -130,27 +130,46 @@ def _histogram(
     return None
 
 
-def _quantile(buckets: dict[float, float], q: float) -> float | None:
-    """Prometheus' histogram_quantile: linear interpolation inside the bucket."""
+def _quantile(buckets: dict[float, float], q: float) -> tuple[float | None, list[float] | None]:
+    """Prometheus' histogram_quantile (linear interpolation inside the bucket), and that bucket's
+    bounds: the true quantile lies somewhere in them, wherever the interpolation puts it."""
     bounds = sorted(buckets)
     if not bounds or buckets[bounds[-1]] <= 0:
-        return None
+        return None, None
     rank = q * buckets[bounds[-1]]
     prev_bound, prev_count = 0.0, 0.0
     for bound in bounds:
         count = buckets[bound]
         if count >= rank:
+            edges = [prev_bound, bound]
             if bound == float("inf"):
-                return prev_bound
+                return prev_bound, edges
             if count == prev_count:
-                return bound
-            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count)
+                return bound, edges
+            return prev_bound + (bound - prev_bound) * (rank - prev_count) / (count - prev_count), edges
         prev_bound, prev_count = bound, count
-    return prev_bound
+    return prev_bound, [prev_bound, float("inf")]
+
+
+def _percentile(
+    delta: dict[float, float], q: float, n: float
+) -> tuple[float | None, list[float | None] | None]:
+    """A quantile in ms with its bucket in ms; None when every observation fell in that one bucket
+    (interpolating there only spreads them evenly over it: P50 of a 0-300 ms bucket would read 150 ms
+    whatever the real latencies; the mean, from the histogram's sum, is then the figure to use)."""
+    value, edges = _quantile(delta, q)
+    if value is None or edges is None:
+        return None, None
+    lo, hi = edges
+    inside = delta.get(hi, 0.0) - max((v for b, v in delta.items() if b <= lo), default=0.0)
+    ms: list[float | None] = [lo * 1000, hi * 1000 if hi != float("inf") else None]
+    return (None if inside >= n else value * 1000), ms
 
 
 def _window_latency(first: dict[str, float], last: dict[str, float], names: Sequence[str]) -> dict | None:
-    """Mean and quantiles (ms) of what the histogram observed between two scrapes."""
+    """Mean and quantiles (ms) of what the histogram observed between two scrapes. Quantiles come from
+    buckets: each is given with its bucket (``p50_bucket_ms``: the true value lies in it), and is None
+    when all observations fell in one bucket."""
     a, b = _histogram(first, names), _histogram(last, names)
     if b is None:
         return None
@@ -160,17 +179,25 @@ def _window_latency(first: dict[str, float], last: dict[str, float], names: Sequ
     if n <= 0:
         return {"n": 0, "mean": None, "p50": None, "p95": None}
     delta = {k: v - a_buckets.get(k, 0.0) for k, v in b_buckets.items()}
-    p50, p95 = _quantile(delta, 0.5), _quantile(delta, 0.95)
+    p50, p50_bucket = _percentile(delta, 0.5, n)
+    p95, p95_bucket = _percentile(delta, 0.95, n)
     return {
         "n": round(n),
         "mean": (b_sum - a_sum) / n * 1000,
-        "p50": None if p50 is None else p50 * 1000,
-        "p95": None if p95 is None else p95 * 1000,
+        "p50": p50,
+        "p95": p95,
+        "p50_bucket_ms": p50_bucket,
+        "p95_bucket_ms": p95_bucket,
+        "percentiles_from": "histogram buckets, interpolated inside the bucket; None when every "
+        "observation fell in one bucket (use the mean)",
     }
 
 
-def analyse(scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns: int) -> dict:
-    """Series, engine-side latencies over the run, and the TTFT decomposition."""
+def analyse(
+    scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns: int, streamed: bool = True
+) -> dict:
+    """Series, engine-side latencies over the run, and the TTFT decomposition (``streamed``; without
+    streaming there is none: the first token comes with the whole response, see ``_unstreamed``)."""
     good = [(s["t_ns"], normalize(s["samples"])) for s in scrapes if "samples" in s]
     out: dict = {"scrapes": len(scrapes), "errors": len(scrapes) - len(good)}
     if not good:
@@ -197,7 +224,8 @@ def analyse(scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns:
     out["counters"] = counters
     latency = {k: lat for k, names in HISTOGRAMS.items() if (lat := _window_latency(first, last, names))}
     out["engine_latency_ms"] = latency
-    out["decomposition"] = _decompose(latency, records, t0, t1)
+    decompose = _decompose if streamed else _unstreamed
+    out["decomposition"] = decompose(latency, records, t0, t1)
     return out
 
 
@@ -231,4 +259,33 @@ def _decompose(latency: dict, records: Sequence[RequestRecord], t0: int, t1: int
         "network_and_client_ms": client - engine_ttft,
         "network_share": (client - engine_ttft) / client if client > 0 else None,
         "method": "means over requests whose first token fell between the first and last scrape",
+    }
+
+
+def _unstreamed(latency: dict, records: Sequence[RequestRecord], t0: int, t1: int) -> dict | None:
+    """Whole responses (no streaming): the client's "first token" is the end of the response, so client
+    TTFT is E2E and holds the engine's decode time; there is no TTFT decomposition. What adds up is
+    client E2E = engine E2E + network and client, when the engine reports its E2E."""
+    e2es = [
+        r.end_ns - r.sent_ns
+        for r in records
+        if r.status is Status.OK and r.end_ns is not None and t0 <= r.end_ns <= t1
+    ]
+    engine_e2e = (latency.get("e2e") or {}).get("mean")
+    engine_ttft = (latency.get("ttft") or {}).get("mean")
+    if not e2es or (engine_e2e is None and engine_ttft is None):
+        return None
+    client = sum(e2es) / len(e2es) / 1e6
+    return {
+        "streamed": False,
+        "requests": len(e2es),
+        "client_e2e_mean_ms": client,
+        "engine_e2e_mean_ms": engine_e2e,
+        "engine_ttft_mean_ms": engine_ttft,
+        "engine_queue_mean_ms": (latency.get("queue") or {}).get("mean"),
+        "engine_prefill_mean_ms": (latency.get("prefill") or {}).get("mean"),
+        "network_and_client_ms": None if engine_e2e is None else client - engine_e2e,
+        "method": "no streaming: no TTFT decomposition (client TTFT is E2E, decode included); client "
+        "E2E = engine E2E + network and client, means over requests that ended between the first and "
+        "last scrape",
     }

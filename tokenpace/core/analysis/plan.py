@@ -2,19 +2,23 @@
 
 Pure: the steps' result dicts (the ``bench --out`` format) in, numbers and verdicts out.
 
-- Max sustainable throughput: the highest achieved request rate among steps whose error rate stays
-  at or below ``max_error_rate`` and, for open-loop steps, that kept up with the offered rate.
-- Max goodput under the SLO: the highest achieved request rate of a step where the SLO percentile
-  (P95 by default) of every metric the SLO names is within its limit and errors stay low.
+Every figure rests on the *usable* steps only: a step with no successful request, a client that could
+not keep up (NOT VALID), an interruption or no steady state (short) is left out of all of them, and
+the analysis lists it with its reason (``loadpoint``). Each figure names the step it comes from.
+
+- Max sustainable throughput: the highest achieved request rate (over the steady window) among usable
+  steps whose error rate stays at or below ``max_error_rate`` and, for open-loop steps, that kept up
+  with the offered rate.
+- Max goodput under the SLO: the highest achieved request rate of a usable step where the SLO
+  percentile (P95 by default) of every metric the SLO names is within its limit and errors stay low.
+  In open loop the latencies are from the scheduled time (what a user arriving on schedule felt).
+- A figure found at the highest load tried is a *lower bound*, not a ceiling: the SLO held at every
+  higher usable step (none broke it), the knee sits on the last step, or throughput was still growing
+  (closed loop: +10 % or more over the previous step; open loop: the server kept up). The plan says
+  so, and its watermark and replicas are then a lower and an upper bound ("extend the sweep").
 - Ceiling per replica: the lowest of the knee load, the SLO load and the max sustainable load.
   Safe watermark = ceiling x (1 - headroom); replicas for a peak = ceil(peak / watermark).
-- Little's law (L = X x W: requests in flight = completion rate x mean latency) checks each step.
-  Closed loop: C users sharing n requests keep n / ceil(n / C) in flight on average (C in a long
-  step, less when ramp-up and drain are a large part of a short one); a step far below that was not
-  run at the load it claims (client lag, a connection cap, too short a step); a step above it has a
-  wrong rate or latency. Open loop: the step should complete ok / (sent / rate + W) requests per
-  second; far fewer means the server fell behind (overloaded: queue growing, no steady state), more
-  means the numbers are wrong. Tolerance: max(20 %, 3 / sqrt(n)), the Poisson noise of n requests.
+- Little's law checks each step (``little``).
 """
 
 from __future__ import annotations
@@ -22,150 +26,46 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from tokenpace.core.analysis.knee import Knee, KneeResult, find_knee
+from tokenpace.core.analysis.little import LittleCheck, little_check
+from tokenpace.core.analysis.loadpoint import LoadPoint, point_from_result
+
+__all__ = ["LittleCheck", "LoadPoint", "analyze", "little_check", "make_plan", "point_from_result"]
 
 DEFAULT_MAX_ERROR_RATE = 0.01
 DEFAULT_HEADROOM = 0.3
-LITTLE_MIN_TOLERANCE = 0.2
+PLATEAU_GAIN = 0.1  # closed loop: less throughput growth than this over the last step is a plateau
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
-@dataclass(frozen=True, slots=True)
-class LoadPoint:
-    """One sweep step, reduced to what capacity analysis needs (latencies in ms)."""
-
-    step: int  # 1-based
-    mode: str  # closed_loop | open_loop
-    offered: float | None  # concurrency (closed loop) or requests/s (open loop)
-    max_concurrency: int | None
-    achieved_rps: float  # ok requests per second of window
-    sent: int
-    ok: int
-    error_rate: float
-    window_s: float
-    goodput: float | None
-    valid: bool
-    latency: dict[str, dict[str, float | None]] = field(default_factory=dict)  # metric -> p50/p95/...
-
-    def pct(self, metric: str, p: str) -> float | None:
-        return (self.latency.get(metric) or {}).get(p)
-
-
-def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
-    load = result["conditions"]["load"]
-    s = result["summary"]
-    closed = load["mode"] == "closed_loop"
-    counts = s.get("counts") or {}
-    lat = {
-        m: {k: (s.get(m) or {}).get(k) for k in ("mean", "p50", "p90", "p95", "p99")}
-        for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")
-    }
-    return LoadPoint(
-        step=step,
-        mode=load["mode"],
-        offered=load["concurrency"] if closed else load["rate"],
-        max_concurrency=load.get("max_concurrency"),
-        achieved_rps=float(s.get("request_throughput") or 0.0),
-        sent=int(counts.get("sent", 0)),
-        ok=int(counts.get("ok", 0)),
-        error_rate=float(s.get("error_rate") or 0.0),
-        window_s=float(s.get("window_s") or 0.0),
-        goodput=s.get("goodput"),
-        valid=bool(result.get("valid", True)),
-        latency=lat,
-    )
-
-
-# --- Little's law ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class LittleCheck:
-    step: int
-    status: str  # ok | inconsistent | overloaded | skipped
-    in_flight: float | None  # L = X * W
-    expected: float | None  # what the step's load implies (in flight, or completions/s for open loop)
-    ratio: float | None  # measured / expected
-    note: str = ""
-
-    def to_dict(self) -> dict:
-        return {
-            "step": self.step,
-            "status": self.status,
-            "in_flight": self.in_flight,
-            "expected": self.expected,
-            "ratio": self.ratio,
-            "note": self.note,
-        }
-
-
-def little_check(p: LoadPoint, max_error_rate: float = 0.05) -> LittleCheck:
-    w_ms = p.pct("e2e_ms", "mean")
-    if not p.ok or w_ms is None or p.window_s <= 0:
-        return LittleCheck(p.step, "skipped", None, None, None, "no successful requests")
-    if p.error_rate > max_error_rate:
-        return LittleCheck(
-            p.step, "skipped", None, None, None, f"{p.error_rate:.0%} errors: failed requests hold slots too"
-        )
-    w = w_ms / 1000
-    in_flight = p.achieved_rps * w
-    tol = max(LITTLE_MIN_TOLERANCE, 3 / math.sqrt(p.ok))
-    if p.mode == "closed_loop":
-        c = int(p.offered or 1)
-        expected = p.sent / math.ceil(p.sent / c) if p.sent else float(c)
-        ratio = in_flight / expected
-        if ratio < 1 - tol:
-            note = (
-                f"{in_flight:.1f} requests in flight on average, {expected:.1f} expected at concurrency {c}: "
-                "client lag, a connection cap or ramp-up/drain; this step ran below its stated load"
-            )
-            return LittleCheck(p.step, "inconsistent", in_flight, expected, ratio, note)
-        if ratio > 1 + tol:
-            note = f"{in_flight:.1f} in flight exceeds concurrency {c}: the step's rate or latency is wrong"
-            return LittleCheck(p.step, "inconsistent", in_flight, expected, ratio, note)
-        return LittleCheck(p.step, "ok", in_flight, expected, ratio)
-    rate = float(p.offered or 0.0)
-    expected_rps = p.ok / (p.sent / rate + w) if rate > 0 and p.sent else 0.0
-    rps_ratio = p.achieved_rps / expected_rps if expected_rps else None
-    if rps_ratio is None:
-        return LittleCheck(p.step, "skipped", in_flight, None, None, "no offered rate")
-    if p.max_concurrency and in_flight > p.max_concurrency * (1 + tol):
-        note = f"{in_flight:.1f} in flight exceeds the cap of {p.max_concurrency}: rate or latency is wrong"
-        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, rps_ratio, note)
-    if rps_ratio < 1 - tol:
-        note = (
-            f"completed {p.achieved_rps:.3g} req/s where {expected_rps:.3g} were due: "
-            "the server fell behind the offered rate (queue growing, beyond capacity)"
-        )
-        return LittleCheck(p.step, "overloaded", in_flight, expected_rps, rps_ratio, note)
-    if rps_ratio > 1 + tol:
-        note = f"completed {p.achieved_rps:.3g} req/s, more than {expected_rps:.3g} due: numbers are wrong"
-        return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, rps_ratio, note)
-    return LittleCheck(p.step, "ok", in_flight, expected_rps, rps_ratio)
-
-
-# --- the curve --------------------------------------------------------------------------------
+def _by_load(points: Sequence[LoadPoint]) -> list[LoadPoint]:
+    return sorted(points, key=lambda p: (p.offered if p.offered is not None else 0.0, p.step))
 
 
 @dataclass(frozen=True, slots=True)
 class SloCapacity:
     slo: dict[str, float]
     percentile: str
-    holds: list[bool]  # per step
-    step: int | None  # the highest-load step where it holds
+    holds: list[bool | None]  # per step; None for a step left out
+    step: int | None  # the usable step of highest achieved load where it holds
     load_rps: float | None
     goodput_rps: float | None  # requests/s that met the SLO at that step
+    bounded: bool = False  # a usable step at a higher load broke it: the load is a ceiling
+    broken_step: int | None = None  # the first such step
+    basis: str = "send"  # latencies judged from the send (closed loop) or the scheduled time (open)
 
     def to_dict(self) -> dict:
         return {
             "slo": self.slo,
             "percentile": self.percentile,
+            "latency_from": self.basis,
             "holds": self.holds,
             "step": self.step,
             "max_load_rps": self.load_rps,
             "goodput_rps": self.goodput_rps,
+            "ceiling_reached": self.bounded,
+            "broken_at_step": self.broken_step,
         }
 
 
@@ -180,20 +80,33 @@ class CurveAnalysis:
     slo: SloCapacity | None
     little: list[LittleCheck]
     max_error_rate: float
+    knee_bounded: bool = True  # False: the knee is on the highest load tried
+    max_sustainable_bounded: bool = True  # False: throughput still growing at the highest load tried
+    left_out: dict[int, list[str]] = field(default_factory=dict)
 
     @property
     def inconsistent_steps(self) -> list[int]:
         return [c.step for c in self.little if c.status == "inconsistent"]
 
+    @property
+    def used_steps(self) -> list[int]:
+        return [p.step for p in self.points if p.usable]
+
     def to_dict(self) -> dict:
+        knee = self.knee.to_dict() if self.knee else None
+        if knee is not None:
+            knee.update(step=self.knee.index + 1, at_highest_load=not self.knee_bounded)  # type: ignore[union-attr]
         return {
-            "knee": self.knee.to_dict() if self.knee else None,
+            "used_steps": self.used_steps,
+            "left_out_steps": [{"step": s, "reasons": r} for s, r in self.left_out.items()],
+            "knee": knee,
             "knee_ttft_p95": self.knee_ttft.to_dict(),
             "knee_e2e_p95": self.knee_e2e.to_dict(),
             "max_sustainable": {
                 "load_rps": self.max_sustainable_rps,
                 "step": self.max_sustainable_step,
                 "max_error_rate": self.max_error_rate,
+                "lower_bound": not self.max_sustainable_bounded,
             },
             "slo_capacity": self.slo.to_dict() if self.slo else None,
             "littles_law": {
@@ -211,7 +124,7 @@ def slo_holds(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_ra
         limit = slo.get(metric)
         if limit is None:
             continue
-        value = p.pct(metric, percentile)
+        value = p.slo_pct(metric, percentile)
         if value is None:
             if metric == "tpot_ms":
                 continue  # single-token outputs have no TPOT; they meet a TPOT SLO (see metrics)
@@ -221,36 +134,70 @@ def slo_holds(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_ra
     return True
 
 
+def _slo_capacity(
+    pts: list[LoadPoint], slo: dict[str, float], percentile: str, max_error_rate: float
+) -> SloCapacity:
+    holds = [slo_holds(p, slo, percentile, max_error_rate) if p.usable else None for p in pts]
+    held = [p for p, h in zip(pts, holds, strict=True) if h]
+    top = max(held, key=lambda p: p.achieved_rps, default=None)
+    broken = [
+        p
+        for p, h in zip(pts, holds, strict=True)
+        if h is False and (top is None or (p.offered or 0.0) > (top.offered or 0.0))
+    ]
+    first_broken = _by_load(broken)[0] if broken else None
+    basis = "scheduled" if any(p.slo_basis == "scheduled" for p in pts if p.usable) else "send"
+    return SloCapacity(
+        dict(slo),
+        percentile,
+        holds,
+        top.step if top else None,
+        top.achieved_rps if top else None,
+        top.goodput if top else None,
+        bounded=top is None or first_broken is not None,
+        broken_step=first_broken.step if first_broken else None,
+        basis=basis,
+    )
+
+
+def _sustainable_bounded(best: LoadPoint, usable: list[LoadPoint]) -> bool:
+    """Whether a higher load was tried and gave no more: otherwise the maximum lies above it."""
+    ordered = _by_load(usable)
+    if ordered[-1] is not best:
+        return True  # a higher load was tried and did not do better
+    if best.mode != "closed_loop" or len(ordered) < 2:
+        return False  # open loop: the server kept up with the highest rate tried
+    prev = ordered[-2].achieved_rps
+    return prev > 0 and best.achieved_rps < prev * (1 + PLATEAU_GAIN)
+
+
+def _probe_bounded(usable: list[LoadPoint], plateau_rps: float | None) -> bool:
+    """An open-loop curve that reached (90 % of) the rate where a closed-loop probe levelled off."""
+    top = _by_load(usable)[-1] if usable else None
+    return bool(plateau_rps and top and top.mode == "open_loop" and (top.offered or 0) >= 0.9 * plateau_rps)
+
+
 def analyze(
     points: Sequence[LoadPoint],
     slo: dict[str, float] | None = None,
     slo_percentile: str = "p95",
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
+    plateau_rps: float | None = None,
 ) -> CurveAnalysis:
+    """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
+    steps placed up to it reach a maximum the probe already found."""
     pts = list(points)
-    usable = [p.ok > 0 and p.valid for p in pts]
-    loads = [p.achieved_rps if u else None for p, u in zip(pts, usable, strict=True)]
+    usable = [p for p in pts if p.usable]
+    loads = [p.achieved_rps if p.usable else None for p in pts]
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
     knees = [k for k in (knee_t.knee, knee_e.knee) if k is not None]
     knee = min(knees, key=lambda k: k.load) if knees else None
+    knee_bounded = knee is None or pts[knee.index] is not _by_load(usable)[-1]
     little = [little_check(p) for p in pts]
     overloaded = {c.step for c in little if c.status == "overloaded"}
-    sustainable = [p for p in pts if p.ok and p.error_rate <= max_error_rate and p.step not in overloaded]
+    sustainable = [p for p in usable if p.error_rate <= max_error_rate and p.step not in overloaded]
     best = max(sustainable, key=lambda p: p.achieved_rps, default=None)
-    slo_cap = None
-    if slo:
-        holds = [slo_holds(p, slo, slo_percentile, max_error_rate) for p in pts]
-        ok_pts = [p for p, h in zip(pts, holds, strict=True) if h]
-        top = max(ok_pts, key=lambda p: p.achieved_rps, default=None)
-        slo_cap = SloCapacity(
-            dict(slo),
-            slo_percentile,
-            holds,
-            top.step if top else None,
-            top.achieved_rps if top else None,
-            top.goodput if top else None,
-        )
     return CurveAnalysis(
         pts,
         knee_t,
@@ -258,9 +205,14 @@ def analyze(
         knee,
         best.achieved_rps if best else None,
         best.step if best else None,
-        slo_cap,
+        _slo_capacity(pts, slo, slo_percentile, max_error_rate) if slo else None,
         little,
         max_error_rate,
+        knee_bounded=knee_bounded,
+        max_sustainable_bounded=best is None
+        or _sustainable_bounded(best, usable)
+        or _probe_bounded(usable, plateau_rps),
+        left_out={p.step: p.left_out_reasons for p in pts if not p.usable},
     )
 
 
@@ -277,18 +229,69 @@ class Plan:
     peak_rps: float | None
     replicas: int | None
     warnings: list[str]
+    ceiling_step: int | None = None
+    ceiling_is_lower_bound: bool = False  # then the watermark is a lower bound, replicas an upper one
+    used_steps: list[int] = field(default_factory=list)
+    left_out_steps: list[int] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
             "ceiling_rps_per_replica": self.ceiling_rps,
             "ceiling_from": self.ceiling_from,
+            "ceiling_step": self.ceiling_step,
+            "ceiling_is_lower_bound": self.ceiling_is_lower_bound,
             "headroom": self.headroom,
             "watermark_rps_per_replica": self.watermark_rps,
             "watermark_in_flight_per_replica": self.watermark_in_flight,
             "peak_rps": self.peak_rps,
             "replicas": self.replicas,
+            "replicas_is_upper_bound": self.ceiling_is_lower_bound and self.replicas is not None,
+            "rests_on_steps": self.used_steps,
+            "left_out_steps": self.left_out_steps,
             "warnings": self.warnings,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    load: float
+    source: str
+    step: int | None
+    bounded: bool
+
+
+def _candidates(a: CurveAnalysis, warnings: list[str]) -> list[_Candidate]:
+    out: list[_Candidate] = []
+    if a.knee is not None:
+        step = a.knee.index + 1
+        out.append(_Candidate(a.knee.load, "knee", step, a.knee_bounded))
+        if not a.knee_bounded:
+            warnings.append(
+                f"the knee is on the highest load tried (step {step}): the curve may bend further on; "
+                "extend the sweep"
+            )
+    else:
+        warnings.append(f"{a.knee_ttft.reason}; the ceiling is not a knee")
+    if a.slo is not None:
+        if a.slo.load_rps is None:
+            warnings.append(f"the SLO ({a.slo.percentile}) held at no usable step: no load meets it")
+            out.append(_Candidate(0.0, "slo", None, True))
+        else:
+            out.append(_Candidate(a.slo.load_rps, "slo", a.slo.step, a.slo.bounded))
+            if not a.slo.bounded:
+                warnings.append(
+                    f"SLO held up to the highest load tried ({a.slo.load_rps:.3g} req/s, step "
+                    f"{a.slo.step}); the ceiling is above it: extend the sweep"
+                )
+    if a.max_sustainable_rps is not None:
+        top, bounded = a.max_sustainable_step, a.max_sustainable_bounded
+        out.append(_Candidate(a.max_sustainable_rps, "max_sustainable", top, bounded))
+        if not a.max_sustainable_bounded:
+            warnings.append(
+                f"throughput had not levelled off at the highest load tried ({a.max_sustainable_rps:.3g} "
+                f"req/s, step {a.max_sustainable_step}): the maximum is above it; extend the sweep"
+            )
+    return out
 
 
 def make_plan(a: CurveAnalysis, peak_rps: float | None = None, headroom: float = DEFAULT_HEADROOM) -> Plan:
@@ -297,36 +300,48 @@ def make_plan(a: CurveAnalysis, peak_rps: float | None = None, headroom: float =
     if peak_rps is not None and peak_rps <= 0:
         raise ValueError("the peak rate must be positive")
     warnings: list[str] = []
-    candidates: list[tuple[float, str]] = []
-    if a.knee is not None:
-        candidates.append((a.knee.load, "knee"))
-    else:
-        warnings.append(f"{a.knee_ttft.reason}; the ceiling is not a knee")
-    if a.slo is not None:
-        if a.slo.load_rps is None:
-            warnings.append(f"the SLO ({a.slo.percentile}) held at no step: no load meets it")
-            candidates.append((0.0, "slo"))
-        else:
-            candidates.append((a.slo.load_rps, "slo"))
-    if a.max_sustainable_rps is not None:
-        candidates.append((a.max_sustainable_rps, "max_sustainable"))
+    if a.left_out:
+        shown = "; ".join(f"step {s}: {', '.join(r)}" for s, r in a.left_out.items())
+        warnings.append(f"left out of every figure below ({shown})")
+    used, left = a.used_steps, list(a.left_out)
+    if not used:
+        warnings.append("no usable step: nothing to plan on")
+        return Plan(None, "none", headroom, None, None, peak_rps, None, warnings, None, False, used, left)
+    candidates = _candidates(a, warnings)
     if a.inconsistent_steps:
         steps = ", ".join(str(s) for s in a.inconsistent_steps)
         warnings.append(f"Little's law fails at step(s) {steps}: the sweep is inconsistent, check them")
-    invalid = [p.step for p in a.points if not p.valid]
-    if invalid:
-        warnings.append(f"client health invalid at step(s) {', '.join(map(str, invalid))}: left out")
     if not candidates:
-        return Plan(None, "none", headroom, None, None, peak_rps, None, [*warnings, "no usable step"])
-    ceiling, source = min(candidates, key=lambda c: c[0])
-    watermark = ceiling * (1 - headroom)
-    in_flight = _in_flight_at(a.points, watermark)
+        warnings.append("no usable step")
+        return Plan(None, "none", headroom, None, None, peak_rps, None, warnings, None, False, used, left)
+    # the lowest load wins; at equal loads a proven ceiling beats a lower bound
+    best = min(candidates, key=lambda c: (c.load, not c.bounded))
+    watermark = best.load * (1 - headroom)
+    in_flight = _in_flight_at([p for p in a.points if p.usable], watermark)
     replicas = None
     if peak_rps is not None:
         replicas = math.ceil(peak_rps / watermark) if watermark > 0 else None
         if replicas is None:
             warnings.append("watermark is zero: no replica count can carry the peak")
-    return Plan(ceiling, source, headroom, watermark, in_flight, peak_rps, replicas, warnings)
+    if not best.bounded:
+        warnings.append(
+            f"the ceiling ({best.source.replace('_', ' ')}, {best.load:.3g} req/s) is a lower bound: the "
+            "watermark is at least what is shown and the replicas at most"
+        )
+    return Plan(
+        best.load,
+        best.source,
+        headroom,
+        watermark,
+        in_flight,
+        peak_rps,
+        replicas,
+        warnings,
+        best.step,
+        not best.bounded,
+        used,
+        left,
+    )
 
 
 def _in_flight_at(points: Sequence[LoadPoint], load: float) -> float | None:

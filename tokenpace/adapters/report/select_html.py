@@ -1,0 +1,146 @@
+"""The selection report: per scenario, the matrix, each candidate's P50 and judged percentile against
+the tolerance line (interval bars), and cost against latency with the Pareto front. One offline file
+in the style of the run report (plotly.js inside)."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from tokenpace.adapters.report.html import _CSS, _Page
+from tokenpace.core.analysis.cost import pareto_front
+
+_COLOUR = {"pass": "#2a9d4b", "fail": "#c0392b", "unknown": "#b8860b"}
+_MATRIX_CSS = "td.pass{background:#e3f5e8}td.fail{background:#fde2e0}td.unknown{background:#fff5d6}"
+
+
+def _latency_lines(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(doc["scenario"]["slo"])
+
+
+def lines_figure(doc: dict[str, Any]) -> go.Figure:
+    """One panel per line: each candidate's P50 (dot) and judged percentile with its 95 % interval."""
+    lines = _latency_lines(doc)
+    titles = [
+        f"{ln['metric'].upper()} {ln['percentile'].upper()} < {ln['threshold_ms']:g} ms" for ln in lines
+    ]
+    fig = make_subplots(rows=1, cols=len(lines), subplot_titles=titles)
+    for col, line in enumerate(lines, 1):
+        key = f"{line['metric']}_ms"
+        pct = line["percentile"]
+        for cand in doc["candidates"]:
+            v = cand.get("values") or {}
+            value = v.get(f"{key}.{pct}")
+            if value is None:
+                continue
+            hi, lo = v.get(f"{key}.{pct}.hi", value), v.get(f"{key}.{pct}.lo", value)
+            name = cand["candidate"]
+            fig.add_trace(
+                go.Scatter(
+                    x=[name], y=[value], mode="markers", name=f"{name} {pct.upper()}",
+                    marker={"color": _COLOUR[cand["status"]], "size": 11, "symbol": "diamond"},
+                    error_y={"type": "data", "symmetric": False, "array": [hi - value],
+                             "arrayminus": [value - lo]},
+                    showlegend=False,
+                ),
+                row=1, col=col,
+            )  # fmt: skip
+            if (p50 := v.get(f"{key}.p50")) is not None:
+                fig.add_trace(
+                    go.Scatter(x=[name], y=[p50], mode="markers", name=f"{name} P50",
+                               marker={"color": "#555", "size": 7}, showlegend=False),
+                    row=1, col=col,
+                )  # fmt: skip
+        fig.add_hline(
+            y=line["threshold_ms"], line_dash="dash", line_color="#c0392b", row=1, col=col,
+            annotation_text="tolerance line", annotation_position="top left",
+        )  # fmt: skip
+        fig.update_yaxes(title_text="ms", rangemode="tozero", row=1, col=col)
+    fig.update_layout(
+        title=f"{doc['scenario']['name']}: candidates against the line (dot P50, diamond with 95% interval)",
+        height=380, margin={"t": 70, "l": 50, "r": 20, "b": 60},
+    )  # fmt: skip
+    return fig
+
+
+def cost_figure(doc: dict[str, Any]) -> go.Figure:
+    """Cost per 1k requests against the first line's upper bound; the Pareto front joined."""
+    line = _latency_lines(doc)[0]
+    key = f"{line['metric']}_ms.{line['percentile']}.hi"
+    pts = []
+    for cand in doc["candidates"]:
+        cost, upper = (cand.get("cost") or {}).get("per_k_requests"), (cand.get("values") or {}).get(key)
+        if cost is not None and upper is not None:
+            pts.append((cand["candidate"], float(upper), float(cost), cand["status"]))
+    fig = go.Figure()
+    for name, x, y, status in pts:
+        fig.add_trace(
+            go.Scatter(x=[x], y=[y], mode="markers+text", text=[name], textposition="top center", name=name,
+                       marker={"color": _COLOUR[status], "size": 12}, showlegend=False)
+        )  # fmt: skip
+    front = pareto_front([(n, x, y) for n, x, y, _ in pts])
+    by_name = {n: (x, y) for n, x, y, _ in pts}
+    if front:
+        fig.add_trace(
+            go.Scatter(x=[by_name[n][0] for n in front], y=[by_name[n][1] for n in front], mode="lines",
+                       name="Pareto front", line={"dash": "dot", "color": "#444"})
+        )  # fmt: skip
+    fig.add_vline(x=line["threshold_ms"], line_dash="dash", line_color="#c0392b")
+    fig.update_layout(
+        title=f"{doc['scenario']['name']}: cost vs latency (Pareto front dotted)",
+        xaxis_title=f"{line['metric'].upper()} {line['percentile'].upper()} upper bound (ms)",
+        yaxis_title="$ per 1k requests", height=380, margin={"t": 70, "l": 60, "r": 20, "b": 60},
+    )  # fmt: skip
+    if not pts:
+        fig.add_annotation(text="no priced candidate with numbers at the scenario's load", showarrow=False)
+    return fig
+
+
+def _matrix(doc: dict[str, Any]) -> str:
+    first = doc["candidates"][0]["cells"]
+    head = "<th>candidate</th>" + "".join(f"<th>{html.escape(c['line'])}</th>" for c in first)
+    head += "<th>verdict</th><th>$ per 1k requests</th>"
+    rows = []
+    for cand in doc["candidates"]:
+        cells = "".join(
+            f'<td class="{c["status"]}">{c["status"].upper()}: {html.escape(c["reason"])}</td>'
+            for c in cand["cells"]
+        )
+        cost = (cand.get("cost") or {}).get("per_k_requests")
+        where = html.escape(cand["placement"]["where"])
+        rows.append(
+            f"<tr><td>{html.escape(cand['candidate'])} ({cand['kind']})<br><small>{where}</small></td>{cells}"
+            f'<td class="{cand["status"]}">{cand["status"].upper()}</td>'
+            f"<td>{'' if cost is None else f'{cost:.4g}'}</td></tr>"
+        )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def render_select_html(docs: list[dict[str, Any]]) -> str:
+    """The page for one or more ``select`` results (each the JSON ``select --json`` prints)."""
+    page = _Page()
+    page.add("<h1>tokenpace select</h1>")
+    for doc in docs:
+        s = doc["scenario"]
+        load = f"{s['rate']:g} req/s" if s.get("rate") is not None else f"concurrency {s['concurrency']}"
+        page.add(f"<h2>{html.escape(s['name'])}</h2>")
+        page.add(
+            f'<p class="sub">{html.escape(s.get("description") or "")} — {s["input_len"]} in / '
+            f"{s['output_len']} out tokens at {load}</p>"
+        )
+        page.add(_matrix(doc))
+        rec = doc["recommendation"]
+        text = f"{rec['candidate']} ({rec['reason']})" if rec["candidate"] else f"none ({rec['reason']})"
+        page.add(f"<p><b>Recommendation:</b> {html.escape(text)}</p>")
+        page.grid([lines_figure(doc), cost_figure(doc)])
+    return (
+        '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tokenpace select</title>'
+        f"<style>{_CSS}{_MATRIX_CSS}td{{text-align:left}}</style>"
+        f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+        f'<body data-figures="{page.figures}">{"".join(page.parts)}'
+        '<p class="sub">Made by tokenpace; opens offline (plotly.js is inside this file).</p></body></html>'
+    )

@@ -1,0 +1,42 @@
+"""Scenario files (TOML): the defaults shipped in the package, and a user's file on top of them."""
+
+from __future__ import annotations
+
+import sys
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokenpace.core.analysis.scenarios import ScenarioBook, ScenarioError, parse_book
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
+
+DEFAULTS_NAME = "scenarios.toml"
+
+
+def _parse(text: str, source: str) -> ScenarioBook:
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ScenarioError(f"{source} is not valid TOML: {exc}") from None
+    return parse_book(doc, source)
+
+
+def default_book() -> ScenarioBook:
+    text = resources.files("tokenpace.adapters").joinpath(DEFAULTS_NAME).read_text(encoding="utf-8")
+    return _parse(text, "defaults")
+
+
+def load_book(path: Path | None = None) -> ScenarioBook:
+    """The default scenarios, with the user's file (when given) added on top: its names win."""
+    book = default_book()
+    if path is None:
+        return book
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ScenarioError(f"cannot read the scenario file {path}: {exc}") from None
+    return book.merged(_parse(text, str(path)))

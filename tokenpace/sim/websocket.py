@@ -1,0 +1,88 @@
+"""WebSocket framing (RFC 6455), server side: the handshake answer, masked frames in, frames out.
+
+Only what the sim's realtime endpoint needs: text, binary, ping/pong and close frames, fragmented
+messages joined; no extensions (no permessage-deflate is negotiated).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+TEXT, BINARY, CLOSE, PING, PONG = 0x1, 0x2, 0x8, 0x9, 0xA
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def accept_key(key: str) -> str:
+    """The Sec-WebSocket-Accept value for a client's Sec-WebSocket-Key."""
+    return base64.b64encode(hashlib.sha1(key.encode("latin-1") + _GUID).digest()).decode()
+
+
+def frame(payload: bytes, opcode: int = TEXT) -> bytes:
+    """One unmasked, final frame (a server never masks)."""
+    n = len(payload)
+    if n < 126:
+        head = bytes((0x80 | opcode, n))
+    elif n < 65536:
+        head = bytes((0x80 | opcode, 126)) + n.to_bytes(2, "big")
+    else:
+        head = bytes((0x80 | opcode, 127)) + n.to_bytes(8, "big")
+    return head + payload
+
+
+def _unmask(payload: bytes, mask: bytes) -> bytes:
+    n = len(payload)
+    if not n:
+        return payload
+    key = (mask * (n // 4 + 1))[:n]
+    return (int.from_bytes(payload, "big") ^ int.from_bytes(key, "big")).to_bytes(n, "big")
+
+
+class FrameReader:
+    """Bytes in, complete messages out as (opcode, payload); control frames as they come."""
+
+    __slots__ = ("_buf", "_part_op", "_parts")
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._parts: list[bytes] = []
+        self._part_op = 0
+
+    def feed(self, data: bytes) -> list[tuple[int, bytes]]:
+        self._buf += data
+        out: list[tuple[int, bytes]] = []
+        while True:
+            parsed = self._next_frame()
+            if parsed is None:
+                return out
+            fin, opcode, payload = parsed
+            if opcode >= CLOSE:  # control frames may come between a message's fragments
+                out.append((opcode, payload))
+            elif not fin:
+                self._part_op = opcode or self._part_op
+                self._parts.append(payload)
+            elif opcode == 0 and self._parts:  # the last fragment
+                out.append((self._part_op, b"".join([*self._parts, payload])))
+                self._parts = []
+            else:
+                out.append((opcode, payload))
+
+    def _next_frame(self) -> tuple[bool, int, bytes] | None:
+        buf = self._buf
+        if len(buf) < 2:
+            return None
+        fin, opcode = bool(buf[0] & 0x80), buf[0] & 0x0F
+        masked, n, i = buf[1] & 0x80, buf[1] & 0x7F, 2
+        if n >= 126:
+            width = 2 if n == 126 else 8
+            if len(buf) < 2 + width:
+                return None
+            n, i = int.from_bytes(buf[2 : 2 + width], "big"), 2 + width
+        mask = b""
+        if masked:
+            mask, i = bytes(buf[i : i + 4]), i + 4
+        if len(buf) < i + n:
+            return None
+        payload = bytes(buf[i : i + n])
+        del buf[: i + n]
+        return fin, opcode, _unmask(payload, mask) if mask else payload
