@@ -32,7 +32,7 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
     ("sweep --concurrency ladder / --rate ladder", "its first two / last two steps"),
     ("sweep --auto", "-n 8 --auto-steps 2"),
     ("ab --blocks / --block-requests", "2 / 5"),
-    ("RUN, RUN_A / RUN_B", "runs stored earlier in the test's throwaway store"),
+    ("RUN, RUN_A / RUN_B, SWEEP_ID", "runs and a sweep stored earlier in the test's throwaway store"),
     (
         "baselines prod, release-1.4; labels version=1.4.2, version=1.5.0, model=m, engine=vllm",
         "set on those runs",
@@ -43,6 +43,19 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
         "sim (serving), gateway --listen: servers that run until stopped",
         "a free port; started, probed with one HTTP request, stopped with SIGINT (exit 0)",
     ),
+)
+
+# Commands that a dedicated test already runs as written, as a sequence sharing files and a store
+# (doc, a text the command holds ("" for every command of the doc), the test that runs it).
+RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
+    ("docs/selection.md", "", "tests/cli/test_select_cli.py"),
+    ("docs/dialects.md", "", "tests/cli/test_dialects_docs.py"),
+    ("docs/workers.md", "", "tests/cli/test_workers_cli.py"),
+    ("README.md", "--workers", "tests/cli/test_workers_cli.py"),
+    ("docs/gateway.md", "--admin-listen", "tests/gateway/test_gray_walkthrough.py"),
+    ("docs/gateway.md", "--workers", "tests/gateway/test_gateway_workers.py"),
+    ("docs/gateway.md", "arms --session", "tests/gateway/test_gray_walkthrough.py"),
+    ("", "arms --since 1h --store runs.db --guard", "tests/gateway/test_gray_release.py"),
 )
 
 PROFILE = "llama-3.1-8b-h100"
@@ -58,6 +71,14 @@ class DocCommand:
     @property
     def subcommand(self) -> str:
         return self.argv[0] if self.argv else ""
+
+    def run_elsewhere(self) -> str:
+        """The test that runs this command, when another one does."""
+        doc, line = self.where.split(":")[0], " ".join(self.argv)
+        for where, holds, test in RUN_ELSEWHERE:
+            if (not where or where == doc) and holds in line:
+                return test
+        return ""
 
     def is_server(self) -> bool:
         args = set(self.argv)
@@ -118,6 +139,7 @@ def substitute(cmd: DocCommand, bed: Bed, free_port: int) -> list[str]:
         "RUN_B": bed.run_b,
         "PROFILE": PROFILE,
         "NAME": PROFILE,
+        "SWEEP_ID": bed.sweep_id,
         "$URL": bed.url_a,
         "$GIT_SHA": "abc123",
     }

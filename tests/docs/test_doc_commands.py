@@ -22,10 +22,11 @@ from pathlib import Path
 
 import pytest
 
-from docs.doc_commands import Bed, DocCommand, doc_commands, substitute
+from docs.doc_commands import ROOT, Bed, DocCommand, doc_commands, substitute
 from tokenpace.testing.procs import cli_command, free_port, run_cli
 
-COMMANDS = doc_commands()
+ALL_COMMANDS = doc_commands()
+COMMANDS = [c for c in ALL_COMMANDS if not c.run_elsewhere()]
 _LISTENING = re.compile(r"(http://127\.0\.0\.1:\d+)(/v1)?")
 
 
@@ -149,7 +150,8 @@ def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bed, Path]]:
             env=env,
             cwd=home,
         )
-        the_bed = Bed(url_a=a, url_b=b, run=run, run_a=run_a, run_b=run_b)
+        sweep_id = str(json.loads((home / "sweep.json").read_text())["sweep_id"])
+        the_bed = Bed(url_a=a, url_b=b, run=run, run_a=run_a, run_b=run_b, sweep_id=sweep_id)
         _gateway_session(the_bed, env, home)
         yield the_bed, home
     finally:
@@ -184,8 +186,13 @@ def test_the_docs_show_the_commands_of_every_job():
     assert len(COMMANDS) >= 40
 
 
+def test_commands_run_elsewhere_are_run_by_a_test_that_exists():
+    elsewhere = {c.run_elsewhere() for c in ALL_COMMANDS} - {""}
+    assert elsewhere and all((ROOT / test).is_file() for test in elsewhere), elsewhere
+
+
 def test_no_command_block_holds_a_usage_synopsis():
-    synopses = [c.where for c in COMMANDS if any(a.startswith("[") or a == "..." for a in c.argv)]
+    synopses = [c.where for c in ALL_COMMANDS if any(a.startswith("[") or a == "..." for a in c.argv)]
     assert not synopses, f"usage synopses belong in ```text blocks: {synopses}"
 
 
