@@ -123,6 +123,7 @@ class Bed:
     run: str  # RUN (no baseline points at it)
     run_a: str
     run_b: str
+    sweep_id: str  # SWEEP_ID
 
 
 def substitute(cmd: DocCommand, bed: Bed, free_port: int) -> list[str]:
