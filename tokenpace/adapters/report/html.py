@@ -212,3 +212,11 @@ def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
             F.throughput_curve(doc),
         ]
     )
+
+
+def plotly_tail() -> str:
+    """The compressed plotly.js and its loader: the end of every report's <body>."""
+    return (
+        f'<script type="application/gzip;base64" id="tp-plotly">{plotly_js_gzip_base64()}</script>'
+        f"<script>{_PLOTLY_LOADER}</script>"
+    )
