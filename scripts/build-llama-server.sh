@@ -52,34 +52,43 @@ WORK="$CACHE/build-llama-server-$VERSION"
 LOG="$CACHE/build-llama-server-$VERSION.log"
 rm -rf "$WORK"
 mkdir -p "$WORK"
-echo "build-llama-server: building llama-server from llama-cpp-python $VERSION (log: $LOG)" >&2
-start=$(date +%s)
-{
-  sdist="$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz"
-  if [ ! -f "$sdist" ]; then
-    "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
-      --dest "$CACHE/sdist" "llama-cpp-python==$VERSION"
-  fi
-  tar -xzf "$sdist" -C "$WORK"
-  src="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
-  generator=()
-  if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
-  cmake -S "$src" -B "$WORK/build" "${generator[@]}" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=OFF \
-    -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_CURL=OFF \
-    -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_TOOLS=ON \
-    -DLLAMA_BUILD_SERVER=ON
-  cmake --build "$WORK/build" --target llama-server -j "$JOBS"
-} >"$LOG" 2>&1 || {
-  echo "build-llama-server: build failed; last lines of $LOG:" >&2
+say() { echo "build-llama-server: $*" >&2; }
+fail() {
+  say "build failed ($1); last lines of $LOG:"
   tail -n 30 "$LOG" >&2
   exit 1
 }
+say "building llama-server from llama-cpp-python $VERSION, once per machine (full log: $LOG)"
+start=$(date +%s)
+: >"$LOG"
+sdist="$CACHE/sdist/llama_cpp_python-$VERSION.tar.gz"
+if [ ! -f "$sdist" ]; then
+  say "step 1/3: downloading the llama-cpp-python sdist (77 MB, about a minute; kept in $CACHE/sdist)"
+  "$PYTHON" -m pip download --quiet --no-deps --no-binary :all: \
+    --dest "$CACHE/sdist" "llama-cpp-python==$VERSION" >>"$LOG" 2>&1 || fail "download"
+else
+  say "step 1/3: sdist already downloaded ($sdist)"
+fi
+tar -xzf "$sdist" -C "$WORK" >>"$LOG" 2>&1 || fail "unpack"
+src="$WORK/llama_cpp_python-$VERSION/vendor/llama.cpp"
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+say "step 2/3: configuring with cmake (under a minute)"
+cmake -S "$src" -B "$WORK/build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE=Release \
+  -DBUILD_SHARED_LIBS=OFF \
+  -DLLAMA_USE_PREBUILT_UI=OFF \
+  -DLLAMA_CURL=OFF \
+  -DLLAMA_OPENSSL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF \
+  -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=ON \
+  -DLLAMA_BUILD_SERVER=ON >>"$LOG" 2>&1 || fail "cmake configure"
+say "step 3/3: compiling with $JOBS jobs: usually 10-18 minutes on 2 cores (5 on 8); the compiler's progress follows"
+# Every line to the log; the progress lines ("[ 42%] Building ..." or "[123/456] Building ...") also to
+# the screen, so a long build is seen moving.
+cmake --build "$WORK/build" --target llama-server -j "$JOBS" 2>&1 | tee -a "$LOG" |
+  { grep --line-buffered -E '^\[ *[0-9]+(%|/[0-9]+)\]' >&2 || true; } || fail "compile"
 
 built="$WORK/build/bin/llama-server"
 "$built" --version >>"$LOG" 2>&1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import csv
+import gzip
 import io
 import json
 import re
@@ -54,9 +56,10 @@ def figures(page: str) -> int:
 
 def test_html_is_self_contained_and_marks_the_plan(made):
     page = (made / "sweep.html").read_text()
-    plotly_js = get_plotlyjs()
-    assert plotly_js in page  # inline, whole
-    ours = page.replace(plotly_js, "")
+    packed = re.search(r'<script type="application/gzip;base64" id="tp-plotly">([^<]+)</script>', page)
+    assert packed and gzip.decompress(base64.b64decode(packed.group(1))).decode() == get_plotlyjs()
+    assert len(page.encode()) < 2.5e6  # plotly.js inline but gzipped: not 5 MB a report
+    ours = page.replace(packed.group(1), "")
     assert "<script src" not in ours and "cdn." not in ours and "<link" not in ours
     assert figures(page) == 13  # 4 curves against load, 6 distributions, timeline, prefill, errors
     for text in ("knee", "safe watermark", "SLO 500 ms", "TTFT CDF", "TTFT over the run", "prefill slope"):

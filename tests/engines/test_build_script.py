@@ -36,3 +36,38 @@ def test_cached_binary_is_reported_without_building(tmp_path: Path) -> None:
     done = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, timeout=30)
     assert done.returncode == 0
     assert done.stdout.strip() == str(cached)
+
+
+def _fake_tool(bin_dir: Path, name: str, body: str) -> None:
+    tool = bin_dir / name
+    tool.write_text("#!/bin/bash\n" + body + "\n")
+    tool.chmod(0o755)
+
+
+def test_a_build_says_its_steps_how_long_they_take_and_shows_the_compilers_progress(tmp_path: Path) -> None:
+    bin_dir, cache = tmp_path / "bin", tmp_path / "cache"
+    bin_dir.mkdir()
+    sdist_dir = cache / "sdist"
+    (tmp_path / "src" / "llama_cpp_python-9.9.8" / "vendor" / "llama.cpp").mkdir(parents=True)
+    sdist_dir.mkdir(parents=True)
+    subprocess.run(["tar", "-czf", str(sdist_dir / "llama_cpp_python-9.9.8.tar.gz"), "-C",
+                    str(tmp_path / "src"), "llama_cpp_python-9.9.8"], check=True)  # fmt: skip
+    # cmake: configure does nothing; --build prints progress and leaves a binary where the real one goes
+    cmake = (
+        '[ "$1" = --build ] || exit 0\nmkdir -p "$2/bin"\n'
+        'for p in 25 50 100; do echo "[ $p%] Building CXX object step$p.o"; echo "noise $p"; done\n'
+        'printf "#!/bin/sh\\necho version 1\\n" > "$2/bin/llama-server"\nchmod +x "$2/bin/llama-server"'
+    )
+    _fake_tool(bin_dir, "cmake", cmake)
+    for name in ("c++", "cc"):
+        _fake_tool(bin_dir, name, "exit 0")
+    _fake_tool(bin_dir, "python-fake", "exit 0")  # `-m pip --version` succeeds; the sdist is cached
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "TOKENPACE_CACHE": str(cache),
+           "LLAMA_CPP_PYTHON_VERSION": "9.9.8", "PYTHON": str(bin_dir / "python-fake")}  # fmt: skip
+    done = subprocess.run(["bash", str(BUILD_SCRIPT)], capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(cache / "llama-server-9.9.8" / "llama-server")
+    assert "step 3/3: compiling" in done.stderr and "10-18 minutes" in done.stderr
+    assert "[ 50%] Building CXX object step50.o" in done.stderr  # the compiler's progress, on screen
+    assert "noise" not in done.stderr  # the rest goes to the log only
+    assert "noise 50" in (cache / "build-llama-server-9.9.8.log").read_text()

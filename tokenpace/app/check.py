@@ -9,6 +9,7 @@ from typing import Any
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.compare import RunComparison, compare_runs
 from tokenpace.core.analysis.compare import DEFAULT_ALPHA
+from tokenpace.core.analysis.conditions import gate_mismatches
 from tokenpace.core.analysis.gate import GateItem, Threshold, evaluate
 
 PASS, REGRESSED, BAD_INPUT = 0, 1, 2
@@ -56,8 +57,9 @@ def check(
     seed: int = 0,
     allow_invalid: bool = False,
 ) -> CheckReport:
-    """Compare ``candidate`` (default: the newest run that is not the baseline) with the baseline; a
-    baseline or candidate that is not valid or was interrupted is refused unless ``allow_invalid``."""
+    """Compare ``candidate`` (default: the newest run measured under the baseline's conditions)
+    with the baseline; a baseline or candidate that is not valid or was interrupted is refused
+    unless ``allow_invalid``."""
     base = store.get_baseline(baseline)
     if base is None:
         names = ", ".join(b.name for b in store.baselines()) or "none yet"
@@ -65,10 +67,26 @@ def check(
             f"no baseline named {baseline!r} (baselines: {names}); set one: tokenpace baseline set"
         )
     if candidate is None:
-        newest = [r for r in store.list_runs(limit=2) if r.id != base.run_id]
-        if not newest:
-            raise StoreError("no run to check: the store holds only the baseline's run")
-        candidate = newest[0].id
+        candidate = newest_matching_run(store, base.run_id)
     percentiles = sorted({t.q for t in thresholds} | {50.0})
     rc = compare_runs(store, base.run_id, candidate, percentiles, alpha, 0.0, resamples, seed, allow_invalid)
     return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))
+
+
+def newest_matching_run(store: Store, baseline_run_id: str, scan: int = 500) -> str:
+    """The newest stored run measured like the baseline (model, API, load, workload, sampling):
+    on a shared store the newest run may be someone else's different test."""
+    base = store.get_run(baseline_run_id)
+    others = [r for r in store.list_runs(limit=scan) if r.id != baseline_run_id]
+    if not others:
+        raise StoreError("no run to check: the store holds only the baseline's run")
+    if base is None:
+        return others[0].id
+    for run in others:
+        if not gate_mismatches(base.conditions, run.conditions):
+            return run.id
+    differ = ", ".join(gate_mismatches(base.conditions, others[0].conditions)[:4])
+    raise StoreError(
+        f"no stored run was measured under the baseline's conditions (the newest, {others[0].id}, "
+        f"differs in {differ}); name the run to check with --run"
+    )

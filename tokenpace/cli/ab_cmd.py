@@ -14,7 +14,8 @@ from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus
 from tokenpace.cli import parsing
-from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings
+from tokenpace.cli.analysis_view import COMPARISON_OPTIONAL, comparison_table, print_rule, print_warnings
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import STORE_HELP
 from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles
 from tokenpace.client import EndpointError
@@ -31,23 +32,61 @@ _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; '
 )
 @click.option("--b", "url_b", required=True, metavar="URL", help="Arm B: base URL.")
 @click.option("--model", help="Model name for both arms (default: the first each server lists).")
-@click.option("--api", type=click.Choice(sorted(DIALECTS)), default="chat", show_default=True)
+@click.option(
+    "--api",
+    type=click.Choice(sorted(DIALECTS)),
+    default="chat",
+    show_default=True,
+    help="API dialect: /v1/chat/completions or /v1/completions.",
+)
 @click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
 @click.option("--blocks", type=int, default=10, show_default=True, help="Blocks; each sends to A and to B.")
 @click.option("--block-requests", type=int, default=20, show_default=True, help="Requests per arm and block.")
-@click.option("--concurrency", "-c", type=int, default=4, show_default=True)
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    default=4,
+    show_default=True,
+    help="Requests in flight per arm (closed loop).",
+)
 @click.option("--order", type=click.Choice(ORDERS), default="alternate", show_default=True,
               help="alternate: AB, BA, AB ... (counterbalanced); random: seeded coin per block.")  # fmt: skip
-@click.option("--input-len", default="512", show_default=True)
-@click.option("--output-len", default="128", show_default=True)
-@click.option("--ignore-eos", is_flag=True)
-@click.option("--temperature", type=float, default=0.0, show_default=True)
+@click.option(
+    "--input-len",
+    default="512",
+    show_default=True,
+    help="Prompt tokens, as bench: 512, 256:1024, lognormal:512,0.5, ...",
+)
+@click.option(
+    "--output-len",
+    default="128",
+    show_default=True,
+    help="Output tokens (max_tokens), same forms as --input-len.",
+)
+@click.option("--ignore-eos", is_flag=True, help="Ask the engine for exactly the output length.")
+@click.option(
+    "--temperature",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature sent with every request.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Block k uses workload seed SEED+k.")
 @click.option("--timeout", default="300s", show_default=True, help="Per-request timeout.")
-@click.option("--label", "labels", multiple=True, metavar="K=V")
-@click.option("--alpha", type=float, default=0.05, show_default=True)
-@click.option("--min-effect", default="1%", show_default=True)
-@click.option("--percentiles", default="50,95,99", show_default=True)
+@click.option("--label", "labels", multiple=True, metavar="K=V", help="Label both arms' runs (repeatable).")
+@click.option(
+    "--alpha", type=float, default=0.05, show_default=True, help="Significance level of the verdicts."
+)
+@click.option(
+    "--min-effect",
+    default="1%",
+    show_default=True,
+    help="Smallest relative change that counts as a difference.",
+)
+@click.option(
+    "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."
+)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Write the A/B result JSON here."
 )
@@ -134,7 +173,9 @@ def _print(console: Console, result: AbResult) -> None:
     else:
         url_a, url_b = strip_credentials(result.config.url_a), strip_credentials(result.config.url_b)
         title = f"A/B {result.ab_id}: A = {url_a}  vs  B = {url_b}"
-        console.print(comparison_table(a.comparison, title, caption=_CAPTION))
+        show_table(
+            console, comparison_table(a.comparison, title, caption=_CAPTION), optional=COMPARISON_OPTIONAL
+        )
         deltas = a.block_deltas.get("ttft", {}).get("p50", [])
         shown = ", ".join("-" if d is None else f"{d:+.2f}" for d in deltas)
         console.print(

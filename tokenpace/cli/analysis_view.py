@@ -37,6 +37,10 @@ def pvalue(p: float | None) -> str:
     return f"{p:.2g}" if p >= 0.001 else "<0.001"
 
 
+# Columns a narrow terminal may leave out of the comparison table (the verdict and numbers stay).
+COMPARISON_OPTIONAL = ("B - A", "p")
+
+
 def comparison_table(c: Comparison, title: str, caption: str | None = None) -> Table:
     conf = f"{100 * (1 - c.alpha):g}% CI"
     t = Table(title=title, title_justify="left", header_style="bold")

@@ -28,8 +28,20 @@ from tokenpace.core.analysis.guards import parse_guards
 )
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
-@click.option("--resamples", type=int, default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--resamples",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for the confidence intervals.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the bootstrap (the same seed gives the same intervals).",
+)
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The report as JSON in FILE.")
 @store_option

@@ -6,6 +6,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import ago, fail, guarded, open_or_fail, store_option
 
 
@@ -43,7 +44,7 @@ def list_(store_url) -> None:
         run = store.get_run(b.run_id)
         labels = ",".join(f"{k}={v}" for k, v in sorted(run.labels.items())) if run else ""
         table.add_row(b.name, b.run_id, (run.model if run else None) or "-", labels, ago(b.set_unix))
-    Console().print(table)
+    show_table(Console(), table)
     if not items:
         click.echo("no baselines yet: tokenpace baseline set NAME RUN")
 

@@ -102,8 +102,20 @@ EXIT_BAD_INPUT = 2
     help="Ask the engine to generate exactly the output length (ignore_eos, min_tokens).",
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and arrivals.")
-@click.option("--temperature", type=float, default=0.0, show_default=True)
-@click.option("--top-p", type=float, default=1.0, show_default=True)
+@click.option(
+    "--temperature",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature sent with every request (recorded).",
+)
+@click.option(
+    "--top-p",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Nucleus sampling top_p sent with every request (recorded).",
+)
 @click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
 @click.option(
     "--label",

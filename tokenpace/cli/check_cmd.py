@@ -9,7 +9,14 @@ import click
 from rich.console import Console
 
 from tokenpace.app.check import check as run_check
-from tokenpace.cli.analysis_view import comparison_table, gate_table, print_rule, print_warnings
+from tokenpace.cli.analysis_view import (
+    COMPARISON_OPTIONAL,
+    comparison_table,
+    gate_table,
+    print_rule,
+    print_warnings,
+)
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.gate import parse_thresholds
 
@@ -25,8 +32,20 @@ from tokenpace.core.analysis.gate import parse_thresholds
 )
 @click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
-@click.option("--resamples", type=int, default=1000, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--resamples",
+    type=int,
+    default=1000,
+    show_default=True,
+    help="Bootstrap resamples for the confidence intervals.",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the bootstrap (the same seed gives the same intervals).",
+)
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
 )
@@ -50,8 +69,8 @@ def check(
     console = Console()
     if not quiet:
         title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
-        console.print(comparison_table(report.run.comparison, title))
-        console.print(gate_table(report.items))
+        show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
+        show_table(console, gate_table(report.items), optional=("allowed",))
         print_warnings(console, report.run.warnings)
         print_rule(console, report.run.comparison.rule)
     failed = [i.threshold.name for i in report.items if i.outcome == "regressed"]

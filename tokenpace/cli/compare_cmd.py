@@ -9,7 +9,14 @@ import orjson
 from rich.console import Console
 
 from tokenpace.app.compare import compare_runs
-from tokenpace.cli.analysis_view import comparison_table, print_rule, print_warnings, run_level_table
+from tokenpace.cli.analysis_view import (
+    COMPARISON_OPTIONAL,
+    comparison_table,
+    print_rule,
+    print_warnings,
+    run_level_table,
+)
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import (
     guarded,
     open_or_fail,
@@ -30,7 +37,9 @@ from tokenpace.cli.store_opts import (
     show_default=True,
     help="Smallest relative change called slower/faster; smaller significant ones are 'negligible'.",
 )
-@click.option("--percentiles", default="50,95,99", show_default=True)
+@click.option(
+    "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."
+)
 @click.option("--resamples", type=int, default=1000, show_default=True, help="Bootstrap resamples.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
@@ -70,8 +79,8 @@ def compare(
         return
     console = Console()
     title = f"A = {rc.a.id} {_labels(rc.a.labels)}  vs  B = {rc.b.id} {_labels(rc.b.labels)}"
-    console.print(comparison_table(rc.comparison, title))
-    console.print(run_level_table(rc.run_level))
+    show_table(console, comparison_table(rc.comparison, title), optional=COMPARISON_OPTIONAL)
+    show_table(console, run_level_table(rc.run_level))
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 

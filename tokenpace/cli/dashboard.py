@@ -63,6 +63,7 @@ def render(result: dict[str, Any], console: Console) -> None:
         (f"{cond['model']}", "bold cyan"),
         " @ ",
         cond["endpoint"],
+        (_simulated(cond), "yellow"),
         "  ",
         (f"run {result['run_id']}", "dim"),
         "\n",
@@ -80,10 +81,8 @@ def render(result: dict[str, Any], console: Console) -> None:
             _latency_table(summary, _SCHEDULED_ROWS, "Open loop: latency from the scheduled send time (ms)")
         )
     parts += workload_view.tables(summary)  # length bins, turns, cold/warm prefix (issue 7)
-    parts.append(_throughput(summary))
-    parts.append(_outcomes(summary))
-    parts.extend(p for p in (_network(result), _server(result)) if p is not None)
-    parts.append(_client(result))
+    sections = [_throughput(summary), _outcomes(summary), _network(result), _server(result), _client(result)]
+    parts.extend(_hanging(p) for p in sections if p is not None)
     notes = _notes(result)
     if notes:
         parts.append(notes)
@@ -137,7 +136,7 @@ def _outcomes(s: dict[str, Any]) -> Text:
         ", ".join(parts),
         " | ",
         (f"error rate {s['error_rate']:.1%}", style),
-        f", timeouts {s['timeout_rate']:.1%}, interrupted {s['interrupted_rate']:.1%}",
+        f", timeouts {s['timeout_rate']:.1%}, streams cut short {s['interrupted_rate']:.1%}",
     )
     for reason, n in list(s.get("errors", {}).items())[:5]:
         text.append(f"\n            {n} x {reason}", style="red")
@@ -172,9 +171,7 @@ def _server(result: dict[str, Any]) -> Text | None:
     server = result.get("server_metrics")
     if not server:
         return None
-    text = Text.assemble(
-        ("Server      ", "bold"), f"{server['engine']} /metrics, {server['scrapes']} scrapes"
-    )
+    text = Text.assemble(("Server      ", "bold"), _metrics_source(result, server))
     dec = server.get("decomposition")
     if dec:
         text.append("\n            " + _decomposition(dec))
@@ -226,7 +223,7 @@ def _client(result: dict[str, Any]) -> Text:
     )
     if c.get("cpu_us_per_chunk"):
         text.append(f" ({c['cpu_us_per_chunk']:.0f} us/chunk)")
-    text.append(f" | {c['max_rss_mb']:.0f} MB")
+    text.append(f" | memory {c['max_rss_mb']:.0f} MB")
     if c.get("workers"):  # the worst worker's numbers; each worker's own are in the JSON
         text.append(f" | worst of {len(c['workers'])} worker processes")
     if result["valid"]:
@@ -248,9 +245,57 @@ def _notes(result: dict[str, Any]) -> Text | None:
         )
     src = s["tokens"]["output_sources"]
     if src:
-        lines.append("output tokens from " + ", ".join(f"{k}: {v}" for k, v in src.items()))
+        lines.append(_output_token_sources(src))
     if result.get("stop_reason") and result["stop_reason"] != "completed":
         lines.append(f"stopped: {result['stop_reason']}")
     if not lines:
         return None
     return Text("\n".join(f"note: {line}" for line in lines), style="dim")
+
+
+def _output_token_sources(src: dict[str, int]) -> str:
+    """Where the output token counts came from, as a sentence."""
+    said = {"server": "the server's usage report", "chunks": "one per streamed chunk (no usage report)"}
+    parts = [f"{n} request{'s' if n != 1 else ''} from {said.get(k, k)}" for k, n in src.items()]
+    return "output tokens counted: " + ", ".join(parts)
+
+
+def _simulated(cond: dict[str, Any]) -> str:
+    """Said in the header when the engine is tokenpace's own simulator, not a real one."""
+    target = str(cond.get("target") or "")
+    if not target.startswith("sim:"):
+        return ""
+    return f" (tokenpace's simulated engine, profile {target[4:]})"
+
+
+def _metrics_source(result: dict[str, Any], server: dict[str, Any]) -> str:
+    engine, scrapes = server["engine"], server["scrapes"]
+    if str(result["conditions"].get("target") or "").startswith("sim:"):
+        return f"the simulator's {engine}-style /metrics, {scrapes} scrapes"
+    if engine == "tokenpace-gateway":
+        return (
+            f"tokenpace gateway /metrics, {scrapes} scrapes: a proxy, so no engine view here "
+            "(give the gateway's upstreams metrics=URL, or bench the engine directly)"
+        )
+    if engine == "unknown":
+        return (
+            f"/metrics answered ({scrapes} scrapes) with no engine metrics tokenpace knows (a proxy "
+            "such as tokenpace gateway?): no engine view; raw series in RESULT.server-metrics.jsonl"
+        )
+    return f"{engine} /metrics, {scrapes} scrapes"
+
+
+_LABEL = 12  # "Throughput  ": the width of a section's label
+
+
+def _hanging(section: Text) -> Table:
+    """A labelled section whose long lines wrap under the text, not under the label."""
+    lines = section.split("\n")
+    label = lines[0][:_LABEL]
+    rest = [line[_LABEL:] if line.plain[:_LABEL].isspace() else line for line in lines[1:]]
+    body = Text("\n").join([lines[0][_LABEL:], *rest])
+    grid = Table.grid()
+    grid.add_column(width=_LABEL, no_wrap=True)
+    grid.add_column(overflow="fold")
+    grid.add_row(label, body)
+    return grid

@@ -44,9 +44,19 @@ from tokenpace.cli.parsing import slo as parse_slo
 @click.option("--client-key-file", default=None, help="Gateway keys for clients, one per line.")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra label on the stored runs.")
 @click.option("--max-body", default=4 * 1024 * 1024, show_default=True, help="Largest request body, bytes.")
-@click.option("--first-token-timeout", default="300s", show_default=True)
+@click.option(
+    "--first-token-timeout",
+    default="300s",
+    show_default=True,
+    help="No first token (or whole response) by then: a timeout record.",
+)
 @click.option("--stall-timeout", default="60s", show_default=True, help="Longest gap between tokens.")
-@click.option("--connect-timeout", default="10s", show_default=True)
+@click.option(
+    "--connect-timeout",
+    default="10s",
+    show_default=True,
+    help="Longest wait for a connection to an upstream.",
+)
 @click.option("--sticky-header", default="x-user-id", show_default=True, help="A/B stickiness key.")
 @click.option(
     "--scrape-upstream-metrics",

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.history import history as run_history
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_option, write_report
 
 
@@ -22,10 +23,16 @@ from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_op
 @click.option("--until", help="Runs started until.")
 @click.option("--limit", type=int, help="Only the newest N matching runs.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="False-alarm rate per series.")
-@click.option("--permutations", type=int, default=199, show_default=True)
+@click.option(
+    "--permutations",
+    type=int,
+    default=199,
+    show_default=True,
+    help="Permutations of the significance test of each level shift.",
+)
 @click.option("--min-size", type=int, default=5, show_default=True, help="Fewest runs in a segment.")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--json", "as_json", is_flag=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the permutation test.")
+@click.option("--json", "as_json", is_flag=True, help="The runs and level shifts as JSON instead of a table.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @store_option
 @guarded("history")
@@ -72,7 +79,7 @@ def history(
             change = f"{cp.rel_change:+.1%}" if cp.rel_change is not None else "?"
             mark = f"[bold]<- shift {change}[/] ({cp.before:,.2f} -> {cp.after:,.2f}, p={cp.p_value:.3f})"
         table.add_row(str(i), p.run_id, p.started_at[:19].replace("T", " "), f"{p.value:,.2f}", mark)
-    console.print(table)
+    show_table(console, table)
     if not hist.points:
         console.print("no matching run has this metric", highlight=False)
     elif len(hist.points) < 2 * min_size:

@@ -100,7 +100,8 @@ def length(text: str, flag: str = "") -> LengthDist:
     try:
         return parse_length(text)
     except LengthSpecError as exc:
-        raise click.BadParameter(f"{flag} {exc}".strip()) from None
+        hint = "" if "such as" in str(exc) else "; a length is such as 512, 256:1024 or lognormal:512,0.5"
+        raise click.BadParameter(f"{flag} {exc}{hint}".strip()) from None
 
 
 def slo(text: str | None) -> Slo:

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.store_ops import export_run, import_result
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import fail, guarded, open_or_fail, parse_when, store_option
 
 
@@ -28,7 +29,7 @@ def _num(summary: dict, metric: str, stat: str = "p95") -> str:
 @click.option("--where", "where", multiple=True, metavar="K=V", help="Label, model, endpoint or condition.")
 @click.option("--since", help="Runs started since: 7d, 12h, 2024-05-01 ...")
 @click.option("--until", help="Runs started until (same forms).")
-@click.option("--limit", type=int, default=50, show_default=True)
+@click.option("--limit", type=int, default=50, show_default=True, help="Show at most this many runs.")
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 @store_option
 @guarded("runs list")
@@ -59,7 +60,7 @@ def list_runs(where, since, until, limit, as_json, store_url) -> None:
             flags.strip(),
         )
     console = Console()
-    console.print(table)
+    show_table(console, table, optional=("labels", "started (UTC)", "model", "ok"))
     console.print(f"{len(found)} run(s) in {store.display_url}", highlight=False)
 
 
@@ -81,15 +82,15 @@ def show(ref, as_json, store_url) -> None:
     console = Console()
     console.print(f"[bold]run {run.id}[/]  {run.kind}, started {run.started_at}", highlight=False)
     console.print(f"model {run.model}  endpoint {run.endpoint}  api {c.get('api')}", highlight=False)
-    console.print(
-        f"load {load.get('mode')}, concurrency {load.get('concurrency')}, rate {load.get('rate')}, "
-        f"requests {load.get('requests')}, warmup {load.get('warmup')}; seed {c.get('seed')}",
-        highlight=False,
-    )
-    console.print(f"labels {run.labels or '{}'}", highlight=False)
-    console.print(f"stored records {counts}", highlight=False)
-    if run.interrupted or not run.valid:
-        console.print(f"[yellow]{run.stop_reason}; valid={run.valid}[/]", highlight=False)
+    console.print(f"load {_load_line(load)}; seed {c.get('seed', '-')}", highlight=False)
+    labels = ", ".join(f"{k}={v}" for k, v in sorted(run.labels.items()))
+    console.print(f"labels {labels or 'none'}", highlight=False)
+    console.print(f"stored records {_counts_line(counts)}", highlight=False)
+    if run.interrupted:
+        console.print(f"[yellow]interrupted: {run.stop_reason}[/]", highlight=False)
+    if not run.valid:
+        why = "; ".join(run.extra.get("invalid_reasons") or []) or "the client did not keep up"
+        console.print(f"[yellow]not valid: {why}[/]", highlight=False)
     table = Table(header_style="bold")
     for col in ("metric", "n", "p50", "p90", "p95", "p99"):
         table.add_column(col, justify="left" if col == "metric" else "right")
@@ -171,3 +172,25 @@ def import_(files, store_url) -> None:
     for f in files:
         info = import_result(store, f)
         click.echo(f"stored as run {info.id} ({info.record_count} records)")
+
+
+def _load_line(load: dict) -> str:
+    """``closed_loop, concurrency 16, 200 requests, 0 warm-up``: only the settings the run had."""
+    named = (
+        ("concurrency", "concurrency {}"),
+        ("rate", "rate {}/s"),
+        ("max_concurrency", "max concurrency {}"),
+        ("requests", "{} requests"),
+        ("duration_s", "{} s"),
+        ("warmup", "{} warm-up"),
+    )
+    parts = [str(load.get("mode") or "-")]
+    parts += [form.format(load[key]) for key, form in named if load.get(key) is not None]
+    return ", ".join(parts)
+
+
+def _counts_line(counts: dict) -> str:
+    """``200 (ok 198, error 2)``."""
+    total = counts.get("total", sum(v for k, v in counts.items() if k != "total"))
+    rest = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "total" and v)
+    return f"{total} ({rest})" if rest else str(total)

@@ -64,8 +64,18 @@ def _run(coro: Any) -> Any:
 @click.option("--jitter-ms", type=click.FloatRange(0), default=None, help="Half-normal jitter on the RTT.")
 @click.option("--chunked-prefill/--no-chunked-prefill", default=None, help="Override the profile.")
 @click.option("--prefix-caching/--no-prefix-caching", default=None, help="Override the profile.")
-@click.option("--max-num-seqs", type=click.IntRange(1), default=None)
-@click.option("--max-num-batched-tokens", type=click.IntRange(1), default=None)
+@click.option(
+    "--max-num-seqs",
+    type=click.IntRange(1),
+    default=None,
+    help="Override the profile: most requests batched at once.",
+)
+@click.option(
+    "--max-num-batched-tokens",
+    type=click.IntRange(1),
+    default=None,
+    help="Override the profile: most tokens in one engine step.",
+)
 @click.option("--num-gpu-blocks", type=click.IntRange(1), default=None, help="Fixed KV capacity in blocks.")
 @click.option(
     "--eos-prob",
@@ -91,7 +101,7 @@ def _run(coro: Any) -> Any:
     default=None,
     help="Put usage so far on every chunk (as vLLM's continuous_usage_stats), so clients see chunk sizes.",
 )
-@click.option("--served-model-name", default=None)
+@click.option("--served-model-name", default=None, help="Model name the API serves (default: the profile's).")
 @click.option(
     "--faults",
     "faults_file",
@@ -99,19 +109,52 @@ def _run(coro: Any) -> Any:
     default=None,
     help="JSON file of fault settings (same names as the flags, with underscores).",
 )
-@click.option("--fault-error-rate", type=click.FloatRange(0, 1), default=None)
+@click.option(
+    "--fault-error-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of requests answered with an error status.",
+)
 @click.option("--fault-error-codes", default=None, help="Comma-separated status codes, e.g. 500,503.")
-@click.option("--fault-429-rate", type=click.FloatRange(0, 1), default=None)
+@click.option(
+    "--fault-429-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of requests answered 429 Too Many Requests.",
+)
 @click.option("--retry-after", type=click.FloatRange(0), default=None, help="Retry-After seconds on 429.")
-@click.option("--fault-hang-rate", type=click.FloatRange(0, 1), default=None)
-@click.option("--fault-cut-rate", type=click.FloatRange(0, 1), default=None)
-@click.option("--fault-malformed-rate", type=click.FloatRange(0, 1), default=None)
+@click.option(
+    "--fault-hang-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of requests that never answer.",
+)
+@click.option(
+    "--fault-cut-rate", type=click.FloatRange(0, 1), default=None, help="Share of streams cut off midway."
+)
+@click.option(
+    "--fault-malformed-rate",
+    type=click.FloatRange(0, 1),
+    default=None,
+    help="Share of streams with a malformed chunk.",
+)
 @click.option(
     "--cold-start", type=click.FloatRange(0), default=None, help="Seconds of slow steps after launch."
 )
-@click.option("--cold-start-factor", type=click.FloatRange(1), default=None)
+@click.option(
+    "--cold-start-factor",
+    type=click.FloatRange(1),
+    default=None,
+    help="How much slower steps are during --cold-start.",
+)
 @click.option("--no-fault-header", is_flag=True, help="Ignore the x-sim-fault request header.")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Seed of the simulator's randomness (faults, lengths, arrivals).",
+)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
 @click.option(
     "--input-len",
@@ -139,9 +182,19 @@ def _run(coro: Any) -> Any:
     "a bare number is seconds.",
 )
 @click.option(
-    "--arrival", type=click.Choice(["poisson", "constant", "gamma"]), default="poisson", show_default=True
+    "--arrival",
+    type=click.Choice(["poisson", "constant", "gamma"]),
+    default="poisson",
+    show_default=True,
+    help="Virtual, open loop: how arrivals are spaced.",
 )
-@click.option("--burstiness", type=click.FloatRange(0, min_open=True), default=1.0, show_default=True)
+@click.option(
+    "--burstiness",
+    type=click.FloatRange(0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Virtual, gamma arrivals: 1 = Poisson, <1 burstier.",
+)
 @click.option("--shared-prefix", type=click.IntRange(0), default=0, help="Virtual: tokens shared by all.")
 @click.option(
     "--out",

@@ -17,6 +17,7 @@ from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.sweep import SweepConfig
 from tokenpace.app.sweep_job import run_sweep_job
 from tokenpace.cli.bench_cmd import bench, bench_config
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import SweepView
 from tokenpace.client import EndpointError
 
@@ -213,7 +214,7 @@ def render_sweep(doc: dict[str, Any], console: Console) -> None:
             v = row[i]
             cells.append(f"{v:.1%}" if headers[i] == "errors" and v is not None else fmt(v))
         table.add_row(*cells, style="bold yellow" if "knee" in row[-1] else None)
-    console.print(table)
+    show_table(console, table, optional=("note", "Little"))
     if doc.get("probe"):
         console.print(f"probe: {len(doc['probe'])} closed-loop steps found the maximum (in the JSON)")
     for line in plan_lines(doc):

@@ -9,12 +9,11 @@ from tokenpace.sim.profile import Profile, default_profile_name, get_network, ge
 def profile_figures(p: Profile) -> str:
     """The figures the cost model gives, so a user can check them against what they know."""
     c = CostModel(p)
-    mid, top = min(64, p.engine.max_num_seqs), p.engine.max_num_seqs
+    batches = sorted({1, min(64, p.engine.max_num_seqs), p.engine.max_num_seqs})  # each batch once
+    steps = ", ".join(f"{c.decode_step_seconds(b, 1024) * 1e3:.1f} ms at {b}" for b in batches)
     kv_tokens = p.num_gpu_blocks * p.engine.block_size
     return (
-        f"decode step {c.decode_step_seconds(1, 1024) * 1e3:.1f} ms at batch 1, "
-        f"{c.decode_step_seconds(mid, 1024) * 1e3:.1f} ms at {mid}, "
-        f"{c.decode_step_seconds(top, 1024) * 1e3:.1f} ms at {top} (1k context); "
+        f"decode step {steps.replace(' at 1,', ' at batch 1,', 1)} (1k context); "
         f"prefill {2048 / c.prefill_seconds(2048):,.0f} tokens/s (2k prompt alone: "
         f"{c.prefill_seconds(2048) * 1e3:.0f} ms); KV {kv_tokens:,} tokens"
     )

@@ -132,3 +132,10 @@ def test_engine_percentile_buckets_are_reported_beside_the_interpolation():
     }
     ttft = analyse([first, last], [], start_ns=0)["engine_latency_ms"]["ttft"]
     assert ttft["p50_bucket_ms"] == [0.0, 100.0] and ttft["p95_bucket_ms"] == [100.0, 500.0]
+
+
+def test_tokenpace_gateway_metrics_are_named_as_the_gateway_not_an_unknown_engine():
+    gateway = {"tokenpace_gateway_requests_total": 3.0, "process_cpu_seconds_total": 1.0}
+    assert detect_engine(gateway) == "tokenpace-gateway"
+    assert detect_engine({"process_cpu_seconds_total": 1.0}) == "unknown"
+    assert detect_engine(gateway | {"vllm:num_requests_running": 1.0}) == "vllm"  # an engine wins

@@ -8,10 +8,9 @@ import html
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from tokenpace.adapters.report.html import _CSS, _Page
+from tokenpace.adapters.report.html import _CSS, _Page, plotly_tail
 from tokenpace.core.analysis.cost import pareto_front
 
 _COLOUR = {"pass": "#2a9d4b", "fail": "#c0392b", "unknown": "#b8860b"}
@@ -140,7 +139,8 @@ def render_select_html(docs: list[dict[str, Any]]) -> str:
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tokenpace select</title>'
         f"<style>{_CSS}{_MATRIX_CSS}td{{text-align:left}}</style>"
-        f'<script type="text/javascript">{get_plotlyjs()}</script></head>'
+        "</head>"
         f'<body data-figures="{page.figures}">{"".join(page.parts)}'
-        '<p class="sub">Made by tokenpace; opens offline (plotly.js is inside this file).</p></body></html>'
+        '<p class="sub">Made by tokenpace; opens offline (plotly.js is inside this file).</p>'
+        f"{plotly_tail()}</body></html>"
     )

@@ -98,7 +98,7 @@ def conditions_table(result: dict[str, Any], sweep: dict[str, Any] | None = None
         ["started", c.get("started_at")],
         ["tool", f"tokenpace {(c.get('tool') or {}).get('version', '')}"],
         ["client", (c.get("client_host") or {}).get("hostname")],
-        ["valid", result.get("valid")],
+        ["valid", _validity(result)],
     ]
     if sweep is not None:
         ladder = ", ".join(load_label(s) for s in sweep.get("steps") or [])
@@ -286,3 +286,16 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
                 out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
     out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(("SLO held up", "left out"))]
     return out
+
+
+def _validity(result: dict[str, Any]) -> str | None:
+    """`yes`, or `no: ` and why the client's numbers cannot be trusted for the load asked."""
+    valid = result.get("valid")
+    if valid is None:
+        return None
+    if valid:
+        return "yes: the client kept up with the load asked"
+    reasons = result.get("invalid_reasons") or ((result.get("summary") or {}).get("client") or {}).get(
+        "invalid_reasons"
+    )
+    return "no: " + ("; ".join(reasons) if reasons else "the client did not keep up with the load asked")

@@ -105,3 +105,20 @@ def cache_warnings(
             "measured warmer than the other"
         )
     return out
+
+
+# What a release gate holds fixed between baseline and candidate: what was asked of the server and
+# how hard. Not where (endpoint), when, by whom (labels), nor how long (requests, duration).
+GATE_FIELDS = ("model", "api", "stream", "load.", "workload.", "sampling.", "prompt_salt")
+GATE_IGNORED = frozenset(
+    {"load.requests", "load.duration_s", "load.warmup", "load.timeout_s", "workload.seed"}
+)
+
+
+def gate_mismatches(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    """The dotted condition fields that make ``candidate`` a different test from ``baseline``."""
+    return [
+        name
+        for name, _, _ in differing_fields(baseline, candidate)
+        if name.startswith(GATE_FIELDS) and name not in GATE_IGNORED
+    ]

@@ -64,6 +64,7 @@ HISTOGRAMS = {  # seconds
         "tgi_request_mean_time_per_token_duration",
     ),
 }
+GATEWAY, GATEWAY_PREFIX = "tokenpace-gateway", "tokenpace_gateway_"
 ENGINE_PREFIXES = (("vllm:", "vllm"), ("sglang:", "sglang"), ("tgi_", "tgi"), ("llamacpp:", "llama.cpp"))
 
 
@@ -81,7 +82,11 @@ def detect_engine(samples: dict[str, float]) -> str:
             if key.startswith(prefix):
                 counts[engine] += 1
     best = max(counts, key=counts.__getitem__)
-    return best if counts[best] else "unknown"
+    if counts[best]:
+        return best
+    if any(key.startswith(GATEWAY_PREFIX) for key in samples):
+        return GATEWAY  # tokenpace's own proxy: its metrics are of traffic, not of an engine
+    return "unknown"
 
 
 def _name(key: str) -> str:

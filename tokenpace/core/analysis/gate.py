@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,7 +80,10 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
         row = m.row(pct_name(t.q))
         if row is None or row.verdict is Verdict.TOO_FEW or row.ci is None:
             n = min(m.n_a, m.n_b)
-            reason = f"too few samples for {t.name} ({n}); it needs at least 5 beyond the percentile"
+            reason = (
+                f"too few samples for {t.name} ({n}); it needs at least 5 beyond the percentile, "
+                f"so runs of {requests_needed(t.q)}+ requests (or gate a lower percentile)"
+            )
             items.append(GateItem(t, None, None, None, None, False, Verdict.TOO_FEW, "undecided", reason))
             continue
         significant = row.ci[0] > 0 or row.ci[1] < 0
@@ -108,6 +112,11 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
             )
         )
     return items
+
+
+def requests_needed(q: float) -> int:
+    """The fewest samples with 5 beyond percentile ``q`` (p99: 500, p95: 100)."""
+    return math.ceil(round(5 / (1 - q / 100), 6)) if q < 100 else 0
 
 
 def _pct(rel: float | None) -> str:

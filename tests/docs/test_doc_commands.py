@@ -1,0 +1,228 @@
+"""Every `tokenpace ...` command shown in README.md and docs/*.md runs, against the simulator.
+
+The substitutions (real URLs -> simulators the test starts, counts shrunk, RUN -> a stored run, ...)
+are the table SUBSTITUTIONS in doc_commands.py. Each command gets its own copy of a store prepared
+once (so `baseline unset prod` cannot break the `compare prod ...` below it) and its own folder
+holding a bench result.json and a sweep.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import threading
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from docs.doc_commands import ROOT, Bed, DocCommand, doc_commands, substitute
+from tokenpace.testing.procs import cli_command, free_port, run_cli
+
+ALL_COMMANDS = doc_commands()
+COMMANDS = [c for c in ALL_COMMANDS if not c.run_elsewhere()]
+_LISTENING = re.compile(r"(http://127\.0\.0\.1:\d+)(/v1)?")
+
+
+class _Server:
+    """A `tokenpace sim|gateway ...` child, up once it printed its URL (stdout or stderr)."""
+
+    def __init__(self, args: list[str], env: dict[str, str] | None = None, cwd: Path | None = None):
+        self.proc = subprocess.Popen(
+            cli_command(*args),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=_base_env() | (env or {}),
+            cwd=cwd,
+        )
+        watchdog = threading.Timer(60, self.proc.kill)  # never hang the suite on a silent child
+        watchdog.start()
+        self.lines: list[str] = []
+        found = None
+        while found is None and self.proc.stdout:
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.lines.append(line)
+            found = _LISTENING.search(line)
+        watchdog.cancel()
+        assert found, (args, "".join(self.lines))
+        self.origin = found.group(1)
+        self.url = self.origin + "/v1"
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        out, _ = self.proc.communicate(timeout=30)
+        self.lines.append(out)
+        return self.proc.returncode
+
+
+def _ok(*args: str, env: dict[str, str], cwd: Path) -> str:
+    r = run_cli(*args, env=env, cwd=str(cwd), timeout=180)
+    assert r.returncode == 0, (args, r.stdout[-2000:], r.stderr[-2000:])
+    return r.stdout
+
+
+def _bench(url: str, *labels: str, env: dict[str, str], cwd: Path, out: str) -> str:
+    tags = [x for label in labels for x in ("--label", label)]
+    _ok(
+        "bench",
+        "--url",
+        url,
+        "--model",
+        "m",
+        "-n",
+        "500",
+        "-c",
+        "32",
+        "--output-len",
+        "4",
+        *tags,
+        "--out",
+        out,
+        "-q",
+        env=env,
+        cwd=cwd,
+    )
+    return str(json.loads((cwd / out).read_text())["run_id"])
+
+
+def _gateway_session(bed: Bed, env: dict[str, str], cwd: Path) -> None:
+    """Records of both arms through the gateway, for `compare source=gateway,arm=a ...`; the
+    compare line the gateway prints runs too."""
+    gw = _Server(
+        [
+            "gateway",
+            "--listen",
+            f"127.0.0.1:{free_port()}",
+            "--upstream",
+            f"a={bed.url_a}",
+            "--upstream",
+            f"b={bed.url_b}",
+        ],
+        env,
+    )
+    try:
+        bench = ("bench", "--url", gw.url, "-n", "40", "-c", "4", "--output-len", "8", "--no-store")
+        through = _ok(*bench, env=env, cwd=cwd)
+        assert "tokenpace gateway /metrics" in through and "unknown" not in through, through
+    finally:
+        assert gw.stop() == 0, gw.lines
+    hint = re.search(r"\((tokenpace compare [^;)]+)", "".join(gw.lines))  # "... as session S (HINT; ...)"
+    assert hint, gw.lines
+    _ok(*shlex.split(hint.group(1))[1:], env=env, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bed, Path]]:
+    home = tmp_path_factory.mktemp("doc-bed")
+    env = {"TOKENPACE_STORE": str(home / "runs.db")}
+    sims = [_Server(["sim", "--host", "127.0.0.1", "--port", "0"]) for _ in range(2)]
+    try:
+        a, b = sims[0].url, sims[1].url
+        _ok("bench", "--url", a, "-n", "20", "--output-len", "4", "--no-store", "--out", "result.json",
+            "-q", env=env, cwd=home)  # fmt: skip  # a result not in the store (`runs import result.json`)
+        run_a = _bench(a, "engine=vllm", "version=1.4.2", env=env, cwd=home, out="a.json")
+        run_b = _bench(a, "engine=vllm", "version=1.5.0", env=env, cwd=home, out="b.json")
+        run = _bench(a, "version=abc123", env=env, cwd=home, out="c.json")
+        for name in ("prod", "release-1.4"):
+            _ok("baseline", "set", name, run_a, env=env, cwd=home)
+        _ok(
+            "sweep",
+            "--url",
+            a,
+            "--concurrency",
+            "1,2",
+            "-n",
+            "8",
+            "--output-len",
+            "8",
+            "--out",
+            "sweep.json",
+            "-q",
+            env=env,
+            cwd=home,
+        )
+        sweep_id = str(json.loads((home / "sweep.json").read_text())["sweep_id"])
+        the_bed = Bed(url_a=a, url_b=b, run=run, run_a=run_a, run_b=run_b, sweep_id=sweep_id)
+        _gateway_session(the_bed, env, home)
+        yield the_bed, home
+    finally:
+        for sim in sims:
+            sim.stop()
+
+
+@pytest.fixture
+def workspace(bed: tuple[Bed, Path], tmp_path: Path) -> tuple[Bed, Path, dict[str, str]]:
+    the_bed, home = bed
+    for name in ("runs.db", "result.json", "result.records.jsonl", "sweep.json"):
+        shutil.copy(home / name, tmp_path / name)
+    return the_bed, tmp_path, {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
+
+
+def test_the_docs_show_the_commands_of_every_job():
+    shown = {c.subcommand for c in COMMANDS}
+    assert shown >= {
+        "bench",
+        "sweep",
+        "plan",
+        "report",
+        "runs",
+        "compare",
+        "baseline",
+        "check",
+        "history",
+        "ab",
+        "gateway",
+        "sim",
+    }
+    assert len(COMMANDS) >= 40
+
+
+def test_commands_run_elsewhere_are_run_by_a_test_that_exists():
+    elsewhere = {c.run_elsewhere() for c in ALL_COMMANDS} - {""}
+    assert elsewhere and all((ROOT / test).is_file() for test in elsewhere), elsewhere
+
+
+def test_no_command_block_holds_a_usage_synopsis():
+    synopses = [c.where for c in ALL_COMMANDS if any(a.startswith("[") or a == "..." for a in c.argv)]
+    assert not synopses, f"usage synopses belong in ```text blocks: {synopses}"
+
+
+def _serve(args: list[str], env: dict[str, str], cwd: Path) -> None:
+    server = _Server(args, env, cwd)
+    try:
+        path = "/metrics" if args[0] == "gateway" else "/v1/models"
+        with urllib.request.urlopen(server.origin + path, timeout=10) as resp:
+            assert resp.status == 200
+    finally:
+        code = server.stop()
+    assert code == 0, (args, "".join(server.lines))
+
+
+def _base_env() -> dict[str, str]:
+    return dict(os.environ) | {"COLUMNS": "200"}
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
+def test_the_documented_command_runs(cmd: DocCommand, workspace: tuple[Bed, Path, dict[str, str]]):
+    the_bed, cwd, env = workspace
+    args = substitute(cmd, the_bed, free_port())
+    if cmd.is_server():
+        _serve(args, env, cwd)
+        return
+    r = run_cli(*args, env=env | {"COLUMNS": "80"}, cwd=str(cwd), timeout=300)  # a pipe, 80 columns
+    assert r.returncode == 0, (cmd.where, args, r.stdout[-3000:], r.stderr[-3000:])
+    assert "…" not in r.stdout, (cmd.where, "cut short at 80 columns", r.stdout)
+    assert r.stdout.strip() or r.stderr.strip(), (cmd.where, "printed nothing")
+    assert "Traceback" not in r.stderr
+    if cmd.subcommand == "sim" and "--virtual" in args:  # a table of steps, each with requests done
+        rows = [ln for ln in r.stdout.splitlines() if re.match(r"\s+(\d+/s|c=\d+)\s+\d+\s", ln)]
+        assert rows and all(int(row.split()[1]) > 0 for row in rows), (cmd.where, r.stdout)
