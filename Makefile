@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev,otlp]'
+	$(BIN)/pip install --quiet -e '.[dev,otlp,ray]'
 	touch $(STAMP)
 
 ## run: benchmark the built-in simulated engine (no flags needed)
@@ -20,7 +20,7 @@ $(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STA
 	scripts/system-deps.sh
 	touch $@
 
-## test: lint, check the layer map (import contracts, mypy) and run the test suite (installs the system packages tests need, once)
+## test: lint, check the layer map (import contracts, mypy) and run the test suite (Ray installed so the actor tests run) (installs the system packages tests need, once)
 test: $(STAMP) $(VENV)/.system-deps engines
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache

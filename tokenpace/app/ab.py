@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.workers import AnyRun, make_run
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
 from tokenpace.core.credentials import strip_credentials
@@ -125,7 +126,7 @@ class AbRun:
         self.config = config
         self.ab_id = uuid.uuid4().hex[:12]
         self.on_block = on_block
-        self._current: BenchRun | None = None
+        self._current: AnyRun | None = None
         self._stopped = False
 
     def stop(self, reason: str = USER_STOP) -> None:
@@ -145,7 +146,7 @@ class AbRun:
             labels=labels,
             request_id_prefix=None,
         )
-        self._current = BenchRun(bench)
+        self._current = make_run(bench)
         return await self._current.run()
 
     async def run(self) -> AbResult:

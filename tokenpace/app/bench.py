@@ -70,7 +70,7 @@ class BenchRun:
 
     async def run(self) -> BenchResult:
         cfg = self.config
-        conn = await _connect(cfg, self.scrape_path)
+        conn = await connect(cfg, self.scrape_path)
         sender = conn.sender
         counter = await workloads.resolve_counter(cfg.workload_opts, conn.endpoint, conn.model, conn.headers)
         workload = workloads.build(
@@ -82,7 +82,7 @@ class BenchRun:
         anchor = {"perf_ns": perf_counter_ns(), "unix_ns": time.time_ns()}
         requests = self._requests(workload.items(), sender, prefix)
         if not isinstance(workload, SessionWorkload):  # sessions build each turn after the last answer
-            requests = _prebuilt(requests)
+            requests = prebuilt(requests)
         shape = load_shapes.choose(cfg, workload, requests, sender, prefix)
         ctx = self.context
         ctx.sender = sender
@@ -148,23 +148,32 @@ class BenchRun:
     def _requests(
         self, items: Iterator[WorkItem], sender: Sender, prefix: str
     ) -> Iterator[tuple[RequestRecord, bytes]]:
-        """Records and prepared bytes, built before their send time; stops at the request limit."""
-        cfg = self.config
-        for item in items:
-            if self.total_planned is not None and item.index >= self.total_planned:
-                return
-            rid = f"{prefix}{item.index}"
-            record = RequestRecord(
-                request_id=rid,
-                index=item.index,
-                warmup=item.index < cfg.warmup,
-                labels=cfg.labels,
-                prompt_tokens_requested=item.input_tokens,
-                output_tokens_requested=item.output_tokens,
-                prefix_id=item.prefix_id,
-                prefix_cold=item.prefix_cold,
-            )
-            yield record, sender.prepare(item.prompt, item.output_tokens, rid, item.messages)
+        return build_requests(self.config, items, sender, prefix, self.total_planned)
+
+
+def new_record(cfg: BenchConfig, item: WorkItem, prefix: str) -> RequestRecord:
+    """The record of one work item, before it is sent (or kept as never sent)."""
+    return RequestRecord(
+        request_id=f"{prefix}{item.index}",
+        index=item.index,
+        warmup=item.index < cfg.warmup,
+        labels=cfg.labels,
+        prompt_tokens_requested=item.input_tokens,
+        output_tokens_requested=item.output_tokens,
+        prefix_id=item.prefix_id,
+        prefix_cold=item.prefix_cold,
+    )
+
+
+def build_requests(
+    cfg: BenchConfig, items: Iterator[WorkItem], sender: Sender, prefix: str, total_planned: int | None
+) -> Iterator[tuple[RequestRecord, bytes]]:
+    """Records and prepared bytes, built before their send time; stops at the request limit."""
+    for item in items:
+        if total_planned is not None and item.index >= total_planned:
+            return
+        record = new_record(cfg, item, prefix)
+        yield record, sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages)
 
 
 @dataclass
@@ -177,7 +186,7 @@ class _Connection:
     observers: RunObservers
 
 
-async def _connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
+async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
     """Before any load: the endpoint answers, the model is known, the watchers are ready."""
     endpoint = parse_endpoint(cfg.url)  # without the URL's user:password, kept as endpoint.auth
     headers = request_headers(cfg.headers, cfg.api_key, endpoint.auth)
@@ -224,7 +233,7 @@ def _hints(url: str, base_path: str, records: list[RequestRecord]) -> list[str]:
     return [hint] if hint else []
 
 
-def _prebuilt(
+def prebuilt(
     requests: Iterator[tuple[RequestRecord, bytes]],
 ) -> Iterator[tuple[RequestRecord, bytes]]:
     """Build the first requests before the clock starts, so that building them (tens of µs each)

@@ -56,6 +56,8 @@ class BenchConfig:
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
     ready_check_timeout_s: float = 0.0  # wait this long for the endpoint to answer (0: ask once)
     ca_cert: str | None = None
+    workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
+    ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
 
     @property
     def open_loop(self) -> bool:
@@ -86,6 +88,10 @@ class BenchConfig:
             raise ValueError("--warmup must not be negative")
         if self.timeout_s <= 0:
             raise ValueError("--timeout must be positive")
+        if self.workers != "auto" and (not isinstance(self.workers, int) or self.workers < 1):
+            raise ValueError("--workers must be a whole number of at least 1, or auto")
+        if self.workers != 1 and self.workload_opts is not None and self.workload_opts.sessions:
+            raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
         turns = self.workload_opts.turns if self.workload_opts is not None else 1

@@ -17,7 +17,7 @@ from tokenpace.adapters.results import (
 )
 from tokenpace.adapters.safe_files import OutputPathError
 from tokenpace.adapters.vllm_json import vllm_result
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.exit_status import ExitDecision, run_exit_status
 from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.preflight import PreflightError
@@ -25,6 +25,7 @@ from tokenpace.app.progress import NoProgress, RunProgress
 from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.simproc import SimProcess, SimStartError
+from tokenpace.app.workers import make_run
 from tokenpace.client import EndpointError
 from tokenpace.core.record import RequestRecord
 
@@ -102,7 +103,7 @@ def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunPr
 
     async def main() -> BenchResult:
         scrapes = scrapes_path_for(out) if out is not None else None
-        run = BenchRun(config, on_record=on_record, run_id=run_id, scrape_path=scrapes)
+        run = make_run(config, on_record=on_record, run_id=run_id, scrape_path=scrapes)
         stop_on_signals(run.stop)
         progress.started(run.total_planned, config.duration_s)
         try:

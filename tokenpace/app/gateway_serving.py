@@ -55,10 +55,7 @@ def serve_gateway(
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
         if store is not None:
-            say(
-                f"storing records in {store.display_url} as session {session} "
-                f"(tokenpace compare source=gateway,arm=A source=gateway,arm=B)"
-            )
+            say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
 
     def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
         sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
@@ -78,6 +75,17 @@ def serve_gateway(
             asyncio.run(serve(config, ready, writer=writer, done=done))
         except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
             raise GatewayRefused(f"cannot serve: {exc}") from None
+
+
+def compare_hint(config: GatewayConfig) -> str:
+    """The commands that read this session back, with the arm labels the store really holds."""
+    arms = list(dict.fromkeys(u.arm for u in config.upstreams))
+    if len(arms) < 2:
+        return "tokenpace runs list --where source=gateway"
+    return (
+        f"tokenpace compare source=gateway,arm={arms[0]} source=gateway,arm={arms[1]}; "
+        f"tokenpace arms --since 1h"
+    )
 
 
 def check_otlp(config: GatewayConfig) -> None:

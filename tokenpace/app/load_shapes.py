@@ -37,9 +37,10 @@ class LoadShape(Protocol):
 
 
 class ClosedLoop:
-    def __init__(self, requests: Requests, users: int) -> None:
+    def __init__(self, requests: Requests, users: int, first_user: int = 0) -> None:
         self.requests = requests
         self.users = users
+        self.first_user = first_user  # a worker process's users are numbered after the others'
 
     async def drive(self, ctx: RunContext, t0: int, deadline_ns: int | None) -> None:
         items = self.requests
@@ -58,7 +59,8 @@ class ClosedLoop:
             except Exception as exc:
                 ctx.client_failed(exc)
 
-        tasks = [asyncio.ensure_future(user(w)) for w in range(self.users)]
+        first = self.first_user
+        tasks = [asyncio.ensure_future(user(first + w)) for w in range(self.users)]
         for task in tasks:
             ctx.track(task)
         with contextlib.suppress(asyncio.CancelledError):
@@ -115,11 +117,6 @@ class OpenLoop:
         await ctx.drain()
 
 
-def trace_replay(requests: Requests, workload: Any, max_concurrency: int | None) -> OpenLoop:
-    """An open loop on the trace's own clock (its timestamps, at its speed-up)."""
-    return OpenLoop(requests, workload.offsets(), max_concurrency)
-
-
 def choose(config: BenchConfig, workload: Any, requests: Requests, sender: Sender, prefix: str) -> LoadShape:
     """The load shape the config and the workload ask for."""
     if isinstance(workload, SessionWorkload):
@@ -127,9 +124,14 @@ def choose(config: BenchConfig, workload: Any, requests: Requests, sender: Sende
 
         return Sessions(config, workload, sender, prefix)
     if config.open_loop:
-        if getattr(workload, "offsets", None) is not None:
-            return trace_replay(requests, workload, config.max_concurrency)
-        rng = np.random.default_rng(config.seed + 1)
-        offsets = arrival_offsets_s(config.rate or 1.0, config.arrival, rng, config.burstiness)
-        return OpenLoop(requests, offsets, config.max_concurrency)
+        return OpenLoop(requests, open_loop_offsets(config, workload), config.max_concurrency)
     return ClosedLoop(requests, config.concurrency or 1)
+
+
+def open_loop_offsets(config: BenchConfig, workload: Any) -> Iterator[float]:
+    """When each request goes out (s from the start): the trace's own clock, else the seeded
+    arrival process. One function, so that worker processes share the single process's schedule."""
+    if getattr(workload, "offsets", None) is not None:
+        return workload.offsets()
+    rng = np.random.default_rng(config.seed + 1)
+    return arrival_offsets_s(config.rate or 1.0, config.arrival, rng, config.burstiness)

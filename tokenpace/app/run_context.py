@@ -24,7 +24,12 @@ SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: ex
 
 
 class RunContext:
-    def __init__(self, config: BenchConfig, on_record: Callable[[RequestRecord], None] | None) -> None:
+    def __init__(
+        self,
+        config: BenchConfig,
+        on_record: Callable[[RequestRecord], None] | None,
+        warmup: int | None = None,  # a worker process waits only for its own share of the warm-up
+    ) -> None:
         self.config = config
         self.on_record = on_record
         self.records: list[RequestRecord] = []
@@ -37,7 +42,7 @@ class RunContext:
         self._consecutive_connect_errors = 0
         self._inflight: set[asyncio.Future] = set()
         # closed loop: measured requests wait until the warm-up ones are done
-        self._warm_pending = config.warmup
+        self._warm_pending = config.warmup if warmup is None else warmup
         self._warm_done = asyncio.Event()
         if self._warm_pending == 0:
             self._warm_done.set()

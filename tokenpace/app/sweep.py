@@ -21,9 +21,10 @@ from datetime import datetime, timezone
 from typing import Any
 
 from tokenpace import __version__
-from tokenpace.app.bench import BenchConfig, BenchResult, BenchRun
+from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
+from tokenpace.app.workers import AnyRun, make_run
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,
@@ -199,7 +200,7 @@ class Sweep:
         self,
         config: SweepConfig,
         sweep_id: str | None = None,
-        on_step_start: Callable[[int, str, str, float, BenchRun], None] | None = None,
+        on_step_start: Callable[[int, str, str, float, AnyRun], None] | None = None,
         on_record: Callable[[int, RequestRecord], None] | None = None,
         on_step_done: Callable[[SweepStep], None] | None = None,
     ) -> None:
@@ -210,7 +211,7 @@ class Sweep:
         self.on_record = on_record
         self.on_step_done = on_step_done
         self.steps: list[SweepStep] = []
-        self._current: BenchRun | None = None
+        self._current: AnyRun | None = None
         self._stopped = False
         self._interrupted = False
         self._stop_reason = ""
@@ -326,7 +327,7 @@ class Sweep:
             def on_record(record: RequestRecord) -> None:
                 hook(index, record)
 
-        run = BenchRun(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
+        run = make_run(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
         self._current = run
         if self.on_step_start is not None:
             self.on_step_start(index, phase, mode, load, run)

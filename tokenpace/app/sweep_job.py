@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from tokenpace.adapters.results import RecordWriter, write_result
 from tokenpace.adapters.safe_files import check_output
-from tokenpace.app.bench import BenchRun
 from tokenpace.app.exit_status import ExitDecision, sweep_exit_status
 from tokenpace.app.outputs import (
     ExitStatus,
@@ -25,6 +24,7 @@ from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import open_for_run, save_run
 from tokenpace.app.simproc import SimProcess
 from tokenpace.app.sweep import Sweep, SweepConfig, SweepResult, SweepStep
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.record import RequestRecord
 
 if TYPE_CHECKING:  # imported when used: --no-store sweeps never load SQLAlchemy
@@ -111,7 +111,7 @@ class _SweepFiles:
             write_result(self.out, doc)
         return SweepOutcome(result, doc, self.out)
 
-    def step_started(self, index: int, phase: str, mode: str, load: float, run: BenchRun) -> None:
+    def step_started(self, index: int, phase: str, mode: str, load: float, run: AnyRun) -> None:
         if self.out is not None:
             path = step_records_path(self.out, index)
             self.writers[index] = RecordWriter(path)

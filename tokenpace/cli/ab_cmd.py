@@ -53,6 +53,10 @@ _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; '
 )
 @click.option("--store", "store_url", metavar="URL", help=STORE_HELP)
 @click.option("--no-store", is_flag=True, help="Do not save the two arms in the run store.")
+@click.option(
+    "--workers", default="1", show_default=True, metavar="N|auto", help="Worker processes per arm (as bench)."
+)
+@click.option("--ray", metavar="ADDRESS|auto", help="Workers as Ray actors (as bench).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-block lines.")
 def ab(**o) -> None:
     """Send the same seeded workload to A and B in alternating blocks and compare them per block.
@@ -107,6 +111,8 @@ def _config(o: dict) -> AbConfig:
         sampling=Sampling(o["temperature"], 1.0, o["ignore_eos"]),
         api_key=o["api_key"],
         labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
+        workers=parsing.workers(o["workers"]),
+        ray=o["ray"],
     )
     return AbConfig(
         o["url_a"],

@@ -144,6 +144,20 @@ EXIT_BAD_INPUT = 2
 )
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    help="Send the load from N worker processes (one schedule split between them, each pinned to a "
+    "core); auto: as many as the asked rate needs, up to the cores.",
+)
+@click.option(
+    "--ray",
+    metavar="ADDRESS|auto",
+    help="Run the workers as Ray actors on this Ray cluster (an optional extra: "
+    "pip install 'tokenpace[ray]').",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
@@ -229,6 +243,8 @@ def bench_config(o: dict) -> BenchConfig:
         resend_unanswered=o.get("resend_unanswered", False),
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
+        workers=parsing.workers(o.get("workers") or "1"),
+        ray=o.get("ray"),
     )
     return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 

@@ -227,6 +227,8 @@ def _client(result: dict[str, Any]) -> Text:
     if c.get("cpu_us_per_chunk"):
         text.append(f" ({c['cpu_us_per_chunk']:.0f} us/chunk)")
     text.append(f" | {c['max_rss_mb']:.0f} MB")
+    if c.get("workers"):  # the worst worker's numbers; each worker's own are in the JSON
+        text.append(f" | worst of {len(c['workers'])} worker processes")
     if result["valid"]:
         text.append("\n            VALID: the client kept up with the load asked", style="green")
     else:

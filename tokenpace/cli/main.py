@@ -18,6 +18,7 @@ COMMANDS = {
     "runs": "tokenpace.cli.runs_cmd",
     "compare": "tokenpace.cli.compare_cmd",
     "check": "tokenpace.cli.check_cmd",
+    "arms": "tokenpace.cli.arms_cmd",
     "history": "tokenpace.cli.history_cmd",
     "baseline": "tokenpace.cli.baseline_cmd",
     "ab": "tokenpace.cli.ab_cmd",

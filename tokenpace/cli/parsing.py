@@ -132,3 +132,13 @@ def die(cmd: str, message: str, code: int = 2) -> NoReturn:
     """Bad input: one line on stderr, exit 2 (never a usage block or a traceback)."""
     click.echo(f"tokenpace {cmd}: error: {message}", err=True)
     sys.exit(code)
+
+
+def workers(text: str) -> int | str:
+    """--workers: a whole number of at least 1, or auto."""
+    t = text.strip().lower()
+    if t == "auto":
+        return t
+    if not t.isdigit() or int(t) < 1:
+        raise click.BadParameter(f"--workers {text!r}: give a whole number of at least 1, or auto")
+    return int(t)

@@ -65,10 +65,17 @@ class AdminPages:
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 
-    async def upstreams(self, request: web.Request) -> web.Response:
+    def allow(self, request: web.Request) -> web.Response | None:
+        """None when /tokenpace/* may be served: the admin keys, else the client keys, else open."""
         keys = self.admin_keys or self.client_keys
         if keys and not bearer_ok(request, keys):
             return self._refuse(request)
+        return None
+
+    async def upstreams(self, request: web.Request) -> web.Response:
+        refused = self.allow(request)
+        if refused is not None:
+            return refused
         return web.Response(body=orjson.dumps(self._upstreams()), content_type="application/json")
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway import prom
+from tokenpace.gateway.arm_watch import arm_panels
 from tokenpace.gateway.rules import _le
 
 BY = "model, upstream, arm"
@@ -104,6 +105,7 @@ def dashboard(slo: Slo) -> dict:
                 24,
             )
         )
+    panels += arm_panels(_panel, 8, 32)  # the gray release, arm by arm
     return {
         "title": "tokenpace gateway",
         "uid": "tokenpace-gateway",

@@ -20,6 +20,7 @@ from tokenpace.gateway import errors
 from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
+from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.otlp import Traces
@@ -52,6 +53,9 @@ _HOP = frozenset(
     )
 )
 
+
+REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
+UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
@@ -93,14 +97,21 @@ class Gateway:
             lambda: upstreams_view(self.engines, {u.name: u.arm for u in config.upstreams}),
             self.admin_guard if apart else self.guard,
         )
+        self.recent = RecentRequests()
+        event_metrics = EventMetrics(self.metrics.registry)
+        self.events = EventsPage(
+            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow
+        )
         self.admin_app: web.Application | None = None
         if apart:
             self.admin_app = web.Application()
             self.admin.add_to(self.admin_app)
+            self.admin_app.router.add_post("/tokenpace/events", self.events.post)
             self.app.router.add_get("/metrics", not_here)
             self.app.router.add_route("*", "/tokenpace/{tail:.*}", not_here)
         else:
             self.admin.add_to(self.app)
+            self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
@@ -118,6 +129,11 @@ class Gateway:
         await self.sink.close()
         if self.traces is not None:
             await asyncio.to_thread(self.traces.close)
+
+    def _arm_of_user(self, key: bytes) -> tuple[str, str]:
+        """The arm a request of this user would be routed to now (any model)."""
+        upstream = self.router.choose(None, key)
+        return upstream.arm, upstream.name
 
     # --- request handling ------------------------------------------------------------------------
 
@@ -168,6 +184,7 @@ class Gateway:
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
+            user = user_hash(key) if key else None
             record = RequestRecord(
                 # the client's own id when it sent one (bounded), so its logs join these records
                 request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
@@ -177,11 +194,13 @@ class Gateway:
                     "upstream": upstream.name,
                     "arm": upstream.arm,
                     **upstream.labels,
+                    **({"user": user} if user else {}),
                 },
                 scheduled_ns=start,
                 dispatched_ns=start,
                 sent_ns=start,
             )
+            self.recent.add(record.request_id, upstream.arm, upstream.name, user)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
@@ -256,8 +275,12 @@ class Gateway:
         self._finish(record, outcome, error, meter, dialect)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
-                return errors.gateway_timeout(upstream.name)
-            return errors.bad_gateway(upstream.name)
+                resp = errors.gateway_timeout(upstream.name)
+            else:
+                resp = errors.bad_gateway(upstream.name)
+            if record is not None:
+                resp.headers[REQUEST_ID] = record.request_id
+            return resp
         if cut and request.transport is not None:
             # The upstream broke; so must the client's stream, or it would look complete.
             request.transport.abort()
@@ -312,8 +335,13 @@ def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.Stre
             meter = Meter(record, dialect, content_type, _header(up_headers, "content-encoding").lower())
     resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
     for k, v in up_headers:
-        if k.lower() not in _HOP:
+        lower = k.lower()
+        if lower == REQUEST_ID and record is not None:
+            resp.headers.add(UPSTREAM_REQUEST_ID, v)  # ours is the one events are reported against
+        elif lower not in _HOP:
             resp.headers.add(k, v)
+    if record is not None:
+        resp.headers[REQUEST_ID] = record.request_id
     if ex.length is not None and not ex.chunked:
         resp.content_length = ex.length
     return resp, meter

@@ -113,6 +113,9 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
             "annotations": {"summary": "the gateway's record writer cannot keep up; records are dropped"},
         }
     )
+    from tokenpace.gateway.arm_watch import arm_alert_rules  # it reads ERROR_OUTCOMES from here
+
+    rules.extend(arm_alert_rules())
     return {"groups": [{"name": "tokenpace-gateway", "rules": rules}]}
 
 

@@ -13,9 +13,16 @@ from pathlib import Path
 
 import orjson
 
+from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
-BatchWriter = Callable[[list[RequestRecord]], None]
+# Records, and the outcome events reported against them (POST /tokenpace/events), share one queue.
+Item = RequestRecord | OutcomeEvent
+BatchWriter = Callable[[list[Item]], None]
+
+
+def records_in(batch: list[Item]) -> list[RequestRecord]:
+    return [r for r in batch if isinstance(r, RequestRecord)]
 
 
 def jsonl_writer(path: str | Path) -> BatchWriter:
@@ -23,8 +30,8 @@ def jsonl_writer(path: str | Path) -> BatchWriter:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
 
-    def write(batch: list[RequestRecord]) -> None:
-        data = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in batch)
+    def write(batch: list[Item]) -> None:  # records only: events live in the store
+        data = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in records_in(batch))
         with target.open("ab") as fh:
             fh.write(data)
 
@@ -39,7 +46,7 @@ def fan_out(*writers: BatchWriter | None) -> BatchWriter | None:
     if len(live) == 1:
         return live[0]
 
-    def write(batch: list[RequestRecord]) -> None:
+    def write(batch: list[Item]) -> None:
         error: Exception | None = None
         for w in live:
             try:
@@ -74,11 +81,12 @@ class RecordSink:
         on_drop: Callable[[], None] | None = None,
     ) -> None:
         self.writer = writer
-        self.queue: asyncio.Queue[RequestRecord] = asyncio.Queue(maxsize)
+        self.queue: asyncio.Queue[Item] = asyncio.Queue(maxsize)
         self.batch = batch
         self.on_drop = on_drop
         self.dropped = 0
         self.written = 0
+        self.events_written = 0
         self.write_errors = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -86,7 +94,7 @@ class RecordSink:
         if self.writer is not None and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def put(self, rec: RequestRecord) -> None:
+    def put(self, rec: Item) -> None:
         if self.writer is None:
             return
         try:
@@ -108,11 +116,12 @@ class RecordSink:
                 for _ in batch:
                     self.queue.task_done()
 
-    async def _write(self, batch: list[RequestRecord]) -> None:
+    async def _write(self, batch: list[Item]) -> None:
         assert self.writer is not None
         try:
             await asyncio.to_thread(self.writer, batch)
-            self.written += len(batch)
+            self.written += len(records_in(batch))  # "records written"; events are counted apart
+            self.events_written += len(batch) - len(records_in(batch))
         except Exception:  # a failing store must not stop the proxy; the loss is counted
             self.write_errors += 1
             self.dropped += len(batch)

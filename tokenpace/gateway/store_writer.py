@@ -27,7 +27,9 @@ import sqlalchemy as sa
 from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.adapters.store import schema as s
+from tokenpace.adapters.store.events import save_events
 from tokenpace.core.credentials import strip_credentials
+from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, Upstream
@@ -93,17 +95,30 @@ class StoreRecordWriter:
             "endpoint": _safe_url(up.url),
             "labels": self.run_labels(up),
             "slo": self.config.slo.to_dict(),
-            "gateway": {"session": self.session, "upstreams": len(self.config.upstreams)},
+            "gateway": {
+                "session": self.session,
+                "upstreams": len(self.config.upstreams),
+                # the configured split, for the sample-ratio check of ``tokenpace arms``
+                "split": split(self.config),
+            },
             "started_at": self.started.isoformat(),
             "clock": {"source": "time.perf_counter_ns", **self.anchor},
             "tool": {"name": "tokenpace gateway", "version": __version__},
         }
 
-    def __call__(self, batch: list[RequestRecord]) -> None:
+    def __call__(self, batch: list[RequestRecord | OutcomeEvent]) -> None:
         groups: dict[str, list[RequestRecord]] = {}
+        events: list[OutcomeEvent] = []
         for rec in batch:
+            if isinstance(rec, OutcomeEvent):
+                events.append(OutcomeEvent(**{**rec.to_dict(), "session": self.session}))
+                continue
             groups.setdefault(rec.labels.get("upstream", ""), []).append(rec)
         failed: StoreError | None = None
+        try:
+            save_events(self.store, events)
+        except StoreError as exc:
+            failed = exc
         for name, records in groups.items():
             arm = self.arms.get(name)
             if arm is None:
@@ -163,3 +178,11 @@ class StoreRecordWriter:
                 .values(record_count=runs.c.record_count + len(rows), stored_unix=time.time())
             )
         arm.seq += len(rows)
+
+
+def split(config: GatewayConfig) -> list[dict[str, Any]]:
+    """Per upstream: its arm, configured weight, ramp and model (what the router was told)."""
+    return [
+        {"upstream": u.name, "arm": u.arm, "weight": u.weight, "ramp_s": u.ramp_s, "model": u.model}
+        for u in config.upstreams
+    ]

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 from tokenpace.gateway.admin import MULTIPROC_ENV
 from tokenpace.gateway.config import GatewayConfig, admin_url, proxy_url
-from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer
+from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer, records_in
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 40.0  # each worker flushes its record queue (up to 30 s) before it exits
@@ -123,7 +123,7 @@ class WorkerPool:
                 continue
             try:
                 self.writer(batch)
-                self.written += len(batch)
+                self.written += len(records_in(batch))
             except Exception:  # the store failed this batch: counted, traffic goes on
                 self.dropped += len(batch)
 

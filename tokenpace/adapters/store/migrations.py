@@ -23,7 +23,11 @@ def _v2(conn: sa.Connection) -> None:
     schema.baselines.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2}
+def _v3(conn: sa.Connection) -> None:
+    schema.outcome_events.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
 assert max(STEPS) == schema.SCHEMA_VERSION
 
 

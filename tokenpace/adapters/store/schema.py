@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 metadata = sa.MetaData()
 
@@ -60,4 +60,21 @@ baselines = sa.Table(
     sa.Column("name", sa.String(200), primary_key=True),
     sa.Column("run_id", sa.String(64), sa.ForeignKey("runs.id"), nullable=False),
     sa.Column("set_unix", sa.Float, nullable=False),
+)
+
+# Added in schema version 3: business outcomes reported to the gateway (POST /tokenpace/events),
+# joined to the arm of their request or user. No foreign key: an event may name a request id the
+# gateway did not know (arm "unknown"); ``tokenpace arms`` joins it to a stored record later.
+outcome_events = sa.Table(
+    "outcome_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session", sa.String(64)),  # the gateway session that received it
+    sa.Column("unix_s", sa.Float, nullable=False, index=True),
+    sa.Column("event", sa.String(64), nullable=False),
+    sa.Column("arm", sa.String(200), nullable=False),
+    sa.Column("upstream", sa.String(200)),
+    sa.Column("request_id", sa.String(300), index=True),
+    sa.Column("user_hash", sa.String(64)),  # a hash of the sticky key, never the key
+    sa.Column("value", sa.Float),
 )

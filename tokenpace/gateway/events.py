@@ -1,0 +1,154 @@
+"""``POST /tokenpace/events``: business outcomes an application reports against the gateway's
+requests, joined to the request's arm and stored beside the records.
+
+- The proxy answers every request with its ``x-request-id``; ``RecentRequests`` remembers the last
+  ``capacity`` of them (request id -> arm, upstream, user hash) so an event finds its arm.
+- An event by ``user_id`` finds the arm by the same sticky routing a request of that user would get.
+- A request id the gateway does not remember (evicted, another ``--workers`` process, a typo) is
+  counted (``arm="unknown"``) and stored with its request id: ``tokenpace arms`` joins it to the
+  stored record later. Nothing reported is lost.
+- Events leave through the record sink (same queue, same writer thread, same store transaction
+  path); the proxy never waits on the store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
+from prometheus_client import CollectorRegistry, Counter
+
+from tokenpace.core.events import UNKNOWN_ARM, EventError, EventInput, OutcomeEvent, parse_events
+from tokenpace.gateway import errors
+
+EVENTS = "tokenpace_gateway_outcome_events_total"
+MAX_EVENTS_BODY = 256 * 1024
+MAX_EVENT_LABELS = 32  # distinct event names as Prometheus labels; the rest are "other"
+
+
+def user_hash(key: bytes) -> str:
+    """What records and events keep of a sticky key: a short hash, never the key itself."""
+    return hashlib.blake2b(key, digest_size=8, person=b"tokenpace-user").hexdigest()
+
+
+class RecentRequests:
+    """Bounded: request id -> (arm, upstream, user hash) for the newest ``capacity`` requests."""
+
+    def __init__(self, capacity: int = 100_000) -> None:
+        self.capacity = capacity
+        self._map: OrderedDict[str, tuple[str, str, str | None]] = OrderedDict()
+
+    def add(self, request_id: str, arm: str, upstream: str, user: str | None) -> None:
+        self._map[request_id] = (arm, upstream, user)
+        if len(self._map) > self.capacity:
+            self._map.popitem(last=False)
+
+    def get(self, request_id: str) -> tuple[str, str, str | None] | None:
+        return self._map.get(request_id)
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+
+class EventMetrics:
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.events = Counter(
+            EVENTS.removesuffix("_total"),
+            'Business outcome events reported, by arm and event (arm="unknown": request id not known)',
+            ("arm", "event"),
+            registry=registry,
+        )
+        self._names: set[str] = set()
+
+    def count(self, arm: str, event: str) -> None:
+        if event not in self._names and len(self._names) < MAX_EVENT_LABELS:
+            self._names.add(event)
+        self.events.labels(arm, event if event in self._names else "other").inc()
+
+
+async def _read_bounded(request: web.Request, limit: int) -> bytes | None:
+    """The whole body (chunked or not), or None as soon as it passes ``limit`` bytes."""
+    chunks, size = [], 0
+    while chunk := await request.content.read(64 * 1024):
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+class EventsPage:
+    """The handler; ``route(user_key)`` -> (arm, upstream) is the router's sticky choice."""
+
+    def __init__(
+        self,
+        recent: RecentRequests,
+        route: Callable[[bytes], tuple[str, str]],
+        put: Callable[[OutcomeEvent], None],
+        metrics: EventMetrics,
+        authorized: Callable[[web.Request], web.Response | None],
+        body_timeout_s: float = 30.0,
+    ) -> None:
+        self.body_timeout_s = body_timeout_s
+        self.recent = recent
+        self.route = route
+        self.put = put
+        self.metrics = metrics
+        self.authorized = authorized
+        self.unknown = 0
+
+    async def post(self, request: web.Request) -> web.Response:
+        refused = self.authorized(request)
+        if refused is not None:
+            return refused
+        if request.content_length is not None and request.content_length > MAX_EVENTS_BODY:
+            resp = errors.too_large(MAX_EVENTS_BODY)
+            resp.force_close()
+            return resp
+        try:
+            body = await asyncio.wait_for(_read_bounded(request, MAX_EVENTS_BODY), self.body_timeout_s)
+        except asyncio.TimeoutError:
+            resp = errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
+        except (HttpProcessingError, ConnectionError):  # a broken body: one short answer
+            resp = errors.bad_request("incomplete request body")
+        else:
+            if body is not None:
+                return self._accept(body)
+            resp = errors.too_large(MAX_EVENTS_BODY)
+        resp.force_close()  # the rest of the body is unread: this connection is done
+        return resp
+
+    def _accept(self, body: bytes) -> web.Response:
+        try:
+            inputs = parse_events(orjson.loads(body))
+        except orjson.JSONDecodeError:
+            return errors.bad_request("body is not valid JSON")
+        except EventError as exc:
+            return errors.bad_request(str(exc))
+        now = time.time()
+        unknown = 0
+        for item in inputs:
+            event = self.join(item, now)
+            unknown += event.arm == UNKNOWN_ARM
+            self.metrics.count(event.arm, event.event)
+            self.put(event)
+        self.unknown += unknown
+        return web.json_response({"accepted": len(inputs), "unknown_request_ids": unknown})
+
+    def join(self, item: EventInput, now: float) -> OutcomeEvent:
+        arm, upstream, user = UNKNOWN_ARM, None, None
+        if item.request_id is not None:
+            known = self.recent.get(item.request_id)
+            if known is not None:
+                arm, upstream, user = known
+        if item.user_id is not None:
+            user = user_hash(item.user_id.encode())
+            if item.request_id is None:
+                arm, upstream = self.route(item.user_id.encode())
+        return OutcomeEvent(item.event, arm, now, item.request_id, user, upstream, item.value)
