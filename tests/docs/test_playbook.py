@@ -8,7 +8,9 @@ blocks (PLAYBOOK_CAPTURE=DIR writes each block's full output to DIR to refresh t
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib.util
 import os
 import re
 import shutil
@@ -19,10 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from tokenpace.testing.chromium import capture_charts, chromium_path
 from tokenpace.testing.procs import free_port
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "playbook.md"
 README = DOC.parents[1] / "README.md"
+IMAGES_SCRIPT = DOC.parents[1] / "scripts" / "playbook_images.py"
 PORTS = ("8000", "8001", "8002", "9000")
 MARK = "@@playbook-block"
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
@@ -86,7 +90,7 @@ def run_blocks(blocks: list[str], cwd: Path) -> list[tuple[int, str]]:
 
 
 @pytest.fixture(scope="module")
-def playbook_run(tmp_path_factory) -> tuple[list[str], list[tuple[int, str]]]:
+def playbook_run(tmp_path_factory) -> tuple[list[str], list[tuple[int, str]], Path]:
     for tool in ("curl", "promtool"):
         if shutil.which(tool) is None:
             pytest.skip(f"{tool} is not installed (make test installs it: scripts/system-packages.txt)")
@@ -99,11 +103,11 @@ def playbook_run(tmp_path_factory) -> tuple[list[str], list[tuple[int, str]]]:
         Path(capture).mkdir(parents=True, exist_ok=True)
         for i, (rc, body) in enumerate(results):
             Path(capture, f"{i:02d}.txt").write_text(f"# rc {rc}\n{blocks[i]}\n{body}", encoding="utf-8")
-    return blocks, results
+    return blocks, results, cwd
 
 
 def test_every_playbook_block_runs_and_shows_what_the_doc_says(playbook_run):
-    blocks, results = playbook_run
+    blocks, results, _ = playbook_run
     assert len(results) == len(blocks) == len(EXPECTED), [b.splitlines()[0] for b in blocks]
     for block, (rc, out), (key, phrases) in zip(blocks, results, EXPECTED, strict=True):
         assert key in block, (key, block)
@@ -114,7 +118,7 @@ def test_every_playbook_block_runs_and_shows_what_the_doc_says(playbook_run):
 
 
 def test_the_silent_regression_is_found_by_history_and_by_the_gate(playbook_run):
-    _, results = playbook_run
+    _, results, _ = playbook_run
     out = {key: body for (key, _), (_, body) in zip(EXPECTED, results, strict=True)}
     shift = re.search(r"shift \+(\d+\.\d)%", out["tokenpace history"])
     assert shift and 4.0 <= float(shift.group(1)) <= 12.0, out["tokenpace history"]
@@ -132,3 +136,21 @@ def test_the_playbook_is_linked_at_the_top_of_the_readme_and_its_pictures_are_sm
         assert png[:8] == b"\x89PNG\r\n\x1a\n" and 5_000 < len(png) < 150_000, (rel, len(png))
     for block in re.findall(r"^```text\n(.*?)^```", text, re.S | re.M):
         assert "OUTPUT:" not in block, "a placeholder is left in the doc"
+
+
+def test_the_pictures_are_taken_from_the_playbooks_own_report(playbook_run, tmp_path):
+    """make playbook-images' capture, on the report step 2 wrote: every chart it names is found and small."""
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed (make test installs it: scripts/system-packages.txt)")
+    *_, cwd = playbook_run
+    spec = importlib.util.spec_from_file_location("playbook_images", IMAGES_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    charts = {title: tmp_path / name for title, name in script.CHARTS.items()}
+    shown = re.findall(r"\(img/([^)]+\.png)\)", DOC.read_text(encoding="utf-8"))
+    assert set(script.CHARTS.values()) == set(shown)
+    asyncio.run(capture_charts(cwd / "report.html", charts))
+    for png in charts.values():
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and 5_000 < len(data) < script.LIMIT_BYTES, (png, len(data))
