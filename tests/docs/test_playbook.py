@@ -1,0 +1,156 @@
+"""docs/playbook.md, run as written: every ```sh block in order, in one shell, against the simulator.
+
+The blocks share one bash process (background engines and gateway keep their $! variables), in an
+empty folder with its own store. Ports 8000-8002 and 9000 are swapped for free ones. Each block's
+output and exit status are checked; the outputs shown in the doc are trimmed real runs of these
+blocks (PLAYBOOK_CAPTURE=DIR writes each block's full output to DIR to refresh them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tokenpace.testing.chromium import capture_charts, chromium_path
+from tokenpace.testing.procs import free_port
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "playbook.md"
+README = DOC.parents[1] / "README.md"
+IMAGES_SCRIPT = DOC.parents[1] / "scripts" / "playbook_images.py"
+PORTS = ("8000", "8001", "8002", "9000")
+MARK = "@@playbook-block"
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+
+# What each block must print (regular expressions), in order: a block that ran but printed the wrong
+# thing fails here. Bench and sweep may exit 3 (NOT VALID) when this busy machine stalls the client.
+EXPECTED = [
+    ("export TOKENPACE_STORE", []),
+    ("--out first.json", ["VALID", "By length bin", "Goodput", r"bench exit [03]\n"]),
+    ("python3 -", ["95% interval of P95", "goodput"]),
+    ("tokenpace sweep", ["Knee:", r"Figures rest on step\(s\)", "Safe watermark", r"sweep exit [03]\n"]),
+    ("tokenpace plan", ["Replicas for a peak of 300 req/s"]),
+    ("tokenpace report", ["html: report.html"]),
+    ("baseline set", ["baseline release-1.0 = run"]),
+    ("gate.sh", ["PASS: no regression", "gate exit 0"]),
+    ("tokenpace history", [r"shift \+"]),
+    ("GIT_SHA=1.2", ["ttft.p95"]),
+    ("tokenpace scenarios", ["voice", "batch-summarisation"]),
+    ("tokenpace select", ["assistant", "recommendation"]),
+    ("tokenpace ab", ["TTFT", "per block"]),
+    ("--emit-rules", ["wrote deploy/tokenpace-gateway-rules.yml"]),
+    ("promtool", ["SUCCESS"]),
+    ("weight=19", [r'tokenpace_gateway_requests_total\{arm="b"', "arms exit 2\n", "VERDICT: HOLD"]),
+    ("ramp=2s", ['"accepted": 1', "sample ratio", "arms exit 1\n", "VERDICT: ROLL BACK"]),
+    ("--upstream b=http://127.0.0.1:8000/v1,version=1.2 --slo", ["Llama-3.1-8B"]),
+    ("upstreams.json", ["a: client TTFT", "b: client TTFT"]),
+    ("--network cloud-same-region", ["Server", "network and client"]),
+]
+
+
+def sh_blocks(text: str) -> list[str]:
+    return [body for lang, body in FENCE.findall(text) if lang == "sh"]
+
+
+def with_ports(block: str, ports: dict[str, str]) -> str:
+    for old, new in ports.items():
+        block = re.sub(rf"(?<=[:\s]){old}\b", new, block)
+    return block
+
+
+def run_blocks(blocks: list[str], cwd: Path) -> list[tuple[int, str]]:
+    """Every block in one bash, in order; each block's output and the status of its last command."""
+    script = "".join(f'echo {MARK}\n{b}\necho "{MARK}-rc $?"\n' for b in blocks)
+    bindir = str(Path(sys.executable).parent)
+    env = dict(os.environ) | {"PATH": f"{bindir}:{os.environ.get('PATH', '')}", "COLUMNS": "100"}
+    env.pop("TOKENPACE_STORE", None)
+    proc = subprocess.Popen(
+        ["bash", "-c", script], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, _ = proc.communicate(timeout=400)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # what the doc started in the background
+            os.killpg(proc.pid, signal.SIGTERM)
+    results = []
+    for part in out.split(f"{MARK}\n")[1:]:
+        body, _, rc = part.rpartition(f"{MARK}-rc ")
+        results.append((int(rc.split()[0]), body))
+    return results
+
+
+@pytest.fixture(scope="module")
+def playbook_run(tmp_path_factory) -> tuple[list[str], list[tuple[int, str]], Path]:
+    for tool in ("curl", "promtool"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"{tool} is not installed (make test installs it: scripts/system-packages.txt)")
+    ports = {p: str(free_port()) for p in PORTS}
+    blocks = sh_blocks(DOC.read_text(encoding="utf-8"))
+    cwd = tmp_path_factory.mktemp("playbook")
+    results = run_blocks([with_ports(b, ports) for b in blocks], cwd)
+    capture = os.environ.get("PLAYBOOK_CAPTURE")
+    if capture:
+        Path(capture).mkdir(parents=True, exist_ok=True)
+        for i, (rc, body) in enumerate(results):
+            Path(capture, f"{i:02d}.txt").write_text(f"# rc {rc}\n{blocks[i]}\n{body}", encoding="utf-8")
+    return blocks, results, cwd
+
+
+def test_every_playbook_block_runs_and_shows_what_the_doc_says(playbook_run):
+    blocks, results, _ = playbook_run
+    assert len(results) == len(blocks) == len(EXPECTED), [b.splitlines()[0] for b in blocks]
+    for block, (rc, out), (key, phrases) in zip(blocks, results, EXPECTED, strict=True):
+        assert key in block, (key, block)
+        assert rc == 0, f"block exited {rc}:\n{block}\n{out}"
+        assert "Traceback" not in out, out
+        for phrase in phrases:
+            assert re.search(phrase, out), f"{phrase!r} not in the output of:\n{block}\n{out}"
+
+
+def test_the_silent_regression_is_found_by_history_and_by_the_gate(playbook_run):
+    _, results, _ = playbook_run
+    out = {key: body for (key, _), (_, body) in zip(EXPECTED, results, strict=True)}
+    shift = re.search(r"shift \+(\d+\.\d)%", out["tokenpace history"])
+    assert shift and 4.0 <= float(shift.group(1)) <= 12.0, out["tokenpace history"]
+    assert "REGRESSED" in out["GIT_SHA=1.2"] and "gate exit 1" in out["GIT_SHA=1.2"], out["GIT_SHA=1.2"]
+
+
+def test_the_playbook_is_linked_at_the_top_of_the_readme_and_its_pictures_are_small():
+    head = README.read_text(encoding="utf-8").split("\n## ", 1)[0]
+    assert "docs/playbook.md" in head
+    text = DOC.read_text(encoding="utf-8")
+    images = re.findall(r"!\[[^\]]*\]\((img/[^)]+\.png)\)", text)
+    assert len(images) >= 2
+    for rel in images:
+        png = (DOC.parent / rel).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n" and 5_000 < len(png) < 150_000, (rel, len(png))
+    for block in re.findall(r"^```text\n(.*?)^```", text, re.S | re.M):
+        assert "OUTPUT:" not in block, "a placeholder is left in the doc"
+
+
+def test_the_pictures_are_taken_from_the_playbooks_own_report(playbook_run, tmp_path):
+    """make playbook-images' capture, on the report step 2 wrote: every chart it names is found and small."""
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed (make test installs it: scripts/system-packages.txt)")
+    *_, cwd = playbook_run
+    spec = importlib.util.spec_from_file_location("playbook_images", IMAGES_SCRIPT)
+    assert spec is not None and spec.loader is not None
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    charts = {title: tmp_path / name for title, name in script.CHARTS.items()}
+    shown = re.findall(r"\(img/([^)]+\.png)\)", DOC.read_text(encoding="utf-8"))
+    assert set(script.CHARTS.values()) == set(shown)
+    asyncio.run(capture_charts(cwd / "report.html", charts))
+    for png in charts.values():
+        data = png.read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and 5_000 < len(data) < script.LIMIT_BYTES, (png, len(data))
