@@ -11,7 +11,14 @@ from rich.console import Console
 
 from tokenpace.app.arms import arms_report
 from tokenpace.cli.arms_view import render, verdict_line, verdict_style
-from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_option, write_report
+from tokenpace.cli.store_opts import (
+    bootstrap_options,
+    guarded,
+    open_or_fail,
+    parse_when,
+    store_option,
+    write_report,
+)
 from tokenpace.core.analysis.guards import parse_guards
 
 
@@ -28,20 +35,7 @@ from tokenpace.core.analysis.guards import parse_guards
 )
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
-@click.option(
-    "--resamples",
-    type=int,
-    default=1000,
-    show_default=True,
-    help="Bootstrap resamples for the confidence intervals.",
-)
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Seed of the bootstrap (the same seed gives the same intervals).",
-)
+@bootstrap_options  # --resamples, --seed
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The report as JSON in FILE.")
 @store_option

@@ -17,7 +17,7 @@ from tokenpace.cli.analysis_view import (
     print_warnings,
 )
 from tokenpace.cli.fit import show_table
-from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
+from tokenpace.cli.store_opts import bootstrap_options, guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.gate import parse_thresholds
 
 
@@ -32,20 +32,7 @@ from tokenpace.core.analysis.gate import parse_thresholds
 )
 @click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
-@click.option(
-    "--resamples",
-    type=int,
-    default=1000,
-    show_default=True,
-    help="Bootstrap resamples for the confidence intervals.",
-)
-@click.option(
-    "--seed",
-    type=int,
-    default=0,
-    show_default=True,
-    help="Seed of the bootstrap (the same seed gives the same intervals).",
-)
+@bootstrap_options  # --resamples, --seed
 @click.option(
     "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
 )

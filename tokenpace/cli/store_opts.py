@@ -30,6 +30,24 @@ def store_option(f: F) -> F:
     return click.option("--store", "store_url", metavar="URL", help=STORE_HELP)(f)
 
 
+def bootstrap_options(f: F) -> F:
+    """--resamples and --seed of the bootstrap behind a comparison's intervals (check, arms)."""
+    f = click.option(
+        "--seed",
+        type=int,
+        default=0,
+        show_default=True,
+        help="Seed of the bootstrap (the same seed gives the same intervals).",
+    )(f)
+    return click.option(
+        "--resamples",
+        type=int,
+        default=1000,
+        show_default=True,
+        help="Bootstrap resamples for the confidence intervals.",
+    )(f)
+
+
 def fail(cmd: str, message: str, code: int = EXIT_BAD_INPUT) -> NoReturn:
     click.echo(f"tokenpace {cmd}: error: {message}", err=True)
     sys.exit(code)
