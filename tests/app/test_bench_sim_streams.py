@@ -5,9 +5,9 @@ import asyncio
 import pytest
 
 from tokenpace.app.bench import BenchConfig, BenchRun
-from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import SimServer, get_profile
+from tokenpace.wire.dialects.base import Sampling
 
 
 def bench_sim(requests=6, output_len="12", **engine):

@@ -13,7 +13,6 @@ import sys
 import pytest
 from conftest import FAULTS, ThreadedServer
 
-from tokenpace.client import parse_endpoint
 from tokenpace.core.credentials import (
     header_problem,
     redact_userinfo,
@@ -25,6 +24,7 @@ from tokenpace.core.credentials import (
 from tokenpace.gateway.config import parse_upstream
 from tokenpace.testing.procs import FINISHED
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire.endpoint import parse_endpoint
 
 SECRET = "sk-topsecret-0123456789"
 PASSWORD = "pa55-w0rd-XYZ"

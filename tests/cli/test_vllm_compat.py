@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tokenpace.app.preflight import resolve_model_when_ready
-from tokenpace.client import parse_endpoint
 from tokenpace.sim import SimServer
 from tokenpace.testing.procs import free_port, run_cli
+from tokenpace.wire.endpoint import parse_endpoint
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "vllm.md"
 

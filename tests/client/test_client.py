@@ -4,12 +4,12 @@ import asyncio
 
 import pytest
 
-from tokenpace.client import Sender, parse_endpoint
-from tokenpace.client.dialects import get_dialect
-from tokenpace.client.dialects.base import Sampling
-from tokenpace.client.endpoint import EndpointError
+from tokenpace.client import Sender
 from tokenpace.core.record import RequestRecord, Status, TokenSource
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.dialects.base import Sampling
+from tokenpace.wire.endpoint import EndpointError, parse_endpoint
 
 
 async def one(script: Script, *, api="chat", stream=True, timeout_s=5.0, max_tokens=8, n=1):

@@ -10,14 +10,15 @@ import pytest
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
-from tokenpace.client import Sender, parse_endpoint
+from tokenpace.client import Sender
 from tokenpace.client import sender as sender_module
-from tokenpace.client.dialects import get_dialect
-from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.dialects.base import Sampling
+from tokenpace.wire.endpoint import parse_endpoint
 
 FAST = Script(ttft_s=0.005, itl_s=0.001)
 

@@ -15,13 +15,14 @@ import pytest
 
 from gateway.hostile_upstream import HEALTHY, MALFORMED, ODD, HostileUpstream, odd_stream
 from tokenpace.adapters.store import Store
-from tokenpace.client import Sender, parse_endpoint
-from tokenpace.client.dialects import get_dialect
-from tokenpace.client.dialects.base import Sampling
+from tokenpace.client import Sender
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
 from tokenpace.gateway.store_writer import StoreRecordWriter
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.dialects.base import Sampling
+from tokenpace.wire.endpoint import parse_endpoint
 
 SECRET = "sk-SECRET-hostile-0123456789"
 AUTH = {"Authorization": f"Bearer {SECRET}"}

@@ -18,14 +18,15 @@ from tokenpace.app.observers import RunObservers
 from tokenpace.app.preflight import resolve_model_when_ready
 from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
-from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
-from tokenpace.client.dialects import get_dialect
+from tokenpace.client import Sender
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.endpoint import Endpoint, parse_endpoint, tls_context
 
 __all__ = [
     "MAX_CONSECUTIVE_CONNECT_ERRORS",

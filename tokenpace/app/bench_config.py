@@ -9,11 +9,11 @@ from tokenpace import __version__
 from tokenpace.app.exit_status import RunOutcome
 from tokenpace.app.health import HealthReport
 from tokenpace.app.workloads import WorkloadOptions
-from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import LengthDist, parse_length
+from tokenpace.wire.dialects.base import Sampling
 
 # What a run does when neither a load nor a bound is given (the CLI's defaults too).
 DEFAULT_CONCURRENCY = 16

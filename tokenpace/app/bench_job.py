@@ -26,8 +26,8 @@ from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.simproc import SimProcess, SimStartError
 from tokenpace.app.workers import make_run
-from tokenpace.client import EndpointError
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.endpoint import EndpointError
 
 # A run refused before any load: bad target, simulator that did not start, store not writable.
 REFUSALS = (PreflightError, SimStartError, EndpointError, RunStoreError, OutputPathError)

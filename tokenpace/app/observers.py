@@ -9,10 +9,10 @@ from pathlib import Path
 from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.probe import ConnectProbe
-from tokenpace.client import Endpoint
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.endpoint import Endpoint
 
 
 async def metrics_url_for(endpoint: Endpoint, setting: str) -> tuple[str | None, str]:

@@ -7,8 +7,8 @@ import ssl
 
 import orjson
 
-from tokenpace.client import Endpoint
-from tokenpace.client.get import GetError, http_get
+from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.get import GetError, http_get
 
 
 class PreflightError(Exception):

@@ -12,9 +12,9 @@ from typing import Any
 
 from tokenpace import __version__
 from tokenpace.app.bench_config import BenchConfig
-from tokenpace.client.dialects import get_dialect
 from tokenpace.core.metrics import Summary
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.dialects import get_dialect
 
 
 def run_conditions(

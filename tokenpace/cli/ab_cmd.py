@@ -18,10 +18,10 @@ from tokenpace.cli.analysis_view import COMPARISON_OPTIONAL, comparison_table, p
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import STORE_HELP
 from tokenpace.cli.store_opts import fail, parse_percent, parse_percentiles
-from tokenpace.client import EndpointError
-from tokenpace.client.dialects import DIALECTS
-from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.credentials import strip_credentials
+from tokenpace.wire.dialects import DIALECTS
+from tokenpace.wire.dialects.base import Sampling
+from tokenpace.wire.endpoint import EndpointError
 
 _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
 

@@ -15,10 +15,10 @@ from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.cli import parsing, vllm_opts, workload_opts
 from tokenpace.cli.dashboard import render
 from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
-from tokenpace.client import EndpointError
-from tokenpace.client.dialects import DIALECTS
-from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.workload.arrivals import ARRIVALS
+from tokenpace.wire.dialects import DIALECTS
+from tokenpace.wire.dialects.base import Sampling
+from tokenpace.wire.endpoint import EndpointError
 
 EXIT_BAD_INPUT = 2
 

@@ -19,7 +19,7 @@ from tokenpace.app.sweep_job import run_sweep_job
 from tokenpace.cli.bench_cmd import bench, bench_config
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import SweepView
-from tokenpace.client import EndpointError
+from tokenpace.wire.endpoint import EndpointError
 
 EXIT_BAD_INPUT = 2
 # bench options a sweep sets per step (or names differently)

@@ -1,6 +1,6 @@
 """One request and its response: turns body bytes into token timestamps on the record.
 
-Its ``response_*`` methods are the HTTP/1.1 kernel's events (tokenpace.http1.client) and run inside
+Its ``response_*`` methods are the HTTP/1.1 kernel's events (tokenpace.wire.http1.client) and run inside
 the connection's ``data_received``: no logging, no per-token objects beyond the one int appended to
 ``token_ns``, JSON parsed once per chunk.
 """
@@ -11,9 +11,9 @@ import asyncio
 
 import orjson
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.client.sse import SseParser, parse_data
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.wire.sse import SseParser, parse_data
 
 _ERROR_BODY_LIMIT = 4096
 

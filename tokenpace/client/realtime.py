@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 import orjson
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, Sampling, error_text
-from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.sender import Sender
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, Sampling, error_text
+from tokenpace.wire.endpoint import Endpoint
 
 if TYPE_CHECKING:
     _Ws = aiohttp.ClientWebSocketResponse[bool]  # generic (its decode mode) in newer aiohttp only

@@ -11,14 +11,14 @@ from typing import Any
 import orjson
 
 from tokenpace import __version__
-from tokenpace.client.connection import HttpConnection
-from tokenpace.client.dial import Resolver, dial
-from tokenpace.client.dialects.base import Dialect, Sampling
-from tokenpace.client.endpoint import Endpoint
 from tokenpace.client.exchange import Exchange
-from tokenpace.client.keepalive import PROBE_S, KeepAlive
-from tokenpace.client.liveness import peer_has_closed
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.connection import HttpConnection
+from tokenpace.wire.dial import Resolver, dial
+from tokenpace.wire.dialects.base import Dialect, Sampling
+from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.keepalive import PROBE_S, KeepAlive
+from tokenpace.wire.liveness import peer_has_closed
 
 _STALE = "connection closed before the response headers"
 _NOT_RESENT = (

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from tokenpace.client.endpoint import Endpoint
 from tokenpace.core.workload.prompts import CheckedWords, TokenizerError
 from tokenpace.core.workload.words import WORDS
+from tokenpace.wire.endpoint import Endpoint
 
 
 def tokenize_url(endpoint: Endpoint) -> str:

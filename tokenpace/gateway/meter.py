@@ -10,10 +10,10 @@ import zlib
 
 import orjson
 
-from tokenpace.client.dialects import OpenAIChat, OpenAICompletions
-from tokenpace.client.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.client.sse import DONE, SseParser, parse_data
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects import OpenAIChat, OpenAICompletions
+from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.wire.sse import DONE, SseParser, parse_data
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
 

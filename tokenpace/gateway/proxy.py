@@ -13,7 +13,6 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from tokenpace.client.dialects import OpenAIChat
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
@@ -32,6 +31,7 @@ from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
+from tokenpace.wire.dialects import OpenAIChat
 
 perf_ns = time.perf_counter_ns
 

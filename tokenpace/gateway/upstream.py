@@ -1,4 +1,4 @@
-"""The upstream side: the shared HTTP/1.1 kernel (tokenpace.http1.client), no per-chunk task switch.
+"""The upstream side: the shared HTTP/1.1 kernel (tokenpace.wire.http1.client), no per-chunk task switch.
 
 Each body piece is handed to a callback inside ``data_received`` (timestamp taken first), which
 meters it and writes it straight to the client's transport. Connections are kept alive and pooled
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from urllib.parse import urlsplit
 
-from tokenpace.http1.client import ResponseConnection
+from tokenpace.wire.http1.client import ResponseConnection
 
 OnBody = Callable[[bytes, int], None]
 
@@ -28,7 +28,7 @@ class UpstreamError(Exception):
 
 class Exchange:
     """One request/response on an upstream connection; its ``response_*`` methods are the HTTP/1.1
-    kernel's events (tokenpace.http1.client)."""
+    kernel's events (tokenpace.wire.http1.client)."""
 
     __slots__ = (
         "chunked",

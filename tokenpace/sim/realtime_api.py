@@ -16,11 +16,11 @@ from typing import Any
 
 import orjson
 
-from tokenpace.http1.server import HttpRequest, ServerConnection
 from tokenpace.sim.api import ApiError, GenRequest, StreamDefaults, generation_from
 from tokenpace.sim.chunks import split_text
 from tokenpace.sim.tokens import chat_prompt_words
-from tokenpace.sim.websocket import CLOSE, PING, PONG, TEXT, FrameReader, accept_key, frame
+from tokenpace.wire.http1.server import HttpRequest, ServerConnection
+from tokenpace.wire.websocket import CLOSE, PING, PONG, TEXT, FrameReader, accept_key, frame
 
 _event_ids = itertools.count(1)
 

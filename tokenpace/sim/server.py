@@ -21,7 +21,6 @@ from typing import Any
 
 import orjson
 
-from tokenpace.http1.server import HttpRequest, ServerConnection
 from tokenpace.sim.anthropic_api import AnthropicFormat, parse_messages
 from tokenpace.sim.anthropic_api import error_body as anthropic_error
 from tokenpace.sim.api import (
@@ -44,6 +43,7 @@ from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id
 from tokenpace.sim.virtual import sample_rtt
+from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
 # POST routes of the dialects beyond chat and completions: how to read a request, the answer's bytes.
 _DIALECT_ROUTES: dict[str, tuple[Callable[..., GenRequest], Callable[[GenRequest, str, int], WireFormat]]] = {

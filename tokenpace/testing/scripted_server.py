@@ -17,7 +17,7 @@ from time import perf_counter_ns
 
 import orjson
 
-from tokenpace.http1.server import HttpRequest, ServerConnection
+from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,6 @@
-from tokenpace.client.dialects import get_dialect
-from tokenpace.client.dialects.base import ANSWER, ERROR, REASONING, Sampling
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.dialects.base import ANSWER, ERROR, REASONING, Sampling
 
 
 def chat_chunk(delta, finish=None):

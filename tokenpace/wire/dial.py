@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from time import perf_counter_ns
 from typing import Any
 
-from tokenpace.client.connection import HttpConnection
+from tokenpace.wire.connection import HttpConnection
 
 
 @dataclass(slots=True)

@@ -4,10 +4,10 @@ import asyncio
 
 import orjson
 
-from tokenpace.client.dialects import get_dialect
-from tokenpace.client.dialects.base import ANSWER, ERROR, REASONING, Sampling
 from tokenpace.client.exchange import Exchange
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.dialects import get_dialect
+from tokenpace.wire.dialects.base import ANSWER, ERROR, REASONING, Sampling
 
 
 def delta(kind, **fields):

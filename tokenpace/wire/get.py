@@ -8,8 +8,8 @@ import asyncio
 import ssl
 from dataclasses import dataclass, field
 
-from tokenpace.client.dial import dial
-from tokenpace.client.endpoint import Endpoint
+from tokenpace.wire.dial import dial
+from tokenpace.wire.endpoint import Endpoint
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a model list is kilobytes; a hostile server gets cut here
 
@@ -30,7 +30,7 @@ class _Answer:
     size: int = 0
     error: str | None = None
 
-    # --- tokenpace.http1.client.ResponseHandler ---
+    # --- tokenpace.wire.http1.client.ResponseHandler ---
     def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
         pass
 

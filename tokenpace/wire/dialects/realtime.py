@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, Sampling
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects.base import ANSWER, ERROR, Sampling
 
 _ANSWER_DELTAS = frozenset(
     {

@@ -8,7 +8,7 @@ import os
 import aiohttp
 
 from tokenpace.sim import SimServer
-from tokenpace.sim.websocket import TEXT, FrameReader, accept_key, frame
+from tokenpace.wire.websocket import TEXT, FrameReader, accept_key, frame
 
 
 def ask(n=3, text="hi there", **extra):

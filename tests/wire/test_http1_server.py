@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from tokenpace.http1.server import HttpRequest, ServerConnection
+from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
 Handler = Callable[[HttpRequest], None]
 

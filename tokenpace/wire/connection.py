@@ -1,22 +1,16 @@
-"""The benchmark client's keep-alive HTTP/1.1 connection: the shared kernel (tokenpace.http1.client),
-which timestamps bytes on arrival before parsing, driving a tokenpace.client.exchange.Exchange.
+"""A keep-alive HTTP/1.1 connection: the shared kernel (tokenpace.wire.http1.client), which timestamps
+bytes on arrival before parsing, driving whatever exchange is in flight (the client's measuring one).
 It also notes how much of what it sent the server's TCP had acknowledged when the server closed it,
 which is what tells a request the server never received from one it may have read."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tokenpace.client.liveness import acked_bytes
-from tokenpace.http1.client import ResponseConnection
-
-if TYPE_CHECKING:
-    from tokenpace.client.exchange import Exchange
+from tokenpace.wire.http1.client import ResponseConnection
+from tokenpace.wire.liveness import acked_bytes
 
 
 class HttpConnection(ResponseConnection):
     __slots__ = ("acked_at_close", "acked_before_send")
-    exchange: Exchange | None
 
     def __init__(self) -> None:
         super().__init__()

@@ -1,4 +1,4 @@
-from tokenpace.client.sse import SseParser
+from tokenpace.wire.sse import SseParser
 
 
 def feed_all(parts):

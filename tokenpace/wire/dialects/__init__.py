@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from tokenpace.client.dialects.anthropic import AnthropicMessages
-from tokenpace.client.dialects.base import Dialect
-from tokenpace.client.dialects.openai_chat import OpenAIChat
-from tokenpace.client.dialects.openai_completions import OpenAICompletions
-from tokenpace.client.dialects.openai_embeddings import OpenAIEmbeddings
-from tokenpace.client.dialects.openai_responses import OpenAIResponses
-from tokenpace.client.dialects.realtime import OpenAIRealtime
+from tokenpace.wire.dialects.anthropic import AnthropicMessages
+from tokenpace.wire.dialects.base import Dialect
+from tokenpace.wire.dialects.openai_chat import OpenAIChat
+from tokenpace.wire.dialects.openai_completions import OpenAICompletions
+from tokenpace.wire.dialects.openai_embeddings import OpenAIEmbeddings
+from tokenpace.wire.dialects.openai_responses import OpenAIResponses
+from tokenpace.wire.dialects.realtime import OpenAIRealtime
 
 DIALECTS: dict[str, type] = {
     "chat": OpenAIChat,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, REASONING, Sampling
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects.base import ANSWER, ERROR, REASONING, Sampling
 
 _DELTA_FLAGS = {"text_delta": ("text", ANSWER), "thinking_delta": ("thinking", REASONING)}
 _DELTA_FLAGS["input_json_delta"] = ("partial_json", ANSWER)

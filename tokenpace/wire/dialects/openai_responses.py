@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, REASONING, Sampling
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects.base import ANSWER, ERROR, REASONING, Sampling
 
 _DELTA_FLAGS = {
     "response.output_text.delta": ANSWER,

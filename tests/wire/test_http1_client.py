@@ -8,8 +8,8 @@ from itertools import count
 
 import pytest
 
-from tokenpace.http1 import client as kernel
-from tokenpace.http1.client import ResponseConnection
+from tokenpace.wire.http1 import client as kernel
+from tokenpace.wire.http1.client import ResponseConnection
 
 
 class Recorder:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.client.dialects.base import (
+from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects.base import (
     ANSWER,
     ERROR,
     REASONING,
@@ -13,7 +14,6 @@ from tokenpace.client.dialects.base import (
     first_choice,
     read_usage,
 )
-from tokenpace.core.record import RequestRecord
 
 
 class OpenAIChat:

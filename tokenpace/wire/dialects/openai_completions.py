@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.client.dialects.base import ANSWER, ERROR, Sampling, common_body, first_choice
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire.dialects.base import ANSWER, ERROR, Sampling, common_body, first_choice
 
 
 class OpenAICompletions:

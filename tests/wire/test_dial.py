@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 
-from tokenpace.client.dial import Resolver
+from tokenpace.wire.dial import Resolver
 
 
 def test_ip_literals_are_used_as_they_are():
