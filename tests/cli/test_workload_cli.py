@@ -80,3 +80,41 @@ def test_prompt_salt_from_the_command_line(tmp_path):
     assert "prompt_salt" not in doc["conditions"]["workload"]
     bad = tokenpace("bench", "--prompt-salt", "a\nb", "-n", "1")
     assert bad.returncode == 2 and "--prompt-salt" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def _records_file(path, apis):
+    rows = [
+        {"request_id": f"r{i}", "status": "ok", "sent_ns": i * 100_000_000, "prompt_tokens": 10,
+         "output_tokens": 2, "labels": {"api": api} if api else {}}
+        for i, api in enumerate(apis)
+    ]  # fmt: skip
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_records_replay_with_a_window_and_only_their_api(threaded_server, tmp_path):
+    records = tmp_path / "captured.jsonl"
+    _records_file(records, ["chat", "responses", "chat", None, "chat"])
+    out = tmp_path / "r.json"
+    common = ("--url", threaded_server.url, "--model", "ok", "--out", str(out), "-q", "--no-store")
+    p = tokenpace("bench", *common, "--trace", str(records), "--trace-window", "0s:350ms")
+    assert p.returncode in FINISHED, p.stderr
+    result = json.loads(out.read_text())
+    workload = result["conditions"]["workload"]
+    assert workload["layout"] == "records" and workload["window_s"] == pytest.approx([0.0, 0.35])
+    assert workload["left_out_other_api"] == {"responses": 1}
+    assert result["summary"]["counts"]["sent"] == 3  # r0, r2, r3: r1 another API, r4 past the window
+
+
+def test_bad_replay_sources_exit_2_with_one_line(threaded_server, tmp_path):
+    records = tmp_path / "captured.jsonl"
+    _records_file(records, ["responses"])
+    url = ("--url", threaded_server.url, "-q", "--no-store")
+    for args, needle in (
+        (("--trace", str(records)), "no request of the trace was made to --api chat"),
+        (("--trace", str(records), "--trace-window", "10s"), "give FROM:TO"),
+        (("--trace", str(records), "--trace-window", "5s:9s", "--api", "responses"), "no request"),
+        (("--trace", "store:no-such-run", "--store", str(tmp_path / "none.db")), "no store at"),
+    ):
+        p = tokenpace("bench", *url, *args)
+        assert p.returncode == 2, (args, p.stderr)
+        assert needle in p.stderr and "Traceback" not in p.stderr, (args, p.stderr)

@@ -56,11 +56,20 @@ class _Server:
         assert found, (args, "".join(self.lines))
         self.origin = found.group(1)
         self.url = self.origin + "/v1"
+        # Keep reading through the same buffered reader: lines it already holds (printed right after
+        # the URL) would be lost to communicate(), which reads the pipe underneath it.
+        self._reader = threading.Thread(target=self._read_rest, daemon=True)
+        self._reader.start()
+
+    def _read_rest(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line)
 
     def stop(self) -> int:
         self.proc.send_signal(signal.SIGINT)
-        out, _ = self.proc.communicate(timeout=30)
-        self.lines.append(out)
+        self.proc.wait(timeout=30)
+        self._reader.join(timeout=10)
         return self.proc.returncode
 
 

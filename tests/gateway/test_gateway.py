@@ -328,3 +328,27 @@ def test_record_keeps_the_clients_request_id() -> None:
         assert ids[0] == "job-42" and len(ids[1]) == 32  # none sent: the gateway makes one
 
     run(main())
+
+
+def test_records_keep_the_prompt_s_shape_and_its_text_only_when_asked(tmp_path) -> None:
+    long_chat = {**CHAT, "messages": [{"role": "user", "content": "shared words " * 400}]}
+
+    async def body(gw: RunningGateway, records: list[RequestRecord]) -> None:
+        async with (
+            aiohttp.ClientSession() as s,
+            s.post(gw.url + "/v1/chat/completions", json=long_chat) as r,
+        ):
+            await r.read()
+
+    async def main() -> tuple[list[RequestRecord], list[RequestRecord]]:
+        async with FixedUpstream() as up:
+            plain = await with_gateway(up.url, body, records_path=str(tmp_path / "plain.jsonl"))
+            kept = await with_gateway(up.url, body, keep_prompts=True)
+        return plain, kept
+
+    plain, kept = asyncio.run(asyncio.wait_for(main(), 30))
+    assert plain[0].prompt_chars == len("shared words " * 400)
+    assert len(plain[0].prefix_hashes or []) == 2 and plain[0].prompt_text is None
+    assert "shared words" not in (tmp_path / "plain.jsonl").read_text()
+    assert kept[0].prefix_hashes == plain[0].prefix_hashes
+    assert kept[0].prompt_text == "shared words " * 400

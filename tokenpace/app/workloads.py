@@ -39,6 +39,7 @@ class WorkloadOptions:
     trace: list[TraceRow] | None = None
     speedup: float = 1.0
     block_tokens: int = 512
+    trace_window: str | None = None  # FROM:TO of the trace to replay
     prefix_len: int | None = None
     prefixes: int = 1
     turns: int = 1

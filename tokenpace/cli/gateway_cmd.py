@@ -35,6 +35,12 @@ from tokenpace.cli.parsing import slo as parse_slo
 )
 @click.option("--no-store", is_flag=True, help="Do not write records to the run store.")
 @click.option(
+    "--keep-prompts",
+    is_flag=True,
+    help="Keep each prompt's text (up to 256 K characters) in the records, so a replay sends the real "
+    "prompts. PRIVACY: the records then hold what users wrote. Default: only lengths and hashes.",
+)
+@click.option(
     "--client-key",
     "client_keys",
     multiple=True,
@@ -118,6 +124,7 @@ def gateway(
     records_path: str | None,
     store_url: str | None,
     no_store: bool,
+    keep_prompts: bool,
     labels: tuple[str, ...],
     client_keys: tuple[str, ...],
     client_key_file: str | None,
@@ -156,6 +163,11 @@ def gateway(
         except OSError as exc:
             die("gateway", str(exc))
     config = _config(locals(), slo)  # the options as click passed them
+    if keep_prompts:
+        _say(
+            "warning: --keep-prompts: the records and the store will hold every prompt's text (what "
+            "users wrote: personal data, secrets); keep them as you would the traffic itself"
+        )
     from tokenpace.app.gateway_serving import GatewayRefused, serve_gateway
     from tokenpace.app.run_store import RunStoreError
     from tokenpace.cli.parsing import key_values
@@ -195,6 +207,7 @@ def _config(o: dict, slo: Any) -> Any:
             stall_timeout_s=duration_s(o["stall_timeout"]),
             sticky_header=o["sticky_header"].lower(),
             records_path=o["records_path"],
+            keep_prompts=o["keep_prompts"],
             client_keys=frozenset(keys),
             scrape_upstream_metrics=o["scrape_upstream_metrics"],
             scrape_interval_s=duration_s(o["scrape_interval"]),

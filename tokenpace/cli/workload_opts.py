@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 
-from tokenpace.adapters.datasets import DATASET_FORMATS, load_dataset, read_length_pairs, read_trace
+from tokenpace.adapters.datasets import DATASET_FORMATS, load_dataset, read_length_pairs
+from tokenpace.app.replay_source import keep_api, load_trace
 from tokenpace.app.workloads import TRACE_ARRIVAL, WorkloadOptions
 from tokenpace.cli import parsing
 
@@ -36,7 +37,15 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="Sample (input, output) length pairs from a request log (JSONL/CSV with usage counts).",
     ),
     click.option(
-        "--trace", type=FILE, help="Replay a trace (CSV/JSONL: timestamp, input, output tokens) on its clock."
+        "--trace",
+        metavar="FILE|store:REF",
+        help="Replay a trace on its clock: CSV/JSONL (timestamp, input, output tokens), request records "
+        "(the gateway's --records, a bench run's), or stored runs (store:RUN, store:key=value).",
+    ),
+    click.option(
+        "--trace-window",
+        metavar="FROM:TO",
+        help="Replay only the requests that arrived in this window from the trace's start (e.g. 10m:70m).",
     ),
     click.option(
         "--speedup", type=float, default=1.0, show_default=True, help="Trace replay speed-up factor."
@@ -51,9 +60,8 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--block-tokens",
         type=int,
-        default=512,
-        show_default=True,
-        help="Tokens per trace hash id (Mooncake block size).",
+        help="Tokens per trace hash id [default: 512, Mooncake's block size; for request records, "
+        "the tokens in 2048 characters of their prompts].",
     ),
     click.option("--prefix-len", type=int, help="Shared prefix tokens at the start of each request."),
     click.option(
@@ -93,6 +101,7 @@ def options_from(o: dict[str, Any]) -> WorkloadOptions:
     opts = WorkloadOptions(
         speedup=o.get("speedup") or 1.0,
         block_tokens=o.get("block_tokens") or 512,
+        trace_window=o.get("trace_window"),
         prefix_len=o.get("prefix_len"),
         prefixes=o.get("prefixes") or 1,
         turns=o.get("turns") or 1,
@@ -111,9 +120,20 @@ def options_from(o: dict[str, Any]) -> WorkloadOptions:
     if o.get("lengths_from"):
         opts.length_pairs, opts.source = read_length_pairs(o["lengths_from"])
     if o.get("trace"):
-        opts.trace, opts.source = read_trace(o["trace"], o.get("trace_time_unit") or "auto")
+        _read_trace(opts, o)
     opts.validate()
     return opts
+
+
+def _read_trace(opts: WorkloadOptions, o: dict[str, Any]) -> None:
+    load_trace(
+        opts,
+        str(o["trace"]),
+        o.get("store_url"),
+        o.get("trace_time_unit") or "auto",
+        o.get("block_tokens"),
+        lambda t: parsing.duration_s(t, "--trace-window"),
+    )
 
 
 def apply(config: Any, o: dict[str, Any]) -> Any:
@@ -130,6 +150,10 @@ def apply(config: Any, o: dict[str, Any]) -> Any:
             raise click.BadParameter(
                 "--trace replays on its own clock: drop --rate/--concurrency (use --speedup)"
             )
+        try:
+            keep_api(opts, config.api)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc)) from None
         requests = config.requests
         if o.get("requests") is None and o.get("duration") is None:
             requests = max(1, len(opts.trace) - config.warmup)

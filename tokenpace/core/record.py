@@ -79,6 +79,10 @@ class RequestRecord:
     turn: int | None = None  # turn index in its session (0 = first)
     prefix_id: int | None = None  # shared prefix the prompt started with
     prefix_cold: bool | None = None  # first request of the run to use that prefix
+    # --- the prompt's shape, kept by the gateway so its records can be replayed (issue 27) ---
+    prompt_chars: int | None = None  # characters of prompt text
+    prefix_hashes: list[int] | None = None  # chained hashes of its 2048-character blocks (prompt_shape)
+    prompt_text: str | None = None  # the prompt itself: only when the operator opted in (--keep-prompts)
 
     # --- outcome ---
     status: Status = Status.OK

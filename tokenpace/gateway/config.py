@@ -108,6 +108,9 @@ class GatewayConfig:
     stall_timeout_s: float = 60.0  # no bytes for this long after the first: stall
     sticky_header: str = "x-user-id"  # sticky A/B key; the body's "user" field is the fallback
     records_path: str | None = None  # JSONL of request records
+    # Records keep each prompt's length and prefix-block hashes (replayable); the text itself only
+    # when the operator opts in (it is what users wrote: personal data, secrets).
+    keep_prompts: bool = False
     record_queue: int = 10_000  # records waiting to be written; beyond it they are dropped and counted
     max_model_labels: int = 32  # distinct model label values before the rest become "other"
     client_keys: frozenset[str] = frozenset()  # gateway keys for clients; empty: no check

@@ -15,6 +15,7 @@ from aiohttp.http_exceptions import HttpProcessingError
 
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.prompt_shape import prompt_shape
 from tokenpace.gateway import errors
 from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
 from tokenpace.gateway.config import GatewayConfig, Upstream
@@ -179,6 +180,7 @@ class Gateway:
                 return self._refuse(request, "body_not_object", resp)
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
+            shape = prompt_shape(parsed, self.config.keep_prompts)
         sticky = request.headers.get(self.config.sticky_header)
         key = sticky.encode() if sticky else (user.encode() if isinstance(user, str) and user else None)
         upstream = self.router.choose(model, key)
@@ -199,6 +201,9 @@ class Gateway:
                 scheduled_ns=start,
                 dispatched_ns=start,
                 sent_ns=start,
+                prompt_chars=shape.chars,
+                prefix_hashes=list(shape.block_hashes),
+                prompt_text=shape.text,
             )
             self.recent.add(record.request_id, upstream.arm, upstream.name, user)
         self.metrics.in_flight.inc()

@@ -2,11 +2,14 @@
 
 layout     timestamp                 input            output            shared prompt
 generic    timestamp (s)             input_tokens     output_tokens     prefix_id [prefix_tokens], hash_ids
+records    sent_ns (ns)              prompt_tokens    output_tokens     prefix_hashes, prefix_id
 azure      TIMESTAMP (date and time) ContextTokens    GeneratedTokens   -
 mooncake   timestamp (ms)            input_length     output_length     hash_ids (one per 512-token block)
 
 The layout is told from the columns of the first record; ``time_unit`` overrides the unit of
-numeric timestamps. Rows are replayed in timestamp order.
+numeric timestamps. Rows are replayed in timestamp order. ``records`` are request records, as the
+gateway writes them (``--records``) or a bench run does: see ``core.workload.replay`` for what is
+read from them.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import orjson
 
 from tokenpace.adapters.datasets.rows import fail, table_records, whole_number
 from tokenpace.core.workload import TraceRow
+from tokenpace.core.workload.replay import is_record, trace_from_records
 
 # layout -> (timestamp column, input column, output column, numeric timestamp unit in seconds)
 TRACE_LAYOUTS: dict[str, tuple[str, str, str, float]] = {
@@ -77,7 +81,10 @@ def read_trace(path: str | Path, time_unit: str = "auto") -> tuple[list[TraceRow
         raise fail(path, None, f"unknown time unit {time_unit!r}; choose from {', '.join(_UNITS)}")
     layout: str | None = None
     rows: list[TraceRow] = []
-    for line, obj in table_records(path):
+    records = table_records(path)
+    for line, obj in records:
+        if layout is None and is_record(obj):
+            return _records_trace(path, [obj, *(o for _, o in records)])
         if layout is None:
             layout = _layout(obj)
             if layout is None:
@@ -113,3 +120,11 @@ def read_trace(path: str | Path, time_unit: str = "auto") -> tuple[list[TraceRow
         raise fail(path, None, "no rows")
     rows.sort(key=lambda r: r.timestamp_s)
     return rows, {"trace": str(path), "layout": layout, "time_unit": time_unit}
+
+
+def _records_trace(path: Path, objs: list[dict[str, Any]]) -> tuple[list[TraceRow], dict[str, Any]]:
+    try:
+        replay = trace_from_records(objs)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise fail(path, None, f"request records cannot be replayed: {exc}") from None
+    return replay.rows, {"trace": str(path), **replay.description, "block_tokens": replay.block_tokens}

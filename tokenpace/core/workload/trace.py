@@ -20,6 +20,8 @@ class TraceRow:
     prefix_id: str | None = None
     hash_ids: tuple[int, ...] = ()
     prefix_tokens: int | None = None
+    api: str | None = None  # the API the request was made to (records replayed: see replay.py)
+    prompt: str | None = None  # the real prompt, where the records kept it (sent as it was)
 
 
 @dataclass
@@ -62,6 +64,10 @@ class TraceWorkload:
                 )
         seen: dict[Any, int] = {}
         for index, row in enumerate(self.rows):
+            if row.prompt is not None:  # the real prompt: its own length, its own prefixes
+                count = self.maker.counter.count(row.prompt)
+                yield WorkItem(index, row.prompt, count, row.output_tokens)
+                continue
             parts: list[str] = []
             shared = 0
             key: Any = None
