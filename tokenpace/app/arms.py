@@ -65,6 +65,8 @@ def load_window(
     for run in store.list_runs(where):
         if run.stored_unix < since_unix or (until_unix is not None and run.started_unix >= until_unix):
             continue
+        if run.labels.get("shadow") == "true":  # a mirror's copies: no user saw them, no split holds them
+            continue
         clock = run.conditions.get("clock", {})
         kept = [
             r

@@ -54,8 +54,14 @@ def serve_gateway(
     def ready(gw: RunningGateway | WorkerPool) -> None:
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
+        for m in config.mirrors:
+            say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
         if store is not None:
             say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
+            for m in config.mirrors:
+                this = f"source=gateway,gateway_session={session}"
+                live, shadow = f"{this},upstream={config.upstreams[0].name}", f"{this},upstream={m.name}"
+                say(f"live vs shadow on the same requests: tokenpace compare {live} {shadow}")
 
     def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
         sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote

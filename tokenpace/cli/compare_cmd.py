@@ -9,6 +9,7 @@ import orjson
 from rich.console import Console
 
 from tokenpace.app.compare import compare_runs
+from tokenpace.app.shadow_compare import paired_if_shadow
 from tokenpace.cli.analysis_view import (
     COMPARISON_OPTIONAL,
     comparison_table,
@@ -17,6 +18,7 @@ from tokenpace.cli.analysis_view import (
     run_level_table,
 )
 from tokenpace.cli.fit import show_table
+from tokenpace.cli.paired_view import PAIRED_NOTE, paired_table
 from tokenpace.cli.store_opts import (
     guarded,
     open_or_fail,
@@ -72,6 +74,9 @@ def compare(
         allow_invalid,
     )
     data = rc.to_dict()
+    paired = paired_if_shadow(store, rc.a, rc.b, max(parse_percent(min_effect, "--min-effect"), 0.02))
+    if paired is not None:
+        data["paired"] = paired.to_dict()
     if out:
         write_report(out, data)
     if as_json:
@@ -81,6 +86,9 @@ def compare(
     title = f"A = {rc.a.id} {_labels(rc.a.labels)}  vs  B = {rc.b.id} {_labels(rc.b.labels)}"
     show_table(console, comparison_table(rc.comparison, title), optional=COMPARISON_OPTIONAL)
     show_table(console, run_level_table(rc.run_level))
+    if paired is not None:
+        show_table(console, paired_table(paired))
+        console.print(PAIRED_NOTE)
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 

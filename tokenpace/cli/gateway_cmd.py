@@ -35,6 +35,18 @@ from tokenpace.cli.parsing import slo as parse_slo
 )
 @click.option("--no-store", is_flag=True, help="Do not write records to the run store.")
 @click.option(
+    "--mirror",
+    "mirrors",
+    multiple=True,
+    metavar="NAME=URL[,share=P]",
+    help="Shadow a candidate: a copy of each live request (or a share P of users, sticky) is sent to it, "
+    "measured, recorded as shadow arm NAME and thrown away; the live path never waits for it.",
+)
+@click.option(
+    "--mirror-queue", default=256, show_default=True, help="Shadow copies waiting; past it they are dropped."
+)
+@click.option("--mirror-concurrency", default=16, show_default=True, help="Shadow copies in flight at once.")
+@click.option(
     "--keep-prompts",
     is_flag=True,
     help="Keep each prompt's text (up to 256 K characters) in the records, so a replay sends the real "
@@ -124,6 +136,9 @@ def gateway(
     records_path: str | None,
     store_url: str | None,
     no_store: bool,
+    mirrors: tuple[str, ...],
+    mirror_queue: int,
+    mirror_concurrency: int,
     keep_prompts: bool,
     labels: tuple[str, ...],
     client_keys: tuple[str, ...],
@@ -185,6 +200,7 @@ def _config(o: dict, slo: Any) -> Any:
     """The options as a GatewayConfig; one line and exit 2 on a bad value (never a credential)."""
     from tokenpace.gateway.config import GatewayConfig, parse_listen, parse_upstream
     from tokenpace.gateway.guard import fit_to_open_files
+    from tokenpace.gateway.mirror import parse_mirror
 
     keys = _keys(o["client_keys"], o["client_key_file"], "--client-key-file")
     admin = _keys(o["admin_keys"], o["admin_key_file"], "--admin-key-file")
@@ -221,6 +237,9 @@ def _config(o: dict, slo: Any) -> Any:
             admin_port=admin_port,
             admin_keys=frozenset(admin),
             workers=o["workers"],
+            mirrors=tuple(parse_mirror(m) for m in o["mirrors"]),
+            mirror_queue=o["mirror_queue"],
+            mirror_concurrency=o["mirror_concurrency"],
         )
     except ValueError as exc:
         die("gateway", str(exc))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from tokenpace.core.credentials import has_control, redact_userinfo, split_credentials
@@ -128,6 +129,11 @@ class GatewayConfig:
     admin_port: int | None = None
     admin_keys: frozenset[str] = frozenset()
     workers: int = 1  # gateway processes sharing the port (SO_REUSEPORT), see workers.py
+    # shadow traffic (mirror.py): candidates that get a copy of live requests, never waited for
+    mirrors: tuple[Any, ...] = ()  # mirror.Mirror
+    mirror_queue: int = 256  # copies waiting, per gateway process; past it they are dropped, counted
+    mirror_concurrency: int = 16  # copies in flight at once, per gateway process
+    mirror_max_bytes: int = 64 * 1024 * 1024  # request bytes queued or in flight for all mirrors
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -147,6 +153,11 @@ class GatewayConfig:
             raise ValueError("--max-connections must be at least 1")
         if self.workers < 1:
             raise ValueError("--workers must be at least 1")
+        mirror_names = [m.name for m in self.mirrors]
+        if len(set(mirror_names)) != len(mirror_names) or set(mirror_names) & set(names):
+            raise ValueError(f"--mirror names must be unique and not an upstream's: {mirror_names}")
+        if self.mirror_queue < 1 or self.mirror_concurrency < 1:
+            raise ValueError("--mirror-queue and --mirror-concurrency must be at least 1")
         if self.workers > 1 and self.scrape_upstream_metrics:
             raise ValueError(
                 "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"

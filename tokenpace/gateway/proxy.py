@@ -23,12 +23,14 @@ from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.meter import Meter, dialect_for
+from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
+from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
@@ -84,6 +86,20 @@ class Gateway:
                 config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
             )
         self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
+        self.mirrors: Mirrors | None = None
+        if config.mirrors:
+            shadow = ShadowMetrics(self.metrics.registry, tuple(m.name for m in config.mirrors))
+            self.shadow_metrics = shadow
+            self.mirrors = Mirrors(
+                config.mirrors,
+                self._finish_shadow,
+                shadow.drop,
+                config.mirror_queue,
+                config.mirror_concurrency,
+                config.mirror_max_bytes,
+                config.connect_timeout_s,
+                config.first_token_timeout_s,
+            )
         limits = GuardLimits(
             config.header_timeout_s, config.body_timeout_s, config.idle_timeout_s, config.max_connections
         )
@@ -121,10 +137,14 @@ class Gateway:
         self.sink.start()
         if self.engines is not None:
             self.engines.start()
+        if self.mirrors is not None:
+            self.mirrors.start()
 
     async def _cleanup(self, _app: web.Application) -> None:
         for origin in self.origins.values():
             origin.close()
+        if self.mirrors is not None:
+            await self.mirrors.close()
         if self.engines is not None:
             await self.engines.close()
         await self.sink.close()
@@ -206,6 +226,11 @@ class Gateway:
                 prompt_text=shape.text,
             )
             self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+            if self.mirrors is not None:  # O(1) per mirror, never waits
+                drop = (
+                    _HOP | {REQUEST_ID, "authorization"} if self.config.client_keys else _HOP | {REQUEST_ID}
+                )
+                self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
@@ -290,6 +315,14 @@ class Gateway:
             # The upstream broke; so must the client's stream, or it would look complete.
             request.transport.abort()
         return resp
+
+    def _finish_shadow(self, record: RequestRecord) -> None:
+        """A shadow copy's record: its own series and arm in the store, never the live metrics."""
+        self.shadow_metrics.observe(record)
+        self.sink.put(record)
+        if self.on_record is not None:
+            with contextlib.suppress(Exception):
+                self.on_record(record)
 
     def _finish(
         self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None

@@ -74,7 +74,8 @@ class StoreRecordWriter:
         self.started = datetime.now(timezone.utc)
         self.anchor = {"perf_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
         self.arms: dict[str, _Arm] = {}
-        for u in config.upstreams:
+        self.shadows = {m.name for m in config.mirrors}  # mirrored candidates: shadow arms
+        for u in (*config.upstreams, *(m.upstream for m in config.mirrors)):
             name = _ID_SAFE.sub("_", u.name)[:40]
             self.arms[u.name] = _Arm(f"gw-{session[:16]}-{name}", u)
 
@@ -86,6 +87,7 @@ class StoreRecordWriter:
             "gateway_session": self.session,
             "upstream": up.name,
             "arm": up.arm,
+            **({"shadow": "true"} if up.name in self.shadows else {}),
         }
 
     def conditions(self, up: Upstream) -> dict[str, Any]:
