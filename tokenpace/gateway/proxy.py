@@ -21,7 +21,7 @@ from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
-from tokenpace.gateway.meter import Meter, dialect_for
+from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
@@ -31,7 +31,8 @@ from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
-from tokenpace.wire.dialects import OpenAIChat
+from tokenpace.wire.dialects import dialect_at
+from tokenpace.wire.dialects.base import Dialect
 
 perf_ns = time.perf_counter_ns
 
@@ -165,7 +166,9 @@ class Gateway:
             resp = errors.bad_request("incomplete or malformed request body")
             resp.force_close()
             return self._refuse(request, "body_incomplete", resp)
-        dialect = dialect_for(request.path) if request.method == "POST" else None
+        dialect = dialect_at(request.path, request.method)
+        if dialect is not None and dialect.method != "POST":
+            dialect = None  # the Realtime WebSocket: not a request-and-body exchange
         model: str | None = None
         user: object = None
         if dialect is not None:
@@ -193,6 +196,7 @@ class Gateway:
                     "model": self.models(upstream.model or model),
                     "upstream": upstream.name,
                     "arm": upstream.arm,
+                    "api": dialect.api,
                     **upstream.labels,
                     **({"user": user} if user else {}),
                 },
@@ -287,7 +291,12 @@ class Gateway:
         return resp
 
     def _finish(
-        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
+        self,
+        record: RequestRecord | None,
+        outcome: Outcome,
+        error: str | None,
+        meter: Meter | None,
+        dialect: Dialect | None = None,
     ) -> None:
         if record is None:
             return
@@ -306,7 +315,7 @@ class Gateway:
             self.engines.add(record)
         if self.traces is not None:
             with contextlib.suppress(Exception):  # tracing must never fail a request
-                self.traces.record(record, "chat" if isinstance(dialect, OpenAIChat) else "text_completion")
+                self.traces.record(record, dialect.operation if dialect else "chat")
         if self.on_record is not None:
             with contextlib.suppress(Exception):
                 self.on_record(record)

@@ -24,8 +24,11 @@ class Sampling:
 
 
 class Dialect(Protocol):
-    name: str
-    path: str  # appended to the base URL, e.g. "/chat/completions"
+    name: str  # written into a run's metadata, e.g. "openai-chat"
+    api: str  # the registry's key: --api's value and the gateway's "api" label
+    operation: str  # OpenTelemetry GenAI operation name, e.g. "chat", "embeddings"
+    method: str  # "POST", or "GET" for an API served over an upgraded WebSocket
+    path: str  # appended to the base URL, e.g. "/chat/completions"; the gateway and the sim route by it
     headers: tuple[tuple[str, str], ...]  # sent with every request, e.g. Anthropic's version header
 
     def body(
