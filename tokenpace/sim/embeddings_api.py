@@ -45,7 +45,12 @@ def _inputs(given: Any) -> list[list[str]]:
         raise ApiError(
             f"'input' holds {len(items)} items; at most {MAX_INPUTS}", param="input", code="invalid_value"
         )
-    words = [prompt_of({"prompt": item}, "completion") for item in items]
+    try:
+        words = [prompt_of({"prompt": item}, "completion") for item in items]
+    except ApiError:
+        raise ApiError(
+            "'input' must be a string, token ids, or a list of either", param="input", code="invalid_type"
+        ) from None
     if not all(words):
         raise ApiError("'input' must not hold an empty item", param="input", code="invalid_value")
     return words
