@@ -26,11 +26,13 @@ from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
+from tokenpace.gateway.realtime_meter import RealtimeMeter
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
+from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
 from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
 
@@ -78,6 +80,7 @@ class Gateway:
         self.on_record = on_record
         self.origins = {u.name: Origin(u.origin, config.connect_timeout_s) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
+        self.ws_upstreams = UpstreamSessions(config.connect_timeout_s)  # the Realtime WebSocket's
         self.engines: EngineWatch | None = None
         if config.scrape_upstream_metrics:
             self.engines = EngineWatch(
@@ -125,6 +128,7 @@ class Gateway:
     async def _cleanup(self, _app: web.Application) -> None:
         for origin in self.origins.values():
             origin.close()
+        await self.ws_upstreams.close()
         if self.engines is not None:
             await self.engines.close()
         await self.sink.close()
@@ -147,6 +151,10 @@ class Gateway:
         keys = self.config.client_keys
         if keys and not bearer_ok(request, keys):
             return self._refuse(request, "unauthorized", errors.unauthorized())
+        if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
+            dialect = dialect_at(request.path, "GET")
+            if dialect is not None:
+                return await self._websocket(request, dialect, start)
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._refuse(request, "body_too_large", errors.too_large(limit))
@@ -187,27 +195,57 @@ class Gateway:
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
-            user = user_hash(key) if key else None
-            record = RequestRecord(
-                # the client's own id when it sent one (bounded), so its logs join these records
-                request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
-                worker=self.worker,
-                labels={
-                    "model": self.models(upstream.model or model),
-                    "upstream": upstream.name,
-                    "arm": upstream.arm,
-                    "api": dialect.api,
-                    **upstream.labels,
-                    **({"user": user} if user else {}),
-                },
-                scheduled_ns=start,
-                dispatched_ns=start,
-                sent_ns=start,
-            )
-            self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+            record = self._new_record(request, upstream, dialect, model, key, start)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
+        finally:
+            self.metrics.in_flight.dec()
+
+    def _new_record(
+        self,
+        request: web.Request,
+        upstream: Upstream,
+        dialect: Dialect,
+        model: str | None,
+        key: bytes | None,
+        start: int,
+    ) -> RequestRecord:
+        user = user_hash(key) if key else None
+        record = RequestRecord(
+            # the client's own id when it sent one (bounded), so its logs join these records
+            request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
+            worker=self.worker,
+            labels={
+                "model": self.models(upstream.model or model),
+                "upstream": upstream.name,
+                "arm": upstream.arm,
+                "api": dialect.api,
+                **upstream.labels,
+                **({"user": user} if user else {}),
+            },
+            scheduled_ns=start,
+            dispatched_ns=start,
+            sent_ns=start,
+        )
+        self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+        return record
+
+    async def _websocket(self, request: web.Request, dialect: Dialect, start: int) -> web.StreamResponse:
+        """A Realtime session: proxied whole, one record per response (see ws_proxy.py)."""
+        sticky = request.headers.get(self.config.sticky_header)
+        key = sticky.encode() if sticky else None
+        model = request.query.get("model")
+        upstream = self.router.choose(model, key)
+        meter = RealtimeMeter(
+            dialect,
+            lambda now: self._new_record(request, upstream, dialect, model, key, now),
+            lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
+            start,
+        )
+        self.metrics.in_flight.inc()
+        try:
+            return await proxy_session(request, self.ws_upstreams, upstream, meter)
         finally:
             self.metrics.in_flight.dec()
 
@@ -291,12 +329,7 @@ class Gateway:
         return resp
 
     def _finish(
-        self,
-        record: RequestRecord | None,
-        outcome: Outcome,
-        error: str | None,
-        meter: Meter | None,
-        dialect: Dialect | None = None,
+        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
     ) -> None:
         if record is None:
             return
