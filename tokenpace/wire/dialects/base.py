@@ -44,7 +44,9 @@ class Dialect(Protocol):
         ...
 
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
-        """Flags for one streamed chunk; records usage and finish_reason as they appear."""
+        """Flags for one streamed chunk; records usage and finish_reason as they appear. A stream is
+        complete once it set finish_reason (its end event) or sent ``[DONE]``: the client and the
+        gateway both judge an ended stream by that."""
         ...
 
     def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:
