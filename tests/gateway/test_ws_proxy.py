@@ -233,3 +233,45 @@ def test_a_refused_upgrade_reaches_the_client_with_its_status_and_is_recorded():
     assert (
         rec.labels["api"] == "realtime" and rec.labels["outcome"] == "http_error" and rec.http_status == 404
     )
+
+
+class FloodUpstream(EchoUpstream):
+    """Sends ``count`` binary messages of 1 MiB as fast as the socket takes them, counting them."""
+
+    count = 64
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sent = 0
+
+    async def handle(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse()
+        await ws.prepare(request)
+        for i in range(self.count):
+            await ws.send_bytes(bytes([i]) * (1 << 20))
+            self.sent = i + 1
+        await ws.close()
+        return ws
+
+
+def test_a_client_that_does_not_read_holds_the_upstream_back():
+    async def go(gw: RunningGateway, up: FloodUpstream) -> tuple[int, list[int]]:
+        async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw), max_msg_size=2 << 20) as ws:
+            last, still = -1, 0
+            while still < 5:  # until the upstream's progress stops (the socket buffers are full)
+                await asyncio.sleep(0.1)
+                last, still = up.sent, (still + 1 if up.sent == last else 0)
+            firsts = []
+            while len(firsts) < up.count:
+                msg = await ws.receive()
+                assert msg.type is aiohttp.WSMsgType.BINARY and len(msg.data) == 1 << 20
+                firsts.append(msg.data[0])
+            return last, firsts
+
+    async def main() -> tuple[Any, list]:
+        async with FloodUpstream() as up:
+            return await gateway_in_front_of(up.url, lambda gw: go(gw, up))
+
+    (held_at, firsts), _ = asyncio.run(asyncio.wait_for(main(), 60))
+    assert held_at < FloodUpstream.count  # held back, not buffered whole in the gateway
+    assert firsts == list(range(FloodUpstream.count))  # then everything, in order, once
