@@ -63,9 +63,10 @@ def measured(rec: RequestRecord, api: str, output_tokens: int) -> None:
 
 
 def reasoned_first(rec: RequestRecord) -> None:
-    """TTFAT comes after TTFT: the first chunks were reasoning."""
+    """The first two token events were reasoning, so TTFAT is not before TTFT (equal when one read
+    held both, as under load)."""
     assert rec.first_answer_ns is not None and rec.first_token_ns is not None
-    assert rec.first_answer_ns > rec.first_token_ns
+    assert rec.reasoning_chunks == 2 and rec.first_answer_ns >= rec.first_token_ns
 
 
 def series(prom: str, name: str, api: str) -> float:
@@ -165,18 +166,3 @@ def test_anthropic_messages_stream_and_create() -> None:
     measured(whole_rec, "anthropic", whole.usage.output_tokens)
     assert series(prom, "tokenpace_gateway_requests_total", "anthropic") == 2
     assert series(prom, "gen_ai_server_time_per_output_token_seconds_count", "anthropic") >= 1
-
-
-def test_api_label_values_are_the_registry() -> None:
-    from tokenpace.wire.dialects import APIS, dialect_at
-
-    assert APIS == ("chat", "completions", "anthropic", "responses", "embeddings", "realtime")
-    found = {p: dialect_at(p, "POST") for p in ("/v1/chat/completions", "/x/v1/completions", "/v1/models")}
-    assert {p: d.api if d else None for p, d in found.items()} == {
-        "/v1/chat/completions": "chat",
-        "/x/v1/completions": "completions",
-        "/v1/models": None,
-    }
-    realtime = dialect_at("/v1/realtime", "GET")
-    assert realtime is not None and realtime.api == "realtime"
-    assert dialect_at("/v1/realtime", "POST") is None

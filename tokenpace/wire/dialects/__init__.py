@@ -51,3 +51,13 @@ def dialect_at(path: str, method: str) -> Dialect | None:
 def routes(prefix: str) -> dict[str, Dialect]:
     """Every dialect's exact path under ``prefix`` (e.g. "/v1"), as a server routes them."""
     return {prefix + d.path: d for d in _INSTANCES.values()}
+
+
+def api_root(path: str) -> str:
+    """A base path without an API path it may already name (``/v1/chat/completions`` -> ``/v1``):
+    where ``/models`` sits beside it."""
+    path = path.rstrip("/")
+    for dialect in _BY_PATH:
+        if path.endswith(dialect.path):
+            return path.removesuffix(dialect.path)
+    return path
