@@ -43,7 +43,10 @@ def ws_of(gw: RunningGateway) -> str:
 
 def test_a_session_with_the_sim_is_relayed_and_each_response_measured():
     async def go(gw: RunningGateway) -> tuple[list[dict], str]:
-        async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:
+        async with (
+            aiohttp.ClientSession() as s,
+            s.ws_connect(ws_of(gw), headers={"x-request-id": "c7"}) as ws,
+        ):
             events = [orjson.loads((await ws.receive()).data)]  # session.created
             for _ in range(2):
                 await ws.send_str(orjson.dumps(CREATE).decode())
@@ -60,7 +63,7 @@ def test_a_session_with_the_sim_is_relayed_and_each_response_measured():
     (events, prom), records = asyncio.run(asyncio.wait_for(main(), 30))
     assert events[0]["type"] == "session.created"
     assert sum(e["type"] == "response.output_text.delta" for e in events) == 10
-    assert len(records) == 2
+    assert [r.request_id for r in records] == ["c7-1", "c7-2"]  # the client's id, per response
     for rec in records:
         assert rec.labels["api"] == "realtime" and rec.status is Status.OK and rec.http_status == 101
         assert rec.labels["model"] == "m" and rec.output_tokens_server == 5 and rec.prompt_tokens

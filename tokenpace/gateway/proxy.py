@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import Callable
@@ -210,11 +211,13 @@ class Gateway:
         model: str | None,
         key: bytes | None,
         start: int,
+        nth: int = 0,
     ) -> RequestRecord:
         user = user_hash(key) if key else None
+        # the client's own id (bounded), so its logs join these records; "-n": a session's nth response
+        client_id = (request.headers.get("x-request-id") or "")[:128]
         record = RequestRecord(
-            # the client's own id when it sent one (bounded), so its logs join these records
-            request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
+            request_id=(client_id + (f"-{nth}" if nth else "")) if client_id else uuid.uuid4().hex,
             worker=self.worker,
             labels={
                 "model": self.models(upstream.model or model),
@@ -237,9 +240,10 @@ class Gateway:
         key = sticky.encode() if sticky else None
         model = request.query.get("model")
         upstream = self.router.choose(model, key)
+        nth = itertools.count(1)
         meter = RealtimeMeter(
             dialect,
-            lambda now: self._new_record(request, upstream, dialect, model, key, now),
+            lambda now: self._new_record(request, upstream, dialect, model, key, now, next(nth)),
             lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
             start,
         )
