@@ -278,3 +278,25 @@ def test_a_client_that_does_not_read_holds_the_upstream_back():
     (held_at, firsts), _ = asyncio.run(asyncio.wait_for(main(), 60))
     assert held_at < FloodUpstream.count  # held back, not buffered whole in the gateway
     assert firsts == list(range(FloodUpstream.count))  # then everything, in order, once
+
+
+def test_an_upstream_that_never_answers_the_upgrade_gets_a_502_after_the_connect_timeout():
+    async def main() -> tuple[int, list]:
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.read(65536)  # the upgrade request, never answered
+            await asyncio.sleep(30)
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        records: list[RequestRecord] = []
+        upstream = parse_upstream(f"up=http://127.0.0.1:{port}/v1")
+        config = GatewayConfig(upstreams=(upstream,), port=0, connect_timeout_s=0.3)
+        async with server, RunningGateway(config, on_record=records.append) as gw:
+            async with aiohttp.ClientSession() as s:
+                with pytest.raises(aiohttp.WSServerHandshakeError) as info:
+                    await s.ws_connect(ws_of(gw))
+            return info.value.status, records
+
+    status, records = asyncio.run(asyncio.wait_for(main(), 20))
+    (rec,) = records
+    assert status == 502 and rec.labels["outcome"] == "connect_error"

@@ -63,7 +63,9 @@ class UpstreamSessions:
 
     def client(self) -> aiohttp.ClientSession:
         if self.http is None:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout_s)
+            # sock_read bounds the upgrade's answer only: aiohttp lifts it once the session is open
+            t = self.connect_timeout_s
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
             self.http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
         return self.http
 
