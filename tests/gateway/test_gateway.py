@@ -108,7 +108,14 @@ def test_streaming_bytes_are_exact_and_measured() -> None:
             records = await with_gateway(up.url, body)
         (rec,) = records
         assert rec.status is Status.OK and rec.labels["outcome"] == "ok"
-        assert rec.labels == {"model": "m", "upstream": "up", "arm": "up", "version": "v1", "outcome": "ok"}
+        assert rec.labels == {
+            "model": "m",
+            "upstream": "up",
+            "arm": "up",
+            "api": "chat",
+            "version": "v1",
+            "outcome": "ok",
+        }
         assert rec.output_tokens_counted == 3  # three token-carrying chunks; role-only does not count
         assert rec.output_tokens == 7 and rec.prompt_tokens == 3  # usage from the stream wins
         assert rec.finish_reason == "stop"

@@ -154,7 +154,7 @@ async def _check_cli(port: int, admin_port: int) -> None:
         async with s.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=CHAT) as r:
             assert r.status == 200
             await r.read()
-        ok = 'tokenpace_gateway_requests_total{arm="a",model="m",outcome="ok",upstream="a"} 1.0'
+        ok = 'tokenpace_gateway_requests_total{api="chat",arm="a",model="m",outcome="ok",upstream="a"} 1.0'
         text = ""
         while ok not in text:  # the record is finished just after the client's last byte
             async with s.get(admin + "/metrics", headers=bearer(ADMIN)) as r:

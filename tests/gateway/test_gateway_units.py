@@ -27,15 +27,15 @@ def test_every_slo_threshold_is_a_bucket_bound() -> None:
     # ... and the exposition carries exactly those le values
     from prometheus_client import generate_latest
 
-    m.ttft.labels("m", "u", "a").observe(0.8)
-    m.tpot.labels("m", "u", "a").observe(0.05)
-    m.e2e.labels("m", "u", "a", "ok").observe(10.0)
+    m.ttft.labels("m", "u", "a", "chat").observe(0.8)
+    m.tpot.labels("m", "u", "a", "chat").observe(0.05)
+    m.e2e.labels("m", "u", "a", "chat", "ok").observe(10.0)
     text = generate_latest(m.registry).decode()
     assert (
-        'gen_ai_server_time_to_first_token_seconds_bucket{arm="a",le="0.8",model="m",upstream="u"} 1.0'
-        in text
+        'gen_ai_server_time_to_first_token_seconds_bucket{api="chat",arm="a",le="0.8",model="m",'
+        'upstream="u"} 1.0' in text
     )
-    assert 'gen_ai_server_time_per_output_token_seconds_bucket{arm="a",le="0.05"' in text
+    assert 'gen_ai_server_time_per_output_token_seconds_bucket{api="chat",arm="a",le="0.05"' in text
     assert 'le="10.0",model="m",outcome="ok"' in text
 
 

@@ -166,3 +166,53 @@ def test_openai_embeddings():
     vector = out.data[0].embedding
     assert len(vector) == 16 and abs(sum(x * x for x in vector) - 1.0) < 1e-9
     assert out.usage.prompt_tokens == 3
+
+
+def test_openai_responses_stream_helper_on_the_default_profile():
+    """No limit from the client: the model stops by itself, so the stream ends response.completed."""
+
+    async def go(c):
+        async with oai(c).responses.stream(model="m", input="hi") as helper:
+            kinds = [e.type async for e in helper]
+            return kinds, await helper.get_final_response()
+
+    kinds, final = with_sim(go)
+    assert kinds[-1] == "response.completed"
+    assert final.status == "completed" and final.incomplete_details is None
+    assert final.usage.output_tokens > 0 and final.output_text
+
+
+def test_openai_chat_stream_helper_and_the_default_stop():
+    async def go(c):
+        async with oai(c).chat.completions.stream(model="m", messages=CHAT) as helper:
+            texts = [e.delta async for e in helper if e.type == "content.delta"]
+            final = await helper.get_final_completion()
+        limited = await oai(c).chat.completions.create(model="m", messages=CHAT, max_tokens=2)
+        return texts, final, limited
+
+    texts, final, limited = with_sim(go)
+    assert "".join(texts) == final.choices[0].message.content
+    assert final.choices[0].finish_reason == "stop"  # the model stopped: no limit of the client's
+    assert limited.choices[0].finish_reason == "length"  # the client's own limit
+
+
+def test_anthropic_text_stream_helper():
+    async def go(c):
+        async with claude(c).messages.stream(model="m", max_tokens=4, messages=CHAT) as stream:
+            pieces = [t async for t in stream.text_stream]
+            return pieces, await stream.get_final_text()
+
+    pieces, text = with_sim(go)
+    assert len(pieces) == 4 and "".join(pieces) == text == " lorem ipsum dolor sit"
+
+
+def test_openai_embeddings_batch():
+    async def go(c):
+        batch = await oai(c).embeddings.create(model="m", input=["hello", "embedded world"])
+        ids = await oai(c).embeddings.create(model="m", input=[[1, 2, 3], [4]])
+        return batch, ids
+
+    batch, ids = with_sim(go)
+    assert [d.index for d in batch.data] == [0, 1] and batch.usage.prompt_tokens == 3
+    assert batch.data[0].embedding != batch.data[1].embedding
+    assert len(ids.data) == 2 and ids.usage.prompt_tokens == 4

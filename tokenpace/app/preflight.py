@@ -7,6 +7,7 @@ import ssl
 
 import orjson
 
+from tokenpace.wire.dialects import api_root
 from tokenpace.wire.endpoint import Endpoint
 from tokenpace.wire.get import GetError, http_get
 
@@ -23,9 +24,7 @@ async def resolve_model(
     ssl_context: ssl.SSLContext | None = None,
 ) -> tuple[str, list[str]]:
     """Check the server answers and pick the model: the one given, else the first it lists."""
-    path = endpoint.base_path + "/models"
-    if endpoint.base_path.endswith(("/chat/completions", "/completions")):
-        path = path.rsplit("/completions", 1)[0].rsplit("/chat", 1)[0] + "/models"
+    path = api_root(endpoint.base_path) + "/models"
     if endpoint.query:
         path += "?" + endpoint.query
     url = f"{endpoint.scheme}://{endpoint.host_header}{path}"

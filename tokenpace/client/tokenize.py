@@ -8,15 +8,13 @@ from typing import Any
 
 from tokenpace.core.workload.prompts import CheckedWords, TokenizerError
 from tokenpace.core.workload.words import WORDS
+from tokenpace.wire.dialects import api_root
 from tokenpace.wire.endpoint import Endpoint
 
 
 def tokenize_url(endpoint: Endpoint) -> str:
     """/tokenize lives at the server root (vLLM, llama.cpp), beside /v1."""
-    base = endpoint.base_path
-    for tail in ("/chat/completions", "/completions"):
-        base = base.removesuffix(tail)
-    base = base.removesuffix("/v1")
+    base = api_root(endpoint.base_path).removesuffix("/v1")
     return f"{endpoint.scheme}://{endpoint.host_header}{base}/tokenize"
 
 

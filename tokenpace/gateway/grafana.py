@@ -7,7 +7,7 @@ from tokenpace.gateway import prom
 from tokenpace.gateway.arm_watch import arm_panels
 from tokenpace.gateway.rules import _le
 
-BY = "model, upstream, arm"
+BY = "model, upstream, arm, api"  # api: an embeddings TTFT (its E2E) never mixes with a chat TTFT
 
 
 def _panel(
@@ -44,7 +44,7 @@ def _quantiles(metric: str, extra: str = "") -> list[tuple[str, str]]:
     return [
         (
             f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[$__rate_interval])))",
-            f"P{int(q * 100)} {{{{arm}}}}",
+            f"P{int(q * 100)} {{{{arm}}}} {{{{api}}}}",
         )
         for q in (0.5, 0.95, 0.99)
     ]

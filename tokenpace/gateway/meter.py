@@ -1,7 +1,8 @@
 """Timestamps the tokens of a proxied response from a copy of its bytes; never changes what is forwarded.
 
-Reuses the offline client's pieces (SSE parser, dialect classifiers), so a gateway record means
-exactly what a bench record means.
+Reuses the offline client's pieces (SSE parser, the registry's dialects), so a gateway record means
+exactly what a bench record means, for every API. Each event is parsed once, and read once by its
+dialect.
 """
 
 from __future__ import annotations
@@ -11,19 +12,10 @@ import zlib
 import orjson
 
 from tokenpace.core.record import RequestRecord
-from tokenpace.wire.dialects import OpenAIChat, OpenAICompletions
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
 from tokenpace.wire.sse import DONE, SseParser, parse_data
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
-
-
-def dialect_for(path: str) -> Dialect | None:
-    if path.endswith("/chat/completions"):
-        return OpenAIChat()
-    if path.endswith("/completions"):
-        return OpenAICompletions()
-    return None
 
 
 class Meter:

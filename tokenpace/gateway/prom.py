@@ -1,6 +1,7 @@
 """Prometheus metrics of the gateway, named after the OpenTelemetry GenAI conventions where they exist.
 
-Labels are bounded: model (capped, see ModelLabels), upstream, arm, outcome. Never a user, key or path.
+Labels are bounded: model (capped, see ModelLabels), upstream, arm, api (the registry's six APIs,
+wire.dialects.APIS), outcome. Never a user, key or path.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from tokenpace.gateway.buckets import TOKEN_BUCKETS, latency_buckets
 from tokenpace.gateway.outcome import Outcome
 
 NS = 1e9
-LABELS = ("model", "upstream", "arm")
+LABELS = ("model", "upstream", "arm", "api")
 
 TTFT = "gen_ai_server_time_to_first_token_seconds"
 TPOT = "gen_ai_server_time_per_output_token_seconds"
@@ -102,7 +103,7 @@ class GatewayMetrics:
     def observe(self, rec: RequestRecord) -> None:
         """One finished generation request. Latency histograms take ok requests only (as offline)."""
         lab = rec.labels
-        key = (lab.get("model", "unknown"), lab.get("upstream", ""), lab.get("arm", ""))
+        key = (lab.get("model", "unknown"), lab.get("upstream", ""), lab.get("arm", ""), lab.get("api", ""))
         outcome = lab.get("outcome", Outcome.OK.value)
         self.requests.labels(*key, outcome).inc()
         e2e = e2e_ns(rec)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 import uuid
 from collections.abc import Callable
@@ -22,43 +23,27 @@ from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
-from tokenpace.gateway.meter import Meter, dialect_for
+from tokenpace.gateway.heads import HOP as _HOP
+from tokenpace.gateway.heads import REQUEST_ID, response_head, stream_outcome
+from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
+from tokenpace.gateway.realtime_meter import RealtimeMeter
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
-from tokenpace.wire.dialects import OpenAIChat
+from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
+from tokenpace.wire.dialects import dialect_at
+from tokenpace.wire.dialects.base import Dialect
 
 perf_ns = time.perf_counter_ns
 
-# Hop-by-hop headers (RFC 9110 7.6.1) and those aiohttp sets itself; everything else passes through.
-_HOP = frozenset(
-    h.lower()
-    for h in (
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-        "TE",
-        "Trailer",
-        "Transfer-Encoding",
-        "Upgrade",
-        "Host",
-        "Content-Length",
-        "Expect",
-    )
-)
-
-
-REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
-UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
@@ -80,6 +65,7 @@ class Gateway:
         self.on_record = on_record
         self.origins = {u.name: Origin(u.origin, config.connect_timeout_s) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
+        self.ws_upstreams = UpstreamSessions(config.connect_timeout_s)  # the Realtime WebSocket's
         self.engines: EngineWatch | None = None
         if config.scrape_upstream_metrics:
             self.engines = EngineWatch(
@@ -143,6 +129,7 @@ class Gateway:
     async def _cleanup(self, _app: web.Application) -> None:
         for origin in self.origins.values():
             origin.close()
+        await self.ws_upstreams.close()
         if self.mirrors is not None:
             await self.mirrors.close()
         if self.engines is not None:
@@ -167,6 +154,10 @@ class Gateway:
         keys = self.config.client_keys
         if keys and not bearer_ok(request, keys):
             return self._refuse(request, "unauthorized", errors.unauthorized())
+        if request.method == "GET" and request.headers.get("Upgrade", "").lower() == "websocket":
+            dialect = dialect_at(request.path, "GET")
+            if dialect is not None:
+                return await self._websocket(request, dialect, start)
         limit = self.config.max_body_bytes
         if request.content_length is not None and request.content_length > limit:
             return self._refuse(request, "body_too_large", errors.too_large(limit))
@@ -186,7 +177,9 @@ class Gateway:
             resp = errors.bad_request("incomplete or malformed request body")
             resp.force_close()
             return self._refuse(request, "body_incomplete", resp)
-        dialect = dialect_for(request.path) if request.method == "POST" else None
+        dialect = dialect_at(request.path, request.method)
+        if dialect is not None and dialect.method != "POST":
+            dialect = None  # the Realtime WebSocket: not a request-and-body exchange
         model: str | None = None
         user: object = None
         if dialect is not None:
@@ -206,34 +199,65 @@ class Gateway:
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
-            user = user_hash(key) if key else None
-            record = RequestRecord(
-                # the client's own id when it sent one (bounded), so its logs join these records
-                request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
-                worker=self.worker,
-                labels={
-                    "model": self.models(upstream.model or model),
-                    "upstream": upstream.name,
-                    "arm": upstream.arm,
-                    **upstream.labels,
-                    **({"user": user} if user else {}),
-                },
-                scheduled_ns=start,
-                dispatched_ns=start,
-                sent_ns=start,
-                prompt_chars=shape.chars,
-                prefix_hashes=list(shape.block_hashes),
-                prompt_text=shape.text,
-            )
-            self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+            record = self._new_record(request, upstream, dialect, model, key, start)
+            record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
+            record.prompt_text = shape.text
             if self.mirrors is not None:  # O(1) per mirror, never waits
-                drop = (
-                    _HOP | {REQUEST_ID, "authorization"} if self.config.client_keys else _HOP | {REQUEST_ID}
-                )
+                drop = _HOP | ({REQUEST_ID, "authorization"} if self.config.client_keys else {REQUEST_ID})
                 self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
+        finally:
+            self.metrics.in_flight.dec()
+
+    def _new_record(
+        self,
+        request: web.Request,
+        upstream: Upstream,
+        dialect: Dialect,
+        model: str | None,
+        key: bytes | None,
+        start: int,
+        nth: int = 0,
+    ) -> RequestRecord:
+        user = user_hash(key) if key else None
+        # the client's own id (bounded), so its logs join these records; "-n": a session's nth response
+        client_id = (request.headers.get("x-request-id") or "")[:128]
+        record = RequestRecord(
+            request_id=(client_id + (f"-{nth}" if nth else "")) if client_id else uuid.uuid4().hex,
+            worker=self.worker,
+            labels={
+                "model": self.models(upstream.model or model),
+                "upstream": upstream.name,
+                "arm": upstream.arm,
+                "api": dialect.api,
+                **upstream.labels,
+                **({"user": user} if user else {}),
+            },
+            scheduled_ns=start,
+            dispatched_ns=start,
+            sent_ns=start,
+        )
+        self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+        return record
+
+    async def _websocket(self, request: web.Request, dialect: Dialect, start: int) -> web.StreamResponse:
+        """A Realtime session: proxied whole, one record per response (see ws_proxy.py)."""
+        sticky = request.headers.get(self.config.sticky_header)
+        key = sticky.encode() if sticky else None
+        model = request.query.get("model")
+        upstream = self.router.choose(model, key)
+        nth = itertools.count(1)
+        meter = RealtimeMeter(
+            dialect,
+            lambda now: self._new_record(request, upstream, dialect, model, key, now, next(nth)),
+            lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
+            start,
+        )
+        self.metrics.in_flight.inc()
+        try:
+            return await proxy_session(request, self.ws_upstreams, upstream, meter)
         finally:
             self.metrics.in_flight.dec()
 
@@ -254,7 +278,7 @@ class Gateway:
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await send(origin, request.method, payload)
-            resp, meter = _head(ex, record, dialect, conn.now)
+            resp, meter = response_head(ex, record, dialect, conn.now)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
@@ -270,7 +294,7 @@ class Gateway:
                 raise UpstreamError(meter.overflow, True)  # cut by the relay, whatever the framing
             if meter is not None:
                 meter.finish_full(perf_ns())
-                outcome, error = _stream_outcome(meter)
+                outcome, error = stream_outcome(meter)
             elif record is not None:
                 outcome, error = Outcome.HTTP_ERROR, f"HTTP {ex.status}"
             await resp.write_eof()
@@ -344,49 +368,7 @@ class Gateway:
             self.engines.add(record)
         if self.traces is not None:
             with contextlib.suppress(Exception):  # tracing must never fail a request
-                self.traces.record(record, "chat" if isinstance(dialect, OpenAIChat) else "text_completion")
+                self.traces.record(record, dialect.operation if dialect else "chat")
         if self.on_record is not None:
             with contextlib.suppress(Exception):
                 self.on_record(record)
-
-
-def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
-    rec = meter.record
-    if rec.http_status is not None and rec.http_status >= 300:
-        return Outcome.HTTP_ERROR, f"HTTP {rec.http_status}"
-    if meter.error is not None:
-        return Outcome.UPSTREAM_ABORT_MID_STREAM, meter.error
-    if not meter.finish_stream_ok():
-        return Outcome.UPSTREAM_ABORT_MID_STREAM, "stream ended before [DONE]"
-    return Outcome.OK, None
-
-
-def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.StreamResponse, Meter | None]:
-    """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
-    generation request's successful body."""
-    up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
-    meter = None
-    if record is not None:
-        record.headers_ns, record.http_status = now, ex.status
-        if ex.status < 300:
-            content_type = _header(up_headers, "content-type")
-            meter = Meter(record, dialect, content_type, _header(up_headers, "content-encoding").lower())
-    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
-    for k, v in up_headers:
-        lower = k.lower()
-        if lower == REQUEST_ID and record is not None:
-            resp.headers.add(UPSTREAM_REQUEST_ID, v)  # ours is the one events are reported against
-        elif lower not in _HOP:
-            resp.headers.add(k, v)
-    if record is not None:
-        resp.headers[REQUEST_ID] = record.request_id
-    if ex.length is not None and not ex.chunked:
-        resp.content_length = ex.length
-    return resp, meter
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str:
-    for k, v in headers:
-        if k.lower() == name:
-            return v
-    return ""

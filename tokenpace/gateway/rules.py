@@ -13,7 +13,7 @@ from prometheus_client.utils import floatToGoString
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway import prom
 
-BY = "model, upstream"
+BY = "model, upstream, api"  # an SLO line holds for each API on its own
 # (severity, long window, short window, burn-rate factor)
 BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("ticket", "6h", "30m", 6.0))
 ERROR_OUTCOMES = (
@@ -66,7 +66,7 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
                 "for": "10m",
                 "labels": {"severity": "warning"},
                 "annotations": {
-                    "summary": f"P95 {name.upper()} of {{{{ $labels.model }}}} via "
+                    "summary": f"P95 {name.upper()} of {{{{ $labels.model }}}} ({{{{ $labels.api }}}}) via "
                     f"{{{{ $labels.upstream }}}} is over its {seconds:g} s SLO"
                 },
             }
@@ -99,8 +99,8 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
                 "for": "5m",
                 "labels": {"severity": "warning"},
                 "annotations": {
-                    "summary": f"{name} of {{{{ $labels.model }}}} via {{{{ $labels.upstream }}}} "
-                    f"over {limit:.1%}"
+                    "summary": f"{name} of {{{{ $labels.model }}}} ({{{{ $labels.api }}}}) via "
+                    f"{{{{ $labels.upstream }}}} over {limit:.1%}"
                 },
             }
         )

@@ -51,6 +51,8 @@ class GenRequest:
     per_chunk: int = 1  # tokens per streamed chunk
     every_usage: bool = False  # usage on every chunk (vLLM's stream_options.continuous_usage_stats)
     dimensions: int = 0  # embeddings: the vector's length
+    input_lengths: tuple[int, ...] = ()  # embeddings: tokens of each input of a batch, in order
+    client_limit: bool = True  # max_tokens came from the request, not the sim's default
 
 
 def _int_field(body: dict[str, Any], name: str, minimum: int) -> int | None:
@@ -203,6 +205,7 @@ def generation_from(
             param="messages" if kind == "chat" else "prompt",
             code="context_length_exceeded",
         )
+    client_limit = max_tokens is not None
     if max_tokens is None:
         max_tokens = min(DEFAULT_MAX_TOKENS, room)
     elif max_tokens > room:
@@ -216,7 +219,7 @@ def generation_from(
     if min_tokens > max_tokens:
         raise ApiError("'min_tokens' must not exceed 'max_tokens'", param="min_tokens", code="invalid_value")
     ignore_eos = body.get("ignore_eos", False)
-    return GenRequest(
+    gen = GenRequest(
         kind,
         model,
         prompt,
@@ -227,3 +230,5 @@ def generation_from(
         bool(ignore_eos),
         **stream_shape(body, kind, defaults),
     )
+    gen.client_limit = client_limit
+    return gen

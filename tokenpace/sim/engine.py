@@ -33,6 +33,9 @@ class SimRequest:
     min_tokens: int = 0
     ignore_eos: bool = False
     sink: Any = None  # the runner's handle (the HTTP stream, a record)
+    # max_tokens is the client's own limit ("length" when reached); else the server's default cap,
+    # where the model is taken to stop by itself ("stop"), as a real model does long before it.
+    client_limit: bool = True
     # Set by the engine:
     prompt_len: int = 0
     target_len: int = 0  # tokens this request will generate
@@ -94,12 +97,13 @@ class Engine:
         self.waiting.append(req)
 
     def _sample_length(self, req: SimRequest) -> tuple[int, str]:
+        at_limit = "length" if req.client_limit else "stop"
         if req.ignore_eos or self.eos_prob <= 0:
-            return req.max_tokens, "length"
+            return req.max_tokens, at_limit
         n = max(1, req.min_tokens)
         while n < req.max_tokens and self.rng.random() >= self.eos_prob:
             n += 1
-        return n, ("length" if n >= req.max_tokens else "stop")
+        return n, (at_limit if n >= req.max_tokens else "stop")
 
     def abort(self, req: SimRequest) -> None:
         """The client went away: drop it now if queued, else after the step it is in."""

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import orjson
@@ -28,8 +29,8 @@ from tokenpace.sim.api import (
     GenRequest,
     StreamDefaults,
     error_body,
+    generation_from,
     load_json,
-    parse_generation,
     prompt_of,
 )
 from tokenpace.sim.chunks import WireFormat, openai_format
@@ -43,14 +44,18 @@ from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id
 from tokenpace.sim.virtual import sample_rtt
+from tokenpace.wire.dialects import routes
 from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
-# POST routes of the dialects beyond chat and completions: how to read a request, the answer's bytes.
-_DIALECT_ROUTES: dict[str, tuple[Callable[..., GenRequest], Callable[[GenRequest, str, int], WireFormat]]] = {
-    "/v1/messages": (parse_messages, AnthropicFormat),
-    "/v1/responses": (parse_responses, ResponsesFormat),
-    "/v1/embeddings": (parse_embeddings, EmbeddingsFormat),
+# How the sim reads each POST dialect's request and writes its answer; the paths are the registry's.
+_GENERATORS: dict[str, tuple[Callable[..., GenRequest], Callable[[GenRequest, str, int], WireFormat]]] = {
+    "chat": (partial(generation_from, kind="chat"), openai_format),
+    "completions": (partial(generation_from, kind="completion"), openai_format),
+    "anthropic": (parse_messages, AnthropicFormat),
+    "responses": (parse_responses, ResponsesFormat),
+    "embeddings": (parse_embeddings, EmbeddingsFormat),
 }
+_API_ROUTES = routes("/v1")  # path -> dialect, realtime (GET, upgraded) included
 RESYNC_S = 0.05  # later than this behind model time, restart the model clock from now
 JSON = ("content-type", "application/json")
 SSE = [("content-type", "text/event-stream"), ("cache-control", "no-cache")]
@@ -189,19 +194,10 @@ class SimServer:
         if rid_header is not None:
             headers.append(("x-request-id", rid_header))
         route = (req.method, req.path.rstrip("/") or "/")
+        dialect = _API_ROUTES.get(route[1])
         try:
-            if route == ("POST", "/v1/chat/completions"):
-                self._generate(req, "chat", headers)
-            elif route == ("POST", "/v1/completions"):
-                self._generate(req, "completion", headers)
-            elif route[0] == "POST" and route[1] in _DIALECT_ROUTES:
-                parse, make_format = _DIALECT_ROUTES[route[1]]
-                name, room = self.profile.served_model_name, self.engine.capacity_tokens
-                gen = parse(load_json(req.body), name, room, self.stream_defaults)
-                self.serve_generation(req, gen, headers, make_format)
-            elif route == ("GET", "/v1/realtime"):
-                name, room = self.profile.served_model_name, self.engine.capacity_tokens
-                accept_session(req, name, room, self._realtime_response, self.stream_defaults)
+            if dialect is not None and dialect.method == route[0]:
+                self._serve_api(req, dialect.api, headers)
             elif route == ("GET", "/v1/models"):
                 req.conn.respond(200, self._models(), headers)
             elif route in (("POST", "/tokenize"), ("POST", "/v1/tokenize")):
@@ -210,23 +206,14 @@ class SimServer:
                 req.conn.respond(200, b"", headers)
             elif route == ("GET", "/metrics"):
                 req.conn.respond(200, self._metrics(), [("content-type", "text/plain; version=0.0.4")])
-            elif route[1] in (
-                "/v1/chat/completions",
-                "/v1/completions",
-                "/v1/models",
-                "/tokenize",
-                "/health",
-                "/metrics",
-                *_DIALECT_ROUTES,
-                "/v1/realtime",
-            ):
+            elif dialect is not None or route[1] in ("/v1/models", "/tokenize", "/health", "/metrics"):
                 raise ApiError(
                     f"method {req.method} not allowed on {req.path}", status=405, code="method_not_allowed"
                 )
             else:
                 raise ApiError(f"no route {req.method} {req.path}", status=404, code="not_found")
         except ApiError as e:
-            anthropic = route[1] == "/v1/messages"
+            anthropic = dialect is not None and dialect.api == "anthropic"
             req.conn.respond(e.status, anthropic_error(e.message, e.type) if anthropic else e.body(), headers)
         except Exception as e:  # never let a request take the server down
             req.conn.respond(
@@ -303,11 +290,14 @@ class SimServer:
         return lines
 
     # ---- generation --------------------------------------------------------------------------
-    def _generate(self, req: HttpRequest, kind: str, headers: list[tuple[str, str]]) -> None:
-        gen = parse_generation(
-            req.body, kind, self.profile.served_model_name, self.engine.capacity_tokens, self.stream_defaults
-        )
-        self.serve_generation(req, gen, headers, openai_format)
+    def _serve_api(self, req: HttpRequest, api: str, headers: list[tuple[str, str]]) -> None:
+        name, room = self.profile.served_model_name, self.engine.capacity_tokens
+        if api == "realtime":
+            accept_session(req, name, room, self._realtime_response, self.stream_defaults)
+            return
+        parse, make_format = _GENERATORS[api]
+        gen = parse(load_json(req.body), default_model=name, max_len=room, defaults=self.stream_defaults)
+        self.serve_generation(req, gen, headers, make_format)
 
     def serve_generation(
         self,
@@ -356,7 +346,8 @@ class SimServer:
                 conn.write_chunk(opening)
         if fault is not None and fault.kind == "hang":
             return  # accepted, then silence until the client gives up
-        sreq = SimRequest(rid, s.gen.prompt, s.gen.max_tokens, s.gen.min_tokens, s.gen.ignore_eos, sink=s)
+        g = s.gen
+        sreq = SimRequest(rid, g.prompt, g.max_tokens, g.min_tokens, g.ignore_eos, s, g.client_limit)
         assert self._loop is not None
         self.engine.add(sreq, time.monotonic())
         if fault is not None:

@@ -17,6 +17,9 @@ _DELTA_FLAGS["input_json_delta"] = ("partial_json", ANSWER)
 
 class AnthropicMessages:
     name = "anthropic-messages"
+    api = "anthropic"  # its key in the registry and its "api" label value
+    operation = "chat"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "POST"
     path = "/messages"
     headers = (("anthropic-version", "2023-06-01"),)
 

@@ -24,8 +24,11 @@ class Sampling:
 
 
 class Dialect(Protocol):
-    name: str
-    path: str  # appended to the base URL, e.g. "/chat/completions"
+    name: str  # written into a run's metadata, e.g. "openai-chat"
+    api: str  # the registry's key: --api's value and the gateway's "api" label
+    operation: str  # OpenTelemetry GenAI operation name, e.g. "chat", "embeddings"
+    method: str  # "POST", or "GET" for an API served over an upgraded WebSocket
+    path: str  # appended to the base URL, e.g. "/chat/completions"; the gateway and the sim route by it
     headers: tuple[tuple[str, str], ...]  # sent with every request, e.g. Anthropic's version header
 
     def body(
@@ -41,7 +44,9 @@ class Dialect(Protocol):
         ...
 
     def classify(self, chunk: dict[str, Any], record: RequestRecord) -> int:
-        """Flags for one streamed chunk; records usage and finish_reason as they appear."""
+        """Flags for one streamed chunk; records usage and finish_reason as they appear. A stream is
+        complete once it set finish_reason (its end event) or sent ``[DONE]``: the client and the
+        gateway both judge an ended stream by that."""
         ...
 
     def read_full(self, response: dict[str, Any], record: RequestRecord) -> int:

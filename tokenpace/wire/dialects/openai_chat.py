@@ -18,6 +18,9 @@ from tokenpace.wire.dialects.base import (
 
 class OpenAIChat:
     name = "openai-chat"
+    api = "chat"  # its key in the registry and its "api" label value
+    operation = "chat"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "POST"
     path = "/chat/completions"
     headers: tuple[tuple[str, str], ...] = ()
 

@@ -10,6 +10,9 @@ from tokenpace.wire.dialects.base import ANSWER, ERROR, Sampling, common_body, f
 
 class OpenAICompletions:
     name = "openai-completions"
+    api = "completions"  # its key in the registry and its "api" label value
+    operation = "text_completion"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "POST"
     path = "/completions"
     headers: tuple[tuple[str, str], ...] = ()
 

@@ -15,6 +15,9 @@ from tokenpace.wire.dialects.base import ANSWER, ERROR, Sampling
 
 class OpenAIEmbeddings:
     name = "openai-embeddings"
+    api = "embeddings"  # its key in the registry and its "api" label value
+    operation = "embeddings"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "POST"
     path = "/embeddings"
     headers: tuple[tuple[str, str], ...] = ()
 

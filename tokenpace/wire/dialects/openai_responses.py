@@ -23,6 +23,9 @@ _ENDS = ("response.completed", "response.incomplete")
 
 class OpenAIResponses:
     name = "openai-responses"
+    api = "responses"  # its key in the registry and its "api" label value
+    operation = "chat"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "POST"
     path = "/responses"
     headers: tuple[tuple[str, str], ...] = ()
 

@@ -26,6 +26,9 @@ _ANSWER_DELTAS = frozenset(
 
 class OpenAIRealtime:
     name = "openai-realtime"
+    api = "realtime"  # its key in the registry and its "api" label value
+    operation = "chat"  # OpenTelemetry GenAI gen_ai.operation.name
+    method = "GET"  # upgraded to a WebSocket
     path = "/realtime"
     headers: tuple[tuple[str, str], ...] = ()
 
