@@ -33,6 +33,7 @@ def base(url: str, **kw) -> BenchConfig:
 
 async def sweep(script=FAST, stop_during_step=None, records=None, **kw):
     bench_kw = {k: kw.pop(k) for k in list(kw) if k in ("requests", "slo", "model")}
+    kw.setdefault("revisit", False)  # the drift check has its own tests
     async with ScriptedServer(script) as srv:
         cfg = SweepConfig(base=base(srv.url, **bench_kw), **kw)
 
@@ -69,6 +70,20 @@ def test_one_full_run_per_step_with_the_same_workload():
     }  # fmt: skip
     assert "knee_ttft_p95" in doc["analysis"] and "watermark_rps_per_replica" in doc["plan"]
     assert doc["analysis"]["littles_law"]["steps"][0]["status"] in ("ok", "inconsistent")
+
+
+def test_the_first_step_is_revisited_after_the_last_and_kept_off_the_curve():
+    result = asyncio.run(sweep(mode="concurrency", steps=[1, 2, 4], revisit=True, requests=40))
+    assert [(s.phase, s.load) for s in result.steps] == [
+        ("step", 1),
+        ("step", 2),
+        ("step", 4),
+        ("revisit", 1),
+    ]
+    doc = result.to_dict()
+    assert len(doc["steps"]) == 3 and doc["revisit"][0]["sweep_step"]["phase"] == "revisit"
+    assert doc["analysis"]["drift"]["revisit"]["step"] == 1  # compared with step 1
+    assert "time_trend" in doc["steps"][0]
 
 
 def test_rate_steps_run_open_loop():
