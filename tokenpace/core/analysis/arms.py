@@ -286,11 +286,13 @@ def analyse_arms(
     resamples: int = 1000,
     seed: int = 0,
     expected: Mapping[str, Mapping[str, float]] | None = None,
+    known_events: Sequence[str] | None = None,
 ) -> ArmsReport:
     """``weights``: the configured split per arm (arm order = config order; the first is the
     reference unless ``reference`` names another); ``expected``: per unit (users, requests), the
-    expected share of each arm when the window spans sessions with different splits. Raises
-    ValueError on a reference with no arm."""
+    expected share of each arm when the window spans sessions with different splits;
+    ``known_events``: every event name ever reported (default: those in ``events``). Raises
+    ValueError on a reference with no arm, or a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
     if reference is None or reference not in order:
@@ -298,8 +300,10 @@ def analyse_arms(
         raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
     records = {arm: list(records_by_arm.get(arm, ())) for arm in order}
     joined, unmatched = resolve_events(records, events)
-    check_event_guards(guards, sorted({e.event for e in events}))
-    names = sorted({e.event for e in joined})
+    known = sorted({*(known_events or ()), *(e.event for e in events)})
+    check_event_guards(guards, known)
+    guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
+    names = sorted({e.event for e in joined} | guarded)
     stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
     srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
