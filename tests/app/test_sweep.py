@@ -105,6 +105,9 @@ def test_stops_early_when_the_slo_is_broken_by_far():
     slow = Script(ttft_s=0.05, itl_s=0.002)
     result = asyncio.run(sweep(slow, mode="concurrency", steps=[1, 2], slo=Slo(ttft_ms=10)))
     assert len(result.steps) == 1 and "over 3x its SLO" in result.stop_reason
+    assert result.stop_reason.startswith("stopped early after step 1")
+    last = asyncio.run(sweep(slow, mode="concurrency", steps=[1], slo=Slo(ttft_ms=10)))
+    assert last.stop_reason == "completed"  # the last step broke it: nothing was skipped
 
 
 def test_stop_keeps_finished_steps_and_the_partial_one():

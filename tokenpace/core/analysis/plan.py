@@ -108,6 +108,16 @@ def _sustainable_bounded(best: LoadPoint, usable: list[LoadPoint]) -> bool:
     return prev > 0 and best.achieved_rps < prev * (1 + PLATEAU_GAIN)
 
 
+def _saturated_above(best: LoadPoint, pts: list[LoadPoint], overloaded: set[int]) -> bool:
+    """An open-loop step at a higher rate where the queue grew: the server cannot carry that rate,
+    even when the step is left out as short (its drain is long *because* it was saturated)."""
+    return any(
+        p.step in overloaded and p.mode == best.mode and p.valid and not p.interrupted
+        and (p.offered or 0.0) > (best.offered or 0.0)
+        for p in pts
+    )  # fmt: skip
+
+
 def _probe_bounded(usable: list[LoadPoint], plateau_rps: float | None) -> bool:
     """An open-loop curve that reached (90 % of) the rate where a closed-loop probe levelled off."""
     top = _by_load(usable)[-1] if usable else None
@@ -154,7 +164,8 @@ def analyze(
         knee_bounded=knee_bounded,
         max_sustainable_bounded=best is None
         or _sustainable_bounded(best, usable)
-        or _probe_bounded(usable, plateau_rps),
+        or _probe_bounded(usable, plateau_rps)
+        or _saturated_above(best, pts, overloaded),
         left_out={p.step: p.left_out_reasons for p in pts if not p.usable},
         drift=drift,
         shape=_shape(usable, knee.index if knee else None, pts),
