@@ -300,8 +300,7 @@ def analyse_arms(
         raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
     records = {arm: list(records_by_arm.get(arm, ())) for arm in order}
     joined, unmatched = resolve_events(records, events)
-    known = sorted({*(known_events or ()), *(e.event for e in events)})
-    check_event_guards(guards, known)
+    check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
     guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
     names = sorted({e.event for e in joined} | guarded)
     stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
