@@ -273,7 +273,8 @@ class Sweep:
         """The first curve step again, after the last: the same load, so the same latency unless it
         moved with time (``core.analysis.drift``)."""
         curve = self.snapshot().curve()
-        if not self.config.revisit or self._stopped or len(curve) < REVISIT_MIN_STEPS:
+        cfg = self.config
+        if not cfg.revisit or cfg.mode == "input_len" or self._stopped or len(curve) < REVISIT_MIN_STEPS:
             return
         first = curve[0]
         await self._step("revisit", first.mode, first.load, last=True)

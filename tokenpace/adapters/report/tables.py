@@ -303,6 +303,10 @@ def _drift_lines(a: dict[str, Any]) -> list[str]:
     revisit = drift.get("revisit")
     if revisit:
         return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged"]
+    if drift.get("revisit_not_compared"):
+        return [
+            f"Drift check: no revisit compared: {drift['revisit_not_compared']}; trends inside steps only"
+        ]
     return ["Drift check: no step revisited (sweep --revisit, 3 steps or more); trends inside steps only"]
 
 

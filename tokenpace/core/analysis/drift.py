@@ -196,12 +196,14 @@ class Drift:
     moved: bool
     reasons: list[str]
     revisit: Revisit | None
+    note: str = ""  # why a step run again was not compared
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "latency_moved_with_time": self.moved,
             "reasons": self.reasons,
             "revisit": self.revisit.to_dict() if self.revisit else None,
+            "revisit_not_compared": self.note or None,
         }
 
 
@@ -214,11 +216,14 @@ def detect_drift(points: Sequence[LoadPoint], revisit: LoadPoint | None) -> Drif
         for p in points
         if p.usable and p.mode == "closed_loop" and p.trend and _trend_matters(p.trend, ranges)
     ]
-    check = None
-    if revisit is not None and revisit.usable:
-        first = next((p for p in points if p.usable and p.offered == revisit.offered), None)
-        if first is not None:
-            check = revisit_check(first, revisit, ranges)
-            if check.moved:
-                reasons.append(f"step {first.step} revisited at the end: " + "; ".join(check.notes))
-    return Drift(bool(reasons), reasons, check)
+    check, note = None, ""
+    first = next((p for p in points if revisit is not None and p.offered == revisit.offered), None)
+    if revisit is not None and not revisit.usable:
+        note = f"the revisit was left out ({', '.join(revisit.left_out_reasons)})"
+    elif first is not None and not first.usable:
+        note = f"step {first.step}, revisited, was left out ({', '.join(first.left_out_reasons)})"
+    elif revisit is not None and first is not None:
+        check = revisit_check(first, revisit, ranges)
+        if check.moved:
+            reasons.append(f"step {first.step} revisited at the end: " + "; ".join(check.notes))
+    return Drift(bool(reasons), reasons, check, note)
