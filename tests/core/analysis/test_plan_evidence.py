@@ -79,6 +79,10 @@ def test_a_step_revisited_with_other_latency_blocks_the_knee_and_the_replicas():
     lines = plan_lines(doc)
     assert any(line.startswith("Drift: latency moved with time (step 1 revisited") for line in lines)
     assert not any(line.startswith("Replicas") for line in lines)
+    with_slo = plan_lines(capacity(steps, {"ttft_ms": 500}, peak_rps=100, revisit=again))
+    assert (
+        "SLO: each step's verdict is in the table; no SLO load is read from a sweep that drifted" in with_slo
+    )
     steady = capacity(steps, None, peak_rps=100, revisit=steps[0])  # the same latency again
     assert steady["analysis"]["drift"]["latency_moved_with_time"] is False
 

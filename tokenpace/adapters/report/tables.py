@@ -274,7 +274,12 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
             f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
             f"errors <= {ms['max_error_rate']:.0%})"
         )
-    if a.get("slo_capacity"):
+    drifting = bool((a.get("drift") or {}).get("latency_moved_with_time"))
+    if (
+        a.get("slo_capacity") and drifting
+    ):  # a step's verdict stands (the table); a load read from them does not
+        out.append("SLO: each step's verdict is in the table; no SLO load is read from a sweep that drifted")
+    elif a.get("slo_capacity"):
         out.append(_slo_line(a["slo_capacity"]))
     out += _plan_figures(p)
     out += _drift_lines(a)
