@@ -85,6 +85,7 @@ def test_the_first_step_is_revisited_after_the_last_and_kept_off_the_curve():
     revisit = doc["analysis"]["drift"]["revisit"]  # compared with step 1 (unless a busy machine
     assert revisit is None or revisit["step"] == 1  # left either out as NOT VALID)
     assert "time_trend" in doc["steps"][0]
+    assert result.steps[3].result.conditions["labels"]["sweep_phase"] == "revisit"  # select skips it
 
 
 def test_rate_steps_run_open_loop():

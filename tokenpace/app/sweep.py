@@ -337,9 +337,10 @@ class Sweep:
 
     async def _run_step(self, bench_cfg: BenchConfig, phase: str, mode: str, load: float) -> BenchResult:
         index = len(self.steps) + 1
-        bench_cfg = dataclasses.replace(
-            bench_cfg, labels={**self.config.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
-        )
+        labels = {**self.config.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
+        if phase == "revisit":  # stored with the sweep, but off its curve (select leaves it out)
+            labels["sweep_phase"] = "revisit"
+        bench_cfg = dataclasses.replace(bench_cfg, labels=labels)
         on_record = None
         if self.on_record is not None:
             hook = self.on_record
