@@ -33,6 +33,7 @@ def base(url: str, **kw) -> BenchConfig:
 
 async def sweep(script=FAST, stop_during_step=None, records=None, **kw):
     bench_kw = {k: kw.pop(k) for k in list(kw) if k in ("requests", "slo", "model")}
+    kw.setdefault("revisit", False)  # the drift check has its own tests
     async with ScriptedServer(script) as srv:
         cfg = SweepConfig(base=base(srv.url, **bench_kw), **kw)
 
@@ -71,6 +72,22 @@ def test_one_full_run_per_step_with_the_same_workload():
     assert doc["analysis"]["littles_law"]["steps"][0]["status"] in ("ok", "inconsistent")
 
 
+def test_the_first_step_is_revisited_after_the_last_and_kept_off_the_curve():
+    result = asyncio.run(sweep(mode="concurrency", steps=[1, 2, 4], revisit=True, requests=40))
+    assert [(s.phase, s.load) for s in result.steps] == [
+        ("step", 1),
+        ("step", 2),
+        ("step", 4),
+        ("revisit", 1),
+    ]
+    doc = result.to_dict()
+    assert len(doc["steps"]) == 3 and doc["revisit"][0]["sweep_step"]["phase"] == "revisit"
+    revisit = doc["analysis"]["drift"]["revisit"]  # compared with step 1 (unless a busy machine
+    assert revisit is None or revisit["step"] == 1  # left either out as NOT VALID)
+    assert "time_trend" in doc["steps"][0]
+    assert result.steps[3].result.conditions["labels"]["sweep_phase"] == "revisit"  # select skips it
+
+
 def test_rate_steps_run_open_loop():
     result = asyncio.run(sweep(mode="rate", steps=[20, 40], requests=6))
     loads = [s.result.conditions["load"] for s in result.steps]
@@ -89,6 +106,9 @@ def test_stops_early_when_the_slo_is_broken_by_far():
     slow = Script(ttft_s=0.05, itl_s=0.002)
     result = asyncio.run(sweep(slow, mode="concurrency", steps=[1, 2], slo=Slo(ttft_ms=10)))
     assert len(result.steps) == 1 and "over 3x its SLO" in result.stop_reason
+    assert result.stop_reason.startswith("stopped early after step 1")
+    last = asyncio.run(sweep(slow, mode="concurrency", steps=[1], slo=Slo(ttft_ms=10)))
+    assert last.stop_reason == "completed"  # the last step broke it: nothing was skipped
 
 
 def test_stop_keeps_finished_steps_and_the_partial_one():

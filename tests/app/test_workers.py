@@ -58,6 +58,7 @@ def test_open_loop_with_two_workers_sends_the_single_process_workload_and_schedu
     _, two, srv = asyncio.run(_run(FAST, 2, **kw))
     assert _workload(two) == _workload(one)  # same ids, lengths and salted prompts (server's count)
     assert len(_workload(one)) == 32 and set(srv.stats.truth) == set(_workload(one))
+    assert {r.worker for r in two.records} == {0, 1}  # each record names the worker that measured it
 
     def offsets(result):
         t0 = min(r.scheduled_ns for r in result.records)  # request 0 is due at offset 0

@@ -98,3 +98,15 @@ def test_open_loop_goodput_line_says_its_clock():
     )
     assert "(from the send: 5.00 req/s, 100.0%)" in text
     assert "steady state 5.20 req/s over 8.0 s (ramp-up 0.5 s and drain 1.5 s left out)" in text
+
+
+def test_the_prefix_cache_hit_rate_that_compare_warns_about_is_on_the_dashboard():
+    from tokenpace.cli.dashboard import _server
+
+    result = {
+        "server_metrics": {"engine": "vllm", "scrapes": 12, "series": {}},
+        "summary": {"server": {"prefix_hit_rate": 1.0}},
+        "conditions": {"target": "http://127.0.0.1:8000/v1"},
+    }
+    text = _server(result)
+    assert text is not None and "prefix-cache hit rate 100%: TTFT here is a warm-cache figure" in text.plain

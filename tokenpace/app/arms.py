@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.adapters.store.events import load_events
+from tokenpace.adapters.store.events import event_names, load_events
 from tokenpace.core.analysis.arms import ArmsReport, analyse_arms
 from tokenpace.core.analysis.guards import Guard
 from tokenpace.core.events import OutcomeEvent
@@ -149,6 +149,7 @@ def arms_report(
         resamples,
         seed,
         window.expected,
+        event_names(store),
     )
     report.warnings = window.warnings + report.warnings
     return window, report

@@ -19,6 +19,7 @@ from tokenpace.app.preflight import resolve_model_when_ready
 from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Sender
+from tokenpace.core.analysis.silence import silence_summary
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -108,6 +109,7 @@ class BenchRun:
         steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
+        summary.extra["silences"], silent = silence_summary(self.records)  # a server stall, any loop
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
         health = monitor.report(chunks, lags, cfg.open_loop)
@@ -141,7 +143,8 @@ class BenchRun:
             + run_warnings(cfg, summary, send_rate(self.records))
             + workloads.warnings(summary.extra)
             + ([f"connections: {sender.keepalive.stopped}"] if sender.keepalive.stopped else [])
-            + health.warnings,
+            + health.warnings
+            + silent,
             observed,
         )
 

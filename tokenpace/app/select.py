@@ -51,8 +51,10 @@ class Candidate:
 
 
 def _sweep_curve(runs: list[RunInfo]) -> list[RunInfo]:
-    """A sweep's curve steps: an --auto sweep's closed-loop probe steps are not on its curve. An
-    input-length sweep steps the prompt, not the load: it is a fit (--input-fit), not a candidate."""
+    """A sweep's curve steps: an --auto sweep's closed-loop probe steps and the step revisited at the
+    end (a drift check) are not on its curve. An input-length sweep steps the prompt, not the load:
+    it is a fit (--input-fit), not a candidate."""
+    runs = [r for r in runs if r.labels.get("sweep_phase") != "revisit"]
     lengths = {str(((r.conditions.get("workload") or {}).get("input_len") or {}).get("spec")) for r in runs}
     if len(lengths) > 1:
         sweep_id = runs[0].labels.get("sweep_id", "")

@@ -25,6 +25,7 @@ from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
 from tokenpace.app.workers import AnyRun, make_run
+from tokenpace.core.analysis.drift import trend_dict
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,
@@ -37,6 +38,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import parse_length
 
 MODES = ("concurrency", "rate", "input_len")  # input_len: prompt lengths at a fixed load
+REVISIT_MIN_STEPS = 3  # a shorter curve is not revisited (drift would barely change its reading)
 
 
 @dataclass
@@ -56,6 +58,7 @@ class SweepConfig:
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE  # for the sustainable load and the SLO capacity
     peak_rps: float | None = None
     headroom: float = DEFAULT_HEADROOM
+    revisit: bool = True  # run the first curve step again after the last: latency that moved with time
 
     def validate(self) -> None:
         if self.mode not in MODES:
@@ -86,7 +89,7 @@ class SweepConfig:
 @dataclass
 class SweepStep:
     index: int  # 1-based, in the order run (probe steps and short attempts included)
-    phase: str  # "step" (on the curve) or "probe" (finding the maximum, closed loop)
+    phase: str  # "step" (on the curve), "probe" (finding the maximum, closed loop) or "revisit"
     mode: str  # concurrency | rate
     load: float
     result: BenchResult
@@ -103,6 +106,7 @@ class SweepStep:
             "lengthened": self.lengthened,
             "superseded_as_short": self.superseded,
         }
+        out["time_trend"] = trend_dict(self.result.records, self.mode == "rate")
         return out
 
 
@@ -138,6 +142,7 @@ class SweepResult:
             "slo_percentile": cfg.slo_percentile,
             "steps": curve,
             "probe": [d for d in kept if d["sweep_step"]["phase"] == "probe"],
+            "revisit": [d for d in kept if d["sweep_step"]["phase"] == "revisit"],
             "short_attempts": [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
             "probe_plateau_rps": self.plateau_rps,
             **(
@@ -151,6 +156,7 @@ class SweepResult:
                     cfg.peak_rps,
                     cfg.headroom,
                     self.plateau_rps,
+                    next((d for d in kept if d["sweep_step"]["phase"] == "revisit"), None),
                 )
             ),
         }
@@ -173,11 +179,14 @@ def capacity(
     peak_rps: float | None = None,
     headroom: float = DEFAULT_HEADROOM,
     plateau_rps: float | None = None,
+    revisit: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan);
-    ``plateau_rps``: where an --auto probe's throughput levelled off, if it did."""
+    ``plateau_rps``: where an --auto probe's throughput levelled off, if it did; ``revisit``: the
+    first step run again after the last, if it was."""
     points = [point_from_result(i + 1, d) for i, d in enumerate(steps)]
-    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps)
+    again = point_from_result(len(steps) + 1, revisit) if revisit else None
+    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps, again)
     plan = make_plan(analysis, peak_rps, headroom)
     return {"analysis": analysis.to_dict(), "plan": plan.to_dict()}
 
@@ -243,8 +252,8 @@ class Sweep:
         self.started_at = datetime.now(timezone.utc).isoformat()
         cfg = self.config
         if not cfg.auto:
-            for load in cfg.steps:
-                if not await self._step("step", cfg.mode, load):
+            for i, load in enumerate(cfg.steps):
+                if not await self._step("step", cfg.mode, load, last=i == len(cfg.steps) - 1):
                     break
         elif cfg.mode == "concurrency":
             await self._probe("step")
@@ -256,8 +265,19 @@ class Sweep:
                         break
             elif best is None and not self._stopped:
                 self._stop_reason = "the probe found no sustainable load: no rate steps placed"
+        await self._revisit()
         self._done = True
         return self.snapshot()
+
+    async def _revisit(self) -> None:
+        """The first curve step again, after the last: the same load, so the same latency unless it
+        moved with time (``core.analysis.drift``)."""
+        curve = self.snapshot().curve()
+        cfg = self.config
+        if not cfg.revisit or cfg.mode == "input_len" or self._stopped or len(curve) < REVISIT_MIN_STEPS:
+            return
+        first = curve[0]
+        await self._step("revisit", first.mode, first.load, last=True)
 
     async def _probe(self, phase: str) -> float | None:
         """Closed-loop doubling from 1 until throughput plateaus; returns the best sustainable rps."""
@@ -285,7 +305,7 @@ class Sweep:
             c *= 2
         return best
 
-    async def _step(self, phase: str, mode: str, load: float) -> bool:
+    async def _step(self, phase: str, mode: str, load: float, last: bool = False) -> bool:
         """Run one step (rerun longer while too short, --auto); False when the sweep must stop after it."""
         if self._stopped:
             return False
@@ -310,16 +330,17 @@ class Sweep:
                 break
             bench_cfg, factor = longer
             reruns += 1
-        return self._after_step(step, phase)
+        return self._after_step(step, phase, last)
 
     def _ended(self, result: BenchResult) -> bool:
         return self._stopped or result.interrupted or result.stop_reason.startswith("aborted")
 
     async def _run_step(self, bench_cfg: BenchConfig, phase: str, mode: str, load: float) -> BenchResult:
         index = len(self.steps) + 1
-        bench_cfg = dataclasses.replace(
-            bench_cfg, labels={**self.config.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
-        )
+        labels = {**self.config.base.labels, "sweep_id": self.sweep_id, "sweep_step": str(index)}
+        if phase == "revisit":  # stored with the sweep, but off its curve (select leaves it out)
+            labels["sweep_phase"] = "revisit"
+        bench_cfg = dataclasses.replace(bench_cfg, labels=labels)
         on_record = None
         if self.on_record is not None:
             hook = self.on_record
@@ -336,7 +357,7 @@ class Sweep:
         finally:
             self._current = None
 
-    def _after_step(self, step: SweepStep, phase: str) -> bool:
+    def _after_step(self, step: SweepStep, phase: str, last: bool = False) -> bool:
         result, index, cfg = step.result, step.index, self.config
         if result.interrupted or self._stopped:
             if not self._stopped:
@@ -348,8 +369,7 @@ class Sweep:
             return False
         reason = self._too_far(result)
         if reason and (phase == "probe" or not cfg.keep_going):
-            if phase == "step":
-                self._stopped = True
+            if phase == "step" and not last:  # after the last step nothing was skipped
                 self._stop_reason = f"stopped early after step {index}: {reason}"
             return False
         return True

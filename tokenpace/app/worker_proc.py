@@ -14,6 +14,7 @@ import dataclasses
 import os
 import signal
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from time import perf_counter_ns
@@ -128,7 +129,7 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
     ctx.sender = sender
     ctx.secrets = secrets_of(server.headers)
     share = (item for item in workload.items() if mine(item.index))
-    requests = prebuilt(build_requests(cfg, share, sender, prefix, ctx.total_planned))
+    requests = prebuilt(_tagged(build_requests(cfg, share, sender, prefix, ctx.total_planned), spec.worker))
     shape: Any
     if spec.users is not None:
         shape = load_shapes.ClosedLoop(requests, spec.users.users, spec.users.first_user)
@@ -153,6 +154,15 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
         health, ctx.stop_reason or "completed", sender.connections_opened, sender.keepalive.stopped, spec.core
     )
     link.writer.send_all(("done", done))
+
+
+def _tagged(
+    requests: Iterator[tuple[RequestRecord, bytes]], worker: int
+) -> Iterator[tuple[RequestRecord, bytes]]:
+    """Each record says which worker measured it (``record.worker``)."""
+    for record, payload in requests:
+        record.worker = worker
+        yield record, payload
 
 
 def clock_identity() -> str:

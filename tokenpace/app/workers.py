@@ -32,6 +32,7 @@ from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings,
 from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
 from tokenpace.app.worker_proc import WorkerSpec, clock_identity, worker_main
+from tokenpace.core.analysis.silence import silence_summary
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
@@ -159,6 +160,7 @@ class WorkerRun:
         steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
+        summary.extra["silences"], silent = silence_summary(self.records)  # a server stall, any loop
         conditions["workers"] = self._describe_workers()
         dones = [link.done for link in self.links if link.done]
         stopped = [d.keepalive_stopped for d in dones if d.keepalive_stopped]
@@ -175,6 +177,7 @@ class WorkerRun:
             + workloads.warnings(summary.extra)
             + ([f"connections: {stopped[0]}"] if stopped else [])
             + health.warnings
+            + silent
         )
         return BenchResult(
             self.run_id, conditions, self.records, summary, health, self.interrupted,

@@ -43,7 +43,7 @@ from tokenpace.core.analysis.guards import parse_guards
 def arms(since, until, guard, reference, session, alpha, resamples, seed, as_json, out, store_url) -> None:
     """Per arm of the gateway's split: requests, users, latency, errors and business events, the
     sample-ratio check first, and one verdict. Exit 0 promote, 1 roll back, 2 hold (a broken split,
-    too little traffic, an estimate beyond a guard but not yet significant) or bad input."""
+    too little traffic, a guard whose interval straddles its limit) or bad input."""
     guards = parse_guards(guard) if guard else []
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")

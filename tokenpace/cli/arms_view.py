@@ -43,6 +43,8 @@ def srm_lines(report: ArmsReport) -> list[str]:
     for r in report.srm:
         counts = ", ".join(f"{a} {r.observed[a]} (expected {r.expected[a]:,.1f})" for a in r.observed)
         state = "MISMATCH: the split is broken, every row below is suspect" if r.flagged else "ok"
+        if not r.judged:
+            state = "shown only: requests of one user are not independent; the users decide"
         out.append(f"sample ratio ({r.unit}): {counts}; chi2 {r.chi2:.2f}, p {r.p_value:.3g}: {state}")
     return out
 

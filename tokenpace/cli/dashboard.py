@@ -167,6 +167,9 @@ def _network(result: dict[str, Any]) -> Text | None:
     return text
 
 
+WARM_CACHE = 0.9  # a prefix-cache hit rate from which most prompts skipped their prefill
+
+
 def _server(result: dict[str, Any]) -> Text | None:
     server = result.get("server_metrics")
     if not server:
@@ -183,6 +186,10 @@ def _server(result: dict[str, Any]) -> Text | None:
     ]
     if peaks:
         text.append("\n            " + ", ".join(peaks))
+    hit_rate = (result["summary"].get("server") or {}).get("prefix_hit_rate")
+    if hit_rate is not None:  # compare warns when two runs differ in it: show it where it is measured
+        warm = ": TTFT here is a warm-cache figure" if hit_rate >= WARM_CACHE else ""
+        text.append(f"\n            prefix-cache hit rate {hit_rate:.0%}{warm}")
     return text
 
 

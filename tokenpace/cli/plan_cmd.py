@@ -68,7 +68,8 @@ def plan(**o: Any) -> None:
     pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
         plateau = doc.get("probe_plateau_rps")
-        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau))
+        revisit = (doc.get("revisit") or [None])[0]
+        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit))
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
     console = Console()

@@ -88,7 +88,7 @@ class SweepView:
         self, index: int, phase: str, mode: str, load: float, total: int | None, duration_s: float | None
     ) -> None:
         if not self.quiet:
-            probe = " (probe)" if phase == "probe" else ""
+            probe = {"probe": " (probe)", "revisit": " (revisit: drift check)"}.get(phase, "")
             self.console.print(f"[bold]step {index}[/]{probe} {load_label(mode, load)} ...", highlight=False)
         self.bar = BenchProgress(self.console, self.quiet)
         self.bar.started(total, duration_s)
@@ -115,7 +115,7 @@ def load_label(mode: str, load: float) -> str:
 
 def step_line(step: SweepStep) -> str:
     s = step.result.summary
-    phase = " (probe)" if step.phase == "probe" else ""
+    phase = f" ({step.phase})" if step.phase in ("probe", "revisit") else ""
     line = (
         f"  step {step.index}{phase} {load_label(step.mode, step.load)}: {step_rps(step.result):.2f} req/s, "
         f"TTFT P95 {fmt(s.ttft_ms.p95)} ms, TPOT P95 {fmt(s.tpot_ms.p95)} ms, "

@@ -74,6 +74,13 @@ def load_list(text: str, what: str) -> list[float] | None:
     help="Stop the sweep when an SLO percentile is this many times over its limit.",
 )
 @click.option("--keep-going", is_flag=True, help="Run every listed step even when errors climb.")
+@click.option(
+    "--revisit/--no-revisit",
+    default=True,
+    show_default=True,
+    help="Run the first step again after the last (3 steps or more): latency that moved with time "
+    "is drift, and then no knee or replica count is read from the sweep.",
+)
 @click.option("--peak-rps", type=float, help="Peak traffic to plan replicas for.")
 @click.option("--headroom", default="30%", show_default=True, help="Headroom under the ceiling per replica.")
 @click.option(
@@ -139,6 +146,7 @@ def _sweep_config(o: dict[str, Any]) -> SweepConfig:
         stop_error_rate=fraction(o["stop_error_rate"], "error rate"),
         slo_break_factor=o["slo_break"],
         keep_going=o["keep_going"],
+        revisit=o["revisit"],
         slo_percentile=o["slo_percentile"],
         peak_rps=o["peak_rps"],
         headroom=fraction(o["headroom"], "headroom"),

@@ -17,6 +17,7 @@ from time import perf_counter_ns
 
 import orjson
 
+from tokenpace.testing.scripted_timing import Behaviour, Timing
 from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
 
@@ -126,9 +127,21 @@ class _Answer:
             bool((req.get("stream_options") or {}).get("include_usage")),
         )
         loop = asyncio.get_running_loop()
-        start = loop.time() + (read_ns / 1e9 - _perf_s()) + script.ttft_s
-        stream.handle = loop.call_at(start, stream.emit, 0, start)
+        read_at = loop.time() + (read_ns / 1e9 - _perf_s())
         self.conn.on_lost = stream.cancel
+        timing = self.server.timing
+        if timing is None:
+            start = read_at + script.ttft_s
+            stream.handle = loop.call_at(start, stream.emit, 0, start)
+            return
+
+        def begin() -> None:  # now, or when a slot frees
+            now = max(read_at, loop.time())
+            start = timing.after_freeze(now + timing.first_token_delay(script.ttft_s, now))
+            stream.handle = loop.call_at(start, stream.emit, 0, start)
+
+        stream.timing = timing
+        timing.acquire(begin)
 
     def _full(self, req: dict, script: Script, chat: bool, n: int, prompt_tokens: int, read_ns: int) -> None:
         text = " tok" * n * script.tokens_per_chunk
@@ -181,10 +194,18 @@ class _Stream:
         self.prompt_tokens, self.rid, self.include_usage = prompt_tokens, rid, include_usage
         self.truth = answer.server.stats.truth.setdefault(rid, [])
         self.handle: asyncio.TimerHandle | None = None  # the next emission
+        self.timing: Timing | None = None  # server-wide timing, when the server has a Behaviour
 
     def cancel(self) -> None:
         if self.handle is not None:
             self.handle.cancel()
+        self.finished()
+
+    def finished(self) -> None:
+        """The stream holds no slot any more (ended, failed or its connection lost)."""
+        if self.timing is not None:
+            timing, self.timing = self.timing, None
+            timing.release()
 
     def emit(self, i: int, due: float) -> None:
         s, answer = self.script, self.answer
@@ -196,6 +217,7 @@ class _Stream:
             return
         if s.cut_after is not None and i >= s.cut_after:
             answer.conn.abort()
+            self.finished()
             return
         if s.malformed_after is not None and i >= s.malformed_after:
             answer.write_event(b'{"choices": [{"delta": {"content": "x"', s)
@@ -203,6 +225,7 @@ class _Stream:
         if s.error_event_after is not None and i >= s.error_event_after:
             answer.write_event(orjson.dumps({"error": {"message": "scripted engine failure"}}), s)
             answer.conn.end_stream()
+            self.finished()
             return
         if i < self.n:
             word = " tok" * s.tokens_per_chunk
@@ -218,7 +241,8 @@ class _Stream:
             chunk["tp_server_ns"] = self.truth[-1]
             answer.write_event(orjson.dumps(chunk), s)
             loop = asyncio.get_running_loop()
-            self.handle = loop.call_at(due + s.itl_s, self.emit, i + 1, due + s.itl_s)
+            nxt = due + s.itl_s if self.timing is None else self.timing.after_freeze(due + s.itl_s)
+            self.handle = loop.call_at(nxt, self.emit, i + 1, nxt)
             return
         if self.include_usage and s.usage:
             answer.write_event(
@@ -227,6 +251,7 @@ class _Stream:
         if s.send_done:
             answer.write_event(b"[DONE]", s)
         answer.conn.end_stream()
+        self.finished()
 
     def _chunk(self, delta: dict, finish: str | None) -> dict:
         if self.chat:
@@ -270,6 +295,7 @@ class ScriptedServer:
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         backlog: int = 100,
+        behaviour: Behaviour | None = None,
     ) -> None:
         self.default = default or Script()
         self.scripts = scripts or {}
@@ -279,6 +305,8 @@ class ScriptedServer:
         self.backlog = backlog  # the benchmarks open hundreds of connections at once
         self.connections: set[ServerConnection] = set()
         self._server: asyncio.AbstractServer | None = None
+        self.behaviour = behaviour  # server-wide timing: drift, slots, bimodal, a freeze
+        self.timing: Timing | None = None
 
     @property
     def url(self) -> str:
@@ -287,6 +315,8 @@ class ScriptedServer:
 
     async def start(self) -> ScriptedServer:
         loop = asyncio.get_running_loop()
+        if self.behaviour is not None:
+            self.timing = Timing(self.behaviour, loop.time())
         self._server = await loop.create_server(
             lambda: ServerConnection(self._handle, self.connections.add, self.connections.discard),
             self.host,

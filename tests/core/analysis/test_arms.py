@@ -122,3 +122,33 @@ def test_too_little_traffic_holds_and_a_missing_reference_is_bad_input() -> None
     assert report.verdict == HOLD and report.guards[0].outcome == "undecided"
     with pytest.raises(ValueError, match="no arm 'c'"):
         analyse_arms(few, [], {"a": 1, "b": 1}, reference="c")
+
+
+def test_an_error_rate_guard_passes_only_when_its_whole_interval_is_within_the_limit() -> None:
+    # the issue: PROMOTE with an error-rate interval of [-5.2, +4.1] pp against +0.5 pp allowed.
+    # Identical arms, 2 failures in 40 requests each: the estimate is 0, the interval about +-10 pp
+    same = {"a": arm_records("a", 40, 1, 20, failures=2), "b": arm_records("b", 40, 1, 20, failures=2)}
+    report = analyse_arms(same, [], {"a": 1, "b": 1}, parse_guards("error_rate=+0.5pp"), resamples=100)
+    item = report.guards[0]
+    assert item.change == 0.0 and item.ci is not None and item.ci[1] > 0.005
+    assert item.outcome == "undecided" and report.verdict == HOLD and report.exit_code == 2
+    assert "straddles +0.50pp" in item.reason and "more requests per arm would decide it" in item.reason
+
+
+def test_a_guard_on_an_event_nobody_reported_is_refused_with_the_known_names() -> None:
+    records = {"a": arm_records("a", 50, 1, 20), "b": arm_records("b", 50, 1, 20)}
+    events = _complaints("a", 50, 2)
+    with pytest.raises(ValueError, match=r"no event 'complaints' was reported \(known events: complaint\)"):
+        analyse_arms(records, events, {"a": 1, "b": 1}, parse_guards("complaints=+0pp"), resamples=50)
+
+
+def test_one_heavy_user_does_not_flag_a_correct_split() -> None:
+    # a correct router: 100 users on each arm; one user of b sends 400 requests, the rest 2 each.
+    # Requests counted as independent would call it a mismatch; the split is judged on users.
+    a = arm_records("a", 100, 2, 20)
+    b = arm_records("b", 99, 2, 20) + [rec(f"heavy-{i}", "b", "heavy", 20) for i in range(400)]
+    report = analyse_arms({"a": a, "b": b}, [], {"a": 1, "b": 1}, parse_guards("ttft.p95=+50%"), resamples=50)
+    by_unit = {r.unit: r for r in report.srm}
+    assert by_unit["requests"].p_value < 1e-10 and not by_unit["requests"].flagged
+    assert not by_unit["users"].flagged and not report.split_broken
+    assert "sample ratio" not in report.reason

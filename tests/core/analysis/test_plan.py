@@ -9,6 +9,13 @@ import pytest
 from tokenpace.core.analysis.plan import analyze, little_check, make_plan, point_from_result
 
 
+def add_intervals(summary: dict) -> None:
+    """A narrow 95 % interval (+-3 %) around every percentile, as a real summary carries."""
+    for dist in summary.values():
+        if isinstance(dist, dict) and "n" in dist:
+            dist["ci95"] = {k: [v * 0.97, v * 1.03] for k, v in dist.items() if k[0] == "p" and v is not None}
+
+
 def step(
     load: float,
     rps: float,
@@ -26,6 +33,17 @@ def step(
     ok = round(sent * (1 - errors))
     if e2e_mean is None:  # a consistent closed-loop step: L = X * W = concurrency
         e2e_mean = load / rps * 1000 if mode == "closed_loop" else e2e95 * 0.8
+    summary = {
+        "ttft_ms": {"n": ok, "mean": ttft95 * 0.7, "p50": ttft95 * 0.6, "p95": ttft95},
+        "tpot_ms": {"n": ok, "p95": tpot95},
+        "e2e_ms": {"n": ok, "mean": e2e_mean, "p50": e2e95 * 0.7, "p95": e2e95},
+        "request_throughput": rps,
+        "window_s": ok / rps,
+        "counts": {"sent": sent, "ok": ok},
+        "error_rate": errors,
+        "goodput": goodput,
+    }
+    add_intervals(summary)
     return {
         "valid": valid,
         "conditions": {
@@ -36,16 +54,7 @@ def step(
                 "max_concurrency": None,
             }
         },
-        "summary": {
-            "ttft_ms": {"n": ok, "mean": ttft95 * 0.7, "p50": ttft95 * 0.6, "p95": ttft95},
-            "tpot_ms": {"n": ok, "p95": tpot95},
-            "e2e_ms": {"n": ok, "mean": e2e_mean, "p50": e2e95 * 0.7, "p95": e2e95},
-            "request_throughput": rps,
-            "window_s": ok / rps,
-            "counts": {"sent": sent, "ok": ok},
-            "error_rate": errors,
-            "goodput": goodput,
-        },
+        "summary": summary,
     }
 
 

@@ -10,6 +10,13 @@ import pytest
 from tokenpace.core.analysis.plan import analyze, little_check, make_plan, point_from_result
 
 
+def add_intervals(summary: dict) -> None:
+    """A narrow 95 % interval (+-3 %) around every percentile, as a real summary carries."""
+    for dist in summary.values():
+        if isinstance(dist, dict) and "n" in dist:
+            dist["ci95"] = {k: [v * 0.97, v * 1.03] for k, v in dist.items() if k[0] == "p" and v is not None}
+
+
 def step(
     load: float,
     rps: float,
@@ -46,6 +53,7 @@ def step(
     if sched_ttft95 is not None:
         summary["ttft_from_scheduled_ms"] = {"n": sent, "p95": sched_ttft95}
         summary["e2e_from_scheduled_ms"] = {"n": sent, "p95": e2e95 + sched_ttft95 - ttft95}
+    add_intervals(summary)
     return {
         "valid": valid and not interrupted,
         "interrupted": interrupted,

@@ -1,5 +1,5 @@
 """Selection rules on hand-made runs: the upper bound decides, the load is the scenario's, runs that
-cannot be trusted are left out, sweeps are interpolated between valid steps."""
+cannot be trusted are left out, a sweep's scenario is bounded by the next valid step above it."""
 
 from __future__ import annotations
 
@@ -102,17 +102,42 @@ def test_too_few_samples_beyond_the_percentile_is_not_a_verdict():
     assert "needs 100" in v.cells[0].reason
 
 
-def test_a_sweep_is_interpolated_between_its_valid_steps_only():
+def test_between_two_steps_only_the_next_measured_load_above_bounds_the_scenario():
     steps = [
         run_point("s-01", result(100, 200, load=2.0), good=200),
         run_point("s-02", result(9999, 9999, load=4.0, valid=False), good=0),  # left out
         run_point("s-03", result(700, 1000, load=6.0), good=200),
     ]
     v = judge(scenario(rate=4.0), "sweep", steps, sweep=True)
-    assert v.placement.runs == ("s-01", "s-03")
-    assert v.cells[0].upper == pytest.approx(600.0)  # halfway between 200 and 1000
-    assert v.cells[0].status == "pass"
+    assert v.placement.runs == ("s-03",)  # no straight line to 600 ms: the 6 req/s step bounds it
+    assert v.cells[0].upper == pytest.approx(1000.0) and v.cells[0].status == "fail"
+    assert "next load measured above" in v.placement.where
     assert any("s-02 left out" in w for w in v.warnings)
+
+
+def test_the_issues_slot_limit_case_is_not_passed_by_a_straight_line():
+    # steps at 10 and 30 req/s; at 20 req/s a slot limit put the real P95 at 197 ms (the line
+    # between the steps said 135.5): only the 30 req/s step may judge 20 req/s, and it fails
+    steps = [
+        run_point("s-01", result(60, 74, load=10.0), good=200),
+        run_point("s-02", result(180, 197, load=30.0), good=200),
+    ]
+    line = Scenario("s", "", 512, 64, 20.0, None, (SloLine("ttft", "p95", 150.0),), None)
+    v = judge(line, "sweep", steps, sweep=True)
+    assert v.status == "fail" and v.placement.runs == ("s-02",)
+
+
+def test_a_rate_scenario_on_a_closed_loop_sweep_is_not_enough_evidence():
+    # the issue: a closed-loop sweep whose achieved rate passed 22 req/s was "trusted", margin 61 %
+    steps = [
+        run_point(f"c-0{c}", result(40, 58, mode="closed_loop", load=c, rps=c * 6.0), good=200)
+        for c in (1, 2, 4, 8)
+    ]
+    line = Scenario("s", "", 512, 64, 22.0, None, (SloLine("ttft", "p95", 150.0),), None)
+    v = judge(line, "sweep", steps, sweep=True)
+    assert v.status == "unknown" and not v.placement.trusted
+    assert "not enough evidence" in v.placement.where and "open-loop" in v.placement.where
+    assert v.margin is None
 
 
 def test_a_sweep_past_its_highest_step_judges_nothing_and_below_its_lowest_uses_the_lowest():

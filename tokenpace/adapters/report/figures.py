@@ -79,33 +79,63 @@ def _marks(fig: go.Figure, sweep: dict[str, Any], slo_key: str | None) -> None:
         fig.add_hline(y=limit, line_dash="dot", line_color="#9467bd", annotation_text=f"SLO {limit:g} ms")
 
 
+def _left_out(sweep: dict[str, Any]) -> dict[int, str]:
+    """0-based index of each step left out of every figure -> why (the analysis's reasons)."""
+    items = (sweep.get("analysis") or {}).get("left_out_steps") or []
+    return {item["step"] - 1: ", ".join(item["reasons"]) for item in items}
+
+
+def _counted(values: list[Any], left: dict[int, str]) -> list[Any]:
+    """The values of the steps that count; left-out ones break the line (drawn apart, see below)."""
+    return [None if i in left else v for i, v in enumerate(values)]
+
+
+def _mark_left_out(fig: go.Figure, xs: list[Any], ys: list[Any], left: dict[int, str]) -> None:
+    if not left:
+        return
+    fig.add_trace(
+        go.Scatter(
+            x=[xs[i] for i in left], y=[ys[i] for i in left], mode="markers",
+            marker={"symbol": "x-open", "size": 11, "color": "#7f7f7f"},
+            name="left out (not in any figure)", text=[f"step {i + 1}: {why}" for i, why in left.items()],
+        )
+    )  # fmt: skip
+
+
 def latency_curve(sweep: dict[str, Any], metric: str, name: str) -> go.Figure:
     steps = sweep["steps"]
+    left = _left_out(sweep)
     xs = [steady_rps(s["summary"]) for s in steps]
     fig = _fig(f"{name} vs load", "achieved load (requests/s, steady window)", f"{name} (ms)")
     for p in ("p50", "p95", "p99"):
         ys = [(s["summary"].get(metric) or {}).get(p) for s in steps]
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, mode="lines+markers", name=f"{name} {p.upper()}",
+                x=xs, y=_counted(ys, left), mode="lines+markers", name=f"{name} {p.upper()}",
                 text=[load_label(s) for s in steps],
             )
         )  # fmt: skip
+    _mark_left_out(fig, xs, [(s["summary"].get(metric) or {}).get("p95") for s in steps], left)
     _marks(fig, sweep, metric)
     return fig
 
 
 def throughput_curve(sweep: dict[str, Any]) -> go.Figure:
     steps = sweep["steps"]
+    left = _left_out(sweep)
     labels = [load_label(s) for s in steps]
     fig = _fig("Throughput and goodput per step", "step (offered load)", "requests/s")
+    rps = [steady_rps(s["summary"]) for s in steps]
     fig.add_trace(
-        go.Scatter(x=labels, y=[steady_rps(s["summary"]) for s in steps],
+        go.Scatter(x=labels, y=_counted(rps, left),
                    mode="lines+markers", name="requests/s (ok, steady window)")
     )  # fmt: skip
+    _mark_left_out(fig, labels, rps, left)
     good = [s["summary"].get("goodput") for s in steps]
     if any(g is not None for g in good):
-        fig.add_trace(go.Scatter(x=labels, y=good, mode="lines+markers", name="goodput (met SLO)"))
+        fig.add_trace(
+            go.Scatter(x=labels, y=_counted(good, left), mode="lines+markers", name="goodput (met SLO)")
+        )
     fig.add_trace(
         go.Bar(x=labels, y=[s["summary"].get("output_token_throughput") for s in steps],
                name="output tokens/s", yaxis="y2", opacity=0.3)

@@ -131,7 +131,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
     analysis = sweep.get("analysis") or {}
     knee = (analysis.get("knee") or {}).get("index")
     slo = analysis.get("slo_capacity") or {}
-    holds = slo.get("holds") or []
+    holds = slo.get("verdicts") or slo.get("holds") or []
     little = {c["step"]: c["status"] for c in (analysis.get("littles_law") or {}).get("steps", [])}
     headers = [
         "step",
@@ -203,7 +203,7 @@ def _steps_basis(a: dict[str, Any]) -> list[str]:
     used = a.get("used_steps")
     if used is None:  # a sweep file from before steps were left out
         return []
-    out = [f"Figures rest on step(s) {', '.join(map(str, used)) or 'none'}"]
+    out = [f"Figures rest on step(s) {', '.join(map(str, used))}" if used else "No usable step: no figure"]
     for item in a.get("left_out_steps") or []:
         out.append(f"Left out: step {item['step']} ({', '.join(item['reasons'])})")
     return out
@@ -274,18 +274,45 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
             f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
             f"errors <= {ms['max_error_rate']:.0%})"
         )
-    if a.get("slo_capacity"):
+    drifting = bool((a.get("drift") or {}).get("latency_moved_with_time"))
+    if (
+        a.get("slo_capacity") and drifting
+    ):  # a step's verdict stands (the table); a load read from them does not
+        out.append("SLO: each step's verdict is in the table; no SLO load is read from a sweep that drifted")
+    elif a.get("slo_capacity"):
         out.append(_slo_line(a["slo_capacity"]))
     out += _plan_figures(p)
+    out += _drift_lines(a)
     little = a.get("littles_law") or {}
     if little:
-        if little.get("consistent"):
-            out.append("Little's law (in flight = rate x latency): consistent at every checked step")
+        checked = little.get("checked_steps")
+        if checked == []:
+            out.append("Little's law (in flight = rate x latency): no step could be checked")
+        elif little.get("consistent"):
+            where = f"step(s) {', '.join(map(str, checked))}" if checked else "every checked step"
+            out.append(f"Little's law (in flight = rate x latency): consistent at {where}")
         for c in little.get("steps", []):
             if c["status"] in ("inconsistent", "overloaded"):
                 out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
-    out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(("SLO held up", "left out"))]
+    shown_above = ("SLO held up", "left out", "latency moved with time")
+    out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(shown_above)]
     return out
+
+
+def _drift_lines(a: dict[str, Any]) -> list[str]:
+    drift = a.get("drift")
+    if not drift:  # a sweep file from before the drift check
+        return []
+    if drift.get("latency_moved_with_time"):
+        return [f"Drift: latency moved with time ({'; '.join(drift['reasons'])})"]
+    revisit = drift.get("revisit")
+    if revisit:
+        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged"]
+    if drift.get("revisit_not_compared"):
+        return [
+            f"Drift check: no revisit compared: {drift['revisit_not_compared']}; trends inside steps only"
+        ]
+    return ["Drift check: no step revisited (sweep --revisit, 3 steps or more); trends inside steps only"]
 
 
 def _validity(result: dict[str, Any]) -> str | None:

@@ -57,3 +57,10 @@ def load_events(
         )
         for r in rows
     ]
+
+
+def event_names(store: Store) -> list[str]:
+    """Every event name the store has ever received (a guard on any other name is a typo)."""
+    t = s.outcome_events
+    with store._tx("read event names") as conn:
+        return sorted(r[0] for r in conn.execute(sa.select(t.c.event).distinct()))

@@ -212,18 +212,30 @@ def guard_item(guard: Guard, diff: ArmDiff) -> GuardItem:
         row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
         if row is None or row.verdict is Verdict.TOO_FEW:
             return judge(guard, diff.arm, None, None)
-        return judge(guard, diff.arm, row.rel, row.rel_ci)
+        return judge(guard, diff.arm, row.rel, row.rel_ci, diff.requests, "requests")
+    unit = "requests"
     if guard.name in ("error_rate", "interruption_rate"):
         d, n = (diff.errors if guard.name == "error_rate" else diff.interruptions), diff.requests
     else:
         name, per_request = guard.event or (guard.name, False)
-        pair = diff.events.get(name, (ShareDiff(0.0, (0.0, 0.0)),) * 2)  # never reported: zero on every arm
+        pair = diff.events.get(name, (ShareDiff(None, None),) * 2)  # refused before: see known_events
         d, n = (pair[0], diff.requests) if per_request else (pair[1], diff.users)
+        unit = "requests" if per_request else "users"
     if n < MIN_SHARE_N:
         return GuardItem(
-            guard, diff.arm, d.diff, d.ci, "undecided", f"fewer than {MIN_SHARE_N} on an arm ({n})"
+            guard, diff.arm, d.diff, d.ci, "undecided", f"fewer than {MIN_SHARE_N} {unit} on an arm ({n})"
         )
-    return judge(guard, diff.arm, d.diff, d.ci)
+    return judge(guard, diff.arm, d.diff, d.ci, n, unit)
+
+
+def check_event_guards(guards: Sequence[Guard], known: Sequence[str]) -> None:
+    """A guard on an event nobody reported (a misspelled name) would compare zero with zero: refused,
+    with the names that were reported. Raises ValueError (one line for the user)."""
+    for g in guards:
+        name = g.event[0] if g.event else None
+        if name is not None and name not in known:
+            listed = ", ".join(sorted(known)) or "none reported in this window"
+            raise ValueError(f"--guard {g.text}: no event {name!r} was reported (known events: {listed})")
 
 
 def decide(srm: Sequence[SrmResult], items: Sequence[GuardItem], guards: Sequence[Guard]) -> tuple[str, str]:
@@ -244,7 +256,24 @@ def decide(srm: Sequence[SrmResult], items: Sequence[GuardItem], guards: Sequenc
         return HOLD, "; ".join(f"{i.arm} {i.guard.name} {i.reason}" for i in waiting)
     if not items:
         return HOLD, "no candidate arm with traffic to judge"
-    return PROMOTE, "every guard rail holds"
+    return PROMOTE, "every guard rail holds: each interval lies within its limit"
+
+
+def _split_checks(
+    stats: Mapping[str, ArmStats], weights: Mapping[str, float], expected: Mapping[str, Mapping[str, float]]
+) -> list[SrmResult]:
+    """The split is judged on users, the unit the router splits: requests of one user are not
+    independent (one heavy user moves the request counts of a correct router), so the request-level
+    test is shown but decides nothing -- unless no request carries a user, when it is all there is."""
+    with_users = any(s.users for s in stats.values())
+    users = srm_check({a: s.users for a, s in stats.items()}, expected.get("users") or weights, "users")
+    requests = srm_check(
+        {a: s.requests for a, s in stats.items()},
+        expected.get("requests") or weights,
+        "requests",
+        judged=not with_users,
+    )
+    return [r for r in (users, requests) if r is not None]
 
 
 def analyse_arms(
@@ -257,11 +286,13 @@ def analyse_arms(
     resamples: int = 1000,
     seed: int = 0,
     expected: Mapping[str, Mapping[str, float]] | None = None,
+    known_events: Sequence[str] | None = None,
 ) -> ArmsReport:
     """``weights``: the configured split per arm (arm order = config order; the first is the
     reference unless ``reference`` names another); ``expected``: per unit (users, requests), the
-    expected share of each arm when the window spans sessions with different splits. Raises
-    ValueError on a reference with no arm."""
+    expected share of each arm when the window spans sessions with different splits;
+    ``known_events``: every event name ever reported (default: those in ``events``). Raises
+    ValueError on a reference with no arm, or a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
     if reference is None or reference not in order:
@@ -269,22 +300,11 @@ def analyse_arms(
         raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
     records = {arm: list(records_by_arm.get(arm, ())) for arm in order}
     joined, unmatched = resolve_events(records, events)
-    names = sorted({e.event for e in joined})
+    check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
+    guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
+    names = sorted({e.event for e in joined} | guarded)
     stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
-    srm = [
-        r
-        for r in (
-            srm_check(
-                {a: s.users for a, s in stats.items()}, (expected or {}).get("users") or weights, "users"
-            ),
-            srm_check(
-                {a: s.requests for a, s in stats.items()},
-                (expected or {}).get("requests") or weights,
-                "requests",
-            ),
-        )
-        if r is not None
-    ]
+    srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
     diffs = [
         arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed)
@@ -294,6 +314,8 @@ def analyse_arms(
     items = [guard_item(g, d) for d in diffs for g in guards]
     verdict, reason = decide(srm, items, guards)
     warnings = []
+    if not any(s.users for s in stats.values()) and srm:
+        warnings.append("no request carries a user: the split is judged on requests, taken as independent")
     if unmatched:
         warnings.append(f"{unmatched} event(s) name a request the store does not hold: counted, not judged")
     if not weights:

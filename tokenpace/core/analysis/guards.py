@@ -7,13 +7,18 @@ rolled back (``ttft.p95=+10%,error_rate=+0.5pp,complaint=+0pp``). Pure.
   points; ``EVENT.per_request=...`` takes the share of requests instead. ``-Xpp`` guards a good
   event (``task_completed=-2pp``: it may fall by at most 2 points).
 
-Each guard on a candidate arm is one of: ``pass`` (the change is within the limit), ``hold`` (the
-estimate is beyond the limit but the interval still reaches inside it: more traffic decides),
-``breached`` (the whole interval is beyond the limit), ``undecided`` (too few samples to say).
+Each guard is a non-inferiority test of a candidate arm against the reference: ``pass`` only when
+the whole interval of the change is inside the limit (its worse bound under it: the candidate is
+shown to be no worse than allowed), ``breached`` when the whole interval is beyond it, and
+``undecided`` otherwise -- the interval straddles the limit, or too few samples to estimate it. An
+undecided guard says about how many more users (or requests) per arm would decide it: the
+interval's half-width shrinks as 1 / sqrt(n), so deciding needs n x (half-width / distance of the
+estimate from the limit)^2 (an estimate on the limit is decided by no sample size).
 """
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -99,20 +104,41 @@ class GuardItem:
 
 
 def judge(
-    guard: Guard, arm: str, change: float | None, ci: tuple[float | None, float | None] | None
+    guard: Guard,
+    arm: str,
+    change: float | None,
+    ci: tuple[float | None, float | None] | None,
+    n: int | None = None,
+    unit: str = "users",
 ) -> GuardItem:
-    """The guard's outcome from the change B - A and its confidence interval."""
+    """The guard's outcome from the change B - A and its confidence interval; ``n``: the samples per
+    arm behind it (the fewer of the two), to say how many more would decide an undecided guard."""
     if change is None or ci is None or ci[0] is None or ci[1] is None:
         return GuardItem(guard, arm, change, ci, "undecided", "too few samples to estimate the change")
     sign = 1.0 if guard.higher_is_worse else -1.0
-    worse, worse_lo = sign * change, min(sign * ci[0], sign * ci[1])
+    worse = sign * change
+    worse_lo, worse_hi = sorted((sign * ci[0], sign * ci[1]))
     shown = _fmt(change, guard.relative)
     allowed = _fmt(sign * guard.limit, guard.relative)
+    bounds = f"[{_fmt(ci[0], guard.relative)}, {_fmt(ci[1], guard.relative)}]"
     if worse_lo > guard.limit:
-        return GuardItem(guard, arm, change, ci, "breached", f"{shown}: beyond {allowed}, and significant")
-    if worse > guard.limit:
-        return GuardItem(guard, arm, change, ci, "hold", f"{shown}: beyond {allowed}, not yet significant")
-    return GuardItem(guard, arm, change, ci, "pass", f"{shown}: within {allowed}")
+        return GuardItem(guard, arm, change, ci, "breached", f"{shown} {bounds}: all of it beyond {allowed}")
+    if worse_hi < guard.limit:
+        return GuardItem(guard, arm, change, ci, "pass", f"{shown} {bounds}: all of it within {allowed}")
+    reason = f"{shown} {bounds} straddles {allowed}"
+    more = _more_needed(worse, worse_lo, worse_hi, guard.limit, n, f"{unit} per arm")
+    return GuardItem(guard, arm, change, ci, "undecided", f"{reason}; {more}" if more else reason)
+
+
+def _more_needed(worse: float, lo: float, hi: float, limit: float, n: int | None, unit: str) -> str:
+    if not n:
+        return ""
+    distance = abs(limit - worse)
+    half = (hi - lo) / 2
+    if distance <= 1e-12 * max(1.0, abs(limit)) or half <= 0:
+        return "the estimate sits on the limit: no sample size decides it"
+    needed = math.ceil(n * (half / distance) ** 2)
+    return f"about {max(needed - n, 1):,} more {unit} would decide it (n {n:,} now)"
 
 
 def _fmt(value: float, relative: bool) -> str:

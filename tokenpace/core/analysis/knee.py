@@ -25,6 +25,7 @@ computed; capacity planning uses the lower of the two loads.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,3 +107,33 @@ def find_knee(
     index, x, y = pts[best_i]
     knee = Knee(index=index, load=x, latency=y, distance=best_d, metric=metric)
     return KneeResult(knee, f"knee on {metric or 'latency'} at {x:.3g} req/s (step {index + 1})")
+
+
+def shape_warnings(
+    steps: Sequence[int],
+    loads: Sequence[float],
+    p50s: Sequence[tuple[float, float, float] | None],
+    knee_index: int | None,
+    metric: str = "TTFT",
+) -> list[str]:
+    """What a careful reader would question in a curve ordered by load: a knee on its lowest load
+    (latency was high from the start: drift, a cold server or a too-high first step), and latency
+    that *fell* while load rose (P50 intervals apart and down by 20 % or more: drift or noise, not
+    load). ``p50s``: per step (P50, interval low, interval high) or None."""
+    out = []
+    order = sorted(range(len(loads)), key=lambda i: loads[i])
+    if knee_index is not None and order and knee_index == order[0]:
+        out.append(
+            f"the knee is on the lowest load tried (step {steps[knee_index]}): latency was high from "
+            "the start (drift, a cold server or too high a first step), not bent by load"
+        )
+    for a, b in itertools.pairwise(order):
+        pa, pb = p50s[a], p50s[b]
+        if pa is None or pb is None or loads[b] <= loads[a]:
+            continue
+        if pb[2] < pa[1] and pb[0] < pa[0] * 0.8:
+            out.append(
+                f"{metric} P50 fell from {pa[0]:.4g} ms (step {steps[a]}) to {pb[0]:.4g} ms (step "
+                f"{steps[b]}) while the load rose: latency moved with something other than load"
+            )
+    return out

@@ -5,9 +5,11 @@ window measured, older files) C users sharing n requests keep n / ceil(n / C) on
 ramp-up and drain are a large part of a short step. A step far below that was not run at the load it
 claims (client lag, a connection cap, too short a step); a step above it has a wrong rate or latency.
 Open loop: in the steady window the step should complete send rate x ok / sent requests per second (over a
-whole step: ok / (sent / rate + W)); far fewer means the server fell behind (overloaded: queue growing,
-no steady state), more means the numbers are wrong. Tolerance: max(20 %, 3 / sqrt(n)), the Poisson
-noise of n requests.
+whole step: ok / (sent / rate + W)); more means the numbers are wrong. Tolerance: max(20 %, 3 / sqrt(n)),
+the Poisson noise of n requests. The server is *overloaded* (a growing queue: saturation, whatever
+the step's length) when it completed 20 % fewer than were due -- the sends are counted, so the
+shortfall is not arrival noise -- or when latency from the scheduled time rose through the step (its
+``time_trend``, see ``drift``).
 """
 
 from __future__ import annotations
@@ -69,10 +71,14 @@ def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
     if p.max_concurrency and in_flight > p.max_concurrency * (1 + tol):
         note = f"{in_flight:.1f} in flight exceeds the cap of {p.max_concurrency}: rate or latency is wrong"
         return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, ratio, note)
-    if ratio < 1 - tol:
+    # a queue that grows: completions well short of the sends (the sends are counted, so this is
+    # no Poisson noise), or latency from the schedule rising through the step
+    queue_growing = bool(p.trend and p.trend.get("rising"))
+    if ratio < 1 - LITTLE_MIN_TOLERANCE or queue_growing:
+        why = "latency from the schedule rose through the step" if queue_growing else "a growing queue"
         note = (
-            f"completed {p.achieved_rps:.3g} req/s where {expected_rps:.3g} were due: "
-            "the server fell behind the offered rate (queue growing, beyond capacity)"
+            f"completed {p.achieved_rps:.3g} req/s where {expected_rps:.3g} were due (ratio {ratio:.2f}); "
+            f"{why}: the server fell behind the offered rate (saturated, beyond capacity)"
         )
         return LittleCheck(p.step, "overloaded", in_flight, expected_rps, ratio, note)
     if ratio > 1 + tol:

@@ -38,6 +38,11 @@ class LoadPoint:
     slo_latency: dict[str, dict[str, float | None]] = field(default_factory=dict)
     slo_basis: str = "send"
     sent_rps: float | None = None  # requests actually sent per second (the schedule's realisation)
+    slo_cis: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # 95 % intervals
+    trend: dict[str, Any] | None = None  # latency against time inside the step (``drift``), if measured
+
+    def slo_ci(self, metric: str, p: str) -> tuple[float, float] | None:
+        return (self.slo_cis.get(metric) or {}).get(p)
 
     def pct(self, metric: str, p: str) -> float | None:
         return (self.latency.get(metric) or {}).get(p)
@@ -67,6 +72,14 @@ def _dists(s: dict[str, Any], names: dict[str, str]) -> dict[str, dict[str, floa
     return {m: {k: (s.get(src) or {}).get(k) for k in LATENCY_KEYS} for m, src in names.items()}
 
 
+def _cis(s: dict[str, Any], names: dict[str, str]) -> dict[str, dict[str, tuple[float, float]]]:
+    out: dict[str, dict[str, tuple[float, float]]] = {}
+    for metric, src in names.items():
+        cis = (s.get(src) or {}).get("ci95") or {}
+        out[metric] = {k: (float(v[0]), float(v[1])) for k, v in cis.items() if v and len(v) == 2}
+    return out
+
+
 def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
     """A step in the ``bench --out`` format as a load point (older files without a steady window or
     client block are read as they were: whole-window throughput, ``valid`` as stored)."""
@@ -75,10 +88,12 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
     closed = load["mode"] == "closed_loop"
     counts = s.get("counts") or {}
     lat = _dists(s, {m: m for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms")})
-    slo_lat, basis = lat, "send"
+    names = {m: m for m in ("ttft_ms", "tpot_ms", "e2e_ms")}
+    basis = "send"
     if not closed and (s.get("ttft_from_scheduled_ms") or {}).get("n"):
         names = {"ttft_ms": "ttft_from_scheduled_ms", "tpot_ms": "tpot_ms", "e2e_ms": "e2e_from_scheduled_ms"}
-        slo_lat, basis = _dists(s, names), "scheduled"
+        basis = "scheduled"
+    slo_lat = _dists(s, names)
     steady = s.get("steady") or {}
     steady_rps = steady.get("request_throughput")
     use_steady = steady_rps is not None and not steady.get("short")
@@ -105,4 +120,6 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         slo_latency=slo_lat,
         slo_basis=basis,
         sent_rps=steady.get("send_rate"),
+        slo_cis=_cis(s, names),
+        trend=result.get("time_trend"),
     )

@@ -27,46 +27,21 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tokenpace.core.analysis.knee import Knee, KneeResult, find_knee
+from tokenpace.core.analysis.drift import Drift, detect_drift
+from tokenpace.core.analysis.knee import Knee, KneeResult, find_knee, shape_warnings
 from tokenpace.core.analysis.little import LittleCheck, little_check
 from tokenpace.core.analysis.loadpoint import LoadPoint, point_from_result
+from tokenpace.core.analysis.slo_steps import SloCapacity, slo_capacity, slo_warnings
 
 __all__ = ["LittleCheck", "LoadPoint", "analyze", "little_check", "make_plan", "point_from_result"]
 
 DEFAULT_MAX_ERROR_RATE = 0.01
 DEFAULT_HEADROOM = 0.3
 PLATEAU_GAIN = 0.1  # closed loop: less throughput growth than this over the last step is a plateau
-SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
 def _by_load(points: Sequence[LoadPoint]) -> list[LoadPoint]:
     return sorted(points, key=lambda p: (p.offered if p.offered is not None else 0.0, p.step))
-
-
-@dataclass(frozen=True, slots=True)
-class SloCapacity:
-    slo: dict[str, float]
-    percentile: str
-    holds: list[bool | None]  # per step; None for a step left out
-    step: int | None  # the usable step of highest achieved load where it holds
-    load_rps: float | None
-    goodput_rps: float | None  # requests/s that met the SLO at that step
-    bounded: bool = False  # a usable step at a higher load broke it: the load is a ceiling
-    broken_step: int | None = None  # the first such step
-    basis: str = "send"  # latencies judged from the send (closed loop) or the scheduled time (open)
-
-    def to_dict(self) -> dict:
-        return {
-            "slo": self.slo,
-            "percentile": self.percentile,
-            "latency_from": self.basis,
-            "holds": self.holds,
-            "step": self.step,
-            "max_load_rps": self.load_rps,
-            "goodput_rps": self.goodput_rps,
-            "ceiling_reached": self.bounded,
-            "broken_at_step": self.broken_step,
-        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +58,8 @@ class CurveAnalysis:
     knee_bounded: bool = True  # False: the knee is on the highest load tried
     max_sustainable_bounded: bool = True  # False: throughput still growing at the highest load tried
     left_out: dict[int, list[str]] = field(default_factory=dict)
+    drift: Drift = field(default_factory=lambda: Drift(False, [], None))
+    shape: list[str] = field(default_factory=list)  # warnings on the curve's shape (knee, falling latency)
 
     @property
     def inconsistent_steps(self) -> list[int]:
@@ -109,55 +86,15 @@ class CurveAnalysis:
                 "lower_bound": not self.max_sustainable_bounded,
             },
             "slo_capacity": self.slo.to_dict() if self.slo else None,
+            "drift": self.drift.to_dict(),
+            "shape_warnings": self.shape,
             "littles_law": {
+                "checked_steps": [c.step for c in self.little if c.status != "skipped"],
                 "consistent": not self.inconsistent_steps,
                 "inconsistent_steps": self.inconsistent_steps,
                 "steps": [c.to_dict() for c in self.little],
             },
         }
-
-
-def slo_holds(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_rate: float) -> bool:
-    if not p.ok or p.error_rate > max_error_rate:
-        return False
-    for metric in SLO_METRICS:
-        limit = slo.get(metric)
-        if limit is None:
-            continue
-        value = p.slo_pct(metric, percentile)
-        if value is None:
-            if metric == "tpot_ms":
-                continue  # single-token outputs have no TPOT; they meet a TPOT SLO (see metrics)
-            return False
-        if value > limit:
-            return False
-    return True
-
-
-def _slo_capacity(
-    pts: list[LoadPoint], slo: dict[str, float], percentile: str, max_error_rate: float
-) -> SloCapacity:
-    holds = [slo_holds(p, slo, percentile, max_error_rate) if p.usable else None for p in pts]
-    held = [p for p, h in zip(pts, holds, strict=True) if h]
-    top = max(held, key=lambda p: p.achieved_rps, default=None)
-    broken = [
-        p
-        for p, h in zip(pts, holds, strict=True)
-        if h is False and (top is None or (p.offered or 0.0) > (top.offered or 0.0))
-    ]
-    first_broken = _by_load(broken)[0] if broken else None
-    basis = "scheduled" if any(p.slo_basis == "scheduled" for p in pts if p.usable) else "send"
-    return SloCapacity(
-        dict(slo),
-        percentile,
-        holds,
-        top.step if top else None,
-        top.achieved_rps if top else None,
-        top.goodput if top else None,
-        bounded=top is None or first_broken is not None,
-        broken_step=first_broken.step if first_broken else None,
-        basis=basis,
-    )
 
 
 def _sustainable_bounded(best: LoadPoint, usable: list[LoadPoint]) -> bool:
@@ -169,6 +106,16 @@ def _sustainable_bounded(best: LoadPoint, usable: list[LoadPoint]) -> bool:
         return False  # open loop: the server kept up with the highest rate tried
     prev = ordered[-2].achieved_rps
     return prev > 0 and best.achieved_rps < prev * (1 + PLATEAU_GAIN)
+
+
+def _saturated_above(best: LoadPoint, pts: list[LoadPoint], overloaded: set[int]) -> bool:
+    """An open-loop step at a higher rate where the queue grew: the server cannot carry that rate,
+    even when the step is left out as short (its drain is long *because* it was saturated)."""
+    return any(
+        p.step in overloaded and p.mode == best.mode and p.valid and not p.interrupted
+        and (p.offered or 0.0) > (best.offered or 0.0)
+        for p in pts
+    )  # fmt: skip
 
 
 def _probe_bounded(usable: list[LoadPoint], plateau_rps: float | None) -> bool:
@@ -183,14 +130,20 @@ def analyze(
     slo_percentile: str = "p95",
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     plateau_rps: float | None = None,
+    revisit: LoadPoint | None = None,
 ) -> CurveAnalysis:
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
-    steps placed up to it reach a maximum the probe already found."""
+    steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
+    again after the last (drift). When latency moved with time there is no knee."""
     pts = list(points)
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
+    drift = detect_drift(pts, revisit)
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
+    if drift.moved:
+        moved = KneeResult(None, "no knee: latency moved with time, not only with load (see drift)")
+        knee_t = knee_e = moved
     knees = [k for k in (knee_t.knee, knee_e.knee) if k is not None]
     knee = min(knees, key=lambda k: k.load) if knees else None
     knee_bounded = knee is None or pts[knee.index] is not _by_load(usable)[-1]
@@ -205,15 +158,28 @@ def analyze(
         knee,
         best.achieved_rps if best else None,
         best.step if best else None,
-        _slo_capacity(pts, slo, slo_percentile, max_error_rate) if slo else None,
+        slo_capacity(pts, slo, slo_percentile, max_error_rate) if slo else None,
         little,
         max_error_rate,
         knee_bounded=knee_bounded,
         max_sustainable_bounded=best is None
         or _sustainable_bounded(best, usable)
-        or _probe_bounded(usable, plateau_rps),
+        or _probe_bounded(usable, plateau_rps)
+        or _saturated_above(best, pts, overloaded),
         left_out={p.step: p.left_out_reasons for p in pts if not p.usable},
+        drift=drift,
+        shape=_shape(usable, knee.index if knee else None, pts),
     )
+
+
+def _shape(usable: list[LoadPoint], knee_index: int | None, pts: list[LoadPoint]) -> list[str]:
+    def p50(p: LoadPoint) -> tuple[float, float, float] | None:
+        value, ci = p.slo_pct("ttft_ms", "p50"), p.slo_ci("ttft_ms", "p50")
+        return (value, ci[0], ci[1]) if value is not None and ci is not None else None
+
+    loads = [p.offered if p.offered is not None else p.achieved_rps for p in usable]
+    at = usable.index(pts[knee_index]) if knee_index is not None else None
+    return shape_warnings([p.step for p in usable], loads, [p50(p) for p in usable], at)
 
 
 # --- the plan ---------------------------------------------------------------------------------
@@ -278,11 +244,12 @@ def _candidates(a: CurveAnalysis, warnings: list[str]) -> list[_Candidate]:
             out.append(_Candidate(0.0, "slo", None, True))
         else:
             out.append(_Candidate(a.slo.load_rps, "slo", a.slo.step, a.slo.bounded))
-            if not a.slo.bounded:
+            if not a.slo.bounded and not a.slo.undecided_above:
                 warnings.append(
                     f"SLO held up to the highest load tried ({a.slo.load_rps:.3g} req/s, step "
                     f"{a.slo.step}); the ceiling is above it: extend the sweep"
                 )
+        warnings += slo_warnings(a.slo)
     if a.max_sustainable_rps is not None:
         top, bounded = a.max_sustainable_step, a.max_sustainable_bounded
         out.append(_Candidate(a.max_sustainable_rps, "max_sustainable", top, bounded))
@@ -307,12 +274,21 @@ def make_plan(a: CurveAnalysis, peak_rps: float | None = None, headroom: float =
     if not used:
         warnings.append("no usable step: nothing to plan on")
         return Plan(None, "none", headroom, None, None, peak_rps, None, warnings, None, False, used, left)
+    if a.drift.moved:  # the curve mixes time with load: no ceiling read from it is a capacity
+        warnings += [f"latency moved with time: {r}" for r in a.drift.reasons]
+        warnings.append(
+            "no knee, ceiling or replica count from this sweep: latency moved with time, not only "
+            "with load; rerun it when the server is steady, with the revisit on (sweep --revisit)"
+        )
+        return Plan(None, "none", headroom, None, None, peak_rps, None, warnings, None, False, used, left)
+    warnings += a.shape
     candidates = _candidates(a, warnings)
     if a.inconsistent_steps:
         steps = ", ".join(str(s) for s in a.inconsistent_steps)
         warnings.append(f"Little's law fails at step(s) {steps}: the sweep is inconsistent, check them")
     if not candidates:
-        warnings.append("no usable step")
+        steps = ", ".join(map(str, used))
+        warnings.append(f"no ceiling: no knee, SLO load or sustainable load at the usable step(s) {steps}")
         return Plan(None, "none", headroom, None, None, peak_rps, None, warnings, None, False, used, left)
     # the lowest load wins; at equal loads a proven ceiling beats a lower bound
     best = min(candidates, key=lambda c: (c.load, not c.bounded))

@@ -4,14 +4,17 @@ Pure: stored runs (their conditions and summaries, the ``bench --out`` format) a
 requests meeting the scenario's lines in, a pass/fail matrix with a reason per cell out.
 
 The rule: a line passes only when the *upper bound* of the 95 % confidence interval of its
-percentile is under the threshold, at the scenario's load. A sweep supplies that load by linear
-interpolation between the two valid steps around it (below its lowest valid step, the lowest one
-judges: more load, so conservative; above its highest, nothing is trusted). A single run counts
-only if it ran at the scenario's load (same loop, within 10 %); at another load it is flagged and
-not judged. Runs marked not valid, interrupted, without a successful request, too short to reach a
-steady state, or that Little's law shows did not run at their stated load are left out, as plan
-leaves them out; a percentile with fewer than 5 samples beyond it is "too few requests", not a
-verdict.
+percentile is under the threshold, at the scenario's load or a higher one of the same kind. A rate
+scenario is judged only on open-loop steps (arrivals of its kind) at or above its rate; a
+concurrency scenario only on closed-loop steps at or above its concurrency. In a sweep the lowest
+such valid step judges: a higher load bounds the latency at a lower one, and nothing between two
+steps is guessed (latency is not linear in load near a slot limit: a straight line between two
+steps can sit far under what that load really gives). Beyond the highest step nothing is trusted:
+measure it. A single run counts only if it ran at the scenario's load (same loop, at it or up to
+10 % above); anything else is "not enough evidence", never a pass. Runs marked not valid,
+interrupted, without a successful request, too short to reach a steady state, or that Little's law
+shows did not run at their stated load are left out, as plan leaves them out; a percentile with
+fewer than 5 samples beyond it is "too few requests", not a verdict.
 """
 
 from __future__ import annotations
@@ -41,9 +44,10 @@ class RunPoint:
     low_sample: frozenset[str]  # "ttft_ms.p95": too few samples beyond that percentile
 
     def axis(self, scenario: Scenario) -> float | None:
-        """Where the run sits on the scenario's load axis (req/s or concurrency), if it can."""
+        """Where the run sits on the scenario's load axis (req/s or concurrency), if it is a load of
+        the scenario's kind: open-loop arrivals for a rate, closed-loop users for a concurrency."""
         if scenario.rate is not None:
-            return self.offered if self.mode == "open_loop" else self.values.get("achieved_rps")
+            return self.offered if self.mode == "open_loop" else None
         return self.offered if self.mode == "closed_loop" else None
 
 
@@ -126,7 +130,7 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         if x is None:
             loop = "an open-loop rate (--rate)" if scenario.rate is not None else "a concurrency (-c)"
             return Placement(False, f"not at the scenario's load: the run was not made at {loop}")
-        if abs(x - target) > LOAD_TOLERANCE * target:
+        if x < target * (1 - 1e-9) or x > target * (1 + LOAD_TOLERANCE):
             ran, want = _fmt_load(scenario, x), _fmt_load(scenario, target)
             return Placement(False, f"not at the scenario's load: ran at {ran}, scenario at {want}")
         return Placement(
@@ -137,39 +141,23 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         key=lambda xp: xp[0],
     )
     if not on_axis:
-        return Placement(False, "no valid step on the scenario's load axis: not judged")
-    lo_x, lo = on_axis[0]
-    hi_x, hi = on_axis[-1]
-    if target <= lo_x:
+        kind = "open-loop steps (sweep --rate)" if scenario.rate is not None else "closed-loop steps (-c)"
         return Placement(
-            True,
-            f"lowest valid step {lo.run_id} at {_fmt_load(scenario, lo_x)} (a higher load: conservative)",
-            lo.values,
-            lo.low_sample,
-            (lo.run_id,),
+            False, f"not enough evidence: no valid step of the scenario's kind of load; it needs {kind}"
         )
-    if target > hi_x * (1 + LOAD_TOLERANCE):
+    hi_x, _ = on_axis[-1]
+    above = [(x, p) for x, p in on_axis if x >= target * (1 - 1e-9)]
+    if not above or target > hi_x:
         return Placement(
             False,
-            f"the scenario's load is beyond the sweep's highest valid step ({_fmt_load(scenario, hi_x)})",
+            f"the scenario's load is beyond the sweep's highest valid step ({_fmt_load(scenario, hi_x)}): "
+            "measure it",
         )
-    if target >= hi_x:
-        return Placement(
-            True, f"step {hi.run_id} at {_fmt_load(scenario, hi_x)}", hi.values, hi.low_sample, (hi.run_id,)
-        )
-    j = next(i for i, (x, _) in enumerate(on_axis) if x >= target)
-    exact_x, exact = on_axis[j]
-    if abs(exact_x - target) <= 1e-9 * target:  # a step at the scenario's load: no interpolation
-        return Placement(True, f"step {exact.run_id} at {_fmt_load(scenario, exact_x)}", exact.values,
-                         exact.low_sample, (exact.run_id,))  # fmt: skip
-    (x0, a), (x1, b) = on_axis[j - 1], on_axis[j]
-    w = (target - x0) / (x1 - x0) if x1 > x0 else 1.0
-    values = {k: a.values[k] + (b.values[k] - a.values[k]) * w for k in a.values.keys() & b.values.keys()}
-    where = (
-        f"interpolated between steps {a.run_id} ({_fmt_load(scenario, x0)}) "
-        f"and {b.run_id} ({_fmt_load(scenario, x1)})"
-    )
-    return Placement(True, where, values, a.low_sample | b.low_sample, (a.run_id, b.run_id))
+    x, p = above[0]  # the next measured load at or above: it bounds the latency at the scenario's
+    where = f"step {p.run_id} at {_fmt_load(scenario, x)}"
+    if x > target * (1 + 1e-9):
+        where += f", the next load measured above {_fmt_load(scenario, target)} (a bound: conservative)"
+    return Placement(True, where, p.values, p.low_sample, (p.run_id,))
 
 
 # --- judging ---------------------------------------------------------------------------------
@@ -321,11 +309,6 @@ def judge(
     warnings = _length_warnings(scenario, at) if at.trusted else []
     if sweep:
         warnings += [f"step {p.run_id} left out: {p.left_out}" for p in points if p.left_out]
-        if scenario.rate is not None and at.trusted and any(p.mode == "closed_loop" for p in points):
-            warnings.append(
-                "a closed-loop sweep placed by its achieved rate: an open-loop sweep (--rate) "
-                "sends the scenario's kind of arrivals"
-            )
     holding = [p for p in points if not p.left_out and _holds(scenario, p) and "good_rps" in p.values]
     if holding:  # the most a replica carried while every line held
         capacity: float | None = max(p.values["good_rps"] for p in holding)

@@ -46,6 +46,7 @@ class SrmResult:
     df: int
     p_value: float
     flagged: bool
+    judged: bool = True  # False: shown only (requests clustered by user are not independent)
 
     def to_dict(self) -> dict:
         return {
@@ -56,14 +57,20 @@ class SrmResult:
             "df": self.df,
             "p_value": self.p_value,
             "flagged": self.flagged,
+            "judged": self.judged,
             "threshold": SRM_THRESHOLD,
         }
 
 
 def srm_check(
-    counts: Mapping[str, int], weights: Mapping[str, float], unit: str, threshold: float = SRM_THRESHOLD
+    counts: Mapping[str, int],
+    weights: Mapping[str, float],
+    unit: str,
+    threshold: float = SRM_THRESHOLD,
+    judged: bool = True,
 ) -> SrmResult | None:
-    """None when it cannot be tested: no weights, fewer than two arms, or nothing counted."""
+    """None when it cannot be tested: no weights, fewer than two arms, or nothing counted. A test
+    that is not ``judged`` is computed and shown but never flags the split."""
     arms = sorted(set(weights) | set(counts))
     total_weight = sum(max(0.0, weights.get(a, 0.0)) for a in arms)
     total = sum(counts.get(a, 0) for a in arms)
@@ -80,6 +87,6 @@ def srm_check(
     df = sum(1 for a in arms if expected[a] > 0) - 1
     if df < 1:
         p = 0.0 if math.isinf(chi2) else 1.0
-        return SrmResult(unit, observed, expected, chi2, max(df, 0), p, p < threshold)
+        return SrmResult(unit, observed, expected, chi2, max(df, 0), p, judged and p < threshold, judged)
     p = chi2_sf(chi2, df)
-    return SrmResult(unit, observed, expected, chi2, df, p, p < threshold)
+    return SrmResult(unit, observed, expected, chi2, df, p, judged and p < threshold, judged)
