@@ -15,7 +15,7 @@ from tokenpace.core.analysis.verdict import Verdict
 _STYLE = {
     Verdict.SLOWER: "bold red",
     Verdict.FASTER: "bold green",
-    Verdict.NO_DIFFERENCE: "",
+    Verdict.UNDECIDED: "yellow",
     Verdict.NEGLIGIBLE: "dim",
     Verdict.TOO_FEW: "yellow",
 }
