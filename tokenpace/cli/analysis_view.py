@@ -38,7 +38,7 @@ def pvalue(p: float | None) -> str:
 
 
 # Columns a narrow terminal may leave out of the comparison table (the verdict and numbers stay).
-COMPARISON_OPTIONAL = ("B - A", "p")
+COMPARISON_OPTIONAL = ("B - A", "p", "detectable")
 
 
 def comparison_table(c: Comparison, title: str, caption: str | None = None) -> Table:
@@ -52,6 +52,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
         ("B - A", "right"),
         (conf, "right"),
         ("change", "right"),
+        ("change CI", "right"),
+        ("detectable", "right"),
         ("p", "right"),
         ("verdict", "left"),
     ):
@@ -68,6 +70,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
                 num(r.diff, signed=True),
                 ci,
                 pct(r.rel),
+                _rel_ci(r.rel_ci),
+                pct(r.detectable, signed=False) if r.detectable is not None else "-",
                 pvalue(r.p_value),
                 f"[{_STYLE[r.verdict]}]{r.verdict.value}[/]" if _STYLE[r.verdict] else r.verdict.value,
             )
@@ -80,14 +84,35 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
             "",
             "",
             "",
+            "",
+            "",
             pvalue(m.rank_p),
             f"[{_STYLE[m.verdict]}]{m.verdict.value}[/]" if _STYLE[m.verdict] else m.verdict.value,
             end_section=True,
         )
-    t.caption = (
-        caption or "p: bootstrap p per percentile; 'all': Mann-Whitney rank test of the whole distribution"
+    t.caption = caption or (
+        "CI and change CI count the noise between requests and between runs; detectable: the "
+        "smallest worsening called 9 times in 10 at this size and noise; 'all': Mann-Whitney rank "
+        "test within runs (shown, not used)"
     )
     return t
+
+
+def _rel_ci(ci: tuple[float | None, float | None] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "-"
+    return f"[{pct(ci[0])}, {pct(ci[1])}]"
+
+
+def noise_lines(c: Comparison) -> list[str]:
+    """One line per gated or compared percentile: the noise between runs its interval counts."""
+    seen: dict[str, str] = {}
+    for m in c.metrics:
+        for r in m.rows:
+            if r.noise is not None:
+                seen.setdefault(r.noise.key, r.noise.describe())
+    head = f"runs: A {c.runs_a}, B {c.runs_b}"
+    return [head] + [f"run noise {k}: {v}" for k, v in seen.items()]
 
 
 def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:
@@ -101,8 +126,10 @@ def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 def gate_table(items: Sequence[GateItem]) -> Table:
     t = Table(title="Release gate", title_justify="left", header_style="bold")
-    for name in ("check", "allowed", "baseline", "candidate", "change", "outcome", "why"):
-        t.add_column(name, justify="right" if name in ("baseline", "candidate", "change") else "left")
+    for name in ("check", "allowed", "baseline", "candidate", "change", "detectable", "outcome", "why"):
+        t.add_column(
+            name, justify="right" if name in ("baseline", "candidate", "change", "detectable") else "left"
+        )
     style = {"pass": "green", "regressed": "bold red", "undecided": "yellow"}
     for i in items:
         t.add_row(
@@ -111,6 +138,7 @@ def gate_table(items: Sequence[GateItem]) -> Table:
             num(i.baseline),
             num(i.candidate),
             pct(i.rel),
+            pct(i.detectable, signed=False) if i.detectable is not None else "-",
             f"[{style[i.outcome]}]{i.outcome}[/]",
             i.reason,
         )

@@ -12,6 +12,7 @@ from tokenpace.app.compare import compare_runs
 from tokenpace.cli.analysis_view import (
     COMPARISON_OPTIONAL,
     comparison_table,
+    noise_lines,
     print_rule,
     print_warnings,
     run_level_table,
@@ -33,9 +34,10 @@ from tokenpace.cli.store_opts import (
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
 @click.option(
     "--min-effect",
-    default="1%",
+    default="5%",
     show_default=True,
-    help="Smallest relative change called slower/faster; smaller significant ones are 'negligible'.",
+    help="Practical threshold: slower/faster only when the whole interval lies beyond it, "
+    "'negligible' when within it (reruns of an unchanged server move a percentile by 2-10%).",
 )
 @click.option(
     "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."
@@ -45,15 +47,31 @@ from tokenpace.cli.store_opts import (
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @click.option("--allow-invalid", is_flag=True, help="Compare runs that are NOT VALID or were interrupted.")
+@click.option(
+    "--single", is_flag=True, help="Compare only the runs named, not the repeat groups they belong to."
+)
 @store_option
 @guarded("compare")
 def compare(
-    run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_json, out, allow_invalid, store_url
+    run_a,
+    run_b,
+    alpha,
+    min_effect,
+    percentiles,
+    resamples,
+    seed,
+    as_json,
+    out,
+    allow_invalid,
+    single,
+    store_url,
 ) -> None:
     """Compare run B with run A (run ids, baseline names, or KEY=VALUE labels: the newest match).
 
     For TTFT, TPOT, ITL, E2E and per-request throughput: the percentiles of each side, B - A with a
-    bootstrap confidence interval, a Mann-Whitney rank test, and a verdict.
+    confidence interval that counts the noise between requests and between runs, the smallest
+    detectable change, a Mann-Whitney rank test, and a verdict. A run of a repeat group (bench
+    --repeat) stands for its group.
     """
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
@@ -70,6 +88,7 @@ def compare(
         resamples,
         seed,
         allow_invalid,
+        single,
     )
     data = rc.to_dict()
     if out:
@@ -81,6 +100,8 @@ def compare(
     title = f"A = {rc.a.id} {_labels(rc.a.labels)}  vs  B = {rc.b.id} {_labels(rc.b.labels)}"
     show_table(console, comparison_table(rc.comparison, title), optional=COMPARISON_OPTIONAL)
     show_table(console, run_level_table(rc.run_level))
+    for line in noise_lines(rc.comparison):
+        console.print(line, highlight=False)
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 
