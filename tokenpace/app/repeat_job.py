@@ -52,7 +52,8 @@ def run_repeated_bench(
     progress: RunProgress | None = None,
     on_run: Callable[[int, BenchOutcome], None] | None = None,
 ) -> RepeatOutcome:
-    """Run ``config`` ``repeats`` times (stopping at a run that is no success) and store the group.
+    """Run ``config`` ``repeats`` times and store the successful runs as a group (a run that is NOT
+    VALID is left out of it; one interrupted, aborted or without success ends the group there).
     Raises ValueError on a bad count, or what ``run_bench_job`` raises before the first load."""
     if not 2 <= repeats <= MAX_REPEATS:
         raise ValueError(f"--repeat must be between 2 and {MAX_REPEATS}")
@@ -68,8 +69,8 @@ def run_repeated_bench(
         done.outcomes.append(outcome)
         if on_run is not None:
             on_run(k, outcome)
-        if outcome.exit_decision.code is not ExitStatus.OK:
-            break
+        if outcome.exit_decision.code not in (ExitStatus.OK, ExitStatus.NOT_VALID):
+            break  # interrupted, aborted, nothing succeeded, or not stored: stop the group here
     usable = [o for o in done.outcomes if o.exit_decision.code is ExitStatus.OK]
     if len(usable) < 2:
         done.note = f"{len(usable)} successful run(s): the noise between runs needs at least 2"
