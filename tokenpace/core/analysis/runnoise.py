@@ -75,7 +75,9 @@ def assumed(key: str) -> RunNoise:
     return RunNoise(key, ASSUMED_CENTRE_SD if q <= 50 else ASSUMED_TAIL_SD, math.inf, 0, 0)
 
 
-def group_noise(key: str, values: Sequence[float], ses: Sequence[float]) -> GroupNoise | None:
+def group_noise(
+    key: str, values: Sequence[float] | np.ndarray, ses: Sequence[float] | np.ndarray
+) -> GroupNoise | None:
     """The estimate from K >= 2 runs' values and their sampling SEs (same unit); None if unusable."""
     x = np.asarray(values, dtype=np.float64)
     se = np.asarray(ses, dtype=np.float64)
