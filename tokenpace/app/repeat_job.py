@@ -52,8 +52,8 @@ def run_repeated_bench(
     progress: RunProgress | None = None,
     on_run: Callable[[int, BenchOutcome], None] | None = None,
 ) -> RepeatOutcome:
-    """Run ``config`` ``repeats`` times and store the successful runs as a group (a run that is NOT
-    VALID is left out of it; one interrupted, aborted or without success ends the group there).
+    """Run ``config`` ``repeats`` times and store the finished runs as a group (NOT VALID ones too:
+    their noise is the wider; a run interrupted, aborted or without success ends the group there).
     Raises ValueError on a bad count, or what ``run_bench_job`` raises before the first load."""
     if not 2 <= repeats <= MAX_REPEATS:
         raise ValueError(f"--repeat must be between 2 and {MAX_REPEATS}")
@@ -71,13 +71,17 @@ def run_repeated_bench(
             on_run(k, outcome)
         if outcome.exit_decision.code not in (ExitStatus.OK, ExitStatus.NOT_VALID):
             break  # interrupted, aborted, nothing succeeded, or not stored: stop the group here
-    usable = [o for o in done.outcomes if o.exit_decision.code is ExitStatus.OK]
+    usable = [o for o in done.outcomes if o.exit_decision.code in (ExitStatus.OK, ExitStatus.NOT_VALID)]
     if len(usable) < 2:
-        done.note = f"{len(usable)} successful run(s): the noise between runs needs at least 2"
+        done.note = f"{len(usable)} finished run(s): the noise between runs needs at least 2"
         return done
     done.runs_used = len(usable)
-    if len(usable) < len(done.outcomes):
-        done.note = f"{len(done.outcomes) - len(usable)} run(s) were no success and are left out"
+    behind = sum(1 for o in usable if o.exit_decision.code is ExitStatus.NOT_VALID)
+    if behind:  # kept: the client's stalls can only widen the estimate, never narrow it
+        done.note = (
+            f"{behind} of {len(usable)} runs are NOT VALID (the client fell behind): their stalls are in "
+            "this noise estimate, which is wider for it; check judges the group only with --allow-invalid"
+        )
     done.noise = repeat_noise([o.result.records for o in usable])
     if outputs.save and all(o.saved is not None and o.saved.ok for o in usable):
         _store_group(done, usable, outputs.store_url)

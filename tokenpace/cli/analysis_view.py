@@ -10,6 +10,7 @@ from rich.table import Table
 
 from tokenpace.core.analysis.compare import Comparison
 from tokenpace.core.analysis.gate import GateItem
+from tokenpace.core.analysis.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD, RunNoise
 from tokenpace.core.analysis.verdict import Verdict
 
 _STYLE = {
@@ -104,15 +105,22 @@ def _rel_ci(ci: tuple[float | None, float | None] | None) -> str:
     return f"[{pct(ci[0])}, {pct(ci[1])}]"
 
 
-def noise_lines(c: Comparison) -> list[str]:
-    """One line per gated or compared percentile: the noise between runs its interval counts."""
-    seen: dict[str, str] = {}
+def noise_lines(c: Comparison, keys: Sequence[str] | None = None) -> list[str]:
+    """The noise between runs that the intervals count: learned ones one a line, assumed ones in one."""
+    seen: dict[str, RunNoise] = {}
     for m in c.metrics:
         for r in m.rows:
-            if r.noise is not None:
-                seen.setdefault(r.noise.key, r.noise.describe())
-    head = f"runs: A {c.runs_a}, B {c.runs_b}"
-    return [head] + [f"run noise {k}: {v}" for k, v in seen.items()]
+            if r.noise is not None and (keys is None or r.noise.key in keys):
+                seen.setdefault(r.noise.key, r.noise)
+    out = [f"runs: A {c.runs_a}, B {c.runs_b}"]
+    out += [f"run noise {k}: {n.describe()}" for k, n in seen.items() if not n.assumed]
+    assumed = [k for k, n in seen.items() if n.assumed]
+    if assumed:
+        out.append(
+            f"run noise {', '.join(assumed)}: assumed {ASSUMED_CENTRE_SD:.0%} up to P50, "
+            f"{ASSUMED_TAIL_SD:.0%} above (no repeated runs under these conditions)"
+        )
+    return out
 
 
 def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:

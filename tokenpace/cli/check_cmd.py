@@ -77,7 +77,7 @@ def check(
         title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
         show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
         show_table(console, gate_table(report.items), optional=("allowed",))
-        for line in noise_lines(report.run.comparison):
+        for line in noise_lines(report.run.comparison, [t.name for t in report.thresholds]):
             console.print(line, highlight=False)
         print_warnings(console, report.run.warnings)
         print_rule(console, report.run.comparison.rule)
@@ -88,6 +88,6 @@ def check(
     elif undecided:
         line = f"UNDECIDED: {', '.join(undecided)} (see why; run {report.run.b.id} vs baseline {baseline})"
     else:
-        line = f"PASS: every change within its threshold (run {report.run.b.id} vs baseline {baseline})"
+        line = f"PASS: no regression beyond the thresholds (run {report.run.b.id} vs baseline {baseline})"
     console.print(line, highlight=False)
     sys.exit(report.exit_code)
