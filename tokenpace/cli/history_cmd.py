@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import orjson
@@ -21,6 +22,10 @@ from tokenpace.cli.store_opts import (
     store_option,
     write_report,
 )
+
+if TYPE_CHECKING:
+    from tokenpace.core.analysis.history import History
+    from tokenpace.core.analysis.runnoise import RunNoise
 
 
 @click.command()
@@ -119,19 +124,26 @@ def history(
         )
     elif not hist.change_points:
         console.print(f"no level shift found ({len(hist.points)} runs)", highlight=False)
-    for cp in hist.minor:
-        size = hist.sizes.get(cp.index)
-        how = f"{size.rel:+.1%} [{size.lo:+.1%}, {size.hi:+.1%}]" if size else "size unknown"
-        console.print(
-            f"minor level change at run {cp.index} ({how}): not shown beyond +-{hist.min_shift:.0%}, "
-            "so not called a shift",
-            highlight=False,
-        )
-    if noise is not None:
-        console.print(f"run noise {hist.metric} under these conditions: {noise.describe()}", highlight=False)
+    for line in _noise_lines(hist, noise):
+        console.print(line, highlight=False)
     if varying:
         shown = ", ".join(varying[:10]) + (" ..." if len(varying) > 10 else "")
         console.print(f"[yellow]warning:[/] conditions vary across these runs: {shown}", highlight=False)
     if hist.skipped:
         console.print(f"{len(hist.skipped)} matching run(s) have no {hist.metric}", highlight=False)
     console.print(f"[dim]Method: {hist.method}[/]", highlight=False)
+
+
+def _noise_lines(hist: History, noise: RunNoise | None) -> list[str]:
+    """Minor level changes (found, but not shown beyond --min-shift) and the learned run noise."""
+    out = []
+    for cp in hist.minor:
+        size = hist.sizes.get(cp.index)
+        how = f"{size.rel:+.1%} [{size.lo:+.1%}, {size.hi:+.1%}]" if size else "size unknown"
+        out.append(
+            f"minor level change at run {cp.index} ({how}): not shown beyond +-{hist.min_shift:.0%}, "
+            "so not called a shift"
+        )
+    if noise is not None:
+        out.append(f"run noise {hist.metric} under these conditions: {noise.describe()}")
+    return out
