@@ -98,6 +98,18 @@ def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, lis
     return (group[0], group[1]) if group else (None, [run.id])
 
 
+# Labels that name one window both runs were measured in, interleaved: the gateway's session (its
+# arms split live traffic) and an A/B test's id (its arms alternate block by block).
+SAME_WINDOW_LABELS = ("gateway_session", "ab")
+
+
+def measured_together(a: RunInfo, b: RunInfo) -> bool:
+    """Two arms of one gateway session or one A/B test: what moves one run moves the other."""
+    return a.id != b.id and any(
+        a.labels.get(k) and a.labels.get(k) == b.labels.get(k) for k in SAME_WINDOW_LABELS
+    )
+
+
 def noise_warning(comparison: Comparison) -> str | None:
     assumed = comparison.assumed_noise
     if not assumed:
@@ -132,6 +144,7 @@ def compare_runs(
     members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
     require_judgeable(members, allow_invalid)
     learned = learned_noise(store, a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    same_window = measured_together(a, b)
     comparison = compare_runs_records(
         [store.load_records(i) for i in ids_a],
         [store.load_records(i) for i in ids_b],
@@ -142,6 +155,7 @@ def compare_runs(
         seed=seed,
         learned=learned,
         one_sided=one_sided,
+        same_window=same_window,
     )
     differing = differing_fields(a.conditions, b.conditions)
     warnings = condition_warnings(a, b, differing)

@@ -11,7 +11,7 @@ import numpy as np
 from tokenpace.core.analysis.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
 from tokenpace.core.analysis.ranktest import mann_whitney
 from tokenpace.core.analysis.runchange import Change, change, side_levels
-from tokenpace.core.analysis.runnoise import GroupNoise, RunNoise, group_noise, noise_key, pool
+from tokenpace.core.analysis.runnoise import GroupNoise, RunNoise, concurrent, group_noise, noise_key, pool
 from tokenpace.core.analysis.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.verdict import (
     DEFAULT_MIN_EFFECT,
@@ -191,9 +191,11 @@ def compare_samples(
     seed: int = 0,
     learned: Sequence[GroupNoise] = (),
     one_sided: bool = False,
+    same_window: bool = False,
 ) -> MetricResult:
     """One metric, side B's runs against side A's. ``learned``: between-run noise estimates of
-    other repeat groups under the same conditions; the sides' own runs add theirs."""
+    other repeat groups under the same conditions; the sides' own runs add theirs. ``same_window``:
+    the sides were measured interleaved over one window (no noise between runs to count)."""
     info = METRICS[metric]
     pool_a, pool_b = _pooled_samples(runs_a), _pooled_samples(runs_b)
     n_a, n_b = pool_a.n, pool_b.n
@@ -212,7 +214,7 @@ def compare_samples(
     for j, q in enumerate(qs):
         key = noise_key(metric, q)
         own = [group_noise(key, s.values[:, j], s.ses[:, j]) for s in (side_a, side_b)]
-        noise = pool(key, [*learned, *(g for g in own if g is not None)])
+        noise = concurrent(key) if same_window else pool(key, [*learned, *(g for g in own if g is not None)])
         ch = change(
             side_a.values[:, j], side_a.ses[:, j], side_b.values[:, j], side_b.ses[:, j],
             noise, alpha, min_effect, info.higher_is_better, one_sided,
@@ -240,6 +242,7 @@ def compare_runs_records(
     seed: int = 0,
     learned: Sequence[GroupNoise] = (),
     one_sided: bool = False,
+    same_window: bool = False,
 ) -> Comparison:
     """Compare side B (one or more runs) against side A: positive differences mean B is larger."""
     if not 0 < alpha < 1:
@@ -258,6 +261,7 @@ def compare_runs_records(
             seed + i,
             learned,
             one_sided,
+            same_window,
         )
         for i, m in enumerate(metrics)
     ]
@@ -274,8 +278,19 @@ def compare_records(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     learned: Sequence[GroupNoise] = (),
+    same_window: bool = False,
 ) -> Comparison:
-    """Compare run B against run A (the reference): positive differences mean B is larger."""
+    """Compare run B against run A (the reference): positive differences mean B is larger.
+    ``same_window``: both were measured interleaved over one window (arms of the gateway)."""
     return compare_runs_records(
-        [records_a], [records_b], percentiles, alpha, min_effect, metrics, resamples, seed, learned
+        [records_a],
+        [records_b],
+        percentiles,
+        alpha,
+        min_effect,
+        metrics,
+        resamples,
+        seed,
+        learned,
+        same_window=same_window,
     )

@@ -34,12 +34,15 @@ class RunNoise:
     df: float  # degrees of freedom of the estimate; inf when assumed
     groups: int  # repeat groups it rests on (0: assumed)
     runs: int
+    concurrent: bool = False  # the sides ran interleaved over one window: no noise between runs
 
     @property
     def assumed(self) -> bool:
-        return self.groups == 0
+        return self.groups == 0 and not self.concurrent
 
     def describe(self) -> str:
+        if self.concurrent:
+            return "none: both sides were measured over the same time"
         if self.assumed:
             return f"{self.rel_sd:.1%} assumed (no repeated runs under these conditions)"
         return f"{self.rel_sd:.1%} from {self.runs} runs in {self.groups} repeat group(s)"
@@ -52,6 +55,7 @@ class RunNoise:
             "groups": self.groups,
             "runs": self.runs,
             "assumed": self.assumed,
+            "concurrent": self.concurrent,
         }
 
 
@@ -73,6 +77,11 @@ def noise_key(metric: str, q: float) -> str:
 def assumed(key: str) -> RunNoise:
     q = float(key.rsplit(".p", 1)[1])
     return RunNoise(key, ASSUMED_CENTRE_SD if q <= 50 else ASSUMED_TAIL_SD, math.inf, 0, 0)
+
+
+def concurrent(key: str) -> RunNoise:
+    """Sides measured over the same window (the gateway's arms): what moves one run moves both."""
+    return RunNoise(key, 0.0, math.inf, 0, 0, concurrent=True)
 
 
 def group_noise(
