@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from baseline_fixtures import make_record
 
-from tokenpace.core.analysis.compare import compare_runs_records
+from tokenpace.core.analysis.compare import compare_records, compare_runs_records
 from tokenpace.core.analysis.gate import evaluate, parse_thresholds
 from tokenpace.core.analysis.repeats import repeat_noise
 from tokenpace.core.analysis.runchange import change
@@ -90,3 +90,14 @@ def test_repeated_records_teach_the_noise_and_groups_judge_as_one_side() -> None
     same = [_records(rng, 10.0 * rng.uniform(0.97, 1.03)) for _ in range(RUNS_A_SIDE)]
     c_same = compare_runs_records(base, same, percentiles=[50], metrics=["tpot"], resamples=200)
     assert evaluate(c_same, parse_thresholds("tpot.p50=5%"))[0].outcome == "pass"
+
+
+def test_arms_of_one_window_count_no_noise_between_runs() -> None:
+    rng = np.random.default_rng(6)
+    a, b = _records(rng, 10.0), _records(rng, 11.0)
+    together = compare_records(a, b, percentiles=[50], metrics=["tpot"], same_window=True)
+    row = together.metric("tpot").row("p50")
+    assert row is not None and row.noise is not None and row.noise.concurrent and not together.assumed_noise
+    apart = compare_records(a, b, percentiles=[50], metrics=["tpot"]).metric("tpot").row("p50")
+    assert apart is not None and apart.rel_ci is not None and row.rel_ci is not None
+    assert (row.rel_ci[1] or 0) - (row.rel_ci[0] or 0) < (apart.rel_ci[1] or 0) - (apart.rel_ci[0] or 0)
