@@ -90,3 +90,19 @@ def test_repeat_groups_with_wandering_speed_are_judged_as_sides(tmp_path: Path) 
 
 def _member(group) -> str:
     return next(o.result.run_id for o in group.outcomes if o.result.valid and not o.result.interrupted)
+
+
+def test_bench_repeat_on_the_command_line_stores_a_group_and_shows_its_noise(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with served(BASE) as srv:
+        done = tokenpace("bench", "--url", srv.url, "--model", "m", "-n", "12", "-c", "3", "--repeat", "2",
+                         "--input-len", "16", "--output-len", "20", "--store", db, "--quiet",
+                         "--out", str(tmp_path / "r.json"))  # fmt: skip
+        bad = tokenpace("bench", "--url", srv.url, "--repeat", "99", "--no-store")
+    assert done.returncode in (0, 3), done.stderr  # 3: a loaded test machine fell behind (said so)
+    text = " ".join(done.stdout.split())
+    assert "Noise between 2 runs of one test" in text and "stored as repeat group" in text
+    assert (tmp_path / "r.r1.json").is_file() and (tmp_path / "r.r2.json").is_file()
+    runs = Store.open(db).list_runs()
+    assert len(runs) == 2 and len({r.labels["repeat"] for r in runs}) == 1
+    assert bad.returncode == 2 and "--repeat must be between 2 and 20" in bad.stderr

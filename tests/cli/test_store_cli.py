@@ -269,3 +269,17 @@ def test_history_finds_the_shift_on_the_cli(tmp_path: Path) -> None:
     assert "shift +" in table.output
     bad = _invoke("history", "--metric", "ttft.p97", "--store", db)
     assert bad.exit_code == 2 and "unknown metric" in bad.output
+
+
+def test_history_calls_a_small_level_change_minor_not_a_shift(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = Store.open(db)
+    values = 100 * (1 + 0.01 * np.random.default_rng(21).standard_normal(40))
+    values[20:] *= 1.029  # a rerun server's +2.9 %: found by E-divisive, not a shift worth a page
+    start = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    for i, v in enumerate(values):
+        conditions = {"model": "m", "started_at": (start + timedelta(days=i)).isoformat()}
+        store.save_run(f"run{i:04d}", conditions, {"tpot_ms": {"p50": float(v)}}, [])
+    done = _invoke("history", "--metric", "tpot.p50", "--store", db)
+    assert done.exit_code == 0 and "no level shift found" in done.output
+    assert "minor level change at run 20 (+" in done.output and "not called a shift" in done.output
