@@ -283,3 +283,4 @@ def test_history_calls_a_small_level_change_minor_not_a_shift(tmp_path: Path) ->
     done = _invoke("history", "--metric", "tpot.p50", "--store", db)
     assert done.exit_code == 0 and "no level shift found" in done.output
     assert "minor level change at run 20 (+" in done.output and "not called a shift" in done.output
+    assert "smallest shift this history would call 9 times in 10: +6." in done.output

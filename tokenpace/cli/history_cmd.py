@@ -146,4 +146,9 @@ def _noise_lines(hist: History, noise: RunNoise | None) -> list[str]:
         )
     if noise is not None:
         out.append(f"run noise {hist.metric} under these conditions: {noise.describe()}")
+    if hist.detectable is not None:
+        out.append(
+            f"smallest shift this history would call 9 times in 10: {hist.detectable:+.1%} "
+            "(at best, halfway through; the runs' spread is the noise between runs)"
+        )
     return out

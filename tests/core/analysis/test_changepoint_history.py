@@ -80,6 +80,7 @@ def test_a_small_level_change_on_the_same_server_is_minor_not_a_shift() -> None:
     size = hist.sizes[hist.minor[0].index]
     assert size.lo < 0.05 and 0.02 < size.rel < 0.04
     assert hist.to_dict()["minor_changes"][0]["rel_ci_high"] == size.hi
+    assert hist.detectable is not None and 0.05 < hist.detectable < 0.07  # 1 % noise, 40 runs
     big = series.copy()
     big[20:] *= 1.08  # +11 % in all: beyond 5 % with confidence, a shift
     runs = [(f"r{i}", "2024-02-01", {"tpot_ms": {"p50": float(v)}}) for i, v in enumerate(big)]

@@ -6,6 +6,8 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -17,7 +19,7 @@ from tokenpace.core.analysis.changepoint import (
     ChangePoint,
     e_divisive,
 )
-from tokenpace.core.analysis.runnoise import t_quantile
+from tokenpace.core.analysis.runnoise import POWER, t_quantile
 
 # Distribution metrics, read from the stored summary as summary["<name>_ms"]["pNN"] (or "mean").
 DISTRIBUTIONS = ("ttft", "tpot", "itl", "e2e", "ttfat", "queue")
@@ -93,6 +95,7 @@ class History:
     min_shift: float = DEFAULT_MIN_SHIFT
     sizes: dict[int, ShiftSize] = field(default_factory=dict)  # change point index -> its size
     minor: list[ChangePoint] = field(default_factory=list)  # found, but not shown beyond min_shift
+    detectable: float | None = None  # smallest shift called 9 times in 10, split in the middle
 
     @property
     def method(self) -> str:
@@ -114,6 +117,7 @@ class History:
                 {"run_id": p.run_id, "started_at": p.started_at, "value": p.value} for p in self.points
             ],
             "min_shift": self.min_shift,
+            "detectable_shift": self.detectable,
             "change_points": [self._point(cp) for cp in self.change_points],
             "minor_changes": [self._point(cp) for cp in self.minor],
             "skipped_runs": self.skipped,
@@ -152,7 +156,21 @@ def analyse_history(
             hist.sizes[cp.index] = size
         clears = size is not None and (size.lo > min_shift or size.hi < -min_shift)
         (hist.change_points if clears else hist.minor).append(cp)
+    hist.detectable = detectable_shift(values, bounds, alpha, min_shift)
     return hist
+
+
+def detectable_shift(values: np.ndarray, bounds: list[int], alpha: float, min_shift: float) -> float | None:
+    """The smallest level shift this history would call 9 times in 10 at its best (a split in the
+    middle), with the runs' spread inside its segments as the noise between runs."""
+    segments = [np.log(values[s:e]) for s, e in pairwise(bounds) if e - s >= 2 and np.all(values[s:e] > 0)]
+    df = sum(len(x) - 1 for x in segments)
+    if df < 2 or len(values) < 4:
+        return None
+    var = sum(float(np.sum((x - x.mean()) ** 2)) for x in segments) / df
+    se = math.sqrt(var * 4 / len(values))  # two halves of the series
+    reach = (t_quantile(1 - alpha / 2, df) + NormalDist().inv_cdf(POWER)) * se
+    return math.exp(math.log(1 + min_shift) + reach) - 1
 
 
 def shift_size(before: np.ndarray, after: np.ndarray, alpha: float) -> ShiftSize | None:
