@@ -105,6 +105,19 @@ def _rel_ci(ci: tuple[float | None, float | None] | None) -> str:
     return f"[{pct(ci[0])}, {pct(ci[1])}]"
 
 
+def undecided_line(c: Comparison) -> str | None:
+    """What would decide the undecided rows: runs a side, from the noise they showed."""
+    parts = []
+    for m in c.metrics:
+        for r in m.rows:
+            if r.verdict is Verdict.UNDECIDED:
+                need = f"about {r.runs_needed} runs a side" if r.runs_needed else "too close to call"
+                parts.append(f"{m.metric}.{r.percentile} ({need})")
+    if not parts:
+        return None
+    return "undecided: " + ", ".join(parts) + " (bench --repeat K measures K runs a side)"
+
+
 def noise_lines(c: Comparison, keys: Sequence[str] | None = None) -> list[str]:
     """The noise between runs that the intervals count: learned ones one a line, assumed ones in one."""
     seen: dict[str, RunNoise] = {}

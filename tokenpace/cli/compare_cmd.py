@@ -16,6 +16,7 @@ from tokenpace.cli.analysis_view import (
     print_rule,
     print_warnings,
     run_level_table,
+    undecided_line,
 )
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import (
@@ -102,6 +103,8 @@ def compare(
     show_table(console, run_level_table(rc.run_level))
     for line in noise_lines(rc.comparison):
         console.print(line, highlight=False)
+    if (undecided := undecided_line(rc.comparison)) is not None:
+        console.print(undecided, highlight=False)
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 
