@@ -8,7 +8,8 @@ import pytest
 from baseline_fixtures import make_record
 
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.check import check
+from tokenpace.adapters.store.noise import save_repeat_group
+from tokenpace.app.check import ConditionsDiffer, check
 from tokenpace.core.analysis.conditions import gate_mismatches
 from tokenpace.core.analysis.gate import parse_thresholds
 
@@ -48,3 +49,29 @@ def test_check_asks_for_run_when_no_run_matches(tmp_path: Path) -> None:
     store.set_baseline("prod", "base00000001")
     with pytest.raises(StoreError, match=r"differs in workload\.input_len\.spec.*--run"):
         check(store, "prod", parse_thresholds("ttft.p95=5%"))
+
+
+def test_the_newest_candidate_is_never_a_run_of_the_baselines_own_repeat_group(tmp_path: Path) -> None:
+    store = Store.open(str(tmp_path / "runs.db"))
+    _save(store, "mine00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
+    for i in (2, 3, 4):
+        _save(store, f"base0000000{i}", _conditions("512", f"2026-01-0{i}T00:00:00+00:00"))
+    save_repeat_group(store, "g1", ["base00000002", "base00000003", "base00000004"], {}, "m", [])
+    store.set_baseline("prod", "base00000002")
+    report = check(store, "prod", parse_thresholds("ttft.p95=5%"))
+    assert report.run.b.id == "mine00000001" and report.run.runs_a == ["base00000002", "base00000003",
+                                                                        "base00000004"]  # fmt: skip
+
+
+def test_check_refuses_a_candidate_measured_at_another_load_unless_told(tmp_path: Path) -> None:
+    store = Store.open(str(tmp_path / "runs.db"))
+    _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
+    eight = _conditions("512", "2026-01-02T00:00:00+00:00")
+    eight["load"] = eight["load"] | {"concurrency": 8}
+    _save(store, "c8xx00000002", eight)
+    store.set_baseline("prod", "base00000001")
+    with pytest.raises(ConditionsDiffer, match=r"load\.concurrency 8 vs the baseline's 16.*--allow-other"):
+        check(store, "prod", parse_thresholds("ttft.p95=5%"), candidate="c8xx00000002")
+    judged = check(store, "prod", parse_thresholds("ttft.p95=5%"), candidate="c8xx00000002",
+                   allow_other_conditions=True)  # fmt: skip
+    assert "judged although measured under other conditions: load.concurrency" in judged.run.warnings[0]

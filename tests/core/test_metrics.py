@@ -122,3 +122,30 @@ def test_no_records_gives_zeros_not_errors():
     s = summarize([])
     assert s.counts["sent"] == 0 and s.request_throughput == 0 and s.ttft_ms.n == 0
     assert s.to_dict()["ttft_ms"]["p50"] is None
+
+
+def test_tpot_ends_at_the_last_token_not_at_the_end_of_the_stream():
+    # 20 tokens 10 ms apart from 100 ms; the stream's [DONE] comes 10 ms after the last token.
+    tokens = [100 + 10 * k for k in range(20)]
+    r = rec(0, 100, tokens, 300)
+    assert tpot_ns(r) == pytest.approx(10 * MS)  # (290 - 100) / 19; to the end it would be +5 %
+    s = summarize([r])
+    assert s.e2e_ms.p50 == 300 and s.tpot_ms.p50 == pytest.approx(10.0)
+
+
+def test_a_whole_response_has_no_tpot_and_a_tpot_slo_cannot_judge_it():
+    # --no-stream: 50 tokens arrive in one chunk at 400 ms; decode took about 8 ms a token.
+    whole = [rec(0, 400, [400], 401, out_server=50) for _ in range(3)]
+    assert tpot_ns(whole[0]) is None
+    s = summarize(whole, Slo(tpot_ms=1.0))
+    assert s.goodput is None and s.goodput_ratio is None  # not "100 % met"
+    assert s.goodput_unjudged is not None and "3 of 3" in s.goodput_unjudged
+    assert "streamed" in s.goodput_unjudged
+    only_ttft = summarize(whole, Slo(ttft_ms=500.0))  # a TTFT line is still judged
+    assert only_ttft.goodput_ratio == 1.0 and only_ttft.goodput_unjudged is None
+
+
+def test_a_record_without_chunk_times_times_tpot_to_its_end():
+    # A virtual engine keeps no chunk times: its end is its last token.
+    r = rec(0, 100, [], 500, out_server=5)
+    assert tpot_ns(r) == pytest.approx(100 * MS)

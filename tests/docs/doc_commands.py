@@ -60,6 +60,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "upstream=cand", "tests/gateway/test_shadow_walkthrough.py"),
     ("docs/workloads.md", "captured.jsonl", "tests/app/test_replay_captured.py"),
     ("docs/workloads.md", "store:gateway_session", "tests/app/test_replay_captured.py"),
+    ("", "check --baseline", "tests/cli/test_check_docs.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/test_gray_release.py"),
 )
 

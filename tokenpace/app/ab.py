@@ -21,6 +21,7 @@ from tokenpace.app.run_context import USER_STOP
 from tokenpace.app.workers import AnyRun, make_run
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
+from tokenpace.core.analysis.verdict import DEFAULT_MIN_EFFECT
 from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -37,7 +38,7 @@ class AbConfig:
     block_requests: int = 20
     order: str = "alternate"
     alpha: float = 0.05
-    min_effect: float = 0.01
+    min_effect: float = DEFAULT_MIN_EFFECT
     percentiles: tuple[float, ...] = (50.0, 95.0, 99.0)
 
     def validate(self) -> None:

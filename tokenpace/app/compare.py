@@ -7,14 +7,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.adapters.store.noise import group_of, learned_noise
 from tokenpace.core.analysis.compare import (
     DEFAULT_ALPHA,
     DEFAULT_MIN_EFFECT,
     DEFAULT_PERCENTILES,
     Comparison,
-    compare_records,
+    compare_runs_records,
 )
 from tokenpace.core.analysis.conditions import cache_warnings, differing_fields, run_level
+from tokenpace.core.analysis.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD
 
 
 @dataclass(slots=True)
@@ -25,11 +27,13 @@ class RunComparison:
     differing: list[tuple[str, Any, Any]]
     run_level: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    runs_a: list[str] = field(default_factory=list)  # the side's runs: its repeat group, or the run
+    runs_b: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "a": _side(self.a),
-            "b": _side(self.b),
+            "a": _side(self.a) | {"runs": self.runs_a},
+            "b": _side(self.b) | {"runs": self.runs_b},
             "differing_conditions": [{"field": f, "a": va, "b": vb} for f, va, vb in self.differing],
             "warnings": self.warnings,
             **self.comparison.to_dict(),
@@ -88,6 +92,36 @@ def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) 
             )
 
 
+def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, list[str]]:
+    """The runs a side stands for: the repeat group ``run`` belongs to (unless ``single``)."""
+    group = None if single else group_of(store, run.id)
+    return (group[0], group[1]) if group else (None, [run.id])
+
+
+# Labels that name one window both runs were measured in, interleaved: the gateway's session (its
+# arms split live traffic) and an A/B test's id (its arms alternate block by block).
+SAME_WINDOW_LABELS = ("gateway_session", "ab")
+
+
+def measured_together(a: RunInfo, b: RunInfo) -> bool:
+    """Two arms of one gateway session or one A/B test: what moves one run moves the other."""
+    return a.id != b.id and any(
+        a.labels.get(k) and a.labels.get(k) == b.labels.get(k) for k in SAME_WINDOW_LABELS
+    )
+
+
+def noise_warning(comparison: Comparison) -> str | None:
+    assumed = comparison.assumed_noise
+    if not assumed:
+        return None
+    shown = ", ".join(assumed[:6]) + (" ..." if len(assumed) > 6 else "")
+    return (
+        f"no repeated runs under these conditions for {shown}: the noise between runs is assumed "
+        f"({ASSUMED_CENTRE_SD:.0%} of the value up to P50, {ASSUMED_TAIL_SD:.0%} above), so only large "
+        "changes are decided; measure both sides with bench --repeat 5 to learn it"
+    )
+
+
 def compare_runs(
     store: Store,
     ref_a: str,
@@ -98,22 +132,37 @@ def compare_runs(
     resamples: int = 1000,
     seed: int = 0,
     allow_invalid: bool = False,
+    single: bool = False,
+    one_sided: bool = False,
 ) -> RunComparison:
-    """B against A: positive differences mean B is larger (slower, for latencies). A run that is not
-    valid or was interrupted is refused (``RunNotJudgeable``) unless ``allow_invalid``."""
+    """B against A: positive differences mean B is larger (slower, for latencies). A run of a repeat
+    group stands for its whole group (``single``: only itself). A run that is not valid or was
+    interrupted is refused (``RunNotJudgeable``) unless ``allow_invalid``."""
     a, b = store.resolve(ref_a), store.resolve(ref_b)
-    require_judgeable((("A", a), ("B", b)), allow_invalid)
-    comparison = compare_records(
-        store.load_records(a.id),
-        store.load_records(b.id),
+    group_a, ids_a = side_runs(store, a, single)
+    group_b, ids_b = side_runs(store, b, single)
+    members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
+    require_judgeable(members, allow_invalid)
+    learned = learned_noise(store, a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    same_window = measured_together(a, b)
+    comparison = compare_runs_records(
+        [store.load_records(i) for i in ids_a],
+        [store.load_records(i) for i in ids_b],
         percentiles=percentiles,
         alpha=alpha,
         min_effect=min_effect,
         resamples=resamples,
         seed=seed,
+        learned=learned,
+        one_sided=one_sided,
+        same_window=same_window,
     )
     differing = differing_fields(a.conditions, b.conditions)
     warnings = condition_warnings(a, b, differing)
-    if a.id == b.id:
-        warnings.insert(0, f"A and B are the same run ({a.id})")
-    return RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
+    if a.id == b.id or (group_a is not None and group_a == group_b):
+        warnings.insert(0, f"A and B are the same run{'s' if group_a else ''} ({a.id})")
+    if (note := noise_warning(comparison)) is not None:
+        warnings.append(note)
+    rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
+    rc.runs_a, rc.runs_b = ids_a, ids_b
+    return rc

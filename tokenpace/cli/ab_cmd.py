@@ -23,7 +23,11 @@ from tokenpace.wire.dialects import DIALECTS
 from tokenpace.wire.dialects.base import Sampling
 from tokenpace.wire.endpoint import EndpointError
 
-_CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; 'all': the P50 verdict"
+_CAPTION = (
+    "B - A: mean per-block difference (blocks are short runs: their spread is the noise between runs); "
+    "detectable: the smallest worsening called 9 times in 10; p: sign-flip randomisation test; "
+    "'all': the P50 verdict"
+)
 
 
 @click.command()
@@ -80,9 +84,9 @@ _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; '
 )
 @click.option(
     "--min-effect",
-    default="1%",
+    default="5%",
     show_default=True,
-    help="Smallest relative change that counts as a difference.",
+    help="Practical threshold: slower/faster only when the whole interval lies beyond it.",
 )
 @click.option(
     "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."

@@ -10,12 +10,13 @@ from rich.table import Table
 
 from tokenpace.core.analysis.compare import Comparison
 from tokenpace.core.analysis.gate import GateItem
+from tokenpace.core.analysis.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD, RunNoise
 from tokenpace.core.analysis.verdict import Verdict
 
 _STYLE = {
     Verdict.SLOWER: "bold red",
     Verdict.FASTER: "bold green",
-    Verdict.NO_DIFFERENCE: "",
+    Verdict.UNDECIDED: "yellow",
     Verdict.NEGLIGIBLE: "dim",
     Verdict.TOO_FEW: "yellow",
 }
@@ -38,7 +39,7 @@ def pvalue(p: float | None) -> str:
 
 
 # Columns a narrow terminal may leave out of the comparison table (the verdict and numbers stay).
-COMPARISON_OPTIONAL = ("B - A", "p")
+COMPARISON_OPTIONAL = ("B - A", "p", "detectable")
 
 
 def comparison_table(c: Comparison, title: str, caption: str | None = None) -> Table:
@@ -52,6 +53,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
         ("B - A", "right"),
         (conf, "right"),
         ("change", "right"),
+        ("change CI", "right"),
+        ("detectable", "right"),
         ("p", "right"),
         ("verdict", "left"),
     ):
@@ -68,6 +71,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
                 num(r.diff, signed=True),
                 ci,
                 pct(r.rel),
+                _rel_ci(r.rel_ci),
+                pct(r.detectable, signed=False) if r.detectable is not None else "-",
                 pvalue(r.p_value),
                 f"[{_STYLE[r.verdict]}]{r.verdict.value}[/]" if _STYLE[r.verdict] else r.verdict.value,
             )
@@ -80,14 +85,55 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
             "",
             "",
             "",
+            "",
+            "",
             pvalue(m.rank_p),
             f"[{_STYLE[m.verdict]}]{m.verdict.value}[/]" if _STYLE[m.verdict] else m.verdict.value,
             end_section=True,
         )
-    t.caption = (
-        caption or "p: bootstrap p per percentile; 'all': Mann-Whitney rank test of the whole distribution"
+    t.caption = caption or (
+        "CI and change CI count the noise between requests and between runs; detectable: the "
+        "smallest worsening called 9 times in 10 at this size and noise; 'all': Mann-Whitney rank "
+        "test within runs (shown, not used)"
     )
     return t
+
+
+def _rel_ci(ci: tuple[float | None, float | None] | None) -> str:
+    if not ci or ci[0] is None or ci[1] is None:
+        return "-"
+    return f"[{pct(ci[0])}, {pct(ci[1])}]"
+
+
+def undecided_line(c: Comparison) -> str | None:
+    """What would decide the undecided rows: runs a side, from the noise they showed."""
+    parts = []
+    for m in c.metrics:
+        for r in m.rows:
+            if r.verdict is Verdict.UNDECIDED:
+                need = f"about {r.runs_needed} runs a side" if r.runs_needed else "too close to call"
+                parts.append(f"{m.metric}.{r.percentile} ({need})")
+    if not parts:
+        return None
+    return "undecided: " + ", ".join(parts) + " (bench --repeat K measures K runs a side)"
+
+
+def noise_lines(c: Comparison, keys: Sequence[str] | None = None) -> list[str]:
+    """The noise between runs that the intervals count: learned ones one a line, assumed ones in one."""
+    seen: dict[str, RunNoise] = {}
+    for m in c.metrics:
+        for r in m.rows:
+            if r.noise is not None and (keys is None or r.noise.key in keys):
+                seen.setdefault(r.noise.key, r.noise)
+    out = [f"runs: A {c.runs_a}, B {c.runs_b}"]
+    out += [f"run noise {k}: {n.describe()}" for k, n in seen.items() if not n.assumed]
+    assumed = [k for k, n in seen.items() if n.assumed]
+    if assumed:
+        out.append(
+            f"run noise {', '.join(assumed)}: assumed {ASSUMED_CENTRE_SD:.0%} up to P50, "
+            f"{ASSUMED_TAIL_SD:.0%} above (no repeated runs under these conditions)"
+        )
+    return out
 
 
 def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:
@@ -101,8 +147,10 @@ def run_level_table(rows: Sequence[dict[str, Any]]) -> Table:
 
 def gate_table(items: Sequence[GateItem]) -> Table:
     t = Table(title="Release gate", title_justify="left", header_style="bold")
-    for name in ("check", "allowed", "baseline", "candidate", "change", "outcome", "why"):
-        t.add_column(name, justify="right" if name in ("baseline", "candidate", "change") else "left")
+    for name in ("check", "allowed", "baseline", "candidate", "change", "detectable", "outcome", "why"):
+        t.add_column(
+            name, justify="right" if name in ("baseline", "candidate", "change", "detectable") else "left"
+        )
     style = {"pass": "green", "regressed": "bold red", "undecided": "yellow"}
     for i in items:
         t.add_row(
@@ -111,6 +159,7 @@ def gate_table(items: Sequence[GateItem]) -> Table:
             num(i.baseline),
             num(i.candidate),
             pct(i.rel),
+            pct(i.detectable, signed=False) if i.detectable is not None else "-",
             f"[{style[i.outcome]}]{i.outcome}[/]",
             i.reason,
         )

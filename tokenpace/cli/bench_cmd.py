@@ -10,10 +10,12 @@ import click
 from rich.console import Console
 
 from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
-from tokenpace.app.bench_job import REFUSALS, run_bench_job
+from tokenpace.app.bench_job import REFUSALS, BenchOutcome, run_bench_job
 from tokenpace.app.outputs import ExitStatus, RunOutputs
+from tokenpace.app.repeat_job import run_repeated_bench
 from tokenpace.cli import parsing, vllm_opts, workload_opts
 from tokenpace.cli.dashboard import render
+from tokenpace.cli.repeat_view import show_repeat_noise
 from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.core.workload.arrivals import ARRIVALS
 from tokenpace.wire.dialects import DIALECTS
@@ -171,6 +173,15 @@ EXIT_BAD_INPUT = 2
     "pip install 'tokenpace[ray]').",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option(
+    "--repeat",
+    type=int,
+    default=1,
+    show_default=True,
+    metavar="K",
+    help="Run the same test K times (2-20) and store them as a repeat group: compare and check "
+    "learn the noise between runs from it, and judge the group as one side.",
+)
 @click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
@@ -190,6 +201,9 @@ def bench(**opts) -> None:
     outputs = RunOutputs(
         out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
     )
+    if opts["repeat"] != 1:
+        _repeat(config, outputs, opts, console)
+        return
     try:
         outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
     except REFUSALS as exc:
@@ -199,6 +213,25 @@ def bench(**opts) -> None:
     console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
     print_saved(console, outcome.saved, "bench", outcome.out)
     decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
+
+
+def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict, console: Console) -> None:
+    def shown(k: int, outcome: BenchOutcome) -> None:
+        console.rule(f"run {k + 1} of {opts['repeat']}")
+        render(outcome.result.to_dict(), console)
+        console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+        print_saved(console, outcome.saved, "bench", outcome.out)
+
+    try:
+        progress = BenchProgress(console, opts["quiet"])
+        group = run_repeated_bench(config, opts["repeat"], outputs, opts["sim_profile"], progress, shown)
+    except (*REFUSALS, ValueError) as exc:
+        _die(str(exc))
+    show_repeat_noise(console, group)
+    decision = group.exit_decision
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
         sys.exit(int(decision.code))

@@ -13,6 +13,7 @@ from tokenpace.cli.analysis_view import (
     COMPARISON_OPTIONAL,
     comparison_table,
     gate_table,
+    noise_lines,
     print_rule,
     print_warnings,
 )
@@ -38,19 +39,37 @@ from tokenpace.core.analysis.gate import parse_thresholds
 )
 @click.option("--quiet", "-q", is_flag=True, help="Only the outcome line.")
 @click.option("--allow-invalid", is_flag=True, help="Judge a run that is NOT VALID or was interrupted.")
+@click.option(
+    "--allow-other-conditions",
+    is_flag=True,
+    help="Judge a run measured under other conditions than the baseline (load, lengths, API).",
+)
 @store_option
 @guarded("check")
 def check(
-    baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet, allow_invalid, store_url
+    baseline,
+    max_regression,
+    run_ref,
+    alpha,
+    resamples,
+    seed,
+    out,
+    quiet,
+    allow_invalid,
+    allow_other_conditions,
+    store_url,
 ) -> None:
-    """Exit 0 when no metric regressed beyond its threshold with significance, 1 when one did,
-    2 on bad input (including too few samples to decide, and a run that is NOT VALID or was
-    interrupted, unless --allow-invalid)."""
+    """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
+    wholly beyond it (regressed), 2 when one is undecided (its interval holds the threshold, or too
+    few samples) and on bad input (a run that is NOT VALID or was interrupted, unless
+    --allow-invalid; a run measured under other conditions, unless --allow-other-conditions)."""
     thresholds = parse_thresholds(max_regression)
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
     store = open_or_fail("check", store_url)
-    report = run_check(store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid)
+    report = run_check(
+        store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid, allow_other_conditions
+    )
     if out:
         write_report(out, report.to_dict())
     console = Console()
@@ -58,6 +77,8 @@ def check(
         title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
         show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
         show_table(console, gate_table(report.items), optional=("allowed",))
+        for line in noise_lines(report.run.comparison, [t.name for t in report.thresholds]):
+            console.print(line, highlight=False)
         print_warnings(console, report.run.warnings)
         print_rule(console, report.run.comparison.rule)
     failed = [i.threshold.name for i in report.items if i.outcome == "regressed"]
@@ -65,7 +86,7 @@ def check(
     if failed:
         line = f"REGRESSED: {', '.join(failed)} (run {report.run.b.id} vs baseline {baseline})"
     elif undecided:
-        line = f"UNDECIDED: too few samples for {', '.join(undecided)}"
+        line = f"UNDECIDED: {', '.join(undecided)} (see why; run {report.run.b.id} vs baseline {baseline})"
     else:
         line = f"PASS: no regression beyond the thresholds (run {report.run.b.id} vs baseline {baseline})"
     console.print(line, highlight=False)

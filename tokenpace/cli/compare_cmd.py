@@ -13,9 +13,11 @@ from tokenpace.app.shadow_compare import paired_if_shadow
 from tokenpace.cli.analysis_view import (
     COMPARISON_OPTIONAL,
     comparison_table,
+    noise_lines,
     print_rule,
     print_warnings,
     run_level_table,
+    undecided_line,
 )
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.paired_view import PAIRED_NOTE, paired_table
@@ -35,9 +37,10 @@ from tokenpace.cli.store_opts import (
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
 @click.option(
     "--min-effect",
-    default="1%",
+    default="5%",
     show_default=True,
-    help="Smallest relative change called slower/faster; smaller significant ones are 'negligible'.",
+    help="Practical threshold: slower/faster only when the whole interval lies beyond it, "
+    "'negligible' when within it (reruns of an unchanged server move a percentile by 2-10%).",
 )
 @click.option(
     "--percentiles", default="50,95,99", show_default=True, help="Percentiles compared, comma-separated."
@@ -47,15 +50,31 @@ from tokenpace.cli.store_opts import (
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @click.option("--allow-invalid", is_flag=True, help="Compare runs that are NOT VALID or were interrupted.")
+@click.option(
+    "--single", is_flag=True, help="Compare only the runs named, not the repeat groups they belong to."
+)
 @store_option
 @guarded("compare")
 def compare(
-    run_a, run_b, alpha, min_effect, percentiles, resamples, seed, as_json, out, allow_invalid, store_url
+    run_a,
+    run_b,
+    alpha,
+    min_effect,
+    percentiles,
+    resamples,
+    seed,
+    as_json,
+    out,
+    allow_invalid,
+    single,
+    store_url,
 ) -> None:
     """Compare run B with run A (run ids, baseline names, or KEY=VALUE labels: the newest match).
 
     For TTFT, TPOT, ITL, E2E and per-request throughput: the percentiles of each side, B - A with a
-    bootstrap confidence interval, a Mann-Whitney rank test, and a verdict.
+    confidence interval that counts the noise between requests and between runs, the smallest
+    detectable change, a Mann-Whitney rank test, and a verdict. A run of a repeat group (bench
+    --repeat) stands for its group.
     """
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
@@ -72,6 +91,7 @@ def compare(
         resamples,
         seed,
         allow_invalid,
+        single,
     )
     data = rc.to_dict()
     paired = paired_if_shadow(store, rc.a, rc.b, max(parse_percent(min_effect, "--min-effect"), 0.02))
@@ -89,6 +109,10 @@ def compare(
     if paired is not None:
         show_table(console, paired_table(paired))
         console.print(PAIRED_NOTE)
+    for line in noise_lines(rc.comparison):
+        console.print(line, highlight=False)
+    if (undecided := undecided_line(rc.comparison)) is not None:
+        console.print(undecided, highlight=False)
     print_warnings(console, rc.warnings)
     print_rule(console, rc.comparison.rule)
 

@@ -123,6 +123,10 @@ def _throughput(s: dict[str, Any]) -> Text:
                 f", latency from the scheduled time (from the send: {s['goodput_from_send']:.2f} req/s, "
                 f"{s['goodput_ratio_from_send']:.1%})"
             )
+    elif s.get("goodput_unjudged"):
+        text.append(
+            Text.assemble("\n", ("Goodput     ", "bold"), ("not judged: ", "yellow"), s["goodput_unjudged"])
+        )
     return text
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import orjson
@@ -11,8 +12,20 @@ from rich.table import Table
 
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.history import history as run_history
+from tokenpace.app.history import history_noise
 from tokenpace.cli.fit import show_table
-from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_option, write_report
+from tokenpace.cli.store_opts import (
+    guarded,
+    open_or_fail,
+    parse_percent,
+    parse_when,
+    store_option,
+    write_report,
+)
+
+if TYPE_CHECKING:
+    from tokenpace.core.analysis.history import History
+    from tokenpace.core.analysis.runnoise import RunNoise
 
 
 @click.command()
@@ -31,13 +44,32 @@ from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_op
     help="Permutations of the significance test of each level shift.",
 )
 @click.option("--min-size", type=int, default=5, show_default=True, help="Fewest runs in a segment.")
+@click.option(
+    "--min-shift",
+    default="5%",
+    show_default=True,
+    help="Smallest level change called a shift: the interval of its size must lie beyond it.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the permutation test.")
 @click.option("--json", "as_json", is_flag=True, help="The runs and level shifts as JSON instead of a table.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Also write the JSON here.")
 @store_option
 @guarded("history")
 def history(
-    metric, where, filters, since, until, limit, alpha, permutations, min_size, seed, as_json, out, store_url
+    metric,
+    where,
+    filters,
+    since,
+    until,
+    limit,
+    alpha,
+    permutations,
+    min_size,
+    min_shift,
+    seed,
+    as_json,
+    out,
+    store_url,
 ) -> None:
     """The metric of every matching run, oldest first, and the level shifts E-divisive finds in it."""
     if not 0 < alpha < 1:
@@ -58,8 +90,10 @@ def history(
         permutations,
         min_size,
         seed,
+        parse_percent(min_shift, "--min-shift"),
     )
-    data = hist.to_dict() | {"varying_conditions": varying}
+    noise = history_noise(store, hist)
+    data = hist.to_dict() | {"varying_conditions": varying, "run_noise": noise.to_dict() if noise else None}
     if out:
         write_report(out, data)
     if as_json:
@@ -90,9 +124,31 @@ def history(
         )
     elif not hist.change_points:
         console.print(f"no level shift found ({len(hist.points)} runs)", highlight=False)
+    for line in _noise_lines(hist, noise):
+        console.print(line, highlight=False)
     if varying:
         shown = ", ".join(varying[:10]) + (" ..." if len(varying) > 10 else "")
         console.print(f"[yellow]warning:[/] conditions vary across these runs: {shown}", highlight=False)
     if hist.skipped:
         console.print(f"{len(hist.skipped)} matching run(s) have no {hist.metric}", highlight=False)
     console.print(f"[dim]Method: {hist.method}[/]", highlight=False)
+
+
+def _noise_lines(hist: History, noise: RunNoise | None) -> list[str]:
+    """Minor level changes (found, but not shown beyond --min-shift) and the learned run noise."""
+    out = []
+    for cp in hist.minor:
+        size = hist.sizes.get(cp.index)
+        how = f"{size.rel:+.1%} [{size.lo:+.1%}, {size.hi:+.1%}]" if size else "size unknown"
+        out.append(
+            f"minor level change at run {cp.index} ({how}): not shown beyond +-{hist.min_shift:.0%}, "
+            "so not called a shift"
+        )
+    if noise is not None:
+        out.append(f"run noise {hist.metric} under these conditions: {noise.describe()}")
+    if hist.detectable is not None:
+        out.append(
+            f"smallest shift this history would call 9 times in 10: {hist.detectable:+.1%} "
+            "(at best, halfway through; the runs' spread is the noise between runs)"
+        )
+    return out

@@ -4,7 +4,10 @@ Definitions (also exported in every JSON result, see DEFINITIONS):
 - TTFT = first_token - sent, where the first token is the first chunk carrying generated output of
   any channel (answer text, reasoning text, tool call); role-only or empty chunks do not count.
 - TTFAT (time to first answer token) = first_answer - sent, for runs where reasoning came first.
-- E2E = end - sent.  TPOT = (E2E - TTFT) / (output_tokens - 1), only for output_tokens > 1.
+- E2E = end - sent (the end of the stream).  TPOT = (last token-carrying chunk - first token) /
+  (output_tokens - 1), only for output_tokens > 1 and a streamed response (two or more token-carrying
+  chunks): the wait between the last token and the end of the stream is E2E's, not TPOT's (as in
+  ``vllm bench serve``). A response that came whole has no TPOT, so a TPOT SLO cannot judge it.
 - ITL = each gap between consecutive token-carrying chunks (a chunk may carry several tokens).
 - Latency distributions use successful (status ok), non-warm-up requests only.
 - Window = first send to last completion of the non-warm-up requests; throughputs divide by it.
@@ -22,8 +25,9 @@ from typing import Any
 
 from tokenpace.core import steady
 from tokenpace.core.network import network_phases
-from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status, TokenSource
+from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
 from tokenpace.core.stats import Distribution, describe
+from tokenpace.core.token_accounting import TokenAccounting, token_accounting
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
@@ -32,7 +36,8 @@ DEFINITIONS = {
     "ttft_ms": "first chunk carrying generated output (text, reasoning or tool call) minus send time; "
     "role-only and empty chunks do not count",
     "ttfat_ms": "first chunk carrying answer text or a tool call (not reasoning) minus send time",
-    "tpot_ms": "(e2e - ttft) / (output_tokens - 1), requests with more than one output token",
+    "tpot_ms": "(last token-carrying chunk - first token) / (output_tokens - 1), streamed requests with "
+    "more than one output token; the wait after the last token for the end of the stream is not in it",
     "itl_ms": "every gap between consecutive token-carrying chunks; a chunk may carry several tokens",
     "e2e_ms": "end of stream minus send time",
     "ttft_from_scheduled_ms": "first token minus the time the schedule wanted the request sent "
@@ -46,8 +51,11 @@ DEFINITIONS = {
     "output_token_throughput": "output tokens of ok requests per second of window",
     "total_token_throughput": "prompt + output tokens of ok requests per second of window",
     "goodput": "ok requests meeting every SLO per second of window (a TPOT SLO is met by "
-    "single-token requests, which have no TPOT); in an open loop TTFT and E2E count from the "
-    "scheduled time (what a user arriving on schedule felt), in a closed loop from the send",
+    "single-token requests, which have no TPOT; with a TPOT SLO and responses that came whole, not "
+    "streamed, goodput is not given: see goodput_unjudged); in an open loop TTFT and E2E count from "
+    "the scheduled time (what a user arriving on schedule felt), in a closed loop from the send",
+    "goodput_unjudged": "why goodput is not given although SLOs were: a TPOT SLO over responses "
+    "that came whole (not streamed), whose time per token nobody measured",
     "goodput_from_send": "goodput with TTFT and E2E from the send time (equal to goodput in a closed loop)",
     "not_sent": "requests scheduled but never sent (still queued for the concurrency cap at the end "
     "of --duration, or at Ctrl-C): recorded, counted apart, in no rate",
@@ -94,12 +102,20 @@ def e2e_ns(r: RequestRecord) -> int | None:
 
 
 def tpot_ns(r: RequestRecord) -> float | None:
-    """Time per output token after the first; None for fewer than two tokens, and for a response
-    that came whole (not streamed: every token arrived at once, so there is nothing to time)."""
+    """Time per output token after the first, to the last token-carrying chunk (the end of the
+    stream may come later: that wait is E2E's). None for fewer than two tokens, and for a response
+    that came in one chunk (not streamed: every token arrived at once, so there is nothing to time)."""
     out = r.output_tokens
-    if out <= 1 or r.first_token_ns is None or r.end_ns is None or r.end_ns == r.first_token_ns:
+    if out <= 1 or r.first_token_ns is None or len(r.token_ns) == 1:
         return None
-    return (r.end_ns - r.first_token_ns) / (out - 1)
+    # No chunk times kept (a virtual engine's record): its end is its last token.
+    last = r.token_ns[-1] if r.token_ns else r.end_ns
+    return (last - r.first_token_ns) / (out - 1) if last is not None and last > r.first_token_ns else None
+
+
+def tpot_unjudged(records: Iterable[RequestRecord]) -> int:
+    """Ok requests a TPOT SLO cannot judge: more than one output token, but no TPOT (came whole)."""
+    return sum(1 for r in records if r.status is Status.OK and r.output_tokens > 1 and tpot_ns(r) is None)
 
 
 def itl_gaps_ns(r: RequestRecord) -> list[int]:
@@ -129,28 +145,6 @@ def meets_slo(r: RequestRecord, slo: Slo, from_scheduled: bool = False) -> bool:
 
 
 # --- run summary ------------------------------------------------------------------------------
-
-
-@dataclass(slots=True)
-class TokenAccounting:
-    output_sources: dict[str, int]
-    compared: int  # ok requests with both a server count and a chunk count
-    mismatched: int  # ... where they differ
-    max_abs_diff: int
-    tokens_per_chunk: float | None  # server output tokens / token-carrying chunks
-    prompt_compared: int  # requests with both an asked and a server-reported prompt length
-    prompt_mean_ratio: float | None  # server-reported / asked
-
-    def to_dict(self) -> dict:
-        return {
-            "output_sources": self.output_sources,
-            "compared": self.compared,
-            "mismatched": self.mismatched,
-            "max_abs_diff": self.max_abs_diff,
-            "tokens_per_chunk": self.tokens_per_chunk,
-            "prompt_compared": self.prompt_compared,
-            "prompt_server_over_asked": self.prompt_mean_ratio,
-        }
 
 
 @dataclass(slots=True)
@@ -185,6 +179,7 @@ class Summary:
     goodput_from_send: float | None = None  # the same SLOs with latency from the send time
     goodput_ratio_from_send: float | None = None
     goodput_latency_from: str = "send"  # what goodput counts latency from: send | scheduled
+    goodput_unjudged: str | None = None  # why goodput is not given although an SLO was (TPOT, no stream)
 
     def to_dict(self) -> dict:
         out: dict = {}
@@ -213,6 +208,7 @@ class Summary:
             "goodput_from_send",
             "goodput_ratio_from_send",
             "goodput_latency_from",
+            "goodput_unjudged",
             "slo",
             "error_rate",
             "timeout_rate",
@@ -229,35 +225,6 @@ class Summary:
 
 def _ms(values: Iterable[float]) -> list[float]:
     return [v / NS_PER_MS for v in values]
-
-
-def _token_accounting(ok: Sequence[RequestRecord]) -> TokenAccounting:
-    sources = {s.value: 0 for s in TokenSource}
-    compared = mismatched = max_diff = 0
-    server_total = chunk_total = 0
-    prompt_n = 0
-    prompt_ratio_sum = 0.0
-    for r in ok:
-        sources[r.output_tokens_source.value] += 1
-        if r.output_tokens_server is not None and r.output_tokens_counted:
-            compared += 1
-            diff = abs(r.output_tokens_counted - r.output_tokens_server)
-            mismatched += diff > 0
-            max_diff = max(max_diff, diff)
-            server_total += r.output_tokens_server
-            chunk_total += r.output_tokens_counted
-        if r.prompt_tokens is not None and r.prompt_tokens_requested:
-            prompt_n += 1
-            prompt_ratio_sum += r.prompt_tokens / r.prompt_tokens_requested
-    return TokenAccounting(
-        output_sources={k: v for k, v in sources.items() if v},
-        compared=compared,
-        mismatched=mismatched,
-        max_abs_diff=max_diff,
-        tokens_per_chunk=server_total / chunk_total if chunk_total else None,
-        prompt_compared=prompt_n,
-        prompt_mean_ratio=prompt_ratio_sum / prompt_n if prompt_n else None,
-    )
 
 
 def _error_reasons(records: Sequence[RequestRecord]) -> dict[str, int]:
@@ -283,9 +250,20 @@ def _goodput(
     """Goodput and its share, and the same counted from the send: an open loop's goodput counts TTFT
     and E2E from the scheduled time (what a user arriving on schedule felt). None without an SLO."""
     out: dict[str, Any] = {"goodput_latency_from": "scheduled" if open_loop else "send"}
+    names = ("goodput", "goodput_ratio", "goodput_from_send", "goodput_ratio_from_send")
     if slo.is_empty():
-        names = ("goodput", "goodput_ratio", "goodput_from_send", "goodput_ratio_from_send")
         return out | dict.fromkeys(names)
+    unjudged = tpot_unjudged(ok) if slo.tpot_ms is not None else 0
+    if unjudged:  # counting them as met would report 100 % goodput for a decode nobody timed
+        return (
+            out
+            | dict.fromkeys(names)
+            | {
+                "goodput_unjudged": f"a TPOT SLO needs streamed responses: {unjudged} of {len(ok)} ok "
+                "responses came whole (one chunk), so their time per token is unknown; measure with "
+                "streaming, or drop the TPOT line"
+            }
+        )
     from_send = sum(1 for r in ok if meets_slo(r, slo))
     good = sum(1 for r in ok if meets_slo(r, slo, from_scheduled=True)) if open_loop else from_send
     return out | {
@@ -369,7 +347,7 @@ def summarize(
         interrupted_rate=failures[Status.STREAM_INTERRUPTED.value] / sent if sent else 0.0,
         counts=counts,
         errors=_error_reasons(measured),
-        tokens=_token_accounting(ok),
+        tokens=token_accounting(ok),
         reasoning=reasoning,
         extra={"network": network_phases(measured)},
         **_goodput(ok, slo, sent, window_s, open_loop),

@@ -65,3 +65,23 @@ def test_history_reads_stored_summaries() -> None:
     data = hist.to_dict()
     assert data["change_points"][0]["run_id"] == hist.points[hist.change_points[0].index].run_id
     assert "false alarm" in data["method"]
+
+
+def test_a_small_level_change_on_the_same_server_is_minor_not_a_shift() -> None:
+    # A quiet series (1 % noise) whose level moves +2.9 %: real for E-divisive, below the practical 5 %.
+    rng = np.random.default_rng(21)
+    series = 100 * (1 + 0.01 * rng.standard_normal(40))
+    series[20:] *= 1.029
+    runs = [
+        (f"r{i}", f"2024-02-{i % 28 + 1:02d}", {"tpot_ms": {"p50": float(v)}}) for i, v in enumerate(series)
+    ]
+    hist = analyse_history(runs, "tpot.p50")
+    assert hist.change_points == [] and len(hist.minor) == 1
+    size = hist.sizes[hist.minor[0].index]
+    assert size.lo < 0.05 and 0.02 < size.rel < 0.04
+    assert hist.to_dict()["minor_changes"][0]["rel_ci_high"] == size.hi
+    assert hist.detectable is not None and 0.05 < hist.detectable < 0.07  # 1 % noise, 40 runs
+    big = series.copy()
+    big[20:] *= 1.08  # +11 % in all: beyond 5 % with confidence, a shift
+    runs = [(f"r{i}", "2024-02-01", {"tpot_ms": {"p50": float(v)}}) for i, v in enumerate(big)]
+    assert [cp.index for cp in analyse_history(runs, "tpot.p50").change_points] == [20]

@@ -27,7 +27,12 @@ def _v3(conn: sa.Connection) -> None:
     schema.outcome_events.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3}
+def _v4(conn: sa.Connection) -> None:
+    for table in (schema.repeat_groups, schema.repeat_runs, schema.run_noise):
+        table.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4}
 assert max(STEPS) == schema.SCHEMA_VERSION
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 metadata = sa.MetaData()
 
@@ -77,4 +77,37 @@ outcome_events = sa.Table(
     sa.Column("request_id", sa.String(300), index=True),
     sa.Column("user_hash", sa.String(64)),  # a hash of the sticky key, never the key
     sa.Column("value", sa.Float),
+)
+
+# Added in schema version 4: runs repeated under the same conditions (``bench --repeat K``) and what
+# each group taught about the noise between runs of an unchanged server (``compare``, ``check``,
+# ``history`` read it). Bounded by the runs: one group row, K member rows and one noise row per
+# metric percentile (5 metrics x 4 percentiles) per group.
+repeat_groups = sa.Table(
+    "repeat_groups",
+    metadata,
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("stored_unix", sa.Float, nullable=False),
+    sa.Column("model", sa.String(300)),
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Column("conditions", sa.JSON, nullable=False),  # the first run's
+)
+
+repeat_runs = sa.Table(
+    "repeat_runs",
+    metadata,
+    sa.Column("group_id", sa.String(64), sa.ForeignKey("repeat_groups.id"), primary_key=True),
+    sa.Column("run_id", sa.String(64), primary_key=True, index=True),  # no FK: a run may be deleted
+    sa.Column("position", sa.Integer, nullable=False),
+)
+
+run_noise = sa.Table(
+    "run_noise",
+    metadata,
+    sa.Column("group_id", sa.String(64), sa.ForeignKey("repeat_groups.id"), primary_key=True),
+    sa.Column("key", sa.String(64), primary_key=True),  # metric.percentile: tpot.p95
+    sa.Column("runs", sa.Integer, nullable=False),
+    sa.Column("rel_var", sa.Float, nullable=False),  # between-run variance of log value, sampling removed
+    sa.Column("within_se", sa.Float, nullable=False),  # mean relative sampling SE of one run
+    sa.Column("level", sa.Float, nullable=False),  # mean of the runs' values
 )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -33,10 +34,13 @@ from tokenpace.core.analysis.compare import (
     pct_name,
     row_from_estimate,
 )
+from tokenpace.core.analysis.runnoise import POWER
 from tokenpace.core.analysis.samples import METRICS, metric_samples
-from tokenpace.core.analysis.verdict import Verdict, decide
+from tokenpace.core.analysis.verdict import Verdict, decide_interval
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.stats import enough_samples
 
+_Z_POWER = NormalDist().inv_cdf(POWER)
 _MAX_ENUMERATED = 2048
 _RANDOM_PATTERNS = 1999
 
@@ -113,6 +117,7 @@ def _metric(
     with np.errstate(divide="ignore", invalid="ignore"):
         boot_rel = boot_d / boot_a
     lo_q, hi_q = alpha / 2, 1 - alpha / 2
+    z_interval = NormalDist().inv_cdf(hi_q)
     enough_blocks = min_p_value(k) <= alpha
     smallest_block = min(min(len(per_a[i]), len(per_b[i])) for i in usable)
     for j, q in enumerate(qs):
@@ -125,14 +130,13 @@ def _metric(
             float(pa[j]), float(pb[j]), float(observed[j]), lo, hi, rel, rel_lo, rel_hi,
             float(p_values[j]), resamples,
         )  # fmt: skip
-        significant = bool(p_values[j] < alpha)
         # Each block's percentile must rest on enough samples, and the blocks must allow p < alpha.
-        verdict = decide(
-            est, smallest_block, smallest_block, q, info.higher_is_better, min_effect, significant
-        )
-        if not enough_blocks:
-            verdict = Verdict.TOO_FEW
-        result.rows.append(row_from_estimate(metric, q, n_a, n_b, est, verdict))
+        enough = enough_blocks and enough_samples(smallest_block, q)
+        verdict = decide_interval(rel_lo, rel_hi, enough, info.higher_is_better, min_effect)
+        row = row_from_estimate(metric, q, n_a, n_b, est, verdict)
+        if len(r) > 1:  # blocks are short runs: their spread is the noise between runs
+            row.detectable = min_effect + (z_interval + _Z_POWER) * float(np.std(r, ddof=1))
+        result.rows.append(row)
     median_row = result.row("p50")
     result.verdict = median_row.verdict if median_row is not None else Verdict.TOO_FEW
     return result, deltas
@@ -163,13 +167,15 @@ def analyse_blocks(
         f"interval a block bootstrap, its p-value a sign-flip randomisation test"
     )
     rule = (
-        f"A percentile differs when the sign-flip randomisation test of its mean per-block difference "
-        f"gives p < {alpha:g}; it is called slower or faster only when the relative change is also at "
-        f"least {100 * min_effect:g}% (smaller significant changes are 'negligible'). The metric's "
-        f"overall verdict is its P50's. No verdict on a percentile that each block's own sample cannot "
-        f"carry (5 samples beyond it: P50 needs 10 requests per arm and block, P95 100), nor with "
-        f"fewer than {_min_blocks(alpha)} blocks (the smallest attainable p is 2 / 2^blocks). "
-        f"A regression needs both an effect above its threshold and significance."
+        f"Each block is a short run of both arms: the block bootstrap interval of the mean per-block "
+        f"change counts the noise between runs as well as between requests. A percentile is called "
+        f"slower or faster only when that {100 * (1 - alpha):g}% interval lies wholly beyond "
+        f"{100 * min_effect:g}% (--min-effect), 'negligible' when it lies within +-{100 * min_effect:g}%, "
+        f"else 'undecided'; 'detectable' is the smallest true change called 9 times in 10 with these "
+        f"blocks. The p-value (sign-flip randomisation test) is shown. The metric's overall verdict is "
+        f"its P50's. No verdict on a percentile that each block's own sample cannot carry (5 samples "
+        f"beyond it: P50 needs 10 requests per arm and block, P95 100), nor with fewer than "
+        f"{_min_blocks(alpha)} blocks (the smallest attainable p is 2 / 2^blocks)."
     )
     comparison = Comparison(alpha, min_effect, results, method, rule)
     return AbAnalysis(comparison, len(blocks), all_deltas)

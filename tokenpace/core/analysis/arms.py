@@ -184,8 +184,16 @@ def arm_diff(
     resamples: int,
     seed: int,
 ) -> ArmDiff:
-    latency = compare_records(
-        records[ref.arm], records[cand.arm], percentiles, alpha, 0.0, LATENCY, resamples, seed
+    latency = compare_records(  # arms share one window: no noise between runs to count
+        records[ref.arm],
+        records[cand.arm],
+        percentiles,
+        alpha,
+        0.0,
+        LATENCY,
+        resamples,
+        seed,
+        same_window=True,
     )
     events = {
         name: (

@@ -61,7 +61,7 @@ def resample_percentiles(
     return out_arr
 
 
-def _resamples_for(n_values: int, wanted: int) -> int:
+def resamples_for(n_values: int, wanted: int) -> int:
     if n_values * wanted <= _BUDGET:
         return wanted
     return max(MIN_RESAMPLES, _BUDGET // max(n_values, 1))
@@ -79,7 +79,7 @@ def percentile_differences(
     va, vb = a.values, b.values
     if len(va) == 0 or len(vb) == 0:
         raise ValueError("both samples need at least one value")
-    count = min(_resamples_for(len(va), resamples), _resamples_for(len(vb), resamples))
+    count = min(resamples_for(len(va), resamples), resamples_for(len(vb), resamples))
     stat_a = resample_percentiles(a, qs, count, np.random.default_rng([seed, 0]))
     stat_b = resample_percentiles(b, qs, count, np.random.default_rng([seed, 1]))
     diffs = stat_b - stat_a

@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenpace.core.analysis.compare import Comparison, pct_name
+from tokenpace.core.analysis.runchange import against
+from tokenpace.core.analysis.runnoise import RunNoise
 from tokenpace.core.analysis.samples import METRICS
-from tokenpace.core.analysis.verdict import Verdict, worse
+from tokenpace.core.analysis.verdict import Verdict
 
 _ITEM = re.compile(r"^\s*([a-z0-9_]+)\.p(\d+(?:\.\d+)?)\s*=\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
@@ -52,10 +54,13 @@ class GateItem:
     candidate: float | None
     rel: float | None
     rel_ci: tuple[float | None, float | None] | None
-    significant: bool
+    significant: bool  # the interval excludes no change at all
     verdict: Verdict
     outcome: str  # "pass", "regressed", "undecided"
     reason: str
+    detectable: float | None = None  # smallest worsening called 9 times in 10 at this size and noise
+    runs_needed: int | None = None
+    noise: RunNoise | None = None
 
     def to_dict(self) -> dict:
         return {
@@ -69,16 +74,20 @@ class GateItem:
             "verdict": self.verdict.value,
             "outcome": self.outcome,
             "reason": self.reason,
+            "detectable": self.detectable,
+            "runs_needed": self.runs_needed,
+            "run_noise": self.noise.to_dict() if self.noise else None,
         }
 
 
 def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[GateItem]:
-    """Regressed = worse by more than the threshold AND significant (CI of the difference excludes 0)."""
+    """Regressed when the whole interval of the change lies beyond the threshold on the worse side;
+    pass when it lies entirely short of it; undecided when it holds the threshold."""
     items = []
     for t in thresholds:
         m = comparison.metric(t.metric)
         row = m.row(pct_name(t.q))
-        if row is None or row.verdict is Verdict.TOO_FEW or row.ci is None:
+        if row is None or row.verdict is Verdict.TOO_FEW or row.change is None or row.rel_ci is None:
             n = min(m.n_a, m.n_b)
             reason = (
                 f"too few samples for {t.name} ({n}); it needs at least 5 beyond the percentile, "
@@ -86,32 +95,47 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
             )
             items.append(GateItem(t, None, None, None, None, False, Verdict.TOO_FEW, "undecided", reason))
             continue
-        significant = row.ci[0] > 0 or row.ci[1] < 0
-        is_worse = worse(row.diff or 0.0, m.higher_is_better)
-        change = abs(row.rel) if row.rel is not None else float("inf")
-        regressed = significant and is_worse and change > t.limit
-        if regressed:
-            reason = f"{_pct(row.rel)} worse, above the {t.limit:.0%} allowed, and significant"
-        elif is_worse and change > t.limit:
-            reason = f"{_pct(row.rel)} worse but not significant at level {comparison.alpha:g}"
-        elif is_worse and significant:
-            reason = f"{_pct(row.rel)} worse: significant, within the {t.limit:.0%} allowed"
+        ch = against(row.change, t.limit, m.higher_is_better, one_sided=True)
+        lo, hi = ch.rel_lo or 0.0, ch.rel_hi or 0.0
+        # Worse is up for latencies, down for throughput: look at the interval from that side.
+        near, far = (-hi, -lo) if m.higher_is_better else (lo, hi)
+        significant = lo > 0 or hi < 0
+        if near > t.limit:
+            outcome, reason = (
+                "regressed",
+                f"{_pct(ch.rel)} [{_pct(lo)}, {_pct(hi)}]: all of it beyond the {t.limit:.0%} allowed",
+            )
+        elif far < t.limit:
+            outcome, reason = (
+                "pass",
+                f"{_pct(ch.rel)} [{_pct(lo)}, {_pct(hi)}]: all of it within the {t.limit:.0%} allowed",
+            )
         else:
-            reason = f"{_pct(row.rel)}: not a regression"
+            outcome, reason = "undecided", _undecided(ch.rel, lo, hi, t.limit, ch.runs_needed)
         items.append(
             GateItem(
                 t,
                 row.a,
                 row.b,
-                row.rel,
-                row.rel_ci,
+                ch.rel,
+                (lo, hi),
                 significant,
                 row.verdict,
-                "regressed" if regressed else "pass",
+                outcome,
                 reason,
+                ch.detectable,
+                ch.runs_needed,
+                row.noise,
             )
         )
     return items
+
+
+def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None) -> str:
+    head = f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] holds the {limit:.0%} allowed"
+    if runs is None:
+        return f"{head}: too close to the threshold to decide with repeats"
+    return f"{head}: about {runs} runs a side (bench --repeat {runs}) would decide it"
 
 
 def requests_needed(q: float) -> int:

@@ -1,0 +1,147 @@
+"""Noise between runs: how much a metric's percentile moves between runs of an unchanged server,
+beyond the sampling noise between requests inside each run. Pure.
+
+Model: run i of a side measures x_i = L * exp(d_i + e_i), where d_i is the run's own level (SD
+``rel_sd`` between runs: batch mix, caches, a busy host) and e_i its sampling error (the bootstrap
+SE of the percentile inside the run). Repeated runs under the same conditions (``bench --repeat K``)
+estimate rel_sd^2 = var(log x_i) - mean(se_i^2), with K - 1 degrees of freedom; several groups pool
+by their degrees of freedom. Without any estimate a conservative value is assumed and said.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+# Assumed between-run SD when nothing was learned: at or above what reruns of an unchanged server
+# showed (TPOT P50 2.1 %, ITL P95 about 10 %), so the gate stays quiet rather than cry wolf.
+ASSUMED_CENTRE_SD = 0.05  # percentiles up to P50
+ASSUMED_TAIL_SD = 0.10  # percentiles above P50
+POWER = 0.90  # "detectable": the true change called with this probability
+MAX_RUNS_ADVISED = 50  # beyond this many runs a side, the change is too close to the threshold
+
+
+@dataclass(frozen=True, slots=True)
+class RunNoise:
+    """Between-run relative SD of one metric percentile (``tpot.p95``) and where it comes from."""
+
+    key: str
+    rel_sd: float
+    df: float  # degrees of freedom of the estimate; inf when assumed
+    groups: int  # repeat groups it rests on (0: assumed)
+    runs: int
+    concurrent: bool = False  # the sides ran interleaved over one window: no noise between runs
+
+    @property
+    def assumed(self) -> bool:
+        return self.groups == 0 and not self.concurrent
+
+    def describe(self) -> str:
+        if self.concurrent:
+            return "none: both sides were measured over the same time"
+        if self.assumed:
+            return f"{self.rel_sd:.1%} assumed (no repeated runs under these conditions)"
+        return f"{self.rel_sd:.1%} from {self.runs} runs in {self.groups} repeat group(s)"
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key,
+            "rel_sd": self.rel_sd,
+            "df": None if math.isinf(self.df) else self.df,
+            "groups": self.groups,
+            "runs": self.runs,
+            "assumed": self.assumed,
+            "concurrent": self.concurrent,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class GroupNoise:
+    """One repeat group's estimate for one key: K runs, the variance beyond sampling error."""
+
+    key: str
+    runs: int
+    rel_var: float  # between-run variance of log x, sampling variance removed (>= 0)
+    within_se: float  # mean relative sampling SE of one run (for display)
+    level: float  # mean of the runs' values
+
+
+def noise_key(metric: str, q: float) -> str:
+    return f"{metric}.p{q:g}"
+
+
+def assumed(key: str) -> RunNoise:
+    q = float(key.rsplit(".p", 1)[1])
+    return RunNoise(key, ASSUMED_CENTRE_SD if q <= 50 else ASSUMED_TAIL_SD, math.inf, 0, 0)
+
+
+def concurrent(key: str) -> RunNoise:
+    """Sides measured over the same window (the gateway's arms): what moves one run moves both."""
+    return RunNoise(key, 0.0, math.inf, 0, 0, concurrent=True)
+
+
+def group_noise(
+    key: str, values: Sequence[float] | np.ndarray, ses: Sequence[float] | np.ndarray
+) -> GroupNoise | None:
+    """The estimate from K >= 2 runs' values and their sampling SEs (same unit); None if unusable."""
+    x = np.asarray(values, dtype=np.float64)
+    se = np.asarray(ses, dtype=np.float64)
+    if len(x) < 2 or not np.all(x > 0) or not np.all(np.isfinite(se)):
+        return None
+    rel_se = se / x
+    total = float(np.var(np.log(x), ddof=1))
+    within = float(np.mean(rel_se**2))
+    return GroupNoise(key, len(x), max(0.0, total - within), float(np.mean(rel_se)), float(x.mean()))
+
+
+def pool(key: str, groups: Sequence[GroupNoise]) -> RunNoise:
+    """Pooled by degrees of freedom; the assumed value when no group has two runs."""
+    usable = [g for g in groups if g.key == key and g.runs >= 2]
+    df = sum(g.runs - 1 for g in usable)
+    if df == 0:
+        return assumed(key)
+    var = sum((g.runs - 1) * g.rel_var for g in usable) / df
+    return RunNoise(key, math.sqrt(var), float(df), len(usable), sum(g.runs for g in usable))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (numpy has none): exact for 1 and 2 degrees of freedom, else the
+    Cornish-Fisher expansion around the normal quantile (within 0.5 % from 3 degrees up)."""
+    z = NormalDist().inv_cdf(p)
+    if math.isinf(df) or df > 1e6:
+        return z
+    if df <= 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df <= 2:
+        return (2 * p - 1) / math.sqrt(2 * p * (1 - p))
+    g1 = (z**3 + z) / 4
+    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
+    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
+    g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160
+    return z + g1 / df + g2 / df**2 + g3 / df**3 + g4 / df**4
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t distribution function by bisection on ``t_quantile`` (enough for a p-value)."""
+    if math.isinf(df) or df > 1e6:
+        return NormalDist().cdf(t)
+    lo, hi = 1e-12, 1 - 1e-12
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if t_quantile(mid, df) < t:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def satterthwaite_df(run_part: float, run_df: float, total: float) -> float:
+    """Degrees of freedom of a variance whose ``run_part`` was estimated with ``run_df`` and the rest
+    is known well (bootstrap): Welch-Satterthwaite."""
+    if run_part <= 0 or math.isinf(run_df):
+        return math.inf
+    return max(1.0, total**2 / (run_part**2 / run_df))
