@@ -11,11 +11,11 @@ import pytest
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.client import Sender
-from tokenpace.client import sender as sender_module
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire import pool as pool_module
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.dialects.base import Sampling
 from tokenpace.wire.endpoint import parse_endpoint
@@ -89,7 +89,7 @@ def test_os_connect_timeout_is_a_connect_error(monkeypatch):
     async def dial(*args):
         raise TimeoutError(errno.ETIMEDOUT, "Connection timed out")
 
-    monkeypatch.setattr(sender_module, "dial", dial)
+    monkeypatch.setattr(pool_module, "dial", dial)
     r = asyncio.run(send_one("http://127.0.0.1:9/v1", stream=True))
     assert r.status is Status.CONNECT_ERROR and "timed out" in r.error
 
@@ -255,8 +255,6 @@ def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch)
     and the write (a race no check can close): its TCP never acknowledges the request, so the
     request provably went unread and is sent once more on a new connection, with the attempt on
     the record and the server reading it exactly once."""
-    from tokenpace.client import sender as sender_module
-
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
     srv.listen()
@@ -292,7 +290,7 @@ def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch)
         first, second = RequestRecord("0"), RequestRecord("1")
         s.keepalive.known = True  # as if the server had kept a connection open before
         await s.send(first, s.prepare("a", 2, "0"))
-        monkeypatch.setattr(sender_module, "peer_has_closed", race)
+        monkeypatch.setattr(pool_module, "peer_has_closed", race)
         await s.send(second, s.prepare("a", 2, "1"))
         await s.close()
         return first, second

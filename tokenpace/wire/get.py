@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from tokenpace.wire.dial import dial
 from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.request import request_bytes, request_head
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a model list is kilobytes; a hostile server gets cut here
 
@@ -86,10 +87,9 @@ async def _get(
     except OSError as exc:
         raise GetError(str(exc.strerror or exc), reached=False) from None
     answer = _Answer(asyncio.get_running_loop().create_future())
-    lines = [f"GET {path} HTTP/1.1", f"Host: {endpoint.host_header}", "Accept: application/json"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
+    fields = [("Accept", "application/json"), *headers.items(), ("Connection", "close")]
     try:
-        conn.start(answer, ("\r\n".join([*lines, "Connection: close", "", ""])).encode("latin-1"))
+        conn.start(answer, request_bytes(request_head("GET", path, endpoint.host_header, fields), None))
         await answer.done
     finally:
         conn.close()
