@@ -19,7 +19,7 @@ from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, sup
 from tokenpace.wire.sse import SseParser, parse_data
 
 _ERROR_BODY_LIMIT = 4096
-MAX_BODY_BYTES = 64 * 1024 * 1024  # a non-streamed answer (embeddings of a long input are a few MB)
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a non-streamed answer (an embedding of one input is < 100 KB)
 
 
 class Measure:
