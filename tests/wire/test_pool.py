@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
 
 import pytest
 
-from tokenpace.testing.wire_upstream import STREAM, WireUpstream
+from tokenpace.testing.wire_upstream import ClosingRace, WireUpstream
 from tokenpace.wire import pool as pool_module
 from tokenpace.wire.endpoint import parse_endpoint
 from tokenpace.wire.exchange import ExchangeError
@@ -53,45 +50,16 @@ def test_a_request_the_upstream_read_on_a_reused_connection_is_never_sent_again(
 def test_a_request_the_upstream_never_received_is_resent_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """The upstream closes its idle connection between the pool's look and the write: its TCP never
     acknowledges the request, so it is sent again on a new connection and read exactly once."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    close_now, closed = threading.Event(), threading.Event()
-    posts: list[bytes] = []
-    reply = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(STREAM), STREAM)
 
-    def serve() -> None:
-        for _ in range(2):
-            conn, _ = srv.accept()
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            posts.append(data)
-            conn.sendall(reply)
-            if len(posts) == 1:
-                close_now.wait(10)
-            conn.close()
-            closed.set()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-
-    def race(transport: object) -> bool:  # still open at the look, closed right after
-        close_now.set()
-        closed.wait(10)
-        time.sleep(0.05)
-        return False
-
-    async def go() -> list[int]:
-        pool = Pool(parse_endpoint(f"http://127.0.0.1:{srv.getsockname()[1]}/v1"))
+    async def go(race: ClosingRace) -> list[int]:
+        pool = Pool(parse_endpoint(race.url))
         pool.keepalive.known = True
         first = await one(pool, post(pool, "m"))
-        monkeypatch.setattr(pool_module, "peer_has_closed", race)
+        monkeypatch.setattr(pool_module, "peer_has_closed", race.look)
         second = await one(pool, post(pool, "m"))
         pool.close()
         return [first, second]
 
-    assert asyncio.run(asyncio.wait_for(go(), 10)) == [200, 200]
-    thread.join(10)
-    srv.close()
-    assert len(posts) == 2  # the first request, and the second once
+    with ClosingRace() as race:
+        assert asyncio.run(asyncio.wait_for(go(race), 10)) == [200, 200]
+    assert len(race.posts) == 2  # the first request, and the second once

@@ -32,6 +32,7 @@ class Measure:
         "done_ns",
         "exchange",
         "inflater",
+        "over",
         "record",
         "sse",
         "stream",
@@ -44,6 +45,7 @@ class Measure:
         self.dialect = dialect
         self.stream = stream
         self.exchange = Exchange(loop, self)  # what the connection drives; its ``done`` ends the wait
+        self.over = self.exchange.done
         self.sse: SseParser | None = None
         self.inflater: Inflater | None = None
         self.body_bytes = bytearray()
@@ -64,26 +66,27 @@ class Measure:
                 return
             streamed = 200 <= status < 300 and self.stream
             self.inflater = Inflater(encoding, MAX_STREAM_BYTES if streamed else MAX_BODY_BYTES)
+            ex.on_body = self._inflate_body
         if 200 <= status < 300 and self.stream:
             if ex.content_type.startswith(b"application/json"):
                 return  # the server ignored stream=true; read it as one JSON response
             self.sse = SseParser()
 
-    def on_body(self, data: bytes, now: int) -> None:
-        if self.exchange.done.done():
-            return
-        if self.inflater is None:
-            self._read(data, now)
+    def _inflate_body(self, data: bytes, now: int) -> None:
+        """A compressed body's piece, inflated a bounded step at a time and read step by step."""
+        if self.over.done() or self.inflater is None:
             return
         try:
             for piece in self.inflater.feed(data):
-                self._read(piece, now)
-                if self.exchange.done.done():
+                self.on_body(piece, now)
+                if self.over.done():
                     return
         except InflateError as exc:
             self.fail(Status.PROTOCOL_ERROR, str(exc), now)
 
-    def _read(self, data: bytes, now: int) -> None:
+    def on_body(self, data: bytes, now: int) -> None:
+        if self.over.done():
+            return
         if self.sse is None:
             if self.record.http_status is not None and self.record.http_status >= 300:
                 room = _ERROR_BODY_LIMIT - len(self.body_bytes)
@@ -125,7 +128,7 @@ class Measure:
             self.fail(Status.PROTOCOL_ERROR, sse.error, now)
 
     def on_end(self, now: int) -> None:
-        if self.exchange.done.done():
+        if self.over.done():
             return
         rec = self.record
         status = rec.http_status or 0
@@ -152,19 +155,17 @@ class Measure:
 
     # --- outcome ---
     def finish(self, now: int) -> None:
-        done = self.exchange.done
-        if not done.done():
+        if not self.over.done():
             self.record.end_ns = now
             self.record.status = Status.OK
-            done.set_result(None)
+            self.over.set_result(None)
 
     def fail(self, status: Status, reason: str, now: int) -> None:
-        done = self.exchange.done
-        if not done.done():
+        if not self.over.done():
             self.record.end_ns = now
             self.record.status = status
             self.record.error = reason
-            done.set_result(None)
+            self.over.set_result(None)
 
     # --- helpers (not per chunk) ---
     def _note_chunk_tokens(self, rec: RequestRecord) -> None:

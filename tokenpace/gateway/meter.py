@@ -59,18 +59,21 @@ class Meter:
             self.sse = None
             self.protocol_error = f"content-encoding {encoding} not measured"
 
-    def feed(self, data: bytes, now: int) -> None:
-        if self._inflate is None:
-            self._read(data, now)
+    def _feed_compressed(self, data: bytes, now: int) -> None:
+        inflater = self._inflate
+        if inflater is None:
             return
         try:
-            for piece in self._inflate.feed(data):
-                self._read(piece, now)
+            for piece in inflater.feed(data):
+                self.feed(piece, now, inflated=True)
         except InflateError as exc:
             self._inflate, self.sse = None, None
             self.protocol_error = self.protocol_error or str(exc)
 
-    def _read(self, data: bytes, now: int) -> None:
+    def feed(self, data: bytes, now: int, inflated: bool = False) -> None:
+        if self._inflate is not None and not inflated:
+            self._feed_compressed(data, now)
+            return
         sse = self.sse
         if sse is None:
             if self.protocol_error is None and len(self._body) < _BODY_LIMIT:

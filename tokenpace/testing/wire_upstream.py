@@ -6,12 +6,17 @@ gzip         the same stream, gzip-compressed
 bomb-sse     gzip that inflates to BOMB_BYTES of SSE comment events (no token, no end)
 bomb-json    gzip that inflates to BOMB_BYTES of one JSON document
 read-drop    answered on a new connection; on a reused one, read and dropped unanswered
+
+``ClosingRace``: a server that closes an idle connection just as a pool reuses it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import threading
+import time
 import zlib
 from collections import Counter
 from functools import cache
@@ -102,3 +107,51 @@ class WireUpstream:
                 await writer.drain()
                 served += 1
         writer.close()
+
+
+class ClosingRace:
+    """A server (a thread, plain sockets) that answers one request per connection, and closes its
+    first connection in the instant between a pool's look at it (``look``, patched over
+    ``tokenpace.wire.pool.peer_has_closed``) and the write of the next request: a race no check can
+    close, and a request the server's TCP never acknowledges. ``posts``: request heads read."""
+
+    def __init__(self) -> None:
+        self._srv = socket.socket()
+        self._srv.bind(("127.0.0.1", 0))
+        self._srv.listen()
+        self._close_now, self._closed = threading.Event(), threading.Event()
+        self.posts: list[bytes] = []
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._srv.getsockname()[1]}/v1"
+
+    def __enter__(self) -> ClosingRace:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._thread.join(10)
+        self._srv.close()
+
+    def _serve(self) -> None:
+        reply = _response(b"text/event-stream", STREAM)
+        for _ in range(2):
+            conn, _ = self._srv.accept()
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            self.posts.append(data.split(b"\r\n", 1)[0])
+            conn.sendall(reply)
+            if len(self.posts) == 1:
+                self._close_now.wait(10)  # the pool is about to reuse this connection: close it now
+            conn.close()
+            self._closed.set()
+
+    def look(self, transport: object) -> bool:
+        """The pool's look at the idle connection: still open... and closed right after."""
+        self._close_now.set()
+        self._closed.wait(10)
+        time.sleep(0.05)  # the server's FIN is on the wire before the request goes out
+        return False

@@ -12,6 +12,7 @@ any response came.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol
 
 LOST_BEFORE_HEAD = "connection closed before the response headers"
@@ -48,6 +49,7 @@ class Exchange:
         "head",
         "headers",
         "length",
+        "on_body",
         "pending",
         "reader",
         "status",
@@ -58,6 +60,9 @@ class Exchange:
         self.head: asyncio.Future[None] = loop.create_future()  # the final response's head arrived
         self.done: asyncio.Future[None] = loop.create_future()  # over: ended, failed or given up
         self.reader = reader
+        # Where body pieces go: the reader's on_body, unless the reader routes them elsewhere (the
+        # client's reader sends a compressed body through its inflater first).
+        self.on_body: Callable[[bytes, int], None] | None = None if reader is None else reader.on_body
         self.status = 0
         self.headers: list[tuple[bytes, bytes]] = []  # bounded by the kernel's head cap (64 KiB)
         self.content_type = b""
@@ -71,7 +76,7 @@ class Exchange:
     def attach(self, reader: Reader) -> None:
         """From now on body pieces go to ``reader`` as they arrive; earlier ones are replayed."""
         pending, self.pending = self.pending, []
-        self.reader = reader
+        self.reader, self.on_body = reader, reader.on_body
         for data, now in pending:
             reader.on_body(data, now)
 
@@ -100,9 +105,9 @@ class Exchange:
             self.head.set_result(None)
 
     def response_body(self, data: bytes, now: int) -> None:
-        reader = self.reader
-        if reader is not None:
-            reader.on_body(data, now)
+        on_body = self.on_body
+        if on_body is not None:
+            on_body(data, now)
         else:
             self.pending.append((data, now))
 
