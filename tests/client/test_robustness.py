@@ -92,6 +92,28 @@ def test_os_connect_timeout_is_a_connect_error(monkeypatch):
     assert r.status is Status.CONNECT_ERROR and "timed out" in r.error
 
 
+def test_a_connect_past_the_timeout_is_a_timeout_and_a_users_cancel_stays_a_cancel(monkeypatch):
+    async def dial(*args):
+        await asyncio.sleep(60)  # a connect that never completes
+
+    monkeypatch.setattr(pool_module, "dial", dial)
+    r = asyncio.run(send_one("http://127.0.0.1:9/v1", stream=True, timeout_s=0.2))
+    assert r.status is Status.TIMEOUT and r.error == "no connection within 0.2s"
+
+    async def cancelled_by_the_user() -> bool:
+        s = Sender(parse_endpoint("http://127.0.0.1:9/v1"), get_dialect("chat"), "m", Sampling(), True, 0.2)
+        task = asyncio.ensure_future(s.send(RequestRecord("x"), s.prepare("a", 2, "x")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(cancelled_by_the_user())
+
+
 def config(url, **kw):
     base = dict(
         url=url,

@@ -85,12 +85,29 @@ class Sender:
         ``capture`` (multi-turn sessions only) receives the raw token-carrying chunks."""
         record.sent_ns = perf_counter_ns()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        # One timer for the whole request, connecting included (no task or timer of its own per
+        # connect: a closed loop's first wave opens hundreds at once, while the first tokens arrive).
+        deadline = _Deadline(asyncio.current_task(), self.timeout_s)
+        timer = loop.call_at(loop.time() + self.timeout_s, deadline.fire)
+        try:
+            return await self._send(record, payload, capture, deadline, loop)
+        finally:
+            timer.cancel()
+
+    async def _send(
+        self,
+        record: RequestRecord,
+        payload: bytes,
+        capture: list[bytes] | None,
+        deadline: _Deadline,
+        loop: asyncio.AbstractEventLoop,
+    ) -> RequestRecord:
         pool = self.pool
         for attempt in (0, 1):
             conn = pool.take()
             reused = conn is not None
             if conn is None:
+                deadline.measure = None
                 conn = await self._connect(record, deadline)
                 if conn is None:
                     return record
@@ -98,7 +115,7 @@ class Sender:
             if capture is not None:
                 capture.clear()  # a retry on a fresh connection starts the answer again
                 measure.capture = capture
-            timer = loop.call_at(deadline, self._on_timeout, measure, conn, self.timeout_s)
+            deadline.measure, deadline.conn = measure, conn
             if reused:
                 conn.mark_send()  # what the server's TCP had acknowledged before this request
             try:
@@ -109,8 +126,6 @@ class Sender:
                 measure.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
                 pool.drop(conn)
                 raise
-            finally:
-                timer.cancel()
             unanswered = reused and measure.exchange.unanswered and record.status is Status.STREAM_INTERRUPTED
             if not unanswered:
                 break
@@ -139,19 +154,18 @@ class Sender:
     def open_connections(self) -> int:
         return len(self.pool.open)
 
-    async def _connect(self, record: RequestRecord, deadline: float) -> HttpConnection | None:
-        loop = asyncio.get_running_loop()
+    async def _connect(self, record: RequestRecord, deadline: _Deadline) -> HttpConnection | None:
         start = perf_counter_ns()
         ep = self.endpoint
         try:
-            left = max(0.001, deadline - loop.time())
-            conn, times = await asyncio.wait_for(self.pool.connect(), timeout=left)
-        except (asyncio.TimeoutError, TimeoutError) as exc:
-            # On 3.11+ these are one class, and the OS's own ETIMEDOUT is one too: tell them apart.
-            if getattr(exc, "errno", None):
-                _fail(record, Status.CONNECT_ERROR, f"connecting to {ep.host}:{ep.port} timed out in the OS")
-            else:
-                _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+            conn, times = await self.pool.connect()
+        except asyncio.CancelledError:
+            if not deadline.fired or deadline.cancelled_by_others():
+                raise
+            _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+            return None
+        except TimeoutError:  # the OS's own ETIMEDOUT
+            _fail(record, Status.CONNECT_ERROR, f"connecting to {ep.host}:{ep.port} timed out in the OS")
             return None
         except socket.gaierror as exc:
             _fail(record, Status.CONNECT_ERROR, f"DNS lookup of {ep.host} failed: {exc.strerror}")
@@ -171,12 +185,39 @@ class Sender:
         record.dns_ns, record.tcp_ns, record.tls_ns = times.dns_ns, times.tcp_ns, times.tls_ns
         return conn
 
-    @staticmethod
-    def _on_timeout(measure: Measure, conn: HttpConnection, timeout_s: float) -> None:
+
+class _Deadline:
+    """The request's one timer: while connecting it stops the connect (by cancelling the request's
+    task, told apart from a user's cancel); afterwards it fails the exchange and closes its
+    connection."""
+
+    __slots__ = ("conn", "fired", "measure", "task", "timeout_s")
+
+    def __init__(self, task: asyncio.Task[Any] | None, timeout_s: float) -> None:
+        self.task = task
+        self.timeout_s = timeout_s
+        self.measure: Measure | None = None  # None: connecting
+        self.conn: HttpConnection | None = None
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        measure, conn = self.measure, self.conn
+        if measure is None or conn is None:
+            if self.task is not None:
+                self.task.cancel()
+            return
         rec = measure.record
         got = f"{rec.output_tokens_counted} token chunks received" if rec.headers_ns else "no response"
-        measure.fail(Status.TIMEOUT, f"no complete response within {timeout_s:g}s ({got})", perf_counter_ns())
+        measure.fail(
+            Status.TIMEOUT, f"no complete response within {self.timeout_s:g}s ({got})", perf_counter_ns()
+        )
         conn.close()
+
+    def cancelled_by_others(self) -> bool:
+        """After the deadline's own cancel is taken back: is another cancel (the user's) pending?"""
+        uncancel = getattr(self.task, "uncancel", None)  # Python 3.11+
+        return uncancel is not None and uncancel() > 0
 
 
 def _fail(record: RequestRecord, status: Status, reason: str) -> None:
