@@ -22,11 +22,11 @@ import pytest
 from tokenpace.adapters.safe_files import OutputPathError, check_output, write_atomic
 from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
 from tokenpace.app.bench import MAX_CONSECUTIVE_CONNECT_ERRORS, BenchConfig, BenchRun
-from tokenpace.client import sender as sender_module
 from tokenpace.core.record import Status
 from tokenpace.core.workload.lengths import MAX_TOKENS, parse_length
 from tokenpace.testing.procs import FINISHED
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire import pool as pool_module
 
 PASSWORD = "pa55-w0rd-XYZ"
 
@@ -231,7 +231,7 @@ def test_sweep_sigterm_exits_143_with_the_steps_saved(threaded_server, tmp_path)
 def test_the_connect_error_abort_labels_requests_in_flight_with_its_reason(monkeypatch):
     """Two requests hang on a live connection while the other users cannot connect: the abort
     after 50 connect errors cancels the two, and says why (not "cancelled by the user")."""
-    real_dial = sender_module.dial
+    real_dial = pool_module.dial
     dialled = []
 
     async def dial(host, port, ssl_context, resolver=None):
@@ -240,7 +240,7 @@ def test_the_connect_error_abort_labels_requests_in_flight_with_its_reason(monke
             raise ConnectionRefusedError
         return await real_dial(host, port, ssl_context, resolver)
 
-    monkeypatch.setattr(sender_module, "dial", dial)
+    monkeypatch.setattr(pool_module, "dial", dial)
 
     async def go():
         async with ScriptedServer(Script(ttft_s=30)) as srv:

@@ -2,20 +2,18 @@
 
 import asyncio
 import errno
-import socket
-import threading
-import time
 
 import pytest
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.client import Sender
-from tokenpace.client import sender as sender_module
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.testing.wire_upstream import ClosingRace
+from tokenpace.wire import pool as pool_module
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.dialects.base import Sampling
 from tokenpace.wire.endpoint import parse_endpoint
@@ -89,9 +87,31 @@ def test_os_connect_timeout_is_a_connect_error(monkeypatch):
     async def dial(*args):
         raise TimeoutError(errno.ETIMEDOUT, "Connection timed out")
 
-    monkeypatch.setattr(sender_module, "dial", dial)
+    monkeypatch.setattr(pool_module, "dial", dial)
     r = asyncio.run(send_one("http://127.0.0.1:9/v1", stream=True))
     assert r.status is Status.CONNECT_ERROR and "timed out" in r.error
+
+
+def test_a_connect_past_the_timeout_is_a_timeout_and_a_users_cancel_stays_a_cancel(monkeypatch):
+    async def dial(*args):
+        await asyncio.sleep(60)  # a connect that never completes
+
+    monkeypatch.setattr(pool_module, "dial", dial)
+    r = asyncio.run(send_one("http://127.0.0.1:9/v1", stream=True, timeout_s=0.2))
+    assert r.status is Status.TIMEOUT and r.error == "no connection within 0.2s"
+
+    async def cancelled_by_the_user() -> bool:
+        s = Sender(parse_endpoint("http://127.0.0.1:9/v1"), get_dialect("chat"), "m", Sampling(), True, 0.2)
+        task = asyncio.ensure_future(s.send(RequestRecord("x"), s.prepare("a", 2, "x")))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            return True
+        return False
+
+    assert asyncio.run(cancelled_by_the_user())
 
 
 def config(url, **kw):
@@ -255,51 +275,20 @@ def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch)
     and the write (a race no check can close): its TCP never acknowledges the request, so the
     request provably went unread and is sent once more on a new connection, with the attempt on
     the record and the server reading it exactly once."""
-    from tokenpace.client import sender as sender_module
 
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    close_now, closed = threading.Event(), threading.Event()
-    posts = []
-
-    def serve() -> None:
-        for _ in range(2):
-            conn, _ = srv.accept()
-            data = b""
-            while b"\r\n\r\n" not in data:
-                data += conn.recv(65536)
-            posts.append(data.split(b"\r\n", 1)[0])
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n"
-            conn.sendall(head % len(_OneShot.BODY) + _OneShot.BODY)
-            if len(posts) == 1:
-                close_now.wait(10)  # the client is about to reuse this connection: close it now
-            conn.close()
-            closed.set()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-
-    def race(transport) -> bool:  # the client's look at the idle connection: still open...
-        close_now.set()
-        closed.wait(10)  # ...and closed by the server right after
-        time.sleep(0.05)  # its FIN is on the wire before the request goes out
-        return False
-
-    async def go():
-        s = Sender(parse_endpoint(f"http://127.0.0.1:{srv.getsockname()[1]}/v1"), get_dialect("chat"), "m",
-                   Sampling(), True, 5.0)  # fmt: skip
+    async def go(race: ClosingRace):
+        s = Sender(parse_endpoint(race.url), get_dialect("chat"), "m", Sampling(), True, 5.0)
         first, second = RequestRecord("0"), RequestRecord("1")
         s.keepalive.known = True  # as if the server had kept a connection open before
         await s.send(first, s.prepare("a", 2, "0"))
-        monkeypatch.setattr(sender_module, "peer_has_closed", race)
+        monkeypatch.setattr(pool_module, "peer_has_closed", race.look)
         await s.send(second, s.prepare("a", 2, "1"))
         await s.close()
         return first, second
 
-    first, second = asyncio.run(go())
-    thread.join(10)
-    srv.close()
+    with ClosingRace() as race:
+        first, second = asyncio.run(go(race))
+    posts = race.posts
     assert first.status is Status.OK and first.attempts == 1
     assert second.status is Status.OK, second.error
     assert second.attempts == 2 and second.first_sent_ns is not None

@@ -39,3 +39,21 @@ def test_a_burst_of_connections_shares_one_lookup_and_a_later_one_looks_again():
     burst, later = asyncio.run(go())
     assert calls == ["localhost", "localhost"]  # one for the burst of 50, one for the later connection
     assert all(b == burst[0] for b in burst) and later == burst[0]
+
+
+def test_a_dialled_connection_sends_each_chunk_at_once_on_either_loop() -> None:
+    """TCP_NODELAY (no Nagle delay on a small request or chunk): set by the loop's own transport."""
+    import uvloop
+
+    from tokenpace.wire.dial import dial
+
+    async def go() -> int:
+        server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        conn, _ = await dial("127.0.0.1", server.sockets[0].getsockname()[1], None)
+        assert conn.transport is not None
+        flag = conn.transport.get_extra_info("socket").getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        conn.close()
+        server.close()
+        return flag
+
+    assert asyncio.run(go()) and uvloop.run(go())

@@ -4,7 +4,7 @@ import asyncio
 
 import orjson
 
-from tokenpace.client.exchange import Exchange
+from tokenpace.client.exchange import Measure
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.dialects.base import ANSWER, ERROR, REASONING, Sampling
@@ -96,7 +96,7 @@ def feed(api, events, status=200, content_type=b"text/event-stream"):
 
     async def go():
         rec = RequestRecord("r")
-        ex = Exchange(rec, get_dialect(api), True, asyncio.get_running_loop().create_future())
+        ex = Measure(rec, get_dialect(api), True, asyncio.get_running_loop()).exchange
         ex.response_header(b"Content-Type", b"content-type", content_type)
         ex.response_head(status, 1)
         for i, e in enumerate(events, start=2):

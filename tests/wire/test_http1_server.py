@@ -143,3 +143,25 @@ def test_on_lost_is_called_when_the_client_leaves_mid_answer() -> None:
         return True
 
     assert run(_serve(hang, talk)) is True
+
+
+def test_a_body_over_the_limit_gets_413_at_once_not_100_continue() -> None:
+    seen: list[HttpRequest] = []
+    head = b"POST /v1/x HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n"
+
+    async def talk(reader, writer):
+        writer.write(head % (64 * 1024 * 1024))  # the body is never sent: the answer must not wait
+        return await reader.read(65536)
+
+    got = run(_serve(seen.append, talk))
+    assert got.startswith(b"HTTP/1.1 413 ") and b"100 Continue" not in got
+    assert not seen  # the handler never saw it
+
+    async def chunked(reader, writer):  # no length said: refused once the body passes the limit
+        writer.write(b"POST /v1/x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for _ in range(20):
+            writer.write(b"100000\r\n" + b"x" * 0x100000 + b"\r\n")
+        return await reader.read(65536)
+
+    got = run(_serve(seen.append, chunked))
+    assert got.startswith(b"HTTP/1.1 413 ") and not seen

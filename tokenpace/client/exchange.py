@@ -1,8 +1,9 @@
-"""One request and its response: turns body bytes into token timestamps on the record.
+"""The client's reader of one response (tokenpace.wire.exchange.Reader): turns body bytes into token
+timestamps on the record.
 
-Its ``response_*`` methods are the HTTP/1.1 kernel's events (tokenpace.wire.http1.client) and run inside
-the connection's ``data_received``: no logging, no per-token objects beyond the one int appended to
-``token_ns``, JSON parsed once per chunk.
+Its ``on_*`` methods run inside the connection's ``data_received``: no logging, no per-token objects
+beyond the one int appended to ``token_ns``, JSON parsed once per chunk. A compressed body is
+inflated a bounded step at a time, with the same caps as a plain one (tokenpace.wire.inflate).
 """
 
 from __future__ import annotations
@@ -13,64 +14,86 @@ import orjson
 
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.wire.exchange import Exchange
+from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, supported
 from tokenpace.wire.sse import SseParser, parse_data
 
 _ERROR_BODY_LIMIT = 4096
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a non-streamed answer (an embedding of one input is < 100 KB)
 
 
-class Exchange:
+class Measure:
     __slots__ = (
         "_prev_server_tokens",
         "body_bytes",
         "capture",
-        "content_type",
         "dialect",
         "done",
         "done_ns",
-        "future",
+        "exchange",
+        "inflater",
+        "over",
         "record",
         "sse",
         "stream",
     )
 
-    def __init__(self, record: RequestRecord, dialect: Dialect, stream: bool, future: asyncio.Future) -> None:
+    def __init__(
+        self, record: RequestRecord, dialect: Dialect, stream: bool, loop: asyncio.AbstractEventLoop
+    ) -> None:
         self.record = record
         self.dialect = dialect
         self.stream = stream
-        self.future = future
+        self.exchange = Exchange(loop, self)  # what the connection drives; its ``done`` ends the wait
+        self.over = self.exchange.done
         self.sse: SseParser | None = None
+        self.inflater: Inflater | None = None
         self.body_bytes = bytearray()
-        self.content_type = b""
-        self.done = False
+        self.done = False  # [DONE] seen
         self.done_ns = 0  # when [DONE] arrived
         self._prev_server_tokens: int | None = None
         self.capture: list[bytes] | None = None  # raw token chunks, kept for multi-turn history
 
-    # --- events from the connection ---
-    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
-        if low_name == b"content-type":
-            self.content_type = value
-
-    def response_interim(self) -> None:
-        self.content_type = b""  # a 1xx's; the real response has its own
-
-    def response_head(self, status: int, now: int) -> None:
+    # --- events from the exchange ---
+    def on_head(self, ex: Exchange, now: int) -> None:
         rec = self.record
         rec.headers_ns = now
-        rec.http_status = status
+        rec.http_status = status = ex.status
+        if ex.encoding and ex.encoding != b"identity":
+            encoding = ex.encoding.decode("latin-1")
+            if not supported(encoding):
+                self.fail(Status.PROTOCOL_ERROR, f"content-encoding {encoding} not supported", now)
+                return
+            streamed = 200 <= status < 300 and self.stream
+            self.inflater = Inflater(encoding, MAX_STREAM_BYTES if streamed else MAX_BODY_BYTES)
+            ex.on_body = self._inflate_body
         if 200 <= status < 300 and self.stream:
-            if self.content_type.startswith(b"application/json"):
+            if ex.content_type.startswith(b"application/json"):
                 return  # the server ignored stream=true; read it as one JSON response
             self.sse = SseParser()
 
-    def response_body(self, data: bytes, now: int) -> None:
-        if self.future.done():
+    def _inflate_body(self, data: bytes, now: int) -> None:
+        """A compressed body's piece, inflated a bounded step at a time and read step by step."""
+        if self.over.done() or self.inflater is None:
+            return
+        try:
+            for piece in self.inflater.feed(data):
+                self.on_body(piece, now)
+                if self.over.done():
+                    return
+        except InflateError as exc:
+            self.fail(Status.PROTOCOL_ERROR, str(exc), now)
+
+    def on_body(self, data: bytes, now: int) -> None:
+        if self.over.done():
             return
         if self.sse is None:
             if self.record.http_status is not None and self.record.http_status >= 300:
                 room = _ERROR_BODY_LIMIT - len(self.body_bytes)
                 if room > 0:
                     self.body_bytes += data[:room]
+            elif len(self.body_bytes) + len(data) > MAX_BODY_BYTES:
+                self.fail(Status.PROTOCOL_ERROR, f"response body over {MAX_BODY_BYTES >> 20} MiB", now)
             else:
                 self.body_bytes += data
             return
@@ -104,8 +127,8 @@ class Exchange:
         if sse.error is not None:  # an event past the bound: the stream is broken, stop reading it
             self.fail(Status.PROTOCOL_ERROR, sse.error, now)
 
-    def response_end(self, now: int) -> None:
-        if self.future.done():
+    def on_end(self, now: int) -> None:
+        if self.over.done():
             return
         rec = self.record
         status = rec.http_status or 0
@@ -113,7 +136,7 @@ class Exchange:
             self.fail(Status.HTTP_ERROR, _http_error_text(status, bytes(self.body_bytes)), now)
             return
         if self.sse is not None:
-            if self.sse.pending.strip():
+            if self.sse.pending_len and self.sse.pending.strip():
                 self.fail(Status.STREAM_INTERRUPTED, "stream ended inside an unterminated event", now)
             elif self.done or rec.finish_reason:
                 self.finish(now)
@@ -122,39 +145,27 @@ class Exchange:
             return
         self._read_full(now)
 
-    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
-        if self.future.done():
-            return
-        if self.record.headers_ns is None:
-            reason = "connection closed before the response headers"
-        elif self.done:
+    def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        if not lost:
+            self.fail(Status.PROTOCOL_ERROR, reason, now)
+        elif self.done and self.record.headers_ns is not None:
             self.finish(self.done_ns)  # [DONE] arrived; the server closed instead of ending the body
-            return
-        elif body_ended:
-            self.response_end(now)  # a body delimited by the close (HTTP/1.0 style): this is its end
-            return
         else:
-            reason = "connection closed mid-stream"
-        if exc is not None:
-            reason += f" ({exc})"
-        self.fail(Status.STREAM_INTERRUPTED, reason, now)
-
-    def response_malformed(self, reason: str, now: int) -> None:
-        self.fail(Status.PROTOCOL_ERROR, reason, now)
+            self.fail(Status.STREAM_INTERRUPTED, reason, now)
 
     # --- outcome ---
     def finish(self, now: int) -> None:
-        if not self.future.done():
+        if not self.over.done():
             self.record.end_ns = now
             self.record.status = Status.OK
-            self.future.set_result(True)
+            self.over.set_result(None)
 
     def fail(self, status: Status, reason: str, now: int) -> None:
-        if not self.future.done():
+        if not self.over.done():
             self.record.end_ns = now
             self.record.status = status
             self.record.error = reason
-            self.future.set_result(False)
+            self.over.set_result(None)
 
     # --- helpers (not per chunk) ---
     def _note_chunk_tokens(self, rec: RequestRecord) -> None:

@@ -109,7 +109,7 @@ class RealtimeSender(Sender):
             _fail(record, Status.CONNECT_ERROR, f"cannot open a WebSocket to {self.ws_url}: {exc}")
             return None
         self._all.add(ws)
-        self.connections_opened += 1
+        self.pool.connections_opened += 1
         first = await ws.receive()  # session.created: the session is ready
         if first.type is not aiohttp.WSMsgType.TEXT:
             _fail(record, Status.PROTOCOL_ERROR, "the WebSocket session did not start with an event")

@@ -1,4 +1,4 @@
-"""Sends prepared requests over pooled keep-alive connections and times every one."""
+"""Sends prepared requests over the wire's keep-alive pool and times every one."""
 
 from __future__ import annotations
 
@@ -11,20 +11,15 @@ from typing import Any
 import orjson
 
 from tokenpace import __version__
-from tokenpace.client.exchange import Exchange
+from tokenpace.client.exchange import Measure
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.wire.connection import HttpConnection
-from tokenpace.wire.dial import Resolver, dial
 from tokenpace.wire.dialects.base import Dialect, Sampling
 from tokenpace.wire.endpoint import Endpoint
-from tokenpace.wire.keepalive import PROBE_S, KeepAlive
-from tokenpace.wire.liveness import peer_has_closed
+from tokenpace.wire.pool import NOT_RESENT, Pool, may_resend
+from tokenpace.wire.request import request_bytes, request_head
 
-_STALE = "connection closed before the response headers"
-_NOT_RESENT = (
-    "the server's TCP had received the request, so it may have been read: not resent "
-    "(--resend-unanswered resends it once, recorded)"
-)
+_NOT_RESENT = f"{NOT_RESENT} (--resend-unanswered resends it once, recorded)"
 
 
 def _lower(headers: dict[str, str] | None) -> set[str]:
@@ -55,25 +50,23 @@ class Sender:
         self.stream = stream
         self.extra_body = extra_body or {}  # e.g. vLLM's --extra-body: merged over every request body
         self.timeout_s = timeout_s
-        self.keepalive = KeepAlive(reuse_connections)  # False: a new connection per request, on purpose
+        self.pool = Pool(endpoint, ssl_context, reuse_connections)
+        self.keepalive = self.pool.keepalive
+        self._ssl = self.pool.ssl_context
         # True: a request a reused connection dropped unanswered is sent once more (recorded).
         self.resend_unanswered = resend_unanswered
-        self._ssl = ssl_context if ssl_context is not None else endpoint.ssl_context()
-        self._idle: list[HttpConnection] = []
-        self._open: set[HttpConnection] = set()
-        self._closing = False
-        self._resolver = Resolver()
-        self.connections_opened = 0
-        lines = [
-            f"POST {endpoint.path_for(dialect.path)} HTTP/1.1",
-            f"Host: {endpoint.host_header}",
-            "Content-Type: application/json",
-            f"Accept: {'text/event-stream' if stream else 'application/json'}",
-            f"User-Agent: tokenpace/{__version__}",
+        fixed = [
+            ("Content-Type", "application/json"),
+            ("Accept", "text/event-stream" if stream else "application/json"),
+            ("User-Agent", f"tokenpace/{__version__}"),
         ]
-        lines += [f"{k}: {v}" for k, v in dialect.headers if k.lower() not in _lower(headers)]
-        lines += [f"{k}: {v}" for k, v in (headers or {}).items()]
-        self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
+        fixed += [(k, v) for k, v in dialect.headers if k.lower() not in _lower(headers)]
+        fixed += list((headers or {}).items())
+        self._head = request_head("POST", endpoint.path_for(dialect.path), endpoint.host_header, fixed)
+
+    @property
+    def connections_opened(self) -> int:
+        return self.pool.connections_opened
 
     def prepare(
         self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
@@ -82,9 +75,8 @@ class Sender:
         fields = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
         if self.extra_body:
             fields.update(self.extra_body)
-        body = orjson.dumps(fields)
-        tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
-        return self._head + tail.encode("latin-1") + body
+        head = self._head + b"x-request-id: %b\r\n" % request_id.encode("latin-1")
+        return request_bytes(head, orjson.dumps(fields))
 
     async def send(
         self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
@@ -93,119 +85,87 @@ class Sender:
         ``capture`` (multi-turn sessions only) receives the raw token-carrying chunks."""
         record.sent_ns = perf_counter_ns()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.timeout_s
+        # One timer for the whole request, connecting included (no task or timer of its own per
+        # connect: a closed loop's first wave opens hundreds at once, while the first tokens arrive).
+        deadline = _Deadline(asyncio.current_task(), self.timeout_s)
+        timer = loop.call_at(loop.time() + self.timeout_s, deadline.fire)
+        try:
+            return await self._send(record, payload, capture, deadline, loop)
+        finally:
+            timer.cancel()
+
+    async def _send(
+        self,
+        record: RequestRecord,
+        payload: bytes,
+        capture: list[bytes] | None,
+        deadline: _Deadline,
+        loop: asyncio.AbstractEventLoop,
+    ) -> RequestRecord:
+        pool = self.pool
         for attempt in (0, 1):
-            conn = self._take_idle()
+            conn = pool.take()
             reused = conn is not None
             if conn is None:
+                deadline.measure = None
                 conn = await self._connect(record, deadline)
                 if conn is None:
                     return record
-            future = loop.create_future()
-            exchange = Exchange(record, self.dialect, self.stream, future)
+            measure = Measure(record, self.dialect, self.stream, loop)
             if capture is not None:
                 capture.clear()  # a retry on a fresh connection starts the answer again
-                exchange.capture = capture
-            timer = loop.call_at(deadline, self._on_timeout, exchange, conn, self.timeout_s)
+                measure.capture = capture
+            deadline.measure, deadline.conn = measure, conn
             if reused:
                 conn.mark_send()  # what the server's TCP had acknowledged before this request
             try:
-                conn.start(exchange, payload)
+                conn.start(measure.exchange, payload)
                 record.request_ns = perf_counter_ns()
-                await future
+                await measure.exchange.done
             except asyncio.CancelledError:
-                exchange.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
-                conn.close()
-                self._open.discard(conn)
+                measure.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
+                pool.drop(conn)
                 raise
-            finally:
-                timer.cancel()
-            unanswered = (
-                reused
-                and record.status is Status.STREAM_INTERRUPTED
-                and record.error is not None
-                and record.error.startswith(_STALE)
-            )
+            unanswered = reused and measure.exchange.unanswered and record.status is Status.STREAM_INTERRUPTED
             if not unanswered:
                 break
-            # A reused connection closed after the request was written, before any answer. Resent
-            # once when the server provably never received it (its TCP acknowledged none of it:
-            # the server had closed first), or when the user allowed any resend; recorded either way.
-            conn.close()
-            self._open.discard(conn)
-            self.keepalive.stop(
+            # A reused connection closed after the request was written, before any answer.
+            pool.drop(conn)
+            pool.keepalive.stop(
                 "the server dropped a request on a reused keep-alive connection without answering: "
                 "each later request opened a new connection"
             )
-            if attempt == 1 or not (conn.request_never_delivered or self.resend_unanswered):
-                record.error = f"{_STALE} on a reused keep-alive connection: {_NOT_RESENT}"
+            if attempt == 1 or not may_resend(conn, measure.exchange, reused, self.resend_unanswered):
+                record.error = f"{record.error} on a reused keep-alive connection: {_NOT_RESENT}"
                 break
             record.first_sent_ns = record.sent_ns
             record.attempts += 1
             record.sent_ns = perf_counter_ns()
             _reset(record)
-        if conn is not None:
-            self._release(conn)
+        if conn is not None:  # always, once the loop ran (mypy cannot tell)
+            pool.release(conn)
         return record
 
     async def close(self) -> None:
-        self._closing = True
-        for conn in list(self._open):
-            conn.close()
-        self._idle.clear()
-        self._open.clear()
+        self.pool.close()
         await asyncio.sleep(0)
 
     @property
     def open_connections(self) -> int:
-        return len(self._open)
+        return len(self.pool.open)
 
-    # --- pool ---
-    def _take_idle(self) -> HttpConnection | None:
-        while self._idle:
-            conn = self._idle.pop()
-            if conn.reusable and not peer_has_closed(conn.transport):
-                return conn
-            conn.close()  # closed by the server while idle: nothing was sent on it
-            self._open.discard(conn)
-        return None
-
-    def _release(self, conn: HttpConnection) -> None:
-        if not (conn.reusable and self.keepalive.reuse):
-            self._drop(conn)
-        elif self.keepalive.known:
-            self._idle.append(conn)
-        else:  # until the server has shown whether it closes after answering, look first
-            asyncio.get_running_loop().call_later(PROBE_S, self._release_after_look, conn)
-
-    def _release_after_look(self, conn: HttpConnection) -> None:
-        if self._closing:
-            return
-        closed = not conn.reusable or peer_has_closed(conn.transport)
-        self.keepalive.judge(closed)
-        if closed or not self.keepalive.reuse:
-            self._drop(conn)
-        else:
-            self._idle.append(conn)
-
-    def _drop(self, conn: HttpConnection) -> None:
-        conn.close()
-        self._open.discard(conn)
-
-    async def _connect(self, record: RequestRecord, deadline: float) -> HttpConnection | None:
-        loop = asyncio.get_running_loop()
+    async def _connect(self, record: RequestRecord, deadline: _Deadline) -> HttpConnection | None:
         start = perf_counter_ns()
         ep = self.endpoint
         try:
-            conn, times = await asyncio.wait_for(
-                dial(ep.host, ep.port, self._ssl, self._resolver), timeout=max(0.001, deadline - loop.time())
-            )
-        except (asyncio.TimeoutError, TimeoutError) as exc:
-            # On 3.11+ these are one class, and the OS's own ETIMEDOUT is one too: tell them apart.
-            if getattr(exc, "errno", None):
-                _fail(record, Status.CONNECT_ERROR, f"connecting to {ep.host}:{ep.port} timed out in the OS")
-            else:
-                _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+            conn, times = await self.pool.connect()
+        except asyncio.CancelledError:
+            if not deadline.fired or deadline.cancelled_by_others():
+                raise
+            _fail(record, Status.TIMEOUT, f"no connection within {self.timeout_s:g}s")
+            return None
+        except TimeoutError:  # the OS's own ETIMEDOUT
+            _fail(record, Status.CONNECT_ERROR, f"connecting to {ep.host}:{ep.port} timed out in the OS")
             return None
         except socket.gaierror as exc:
             _fail(record, Status.CONNECT_ERROR, f"DNS lookup of {ep.host} failed: {exc.strerror}")
@@ -223,18 +183,41 @@ class Sender:
             return None
         record.connect_ns = perf_counter_ns() - start
         record.dns_ns, record.tcp_ns, record.tls_ns = times.dns_ns, times.tcp_ns, times.tls_ns
-        self.connections_opened += 1
-        self._open.add(conn)
         return conn
 
-    @staticmethod
-    def _on_timeout(exchange: Exchange, conn: HttpConnection, timeout_s: float) -> None:
-        rec = exchange.record
+
+class _Deadline:
+    """The request's one timer: while connecting it stops the connect (by cancelling the request's
+    task, told apart from a user's cancel); afterwards it fails the exchange and closes its
+    connection."""
+
+    __slots__ = ("conn", "fired", "measure", "task", "timeout_s")
+
+    def __init__(self, task: asyncio.Task[Any] | None, timeout_s: float) -> None:
+        self.task = task
+        self.timeout_s = timeout_s
+        self.measure: Measure | None = None  # None: connecting
+        self.conn: HttpConnection | None = None
+        self.fired = False
+
+    def fire(self) -> None:
+        self.fired = True
+        measure, conn = self.measure, self.conn
+        if measure is None or conn is None:
+            if self.task is not None:
+                self.task.cancel()
+            return
+        rec = measure.record
         got = f"{rec.output_tokens_counted} token chunks received" if rec.headers_ns else "no response"
-        exchange.fail(
-            Status.TIMEOUT, f"no complete response within {timeout_s:g}s ({got})", perf_counter_ns()
+        measure.fail(
+            Status.TIMEOUT, f"no complete response within {self.timeout_s:g}s ({got})", perf_counter_ns()
         )
         conn.close()
+
+    def cancelled_by_others(self) -> bool:
+        """After the deadline's own cancel is taken back: is another cancel (the user's) pending?"""
+        uncancel = getattr(self.task, "uncancel", None)  # Python 3.11+
+        return uncancel is not None and uncancel() > 0
 
 
 def _fail(record: RequestRecord, status: Status, reason: str) -> None:

@@ -6,8 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from tokenpace.core.credentials import has_control, redact_userinfo, split_credentials
+from tokenpace.core.credentials import has_control, redact_userinfo
 from tokenpace.core.metrics import Slo
+from tokenpace.wire.endpoint import Endpoint, EndpointError, parse_endpoint
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics")
@@ -38,6 +39,11 @@ class Upstream:
     auth: str | None = field(default=None, repr=False)
 
     @property
+    def endpoint(self) -> Endpoint:
+        """The wire's parse of the URL (host, port, TLS, Host header)."""
+        return parse_endpoint(self.url)
+
+    @property
     def origin(self) -> str:
         """scheme://host:port of the URL."""
         parts = urlsplit(self.url)
@@ -61,10 +67,11 @@ def parse_upstream(text: str) -> Upstream:
     if not parts or "=" not in parts[0]:
         raise ValueError(f"{shown!r}: expected name=URL[,weight=W][,model=M][,ramp=60s]")
     name, _, url = parts[0].partition("=")
-    parsed = urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
-        raise ValueError(f"{name}=...: not an http(s) URL")  # the URL may hold credentials: not echoed
-    url, auth = split_credentials(url)
+    try:
+        endpoint = parse_endpoint(url)  # the wire's one URL parser: credentials split off
+    except EndpointError:
+        raise ValueError(f"{name}=...: not an http(s) URL") from None  # it may hold credentials
+    url, auth = endpoint.url, endpoint.auth
     kv: dict[str, str] = {}
     for part in parts[1:]:
         key, sep, value = part.partition("=")

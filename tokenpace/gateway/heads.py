@@ -9,6 +9,8 @@ from aiohttp import web
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.outcome import Outcome
+from tokenpace.wire.connection import HttpConnection
+from tokenpace.wire.exchange import Exchange
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and those aiohttp sets itself; everything else passes through.
 HOP = frozenset(
@@ -45,18 +47,18 @@ def stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
 
 
 def response_head(
-    ex, record: RequestRecord | None, dialect, now: int
+    ex: Exchange, conn: HttpConnection, record: RequestRecord | None, dialect
 ) -> tuple[web.StreamResponse, Meter | None]:
     """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
     generation request's successful body."""
     up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
     meter = None
     if record is not None:
-        record.headers_ns, record.http_status = now, ex.status
+        record.headers_ns, record.http_status = conn.now, ex.status
         if ex.status < 300:
-            content_type = header(up_headers, "content-type")
-            meter = Meter(record, dialect, content_type, header(up_headers, "content-encoding").lower())
-    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
+            content_type = ex.content_type.decode("latin-1")
+            meter = Meter(record, dialect, content_type, ex.encoding.decode("latin-1"))
+    resp = web.StreamResponse(status=ex.status, reason=conn.reason.decode("latin-1") or None)
     for k, v in up_headers:
         lower = k.lower()
         if lower == REQUEST_ID and record is not None:

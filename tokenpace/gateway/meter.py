@@ -7,12 +7,11 @@ dialect.
 
 from __future__ import annotations
 
-import zlib
-
 import orjson
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
+from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, supported
 from tokenpace.wire.sse import DONE, SseParser, parse_data
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
@@ -42,24 +41,31 @@ class Meter:
         self.error: str | None = None  # the upstream reported an error inside the stream
         self.protocol_error: str | None = None  # the first thing the meter could not read
         self.overflow: str | None = None  # an event past the SSE bound: the stream must be cut
-        # Compressed bodies are forwarded as they are; a decompressed copy is measured.
-        self._inflate = None
-        if encoding in ("gzip", "x-gzip"):
-            self._inflate = zlib.decompressobj(wbits=31)
-        elif encoding == "deflate":
-            self._inflate = zlib.decompressobj()
+        # Compressed bodies are forwarded as they are; a copy inflated a bounded step at a time is
+        # measured, up to the cap of a plain body (tokenpace.wire.inflate).
+        self._inflate: Inflater | None = None
+        encoding = encoding.strip().lower()
+        if supported(encoding):
+            self._inflate = Inflater(encoding, MAX_STREAM_BYTES if self.sse is not None else _BODY_LIMIT)
         elif encoding not in ("", "identity"):
             self.sse = None
             self.protocol_error = f"content-encoding {encoding} not measured"
 
-    def feed(self, data: bytes, now: int) -> None:
-        if self._inflate is not None:
-            try:
-                data = self._inflate.decompress(data)
-            except zlib.error:
-                self._inflate, self.sse = None, None
-                self.protocol_error = "undecodable compressed body"
-                return
+    def _feed_compressed(self, data: bytes, now: int) -> None:
+        inflater = self._inflate
+        if inflater is None:
+            return
+        try:
+            for piece in inflater.feed(data):
+                self.feed(piece, now, inflated=True)
+        except InflateError as exc:
+            self._inflate, self.sse = None, None
+            self.protocol_error = self.protocol_error or str(exc)
+
+    def feed(self, data: bytes, now: int, inflated: bool = False) -> None:
+        if self._inflate is not None and not inflated:
+            self._feed_compressed(data, now)
+            return
         sse = self.sse
         if sse is None:
             if self.protocol_error is None and len(self._body) < _BODY_LIMIT:

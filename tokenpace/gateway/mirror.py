@@ -23,8 +23,11 @@ from aiohttp import web
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import Upstream, parse_upstream
 from tokenpace.gateway.meter import Meter
-from tokenpace.gateway.upstream import Exchange, Origin, UpstreamConnection, UpstreamError, request_bytes
+from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect
+from tokenpace.wire.exchange import Exchange, ExchangeError
+from tokenpace.wire.pool import Pool
+from tokenpace.wire.request import request_bytes, request_head
 
 SHADOW_HEADER = "x-tokenpace-shadow"
 perf_ns = time.perf_counter_ns
@@ -97,7 +100,8 @@ class Mirrors:
         self.concurrency = concurrency
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
-        self.origins = {m.name: Origin(m.upstream.origin, connect_timeout_s) for m in mirrors}
+        self.connect_timeout_s = connect_timeout_s
+        self.origins = {m.name: Pool(m.upstream.endpoint, max_idle_s=30.0) for m in mirrors}
         self._queue: asyncio.Queue[ShadowJob] = asyncio.Queue(queue)
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []
@@ -184,18 +188,21 @@ class Mirrors:
         if up.auth is not None:
             headers.append(("Authorization", up.auth))
         headers += [(SHADOW_HEADER, "1"), ("x-request-id", record.request_id)]
-        payload = request_bytes(job.method, up.base_path + job.target, origin.host_header, headers, job.body)
-        conn: UpstreamConnection | None = None
+        head = request_head(job.method, up.base_path + job.target, origin.endpoint.host_header, headers)
+        payload = request_bytes(head, job.body)
+        conn: HttpConnection | None = None
         record.scheduled_ns = record.dispatched_ns = record.sent_ns = perf_ns()
         try:
-            sent, ex = await asyncio.wait_for(self._send_once(origin, payload), self.timeout_s)
+            sent, ex = await asyncio.wait_for(
+                self._send_once(origin, payload, self.connect_timeout_s), self.timeout_s
+            )
             conn = sent
             await asyncio.wait_for(self._read(ex, sent, record, job.dialect), self.timeout_s)
             origin.release(sent)
             conn = None  # kept alive for the next copy
         except asyncio.TimeoutError:
             record.status, record.error = Status.TIMEOUT, f"no complete answer in {self.timeout_s:g}s"
-        except UpstreamError as exc:
+        except ExchangeError as exc:
             mid = exc.mid_body
             record.status = Status.STREAM_INTERRUPTED if mid else Status.CONNECT_ERROR
             record.error = str(exc)[:200]
@@ -203,41 +210,39 @@ class Mirrors:
             record.status, record.error = Status.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
         finally:
             if conn is not None:
-                conn.abort()
+                origin.drop(conn)
         record.end_ns = perf_ns()
         record.labels["outcome"] = record.status.value
         return record
 
     @staticmethod
-    async def _send_once(origin: Origin, payload: bytes) -> tuple[UpstreamConnection, Exchange]:
-        """One send, never a second: a shadow copy is not worth a request the candidate may have
-        read twice."""
-        conn = origin.pooled() or await origin.connect()
+    async def _send_once(
+        origin: Pool, payload: bytes, connect_timeout_s: float
+    ) -> tuple[HttpConnection, Exchange]:
+        """One send, never a second: a shadow copy is not worth a request the candidate may read
+        twice (the pool's own resend rule is not used here)."""
+        idle = origin.take()
+        if idle is None:
+            conn, _ = await asyncio.wait_for(origin.connect(), connect_timeout_s)
+        else:
+            conn = idle
         ex = Exchange(asyncio.get_running_loop())
         conn.start(ex, payload, head_only=False)
         try:
             await ex.head
         except BaseException:
-            conn.abort()
+            origin.drop(conn)
             raise
         return conn, ex
 
     @staticmethod
-    async def _read(ex: Exchange, conn: UpstreamConnection, record: RequestRecord, dialect: Dialect) -> None:
+    async def _read(ex: Exchange, conn: HttpConnection, record: RequestRecord, dialect: Dialect) -> None:
         record.headers_ns = conn.now
         record.http_status = ex.status
-        content_type = encoding = ""
-        for name, value in ex.headers:
-            low = name.lower()
-            if low == b"content-type":
-                content_type = value.decode("latin-1").lower()
-            elif low == b"content-encoding":
-                encoding = value.decode("latin-1").strip().lower()
-        meter = Meter(record, dialect, content_type, encoding) if ex.status < 300 else None
-        if meter is not None:
-            ex.attach(meter.feed)
-        else:
-            ex.attach(lambda data, now: None)  # read to the end, thrown away
+        meter = None
+        if ex.status < 300:
+            meter = Meter(record, dialect, ex.content_type.decode("latin-1"), ex.encoding.decode("latin-1"))
+        ex.attach(_Sink(meter))  # read to the end; the bytes are thrown away once measured
         await ex.done
         if meter is None:
             record.status, record.error = Status.HTTP_ERROR, f"HTTP {ex.status}"
@@ -248,3 +253,25 @@ class Mirrors:
         elif meter.error is not None or not meter.finish_stream_ok():
             record.status = Status.STREAM_INTERRUPTED
             record.error = meter.error or "stream ended before [DONE]"
+
+
+class _Sink:
+    """The wire's reader for a shadow answer: every body piece to the meter, or nowhere."""
+
+    __slots__ = ("on_body",)
+
+    def __init__(self, meter: Meter | None) -> None:
+        self.on_body = meter.feed if meter is not None else _discard
+
+    def on_head(self, ex: Exchange, now: int) -> None:
+        pass
+
+    def on_end(self, now: int) -> None:
+        pass
+
+    def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        pass
+
+
+def _discard(data: bytes, now: int) -> None:
+    pass

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
+from aiohttp.web_urldispatcher import _default_expect_handler
 
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
@@ -36,14 +37,20 @@ from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
-from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
+from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
+from tokenpace.wire.exchange import ExchangeError
+from tokenpace.wire.pool import Pool
+from tokenpace.wire.request import request_bytes, request_head
 
 perf_ns = time.perf_counter_ns
 
+
+KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
+_WITH_BODY = ("POST", "PUT", "PATCH")  # methods that say their (even empty) body's length
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
@@ -63,7 +70,7 @@ class Gateway:
         self.router = Router(config.upstreams, time.monotonic)
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
-        self.origins = {u.name: Origin(u.origin, config.connect_timeout_s) for u in config.upstreams}
+        self.origins = {u.name: Pool(u.endpoint, max_idle_s=KEEPALIVE_S) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
         self.ws_upstreams = UpstreamSessions(config.connect_timeout_s)  # the Realtime WebSocket's
         self.engines: EngineWatch | None = None
@@ -115,7 +122,7 @@ class Gateway:
         else:
             self.admin.add_to(self.app)
             self.app.router.add_post("/tokenpace/events", self.events.post)
-        self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.app.router.add_route("*", "/{tail:.*}", self.handle, expect_handler=self._expect)
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
 
@@ -148,6 +155,20 @@ class Gateway:
     def _refuse(self, request: web.Request, reason: str, resp: web.Response) -> web.Response:
         self.guard.rejected(reason, request.remote, resp.status)
         return resp
+
+    async def _expect(self, request: web.Request) -> web.StreamResponse | None:
+        """``Expect: 100-continue``: a request refused anyway (no key, a body over the limit) is
+        answered at once, so the client never sends the body; else ``100 Continue``."""
+        refusal: web.Response | None = None
+        if self.config.client_keys and not bearer_ok(request, self.config.client_keys):
+            refusal = self._refuse(request, "unauthorized", errors.unauthorized())
+        elif request.content_length is not None and request.content_length > self.config.max_body_bytes:
+            refusal = self._refuse(request, "body_too_large", errors.too_large(self.config.max_body_bytes))
+        if refusal is None:
+            await _default_expect_handler(request)
+            return None
+        refusal.force_close()  # the body may follow anyway: not read, the connection ends
+        return refusal
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         start = perf_ns()
@@ -268,17 +289,18 @@ class Gateway:
         if upstream.auth is not None and "Authorization" not in request.headers:
             headers.append(("Authorization", upstream.auth))  # from the URL's user:password
         target = upstream.base_path + request.rel_url.raw_path_qs
-        payload = request_bytes(request.method, target, origin.host_header, headers, body)
+        head = request_head(request.method, target, origin.endpoint.host_header, headers)
+        payload = request_bytes(head, body if body or request.method in _WITH_BODY else None)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
-        conn: UpstreamConnection | None = None
+        conn: HttpConnection | None = None
         outcome = Outcome.OK
         error: str | None = None
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
-            conn, ex = await send(origin, request.method, payload)
-            resp, meter = response_head(ex, record, dialect, conn.now)
+            conn, ex = await origin.request(payload, request.method == "HEAD", cfg.connect_timeout_s)
+            resp, meter = response_head(ex, conn, record, dialect)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
@@ -291,7 +313,7 @@ class Gateway:
             if relay.client_gone:
                 raise ConnectionResetError("client went away")
             if meter is not None and meter.overflow is not None:
-                raise UpstreamError(meter.overflow, True)  # cut by the relay, whatever the framing
+                raise ExchangeError(meter.overflow, True)  # cut by the relay, whatever the framing
             if meter is not None:
                 meter.finish_full(perf_ns())
                 outcome, error = stream_outcome(meter)
@@ -304,7 +326,7 @@ class Gateway:
             if dog.fired is None:
                 dog.cancel()
                 if conn is not None:
-                    conn.abort()
+                    origin.drop(conn)
                 self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
                 raise
             dog.absorb()
@@ -312,7 +334,7 @@ class Gateway:
             outcome, error = dog.fired, dog.why
         except ConnectionResetError as exc:
             outcome, error = Outcome.CLIENT_DISCONNECT, f"client went away ({type(exc).__name__})"
-        except UpstreamError as exc:
+        except ExchangeError as exc:
             if meter is not None and meter.overflow is not None:
                 outcome, cut, error = Outcome.PROTOCOL_ERROR, True, meter.overflow
             elif exc.mid_body:
@@ -325,7 +347,7 @@ class Gateway:
         finally:
             dog.cancel()
             if conn is not None:
-                conn.abort()
+                origin.drop(conn)
         self._finish(record, outcome, error, meter, dialect)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):

@@ -10,8 +10,9 @@ import asyncio
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
-from tokenpace.gateway.upstream import Exchange, UpstreamConnection
 from tokenpace.gateway.watchdog import Watchdog
+from tokenpace.wire.connection import HttpConnection
+from tokenpace.wire.exchange import Exchange
 
 HIGH_WATER = 256 * 1024  # client-side buffered bytes before upstream reading pauses
 LOW_WATER = 64 * 1024
@@ -34,7 +35,7 @@ class Relay:
     def __init__(
         self,
         client: asyncio.Transport,
-        conn: UpstreamConnection,
+        conn: HttpConnection,
         meter: Meter | None,
         record: RequestRecord | None,
         dog: Watchdog,
@@ -87,6 +88,17 @@ class Relay:
             self.conn.transport.pause_reading()  # type: ignore[union-attr]
             self._wake()
 
+    on_body = feed  # tokenpace.wire.exchange.Reader: the head came before, the end is awaited in run
+
+    def on_head(self, ex: Exchange, now: int) -> None:
+        pass
+
+    def on_end(self, now: int) -> None:
+        pass
+
+    def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        pass
+
     def _cut(self) -> None:
         """An event past the bound: no client could read this stream either; end it on both sides
         (the upstream's close reaches ``run`` as a mid-body error, the proxy then aborts the client)."""
@@ -98,10 +110,10 @@ class Relay:
             self.wake.set_result(None)
 
     async def run(self, ex: Exchange) -> None:
-        """Until the body is complete (raises UpstreamError if the upstream broke it), or the client
+        """Until the body is complete (raises ExchangeError if the upstream broke it), or the client
         went away (``client_gone``)."""
         loop = asyncio.get_running_loop()
-        ex.attach(self.feed)
+        ex.attach(self)
         while not ex.done.done() and not self.client_gone:
             self.wake = loop.create_future()
             await asyncio.wait((ex.done, self.wake), return_when=asyncio.FIRST_COMPLETED)

@@ -10,12 +10,19 @@ from tokenpace.wire.liveness import acked_bytes
 
 
 class HttpConnection(ResponseConnection):
-    __slots__ = ("acked_at_close", "acked_before_send")
+    __slots__ = ("acked_at_close", "acked_before_send", "reason")
 
     def __init__(self) -> None:
         super().__init__()
+        self.reason = b""  # the last response's reason phrase (the gateway passes it on)
         self.acked_before_send: int | None = None  # set by the sender on a reused connection
         self.acked_at_close: int | None = None
+
+    def on_message_begin(self) -> None:
+        self.reason = b""
+
+    def on_status(self, status: bytes) -> None:
+        self.reason += status  # httptools may hand it over in pieces
 
     def eof_received(self) -> bool | None:
         # The server's FIN: read the acknowledgement count while the socket is still open.

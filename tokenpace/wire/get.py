@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from dataclasses import dataclass, field
 
 from tokenpace.wire.dial import dial
 from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.exchange import Exchange
+from tokenpace.wire.request import request_bytes, request_head
 
 MAX_BODY_BYTES = 8 * 1024 * 1024  # a model list is kilobytes; a hostile server gets cut here
 
@@ -22,44 +23,32 @@ class GetError(Exception):
         self.reached = reached
 
 
-@dataclass
-class _Answer:
-    done: asyncio.Future[None]
-    status: int = 0
-    body: list[bytes] = field(default_factory=list)
-    size: int = 0
-    error: str | None = None
+class _Body:
+    """The answer's body (tokenpace.wire.exchange.Reader), up to MAX_BODY_BYTES."""
 
-    # --- tokenpace.wire.http1.client.ResponseHandler ---
-    def response_header(self, name: bytes, low_name: bytes, value: bytes) -> None:
+    def __init__(self) -> None:
+        self.exchange = Exchange(asyncio.get_running_loop(), self)
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.error: str | None = None
+
+    def on_head(self, ex: Exchange, now: int) -> None:
         pass
 
-    def response_interim(self) -> None:
-        pass
-
-    def response_head(self, status: int, now: int) -> None:
-        self.status = status
-
-    def response_body(self, data: bytes, now: int) -> None:
+    def on_body(self, data: bytes, now: int) -> None:
         self.size += len(data)
         if self.size > MAX_BODY_BYTES:
-            self._finish(f"answer over {MAX_BODY_BYTES // (1024 * 1024)} MiB")
+            self.error = self.error or f"answer over {MAX_BODY_BYTES // (1024 * 1024)} MiB"
+            self.exchange.give_up()
         else:
-            self.body.append(data)
+            self.parts.append(data)
 
-    def response_end(self, now: int) -> None:
-        self._finish(None)
+    def on_end(self, now: int) -> None:
+        pass
 
-    def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
-        self._finish(None if body_ended else f"connection closed ({type(exc).__name__ if exc else 'EOF'})")
-
-    def response_malformed(self, reason: str, now: int) -> None:
-        self._finish(reason)
-
-    def _finish(self, error: str | None) -> None:
-        if not self.done.done():
-            self.error = error
-            self.done.set_result(None)
+    def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        self.error = self.error or reason
+        self.exchange.give_up()
 
 
 async def http_get(
@@ -85,14 +74,14 @@ async def _get(
         raise GetError(f"TLS handshake failed: {exc.reason or exc}", reached=False) from None
     except OSError as exc:
         raise GetError(str(exc.strerror or exc), reached=False) from None
-    answer = _Answer(asyncio.get_running_loop().create_future())
-    lines = [f"GET {path} HTTP/1.1", f"Host: {endpoint.host_header}", "Accept: application/json"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
+    answer = _Body()
+    fields = [("Accept", "application/json"), *headers.items(), ("Connection", "close")]
     try:
-        conn.start(answer, ("\r\n".join([*lines, "Connection: close", "", ""])).encode("latin-1"))
-        await answer.done
+        head = request_head("GET", path, endpoint.host_header, fields)
+        conn.start(answer.exchange, request_bytes(head, None))
+        await answer.exchange.done
     finally:
         conn.close()
     if answer.error is not None:
         raise GetError(answer.error, reached=True)
-    return answer.status, b"".join(answer.body)
+    return answer.exchange.status, b"".join(answer.parts)

@@ -16,6 +16,7 @@ from http import HTTPStatus
 import httptools
 
 CHUNKED_END = b"0\r\n\r\n"
+MAX_BODY_BYTES = 16 * 1024 * 1024  # one request's body (a long prompt is well under 1 MiB)
 
 
 @dataclass(slots=True)
@@ -48,8 +49,10 @@ class ServerConnection(asyncio.Protocol):
         handler: Callable[[HttpRequest], None],
         on_open: Callable[[ServerConnection], None] = _ignore,
         on_close: Callable[[ServerConnection], None] = _ignore,
+        max_body: int = MAX_BODY_BYTES,
     ) -> None:
         self._handler = handler
+        self.max_body = max_body  # a larger body is refused with 413 (at once, before 100 Continue)
         self._on_open, self._on_close = on_open, on_close
         self._parser = httptools.HttpRequestParser(self)
         self.transport: asyncio.Transport | None = None
@@ -59,6 +62,8 @@ class ServerConnection(asyncio.Protocol):
         self._url = b""
         self._headers: dict[str, str] = {}
         self._body: list[bytes] = []
+        self._body_len = 0
+        self._refused = False  # answered 413: nothing more is read from this connection
         self._busy = False
         self._queue: list[HttpRequest] = []
         self._keep_alive = True
@@ -69,6 +74,8 @@ class ServerConnection(asyncio.Protocol):
         self._on_open(self)
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         if self.upgraded is not None:
             self.upgraded(data)
             return
@@ -81,7 +88,8 @@ class ServerConnection(asyncio.Protocol):
             elif len(data) > upgrade.args[0]:
                 self.upgraded(data[upgrade.args[0] :])  # the new protocol's first bytes came along
         except httptools.HttpParserError:
-            self._fail(400, b"malformed HTTP request")
+            if not self._refused:  # else a callback refused the request and answered it itself
+                self._fail(400, b"malformed HTTP request")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -92,7 +100,7 @@ class ServerConnection(asyncio.Protocol):
 
     # ---- httptools callbacks -------------------------------------------------------------------
     def on_message_begin(self) -> None:
-        self._url, self._headers, self._body = b"", {}, []
+        self._url, self._headers, self._body, self._body_len = b"", {}, [], 0
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -101,12 +109,25 @@ class ServerConnection(asyncio.Protocol):
         self._headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        length = self._headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.max_body:
+            self._refuse_body()  # before any 100 Continue: the client need not send the body
+            return
         # curl and others wait (a whole second, for curl) for this before sending a large body.
         if self._headers.get("expect", "").lower() == "100-continue" and self.transport is not None:
             self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def on_body(self, body: bytes) -> None:
+        self._body_len += len(body)
+        if self._body_len > self.max_body:  # chunked, or longer than it said
+            self._refuse_body()
+            return
         self._body.append(body)
+
+    def _refuse_body(self) -> None:
+        self._refused = True
+        self._fail(413, b"request body over %d bytes" % self.max_body)
+        raise httptools.HttpParserCallbackError("body refused")  # stop parsing this connection
 
     def on_message_complete(self) -> None:
         req = HttpRequest(

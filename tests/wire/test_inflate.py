@@ -1,0 +1,40 @@
+"""Bounded incremental decompression: what a compressed body may inflate to, a step at a time."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+
+from tokenpace.testing.wire_upstream import gzip_of_repeated
+from tokenpace.wire.inflate import STEP_BYTES, InflateError, Inflater
+
+
+def _pieces(data: bytes, size: int) -> list[bytes]:
+    return [data[i : i + size] for i in range(0, len(data), size)]
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "x-gzip", "deflate"])
+def test_a_body_split_anywhere_inflates_to_the_same_bytes(encoding: str) -> None:
+    plain = b"".join(b'data: {"n":%d}\n\n' % i for i in range(5000))
+    packed = gzip.compress(plain) if "gzip" in encoding else zlib.compress(plain)
+    inflater = Inflater(encoding, len(plain))  # a cap exactly the size is not passed
+    out = [piece for part in _pieces(packed, 7) for piece in inflater.feed(part)]
+    assert b"".join(out) == plain
+
+
+def test_a_bomb_stops_at_the_cap_with_the_reason_never_held_whole() -> None:
+    bomb = gzip_of_repeated(b"\0" * 1024, 32 * 1024 * 1024)  # 32 KiB that inflate to 32 MiB
+    inflater = Inflater("gzip", 4 * 1024 * 1024)
+    largest, total = 0, 0
+    with pytest.raises(InflateError, match="compressed body inflates past 4 MiB"):
+        for piece in inflater.feed(bomb):  # the whole bomb in one read
+            largest, total = max(largest, len(piece)), total + len(piece)
+    assert largest <= STEP_BYTES  # held a step at a time
+    assert total <= 4 * 1024 * 1024
+
+
+def test_bytes_that_are_not_compressed_are_refused() -> None:
+    with pytest.raises(InflateError, match="undecodable compressed body"):
+        list(Inflater("gzip", 1024).feed(b"data: not gzip\n\n"))

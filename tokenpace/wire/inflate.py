@@ -1,0 +1,55 @@
+"""Bounded incremental decompression of a response body (Content-Encoding gzip or deflate).
+
+A small compressed body can inflate to gigabytes (1 MB of gzip holds 1 GiB of zeros). So nothing is
+inflated in one call: each piece is inflated at most ``STEP_BYTES`` at a time (what is held at once),
+and the whole body at most ``max_bytes`` (the reader's own cap on a plain body); past it the reader
+gets ``InflateError`` with the reason, and stops.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterator
+
+STEP_BYTES = 64 * 1024  # inflated bytes handed on at once
+MAX_STREAM_BYTES = 64 * 1024 * 1024  # an inflated event stream (real ones are kilobytes to a few MB)
+
+
+class InflateError(ValueError):
+    pass
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
+
+
+class Inflater:
+    __slots__ = ("_z", "left", "max_bytes")
+
+    def __init__(self, encoding: str, max_bytes: int) -> None:
+        """``encoding``: the Content-Encoding value, lower-cased (gzip, x-gzip or deflate)."""
+        self._z = zlib.decompressobj(wbits=31 if encoding in ("gzip", "x-gzip") else 15)
+        self.max_bytes = max_bytes
+        self.left = max_bytes  # inflated bytes this body may still produce
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        """The inflated bytes of ``data``, in pieces of at most STEP_BYTES. Raises InflateError when
+        the body is not valid compressed data or would inflate past ``max_bytes``."""
+        z = self._z
+        while data:
+            try:
+                out = z.decompress(data, min(STEP_BYTES, self.left + 1))
+            except zlib.error:
+                raise InflateError("undecodable compressed body") from None
+            data = z.unconsumed_tail
+            if len(out) > self.left:
+                self.left = -1
+                raise InflateError(f"compressed body inflates past {_size(self.max_bytes)}")
+            self.left -= len(out)
+            if not out:
+                return  # input used up (or past the end of the compressed data)
+            yield out
+
+
+def supported(encoding: str) -> bool:
+    return encoding in ("gzip", "x-gzip", "deflate")

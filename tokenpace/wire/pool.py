@@ -1,0 +1,131 @@
+"""The one keep-alive pool and the one resend rule, for the benchmark client and the gateway.
+
+Connections to one endpoint are reused while the server keeps them open (learned per run, see
+keepalive.py). A request written to a reused connection that the server then closes before
+answering is resent once only when it provably went unread: the server's TCP acknowledged none of
+its bytes (the server had closed first). A request the server may have read is never resent unless
+the caller allows it (the client's ``--resend-unanswered``): a POST is not sent twice by accident.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from time import perf_counter_ns
+
+from tokenpace.wire.connection import HttpConnection
+from tokenpace.wire.dial import DialTimes, Resolver, dial
+from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.exchange import Exchange, ExchangeError, Reader
+from tokenpace.wire.keepalive import PROBE_S, KeepAlive
+from tokenpace.wire.liveness import peer_has_closed
+
+NOT_RESENT = "the server's TCP had received the request, so it may have been read: not resent"
+
+
+def may_resend(conn: HttpConnection, ex: Exchange, reused: bool, allow_unanswered: bool) -> bool:
+    """The resend rule: a reused connection closed before any response, and the server's TCP never
+    acknowledged the request (or the caller allows resending what it may have read)."""
+    return reused and ex.unanswered and (allow_unanswered or conn.request_never_delivered)
+
+
+class Pool:
+    """Keep-alive connections to one endpoint. ``open`` (every connection not yet closed) is bounded
+    by the callers' concurrency; ``idle`` by ``open``."""
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        ssl_context: ssl.SSLContext | None = None,
+        reuse: bool = True,
+        max_idle_s: float | None = None,
+    ) -> None:
+        self.endpoint = endpoint
+        self.keepalive = KeepAlive(reuse)  # reuse False: a new connection per request, on purpose
+        self.max_idle_ns = None if max_idle_s is None else int(max_idle_s * 1e9)
+        self.ssl_context = ssl_context if ssl_context is not None else endpoint.ssl_context()
+        self._resolver = Resolver()
+        self.idle: list[HttpConnection] = []
+        self.open: set[HttpConnection] = set()
+        self.closing = False
+        self.connections_opened = 0
+
+    def take(self) -> HttpConnection | None:
+        """An idle connection the server has not closed (checked just before use), else None."""
+        oldest = None if self.max_idle_ns is None else perf_counter_ns() - self.max_idle_ns
+        while self.idle:
+            conn = self.idle.pop()
+            fresh = oldest is None or conn.idle_since_ns > oldest
+            if fresh and conn.reusable and not peer_has_closed(conn.transport):
+                return conn
+            self.drop(conn)  # closed by the server (or idle too long): nothing was sent on it
+        return None
+
+    async def connect(self) -> tuple[HttpConnection, DialTimes]:
+        """A new connection; raises like asyncio's create_connection (OSError, ssl.SSLError, ...)."""
+        conn, times = await dial(self.endpoint.host, self.endpoint.port, self.ssl_context, self._resolver)
+        self.connections_opened += 1
+        self.open.add(conn)
+        return conn, times
+
+    def release(self, conn: HttpConnection) -> None:
+        """A finished exchange's connection: kept for reuse, or closed."""
+        if self.closing or not (conn.reusable and self.keepalive.reuse):
+            self.drop(conn)
+        elif self.keepalive.known:
+            self.idle.append(conn)
+        else:  # until the server has shown whether it closes after answering, look first
+            asyncio.get_running_loop().call_later(PROBE_S, self._release_after_look, conn)
+
+    def _release_after_look(self, conn: HttpConnection) -> None:
+        if self.closing:
+            return
+        closed = not conn.reusable or peer_has_closed(conn.transport)
+        self.keepalive.judge(closed)
+        if closed or not self.keepalive.reuse:
+            self.drop(conn)
+        else:
+            self.idle.append(conn)
+
+    def drop(self, conn: HttpConnection) -> None:
+        conn.close()
+        self.open.discard(conn)
+
+    def close(self) -> None:
+        self.closing = True
+        for conn in list(self.open):
+            conn.close()
+        self.idle.clear()
+        self.open.clear()
+
+    async def request(
+        self, payload: bytes, head_only: bool, connect_timeout_s: float, reader: Reader | None = None
+    ) -> tuple[HttpConnection, Exchange]:
+        """Sends ``payload`` and returns once the response head arrived; resent at most once, by the
+        resend rule. Raises ExchangeError (no head), or OSError/TimeoutError when connecting fails."""
+        loop = asyncio.get_running_loop()
+        for attempt in (0, 1):
+            idle = self.take()
+            reused = idle is not None
+            if idle is None:
+                conn, _ = await asyncio.wait_for(self.connect(), connect_timeout_s)
+            else:
+                conn = idle
+                conn.mark_send()  # what the server's TCP had acknowledged before this request
+            ex = Exchange(loop, reader)
+            conn.start(ex, payload, head_only=head_only)
+            try:
+                await ex.head
+            except ExchangeError as exc:
+                self.drop(conn)
+                if attempt == 0 and may_resend(conn, ex, reused, allow_unanswered=False):
+                    continue
+                if reused and ex.unanswered:
+                    why = f"{exc} on a reused keep-alive connection: {NOT_RESENT}"
+                    raise ExchangeError(why, mid_body=False) from None
+                raise
+            except BaseException:
+                self.drop(conn)
+                raise
+            return conn, ex
+        raise AssertionError("unreachable: the second attempt returns or raises")
