@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from baseline_fixtures import make_record
 
-from tokenpace.adapters.store import Store, StoreError
+from tokenpace.adapters.store import Store, StoreError, connect
 from tokenpace.app.check import check
 from tokenpace.core.analysis.conditions import gate_mismatches
 from tokenpace.core.analysis.gate import parse_thresholds
@@ -32,7 +32,7 @@ def test_gate_mismatches_ignore_where_and_how_long_but_not_what_was_asked() -> N
 
 
 def test_check_skips_a_newer_run_with_other_conditions(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     _save(store, "mine00000002", _conditions("512", "2026-01-02T00:00:00+00:00", endpoint="http://b/v1"))
     _save(store, "othr00000003", _conditions("2048", "2026-01-03T00:00:00+00:00"))
@@ -42,7 +42,7 @@ def test_check_skips_a_newer_run_with_other_conditions(tmp_path: Path) -> None:
 
 
 def test_check_asks_for_run_when_no_run_matches(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     _save(store, "othr00000003", _conditions("2048", "2026-01-03T00:00:00+00:00"))
     store.set_baseline("prod", "base00000001")

@@ -11,7 +11,7 @@ from baseline_fixtures import make_record
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.cli.fit import show_table
 from tokenpace.testing.procs import run_cli
 
@@ -22,7 +22,7 @@ IDS = ("3f2a9c1d7e4b", "8903f1a2b3c4")
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     db = str(tmp_path / "runs.db")
-    s = Store.open(db)
+    s = connect(db)
     rng = np.random.default_rng(1)
     for run_id, scale in zip(IDS, (271.123456, 300.987654), strict=True):
         ttfts = scale * rng.lognormal(0, 0.1, 200)

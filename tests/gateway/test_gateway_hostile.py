@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from gateway.hostile_upstream import HEALTHY, MALFORMED, ODD, HostileUpstream, odd_stream
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.client import Sender, parse_endpoint
 from tokenpace.client.dialects import get_dialect
 from tokenpace.client.dialects.base import Sampling
@@ -73,7 +73,7 @@ def with_hostile(
 ) -> list[RequestRecord]:
     records: list[RequestRecord] = []
     caplog.set_level(logging.DEBUG)
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
 
     async def main() -> None:
         async with HostileUpstream() as up:

@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.adapters.store.events import load_events
 from tokenpace.core.analysis.arms import ArmsReport, analyse_arms
 from tokenpace.core.analysis.guards import Guard
 from tokenpace.core.events import OutcomeEvent
@@ -101,7 +100,7 @@ def load_window(
             "assumes full weight; start the window after the ramp (--since)"
         )
     sessions = [session] if session else None
-    window.events = load_events(store, since_unix, until_unix, sessions)
+    window.events = store.load_events(since_unix, until_unix, sessions)
     return window
 
 

@@ -6,8 +6,15 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.results import RecordWriter, read_records, read_result, records_path_for, write_result
-from tokenpace.adapters.store import RunInfo, Store, StoreError, default_store_url
-from tokenpace.adapters.store.url import normalize_url, sqlite_path
+from tokenpace.adapters.store import (
+    RunInfo,
+    Store,
+    StoreError,
+    connect,
+    default_store_url,
+    normalize_url,
+    sqlite_path,
+)
 from tokenpace.app.bench import BenchResult
 
 
@@ -20,7 +27,7 @@ def open_store(url: str | None = None, writable: bool = False, existing: bool = 
         path = sqlite_path(normalize_url(url))
         if path is not None and not path.is_file():
             raise StoreError(f"no store at {path} (nothing saved there yet: see --store, $TOKENPACE_STORE)")
-    store = Store.open(url)
+    store = connect(url)
     if writable:
         store.check_writable()
     return store
