@@ -99,7 +99,7 @@ def show(ref, as_json, store_url) -> None:
         table.add_row(
             key, str(d.get("n", 0)), *(_num(run.summary, key, p) for p in ("p50", "p90", "p95", "p99"))
         )
-    console.print(table)
+    show_table(console, table)
     s = run.summary
     console.print(
         f"throughput {s.get('request_throughput', 0):.2f} req/s, {s.get('output_token_throughput', 0):.1f} "

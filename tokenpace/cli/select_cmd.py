@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenpace.app.select import SelectConfig, SelectReport, run_select, write_select_html
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.cost import Cost
 from tokenpace.core.analysis.scenarios import Prices
@@ -181,7 +182,7 @@ def render(report: SelectReport, console: Console) -> None:
         price = f"{cost.per_k_requests:.4g}" if isinstance(cost, Cost) else "-"
         cells = [_short(c.status, c.value, c.upper) for c in v.cells]
         table.add_row(f"{v.candidate} ({v.kind})", *cells, _MARK[v.status], price)
-    console.print(table)
+    show_table(console, table)
     for v in report.verdicts:
         console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}")
         for n, c in enumerate(v.cells, 1):

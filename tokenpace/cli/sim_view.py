@@ -7,7 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
+from tokenpace.cli.fit import show_table
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.virtual import run_virtual
 from tokenpace.sim.virtual_load import VirtualLoad
@@ -40,18 +43,25 @@ def virtual_load_from_options(o: dict[str, Any]) -> VirtualLoad:
     return load
 
 
-def _row(label: str, summary: VirtualSummary) -> str:
+_COLUMNS = ("step", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "E2E p50", "req/s", "out tok/s")
+
+
+def _row(label: str, summary: VirtualSummary) -> list[str]:
     s = summary.client
     n = s.counts["ok"]
     if not n:
-        return f"{label:>10}  {'0':>6}  (no request finished)"
+        return [label, "0", "(no request finished)", *[""] * (len(_COLUMNS) - 3)]
     t, p, e = s.ttft_ms, s.tpot_ms, s.e2e_ms
-    nan = float("nan")
-    return (
-        f"{label:>10}  {n:>6}  {t.p50:>9.1f} {t.p95:>9.1f} {t.p99:>9.1f}  "
-        f"{p.p50 if p.n else nan:>8.2f} {p.p95 if p.n else nan:>8.2f}  {e.p50:>9.1f}  "
-        f"{s.request_throughput:>7.2f} {s.output_token_throughput:>9.0f}"
-    )
+    tpot = [f"{p.p50:.2f}", f"{p.p95:.2f}"] if p.n else ["-", "-"]
+    return [
+        label,
+        str(n),
+        *(f"{v:.1f}" for v in (t.p50, t.p95, t.p99)),
+        *tpot,
+        f"{e.p50:.1f}",
+        f"{s.request_throughput:.2f}",
+        f"{s.output_token_throughput:.0f}",
+    ]
 
 
 def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> None:
@@ -62,15 +72,15 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
         f"seed {load.seed}"
     )
-    click.echo(
-        f"{'step':>10}  {'n':>6}  {'TTFT p50':>9} {'p95':>9} {'p99':>9}  {'TPOT p50':>8} {'p95':>8}  "
-        f"{'E2E p50':>9}  {'req/s':>7} {'out tok/s':>9}   (ms)"
-    )
+    table = Table(title="latency in ms", title_justify="left")
+    for name in _COLUMNS:
+        table.add_column(name, justify="left" if name == "step" else "right")
     steps: list[tuple[str, VirtualSummary]] = []
     for label, step_results in steps_of(load, results):
         summary = summarize_virtual(step_results)
         steps.append((label, summary))
-        click.echo(_row(label, summary))
+        table.add_row(*_row(label, summary))
+    show_table(Console(), table)
     if o.get("out_path"):
         doc = virtual_run_doc(load, profile, network, results, steps)
         Path(o["out_path"]).write_text(json.dumps(doc, indent=1), encoding="utf-8")
