@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
 from pathlib import Path
 from typing import Any, NoReturn
@@ -34,18 +31,6 @@ def _positive_duration(text: str) -> float:
     if seconds <= 0:
         raise click.BadParameter(f"{text!r}: the duration must be positive")
     return seconds
-
-
-def _run(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    if sys.version_info >= (3, 11):
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(coro)
-    uvloop.install()
-    return asyncio.run(coro)
 
 
 @click.command("sim", cls=_OneLineErrors)
@@ -224,7 +209,12 @@ def sim(**o: Any) -> None:
         except ValueError as e:
             _fail(str(e))
         return
-    _run(_serve(o, profile, network, faults))
+    from tokenpace.app.sim_serving import SimRefused, serve_sim
+
+    try:
+        serve_sim(profile, network, faults, o["host"], o["port"], o["seed"])
+    except SimRefused as e:
+        _fail(str(e))
 
 
 def _build(o: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -284,29 +274,3 @@ def _build(o: dict[str, Any]) -> tuple[Any, Any, Any]:
         FaultConfig.from_file(Path(o["faults_file"]), **flags) if o["faults_file"] else FaultConfig(**flags)
     )
     return profile, network, faults
-
-
-async def _serve(o: dict[str, Any], profile: Any, network: Any, faults: Any) -> None:
-    from tokenpace.sim.server import SimServer
-
-    srv = SimServer(
-        profile,
-        host=o["host"],
-        port=o["port"],
-        faults=faults,
-        network=network,
-        seed=o["seed"],
-    )
-    try:
-        await srv.start()
-    except OSError as e:
-        _fail(f"cannot listen on {o['host']}:{o['port']}: {e.strerror or e}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    sys.stdout.write(f"tokenpace sim listening on {srv.url}\n")
-    sys.stdout.flush()
-    await stop.wait()
-    await srv.stop()
