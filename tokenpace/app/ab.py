@@ -122,8 +122,7 @@ class AbRun:
     """Runs the blocks one after another; ``stop()`` ends the current block and the run."""
 
     def __init__(self, config: AbConfig, on_block: Callable[[int, str, BenchResult], None] | None = None):
-        config.validate()
-        self.config = config
+        self.config = config  # validated by the job (``ab_job``), once
         self.ab_id = uuid.uuid4().hex[:12]
         self.on_block = on_block
         self._current: AnyRun | None = None

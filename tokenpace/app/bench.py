@@ -50,7 +50,6 @@ class BenchRun:
         run_id: str | None = None,
         scrape_path: Path | None = None,
     ) -> None:
-        config.validate()
         self.scrape_path = scrape_path  # where raw /metrics scrapes go (default: a temp file)
         self.config = config
         self.run_id = run_id or uuid.uuid4().hex[:12]

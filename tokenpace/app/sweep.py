@@ -204,8 +204,7 @@ class Sweep:
         on_record: Callable[[int, RequestRecord], None] | None = None,
         on_step_done: Callable[[SweepStep], None] | None = None,
     ) -> None:
-        config.validate()
-        self.config = config
+        self.config = config  # validated by the job (``sweep_job``), once
         self.sweep_id = sweep_id or uuid.uuid4().hex[:12]
         self.on_step_start = on_step_start
         self.on_record = on_record
@@ -327,6 +326,7 @@ class Sweep:
             def on_record(record: RequestRecord) -> None:
                 hook(index, record)
 
+        bench_cfg.validate()  # each step is a bench of its own, validated once
         run = make_run(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
         self._current = run
         if self.on_step_start is not None:

@@ -65,8 +65,8 @@ def make_run(
     run_id: str | None = None,
     scrape_path: Path | None = None,
 ) -> AnyRun:
-    """The run the config asks for: one process (unchanged), worker processes, or Ray actors."""
-    config.validate()
+    """The run the config asks for: one process (unchanged), worker processes, or Ray actors.
+    The config is valid: the job that owns the run validated it, once."""
     if config.ray is not None:
         from tokenpace.app.ray_workers import RayWorkerRun, require_ray  # Ray only when asked for
 
@@ -88,7 +88,6 @@ class WorkerRun:
         scrape_path: Path | None = None,
         start_method: str = "spawn",
     ) -> None:
-        config.validate()
         self.config = config
         self.on_record = on_record
         self.run_id = run_id or uuid.uuid4().hex[:12]

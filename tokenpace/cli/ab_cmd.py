@@ -105,8 +105,6 @@ def ab(**o) -> None:
     """
     try:
         config = _config(o)
-        config.validate()
-        config.base.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         fail("ab", exc.format_message() if isinstance(exc, click.BadParameter) else str(exc))
     console = Console()
@@ -122,7 +120,7 @@ def ab(**o) -> None:
 
     try:
         outcome = run_ab_job(config, o["out"], o["store_url"], not o["no_store"], on_block)
-    except REFUSALS as exc:
+    except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
         fail("ab", str(exc))
     _print(console, outcome.result)
     for arm, report in outcome.saved.items():

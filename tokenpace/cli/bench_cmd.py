@@ -182,7 +182,6 @@ def bench(**opts) -> None:
         config = bench_config(opts)
         config.extra_body = vllm_opts.extra_body(opts)
         config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
-        config.validate()
         vllm_export = vllm_opts.export(opts)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
@@ -192,7 +191,7 @@ def bench(**opts) -> None:
     )
     try:
         outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
-    except REFUSALS as exc:
+    except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
         _die(str(exc))
     result = outcome.result
     render(result.to_dict(), console)
