@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from tokenpace.app.bench import BenchConfig
-from tokenpace.app.workers import make_run
+from tokenpace.app.run_factory import make_run
 from tokenpace.core.record import Status
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer

@@ -12,7 +12,8 @@ import pytest
 
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.ray_workers import RayUnavailableError
-from tokenpace.app.workers import WorkerRun, make_run, worker_count
+from tokenpace.app.run_factory import make_run
+from tokenpace.app.workers import WorkerRun, worker_count
 from tokenpace.core.record import Status
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer

@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
-from tokenpace.app.workers import AnyRun, make_run
+from tokenpace.app.outputs import USER_STOP
+from tokenpace.app.run_factory import make_run
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
 from tokenpace.core.credentials import strip_credentials

@@ -15,8 +15,9 @@ from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
+from tokenpace.app.outputs import SIGTERM_STOP, USER_STOP
 from tokenpace.app.preflight import resolve_model_when_ready
-from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
+from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
+from tokenpace.app.outputs import USER_STOP
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
 
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
-USER_STOP = "interrupted by the user"  # Ctrl-C
-SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
 
 
 class RunContext:

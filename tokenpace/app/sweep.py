@@ -22,9 +22,10 @@ from typing import Any
 
 from tokenpace import __version__
 from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.outputs import USER_STOP
+from tokenpace.app.run_factory import make_run
 from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
-from tokenpace.app.workers import AnyRun, make_run
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
     DEFAULT_MAX_ERROR_RATE,

@@ -27,7 +27,7 @@ from typing import Any
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench import BenchRun, connect
 from tokenpace.app.bench_config import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.outputs import USER_STOP
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
@@ -57,24 +57,6 @@ def worker_count(config: BenchConfig, cores: int | None = None) -> int:
         return workers_needed(config.rate, users, config.output_len.mean, cores)
     count = int(config.workers)
     return min(count, users) if users else count
-
-
-def make_run(
-    config: BenchConfig,
-    on_record: Callable[[RequestRecord], None] | None = None,
-    run_id: str | None = None,
-    scrape_path: Path | None = None,
-) -> AnyRun:
-    """The run the config asks for: one process (unchanged), worker processes, or Ray actors.
-    The config is valid: the job that owns the run validated it, once."""
-    if config.ray is not None:
-        from tokenpace.app.ray_workers import RayWorkerRun, require_ray  # Ray only when asked for
-
-        require_ray()
-        return RayWorkerRun(config, on_record, run_id, scrape_path)
-    if config.workers == 1:
-        return BenchRun(config, on_record, run_id, scrape_path)
-    return WorkerRun(config, on_record, run_id, scrape_path)
 
 
 class WorkerRun:

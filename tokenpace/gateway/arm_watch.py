@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from tokenpace.gateway import prom
 from tokenpace.gateway.events import EVENTS
-from tokenpace.gateway.rules import ERROR_OUTCOMES
+from tokenpace.gateway.prom import ERROR_OUTCOMES
 
 WINDOW = "15m"
 # Guard rails of the alerts (the defaults `tokenpace arms --guard` examples use).

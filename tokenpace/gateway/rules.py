@@ -12,13 +12,12 @@ from prometheus_client.utils import floatToGoString
 
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway import prom
+from tokenpace.gateway.arm_watch import arm_alert_rules
+from tokenpace.gateway.prom import ERROR_OUTCOMES
 
 BY = "model, upstream"
 # (severity, long window, short window, burn-rate factor)
 BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("ticket", "6h", "30m", 6.0))
-ERROR_OUTCOMES = (
-    "http_error|connect_error|timeout_before_first_token|stall|upstream_abort_mid_stream|protocol_error"
-)
 TIMEOUT_OUTCOMES = "timeout_before_first_token|stall"
 
 
@@ -113,8 +112,6 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
             "annotations": {"summary": "the gateway's record writer cannot keep up; records are dropped"},
         }
     )
-    from tokenpace.gateway.arm_watch import arm_alert_rules  # it reads ERROR_OUTCOMES from here
-
     rules.extend(arm_alert_rules())
     return {"groups": [{"name": "tokenpace-gateway", "rules": rules}]}
 
