@@ -13,9 +13,29 @@ from tokenpace.adapters.store import (
     connect,
     default_store_url,
     normalize_url,
+    parse_where,
     sqlite_path,
 )
 from tokenpace.app.bench import BenchResult
+
+# What the commands use of the store: the protocol, its error, its run filter (KEY=VALUE), and these
+# use cases. The CLI reaches the store through here, never adapters/ directly.
+__all__ = [
+    "RunInfo",
+    "Store",
+    "StoreError",
+    "export_run",
+    "import_result",
+    "open_store",
+    "parse_where",
+    "save_result",
+    "write_json",
+]
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """A report as JSON (``--json-out``-style files), written whole or not at all."""
+    write_result(path, data)
 
 
 def open_store(url: str | None = None, writable: bool = False, existing: bool = False) -> Store:

@@ -9,8 +9,8 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.history import history as run_history
+from tokenpace.app.store_ops import parse_where
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_option, write_report
 

@@ -9,8 +9,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store.query import parse_where
-from tokenpace.app.store_ops import export_run, import_result
+from tokenpace.app.store_ops import export_run, import_result, parse_where
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import fail, guarded, open_or_fail, parse_when, store_option
 

@@ -1,8 +1,7 @@
-"""`tokenpace sim --virtual`: options -> VirtualLoad, run it, print one row per step, save the JSON."""
+"""`tokenpace sim --virtual`: the app runs the load in virtual time; this prints one row per step."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -10,38 +9,8 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.app.sim_setup import Network, Profile, VirtualSummary, run_virtual_load
 from tokenpace.cli.fit import show_table
-from tokenpace.sim.profile import Network, Profile
-from tokenpace.sim.virtual import run_virtual
-from tokenpace.sim.virtual_load import VirtualLoad
-from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
-
-
-def virtual_load_from_options(o: dict[str, Any]) -> VirtualLoad:
-    """The load from `tokenpace sim` options (lengths and duration already parsed)."""
-    rates: tuple[float, ...] = ()
-    if o.get("rate"):
-        try:
-            rates = tuple(float(r) for r in str(o["rate"]).split(","))
-        except ValueError:
-            raise ValueError(f"bad --rate {o['rate']!r}: use R or a ladder R1,R2,...") from None
-    if rates and o.get("concurrency"):
-        raise ValueError("give either --rate or --concurrency, not both")
-    load = VirtualLoad(
-        input_len=o["input_len"],
-        output_len=o["output_len"],
-        rates=rates,
-        arrival=o["arrival"],
-        burstiness=o["burstiness"],
-        step_duration_s=o["duration"],
-        concurrency=o.get("concurrency") or (0 if rates else 1),
-        requests=o.get("requests") or 0,
-        shared_prefix=o.get("shared_prefix") or 0,
-        seed=o.get("seed") or 0,
-    )
-    load.validate()
-    return load
-
 
 _COLUMNS = ("step", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "E2E p50", "req/s", "out tok/s")
 
@@ -65,8 +34,8 @@ def _row(label: str, summary: VirtualSummary) -> list[str]:
 
 
 def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> None:
-    load = virtual_load_from_options(o)
-    results = run_virtual(load, profile, network)
+    run = run_virtual_load(o, profile, network)
+    load = run.load
     click.echo(
         f"virtual run: profile {profile.name}, network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
@@ -75,13 +44,9 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     table = Table(title="latency in ms", title_justify="left")
     for name in _COLUMNS:
         table.add_column(name, justify="left" if name == "step" else "right")
-    steps: list[tuple[str, VirtualSummary]] = []
-    for label, step_results in steps_of(load, results):
-        summary = summarize_virtual(step_results)
-        steps.append((label, summary))
+    for label, summary in run.steps:
         table.add_row(*_row(label, summary))
     show_table(Console(), table)
     if o.get("out_path"):
-        doc = virtual_run_doc(load, profile, network, results, steps)
-        Path(o["out_path"]).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        run.write(Path(o["out_path"]))
         click.echo(f"wrote {o['out_path']}")
