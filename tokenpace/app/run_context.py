@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tokenpace.app.outputs import USER_STOP
 from tokenpace.core.credentials import scrub_secrets
@@ -39,7 +39,7 @@ class RunContext:
         self.secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
         self._stop = asyncio.Event()
         self._consecutive_connect_errors = 0
-        self._inflight: set[asyncio.Future] = set()
+        self._inflight: set[asyncio.Future[Any]] = set()
         # closed loop: measured requests wait until the warm-up ones are done
         self._warm_pending = config.warmup if warmup is None else warmup
         self._warm_done = asyncio.Event()
@@ -65,7 +65,7 @@ class RunContext:
         self.stop(f"aborted: client error ({type(exc).__name__}: {exc})")
 
     # --- tasks ---
-    def track(self, task: asyncio.Future) -> None:
+    def track(self, task: asyncio.Future[Any]) -> None:
         """A task of the load shape: ``stop()`` cancels it; ``drain()`` waits for it."""
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -97,7 +98,7 @@ _CAPTION = "B - A: mean per-block difference; p: sign-flip randomisation test; '
 )
 @click.option("--ray", metavar="ADDRESS|auto", help="Workers as Ray actors (as bench).")
 @click.option("--quiet", "-q", is_flag=True, help="No per-block lines.")
-def ab(**o) -> None:
+def ab(**o: Any) -> None:
     """Send the same seeded workload to A and B in alternating blocks and compare them per block.
 
     Running A, then B an hour later, confounds drift of the machine with the difference measured;
@@ -134,7 +135,7 @@ def ab(**o) -> None:
         sys.exit(int(outcome.exit_status))
 
 
-def _config(o: dict) -> AbConfig:
+def _config(o: dict[str, Any]) -> AbConfig:
     base = BenchConfig(
         url="",
         model=o["model"],

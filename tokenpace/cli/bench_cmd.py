@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -175,7 +175,7 @@ EXIT_BAD_INPUT = 2
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
 @vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
-def bench(**opts) -> None:
+def bench(**opts: Any) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
         vllm_opts.apply(opts)
@@ -203,7 +203,7 @@ def bench(**opts) -> None:
         sys.exit(int(decision.code))
 
 
-def bench_config(o: dict) -> BenchConfig:
+def bench_config(o: dict[str, Any]) -> BenchConfig:
     """The bench options as a config (sweep shares them); click.BadParameter on bad input."""
     parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
     rate = o["rate"]
@@ -257,7 +257,8 @@ def bench_config(o: dict) -> BenchConfig:
         workers=parsing.workers(o.get("workers") or "1"),
         ray=o.get("ray"),
     )
-    return workload_opts.apply(config, o)  # reads the workload files: errors before any load
+    with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load
+    return with_workload
 
 
 def _die(message: str) -> NoReturn:

@@ -41,7 +41,16 @@ from tokenpace.core.analysis.gate import parse_thresholds
 @store_option
 @guarded("check")
 def check(
-    baseline, max_regression, run_ref, alpha, resamples, seed, out, quiet, allow_invalid, store_url
+    baseline: str,
+    max_regression: str,
+    run_ref: str | None,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    out: Path | None,
+    quiet: bool,
+    allow_invalid: bool,
+    store_url: str | None,
 ) -> None:
     """Exit 0 when no metric regressed beyond its threshold with significance, 1 when one did,
     2 on bad input (including too few samples to decide, and a run that is NOT VALID or was

@@ -37,7 +37,19 @@ from tokenpace.cli.store_opts import guarded, open_or_fail, parse_when, store_op
 @store_option
 @guarded("history")
 def history(
-    metric, where, filters, since, until, limit, alpha, permutations, min_size, seed, as_json, out, store_url
+    metric: str,
+    where: tuple[str, ...],
+    filters: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    alpha: float,
+    permutations: int,
+    min_size: int,
+    seed: int,
+    as_json: bool,
+    out: Path | None,
+    store_url: str | None,
 ) -> None:
     """The metric of every matching run, oldest first, and the level shifts E-divisive finds in it."""
     if not 0 < alpha < 1:

@@ -104,19 +104,19 @@ def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:
 @store_option
 @guarded("select")
 def select(
-    candidates,
-    scenario_names,
-    wheres,
-    scenarios_file,
-    api_prices,
-    hourly_prices,
-    route_small,
-    route_share,
-    input_fits,
-    as_json,
-    out,
-    html_out,
-    store_url,
+    candidates: tuple[str, ...],
+    scenario_names: tuple[str, ...],
+    wheres: tuple[str, ...],
+    scenarios_file: Path | None,
+    api_prices: tuple[str, ...],
+    hourly_prices: tuple[str, ...],
+    route_small: str | None,
+    route_share: float,
+    input_fits: tuple[str, ...],
+    as_json: bool,
+    out: Path | None,
+    html_out: Path | None,
+    store_url: str | None,
 ) -> None:
     """Judge candidates (run ids, sweep ids, KEY=VALUE run references, --where queries) against a
     scenario: a line passes only when its percentile's 95% upper bound is under it at the

@@ -8,6 +8,7 @@ the connection's ``data_received``: no logging, no per-token objects beyond the 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 
@@ -33,7 +34,9 @@ class Exchange:
         "stream",
     )
 
-    def __init__(self, record: RequestRecord, dialect: Dialect, stream: bool, future: asyncio.Future) -> None:
+    def __init__(
+        self, record: RequestRecord, dialect: Dialect, stream: bool, future: asyncio.Future[Any]
+    ) -> None:
         self.record = record
         self.dialect = dialect
         self.stream = stream

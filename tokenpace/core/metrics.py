@@ -141,7 +141,7 @@ class TokenAccounting:
     prompt_compared: int  # requests with both an asked and a server-reported prompt length
     prompt_mean_ratio: float | None  # server-reported / asked
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "output_sources": self.output_sources,
             "compared": self.compared,
@@ -181,13 +181,13 @@ class Summary:
     errors: dict[str, int]  # short reason -> count, most common first
     tokens: TokenAccounting
     reasoning: bool  # some request streamed reasoning before its answer
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     goodput_from_send: float | None = None  # the same SLOs with latency from the send time
     goodput_ratio_from_send: float | None = None
     goodput_latency_from: str = "send"  # what goodput counts latency from: send | scheduled
 
-    def to_dict(self) -> dict:
-        out: dict = {}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for name in (
             "ttft_ms",
             "tpot_ms",

@@ -13,7 +13,7 @@ import orjson
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from tokenpace.client.dialects import OpenAIChat
+from tokenpace.client.dialects import Dialect, OpenAIChat
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
@@ -30,7 +30,14 @@ from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
-from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
+from tokenpace.gateway.upstream import (
+    Exchange,
+    Origin,
+    UpstreamConnection,
+    UpstreamError,
+    request_bytes,
+    send,
+)
 from tokenpace.gateway.watchdog import Watchdog
 
 perf_ns = time.perf_counter_ns
@@ -207,7 +214,14 @@ class Gateway:
         finally:
             self.metrics.in_flight.dec()
 
-    async def _forward(self, request, body, upstream: Upstream, record, dialect) -> web.StreamResponse:
+    async def _forward(
+        self,
+        request: web.Request,
+        body: bytes,
+        upstream: Upstream,
+        record: RequestRecord | None,
+        dialect: Dialect | None,
+    ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
@@ -287,7 +301,12 @@ class Gateway:
         return resp
 
     def _finish(
-        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
+        self,
+        record: RequestRecord | None,
+        outcome: Outcome,
+        error: str | None,
+        meter: Meter | None,
+        dialect: Dialect | None = None,
     ) -> None:
         if record is None:
             return
@@ -323,12 +342,14 @@ def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
     return Outcome.OK, None
 
 
-def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.StreamResponse, Meter | None]:
+def _head(
+    ex: Exchange, record: RequestRecord | None, dialect: Dialect | None, now: int
+) -> tuple[web.StreamResponse, Meter | None]:
     """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
     generation request's successful body."""
     up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
     meter = None
-    if record is not None:
+    if record is not None and dialect is not None:  # a record is made for a dialect's request only
         record.headers_ns, record.http_status = now, ex.status
         if ex.status < 300:
             content_type = _header(up_headers, "content-type")

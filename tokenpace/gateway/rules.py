@@ -8,6 +8,8 @@ Google SRE workbook: page at 14.4x budget burn over 1h (confirmed over 5m), tick
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client.utils import floatToGoString
 
 from tokenpace.core.metrics import Slo
@@ -23,7 +25,7 @@ TIMEOUT_OUTCOMES = "timeout_before_first_token|stall"
 
 def _le(seconds: float) -> str:
     """The le label exactly as prometheus-client writes it (0.8 -> "0.8", 10 -> "10.0")."""
-    return floatToGoString(seconds)
+    return str(floatToGoString(seconds))
 
 
 def _slis(slo: Slo) -> list[tuple[str, str, float]]:
@@ -52,10 +54,10 @@ def _bad_ratio(metric: str, seconds: float, window: str) -> str:
     return f"(1 - {good} / {total})"
 
 
-def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> dict:
+def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> dict[str, Any]:
     """The rules file as a dict (YAML is written by to_yaml)."""
     budget = 1.0 - objective
-    rules: list[dict] = []
+    rules: list[dict[str, Any]] = []
     for name, metric, seconds in _slis(slo):
         rules.append(
             {

@@ -56,8 +56,8 @@ class WorkerPool:
         self._dir: str | None = None
         self._held: socket.socket | None = None
         self._procs: list[multiprocessing.process.BaseProcess] = []
-        self._queue: multiprocessing.queues.Queue | None = None
-        self._ready: queue.Queue = queue.Queue()
+        self._queue: multiprocessing.queues.Queue[Any] | None = None
+        self._ready: queue.Queue[Any] = queue.Queue()
         self._drain: threading.Thread | None = None
 
     @property
@@ -160,17 +160,17 @@ class WorkerPool:
 
 
 def _worker_main(
-    config: GatewayConfig, index: int, out: multiprocessing.queues.Queue, parent: int, run: LoopRunner
+    config: GatewayConfig, index: int, out: multiprocessing.queues.Queue[Any], parent: int, run: LoopRunner
 ) -> None:
-    from tokenpace.gateway.serve import serve_forever
+    from tokenpace.gateway.serve import RunningGateway, serve_forever
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent decides
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
 
-    def send(batch: list) -> None:
+    def send(batch: list[Any]) -> None:
         out.put(("records", batch))
 
-    def ready(gw) -> None:
+    def ready(gw: RunningGateway) -> None:
         out.put(("ready", index, gw.port, gw.admin_port))
 
     run(serve_forever(config, ready, writer=send, worker=index))

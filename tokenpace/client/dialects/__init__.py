@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenpace.client.dialects.anthropic import AnthropicMessages
 from tokenpace.client.dialects.base import Dialect
 from tokenpace.client.dialects.openai_chat import OpenAIChat
@@ -10,7 +12,19 @@ from tokenpace.client.dialects.openai_embeddings import OpenAIEmbeddings
 from tokenpace.client.dialects.openai_responses import OpenAIResponses
 from tokenpace.client.dialects.realtime import OpenAIRealtime
 
-DIALECTS: dict[str, type] = {
+__all__ = [
+    "DIALECTS",
+    "AnthropicMessages",
+    "Dialect",
+    "OpenAIChat",
+    "OpenAICompletions",
+    "OpenAIEmbeddings",
+    "OpenAIRealtime",
+    "OpenAIResponses",
+    "get_dialect",
+]
+
+DIALECTS: dict[str, type[Any]] = {
     "chat": OpenAIChat,
     "completions": OpenAICompletions,
     "anthropic": AnthropicMessages,
@@ -22,6 +36,7 @@ DIALECTS: dict[str, type] = {
 
 def get_dialect(name: str) -> Dialect:
     try:
-        return DIALECTS[name]()
+        dialect: Dialect = DIALECTS[name]()
     except KeyError:
         raise ValueError(f"unknown API {name!r}; choose from {', '.join(DIALECTS)}") from None
+    return dialect

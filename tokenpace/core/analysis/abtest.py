@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -49,12 +50,12 @@ class AbAnalysis:
     blocks: int
     block_deltas: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.comparison.to_dict() | {"blocks": self.blocks, "block_deltas": self.block_deltas}
 
 
 def min_p_value(blocks: int) -> float:
-    return min(1.0, 2 / 2**blocks)
+    return min(1.0, 2 / 2.0**blocks)
 
 
 def _pooled(values: list[np.ndarray], qs: np.ndarray) -> np.ndarray:

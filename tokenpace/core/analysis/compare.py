@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -34,7 +35,7 @@ class PercentileRow:
     p_value: float | None  # bootstrap p-value
     verdict: Verdict
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["verdict"] = self.verdict.value
         return out
@@ -56,7 +57,7 @@ class MetricResult:
     def row(self, percentile: str) -> PercentileRow | None:
         return next((r for r in self.rows if r.percentile == percentile), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "title": self.title,
@@ -86,7 +87,7 @@ class Comparison:
     def rule(self) -> str:
         return self.rule_text or decision_rule(self.alpha, self.min_effect)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "alpha": self.alpha,
             "min_effect": self.min_effect,

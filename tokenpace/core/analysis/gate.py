@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.core.analysis.compare import Comparison, pct_name
 from tokenpace.core.analysis.samples import METRICS
@@ -57,7 +58,7 @@ class GateItem:
     outcome: str  # "pass", "regressed", "undecided"
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.threshold.name,
             "max_regression": self.threshold.limit,

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 LATENCY_METRICS = ("ttft", "tpot", "e2e", "itl")
 RATE_METRICS = ("error_rate", "interruption_rate")
@@ -87,7 +88,7 @@ class GuardItem:
     outcome: str  # pass, hold, breached, undecided
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "guard": self.guard.text,
             "arm": self.arm,
