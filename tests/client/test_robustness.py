@@ -5,8 +5,10 @@ import errno
 import socket
 import threading
 import time
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
@@ -16,7 +18,6 @@ from tokenpace.client.dialects import get_dialect
 from tokenpace.client.dialects.base import Sampling
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.005, itl_s=0.001)
@@ -93,17 +94,9 @@ def test_os_connect_timeout_is_a_connect_error(monkeypatch):
     assert r.status is Status.CONNECT_ERROR and "timed out" in r.error
 
 
-def config(url, **kw):
-    base = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("8"),
-        output_len=parse_length("4"),
-        timeout_s=5.0,
-        server_metrics="off",
-    )
-    base.update(kw)
-    return BenchConfig(**base)
+def config(url: str, **kw: Any) -> BenchConfig:
+    defaults = {"input_len": "8", "output_len": "4", "timeout_s": 5.0, "server_metrics": "off"}
+    return bench_config(url, **{**defaults, **kw})
 
 
 def test_stop_before_sending_starts_sends_nothing_in_open_loop():
