@@ -76,21 +76,22 @@ class Cdp:
 async def open_in_chromium(page: Path, screenshot: Path) -> dict:
     profile = tempfile.mkdtemp(prefix="tp-chromium-")
     proc = await asyncio.create_subprocess_exec(
-        CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank",
+        str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         ws_url = None
         while ws_url is None:
+            assert proc.stderr is not None
             line = await asyncio.wait_for(proc.stderr.readline(), 60)
             if not line:
                 raise RuntimeError("chromium exited before DevTools listened")
             text = line.decode(errors="replace")
             if "DevTools listening on " in text:
                 ws_url = text.split("DevTools listening on ", 1)[1].strip()
-        drain = asyncio.get_running_loop().create_task(proc.stderr.read())
+        drain = asyncio.get_running_loop().create_task(proc.stderr.read())  # type: ignore[union-attr]
         async with aiohttp.ClientSession() as http, http.ws_connect(ws_url, max_msg_size=0) as ws:
-            cdp = Cdp(ws)
+            cdp = Cdp(ws)  # type: ignore[arg-type]
             target = await cdp.call("Target.createTarget", url="about:blank")
             sid = (await cdp.call("Target.attachToTarget", targetId=target["targetId"], flatten=True))[
                 "sessionId"

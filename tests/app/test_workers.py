@@ -34,7 +34,7 @@ async def _run(script: Script, workers: int, run_id: str = "same", on_record=Non
         cfg = config(srv.url, workers=workers, **kw)
         run = BenchRun(cfg, run_id=run_id) if workers == 1 else WorkerRun(cfg, on_record, run_id)
         if on_record is not None and workers == 1:
-            run.on_record = run.context.on_record = on_record
+            run.on_record = run.context.on_record = on_record  # type: ignore[union-attr]
         result = await run.run()
         return run, result, srv
 

@@ -44,7 +44,9 @@ def test_events_join_the_arm_are_counted_and_stored(tmp_path: Path) -> None:
                 ids = {u: await _chat(s, gw.url, u) for u in (f"user-{i}" for i in range(20))}
                 mine = await _chat(s, gw.url, "user-x", rid="app-req-1")  # the client's own id is kept
                 assert mine == "app-req-1"
-                events = [{"request_id": rid, "event": "accepted"} for rid in ids.values()]
+                events: list[dict[str, object]] = [
+                    {"request_id": rid, "event": "accepted"} for rid in ids.values()
+                ]
                 events += [
                     {"user_id": "user-3", "event": "complaint", "value": 2},
                     {"request_id": "never-seen", "event": "accepted"},

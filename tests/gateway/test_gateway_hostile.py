@@ -120,7 +120,7 @@ def _next_to_healthy(hostile: list[tuple[str, bytes | None]], healthy: int = 3) 
     async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord]) -> None:
         jobs = [stream(s, gw.url, model, stop) for model, stop in hostile]
         jobs += [stream(s, gw.url, "healthy") for _ in range(healthy)]
-        jobs.append(metrics_text(s, gw.url))
+        jobs.append(metrics_text(s, gw.url))  # type: ignore[arg-type]  # gathered with the streams
         results = await asyncio.gather(*jobs)
         for got, broke in results[len(hostile) : len(hostile) + healthy]:
             assert got == b"".join(HEALTHY) and not broke

@@ -35,7 +35,7 @@ def test_two_workers_share_the_port_sum_their_metrics_and_send_every_record(tmp_
                 admin_host="127.0.0.1",
                 admin_port=0,
             )
-            async with WorkerPool(config, writer=records.extend) as pool:
+            async with WorkerPool(config, writer=records.extend) as pool:  # type: ignore[arg-type]
                 # a new connection per request: the kernel spreads connections, not requests
                 connector = aiohttp.TCPConnector(force_close=True)
                 async with aiohttp.ClientSession(connector=connector) as s:

@@ -55,9 +55,13 @@ def test_srm_flags_a_skewed_split_only() -> None:
 
 
 def test_wilson_and_newcombe_intervals() -> None:
-    lo, hi = wilson(0, 50) or (None, None)
+    interval = wilson(0, 50)
+    assert interval is not None
+    lo, hi = interval
     assert lo == 0.0 and 0.05 < hi < 0.08  # not the empty interval of the normal approximation
-    lo, hi = wilson(10, 100) or (None, None)
+    interval = wilson(10, 100)
+    assert interval is not None
+    lo, hi = interval
     assert lo == pytest.approx(0.0552, abs=1e-3) and hi == pytest.approx(0.1744, abs=1e-3)
     d = share_diff(share(10, 100), share(30, 100))
     assert d.diff == pytest.approx(0.20) and d.ci is not None and 0.08 < d.ci[0] < d.ci[1] < 0.32
