@@ -1,7 +1,7 @@
 """Hostile upstreams next to healthy streams through one gateway: the healthy ones come through
 byte for byte, /metrics keeps answering, each hostile request is recorded with the right outcome
 and reason, and no secret reaches a log, a record, the store or /metrics.
-(Hostile clients: test_gateway_slowloris.py.)"""
+(Hostile clients: test_guard.py.)"""
 
 from __future__ import annotations
 
