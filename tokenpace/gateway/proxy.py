@@ -60,6 +60,9 @@ _HOP = frozenset(
     )
 )
 
+OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
+OptDialect = Dialect | None
+
 
 REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
@@ -215,12 +218,7 @@ class Gateway:
             self.metrics.in_flight.dec()
 
     async def _forward(
-        self,
-        request: web.Request,
-        body: bytes,
-        upstream: Upstream,
-        record: RequestRecord | None,
-        dialect: Dialect | None,
+        self, request: web.Request, body: bytes, upstream: Upstream, record: OptRecord, dialect: OptDialect
     ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
