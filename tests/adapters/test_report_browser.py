@@ -76,21 +76,22 @@ class Cdp:
 async def open_in_chromium(page: Path, screenshot: Path) -> dict:
     profile = tempfile.mkdtemp(prefix="tp-chromium-")
     proc = await asyncio.create_subprocess_exec(
-        CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "about:blank",
+        str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "about:blank",
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         ws_url = None
         while ws_url is None:
+            assert proc.stderr is not None
             line = await asyncio.wait_for(proc.stderr.readline(), 60)
             if not line:
                 raise RuntimeError("chromium exited before DevTools listened")
             text = line.decode(errors="replace")
             if "DevTools listening on " in text:
                 ws_url = text.split("DevTools listening on ", 1)[1].strip()
-        drain = asyncio.get_running_loop().create_task(proc.stderr.read())
+        drain = asyncio.get_running_loop().create_task(proc.stderr.read())  # type: ignore[union-attr]
         async with aiohttp.ClientSession() as http, http.ws_connect(ws_url, max_msg_size=0) as ws:
-            cdp = Cdp(ws)
+            cdp = Cdp(ws)  # type: ignore[arg-type]
             target = await cdp.call("Target.createTarget", url="about:blank")
             sid = (await cdp.call("Target.attachToTarget", targetId=target["targetId"], flatten=True))[
                 "sessionId"
@@ -158,7 +159,8 @@ async def make_report(path: Path) -> None:
         result = await Sweep(SweepConfig(base=base, mode="concurrency", steps=[1, 2, 4], peak_rps=50)).run()
         doc = result.to_dict()
         cut = await Sweep(SweepConfig(base=BenchConfig(**{**base.__dict__, "model": "cut"}), steps=[2])).run()
-    steps = make_steps(doc["steps"], [s.result.records for s in result.steps])
+    curve = [s for s in result.steps if s.phase == "step" and not s.superseded]  # the revisit is off it
+    steps = make_steps(doc["steps"], [s.result.records for s in curve])
     # one step with interrupted streams, so the errors chart has bars
     steps[-1].records.extend(cut.steps[0].result.records)
     path.write_text(render_html(doc, steps), encoding="utf-8")

@@ -6,9 +6,8 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.adapters.store import schema as s
-from tokenpace.adapters.store.events import load_events, save_events
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.url import normalize_url
 from tokenpace.core.events import OutcomeEvent
@@ -21,16 +20,16 @@ def test_a_version_2_store_gains_the_events_table_and_keeps_events(tmp_path: Pat
         migrate(conn, target=2)  # written before outcome events existed
         assert not sa.inspect(conn).has_table("outcome_events")
     engine.dispose()
-    store = Store.open(url)
-    assert store.migrated_from == 2 and store.schema_version() == s.SCHEMA_VERSION == 3
+    store = connect(url)
+    assert store.migrated_from == 2 and store.schema_version() == s.SCHEMA_VERSION >= 3
     events = [
         OutcomeEvent("accepted", "a", 100.0, request_id="r1", user="h1", upstream="a", session="s"),
         OutcomeEvent("complaint", "unknown", 200.0, request_id="r9", value=2.5, session="s"),
         OutcomeEvent("accepted", "b", 300.0, user="h2", upstream="b", session="t"),
     ]
-    save_events(store, events)
-    assert load_events(store, 0.0) == events
-    assert [e.unix_s for e in load_events(store, 150.0)] == [200.0, 300.0]
-    assert [e.unix_s for e in load_events(store, 0.0, until_unix=300.0)] == [100.0, 200.0]
-    assert [e.session for e in load_events(store, 0.0, sessions=["t"])] == ["t"]
+    store.save_events(events)
+    assert store.load_events(0.0) == events
+    assert [e.unix_s for e in store.load_events(150.0)] == [200.0, 300.0]
+    assert [e.unix_s for e in store.load_events(0.0, until_unix=300.0)] == [100.0, 200.0]
+    assert [e.session for e in store.load_events(0.0, sessions=["t"])] == ["t"]
     store.close()

@@ -5,6 +5,7 @@ open-loop queue is saturation, and a server freeze is reported even where percen
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -33,8 +34,8 @@ def lenient_client_health(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(health, name, value)
 
 
-def base(url: str, **kw) -> BenchConfig:
-    cfg = dict(
+def base(url: str, **kw: Any) -> BenchConfig:
+    cfg: dict[str, Any] = dict(
         url=url,
         model="m",
         input_len=parse_length("16"),

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 from baseline_fixtures import make_record
 
-from tokenpace.adapters.store import Store, StoreError
-from tokenpace.adapters.store.noise import save_repeat_group
+from tokenpace.adapters.store import Store, StoreError, connect
 from tokenpace.app.check import ConditionsDiffer, check
 from tokenpace.core.analysis.conditions import gate_mismatches
 from tokenpace.core.analysis.gate import parse_thresholds
@@ -33,7 +32,7 @@ def test_gate_mismatches_ignore_where_and_how_long_but_not_what_was_asked() -> N
 
 
 def test_check_skips_a_newer_run_with_other_conditions(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     _save(store, "mine00000002", _conditions("512", "2026-01-02T00:00:00+00:00", endpoint="http://b/v1"))
     _save(store, "othr00000003", _conditions("2048", "2026-01-03T00:00:00+00:00"))
@@ -43,7 +42,7 @@ def test_check_skips_a_newer_run_with_other_conditions(tmp_path: Path) -> None:
 
 
 def test_check_asks_for_run_when_no_run_matches(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     _save(store, "othr00000003", _conditions("2048", "2026-01-03T00:00:00+00:00"))
     store.set_baseline("prod", "base00000001")
@@ -52,11 +51,11 @@ def test_check_asks_for_run_when_no_run_matches(tmp_path: Path) -> None:
 
 
 def test_the_newest_candidate_is_never_a_run_of_the_baselines_own_repeat_group(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "mine00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     for i in (2, 3, 4):
         _save(store, f"base0000000{i}", _conditions("512", f"2026-01-0{i}T00:00:00+00:00"))
-    save_repeat_group(store, "g1", ["base00000002", "base00000003", "base00000004"], {}, "m", [])
+    store.save_repeat_group("g1", ["base00000002", "base00000003", "base00000004"], {}, "m", [])
     store.set_baseline("prod", "base00000002")
     report = check(store, "prod", parse_thresholds("ttft.p95=5%"))
     assert report.run.b.id == "mine00000001" and report.run.runs_a == ["base00000002", "base00000003",
@@ -64,7 +63,7 @@ def test_the_newest_candidate_is_never_a_run_of_the_baselines_own_repeat_group(t
 
 
 def test_check_refuses_a_candidate_measured_at_another_load_unless_told(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     _save(store, "base00000001", _conditions("512", "2026-01-01T00:00:00+00:00"))
     eight = _conditions("512", "2026-01-02T00:00:00+00:00")
     eight["load"] = eight["load"] | {"concurrency": 8}

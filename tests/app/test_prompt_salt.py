@@ -5,6 +5,9 @@ runs may not be comparable."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
+
+from bench_factory import bench_config
 
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.workloads import WorkloadOptions
@@ -14,22 +17,19 @@ from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.sim import SimServer
 
 
-def _config(url: str, salt: str, **kw) -> BenchConfig:
-    base = dict(
-        url=url,
-        model=None,
-        api="completions",  # no chat template: server prompt tokens = asked
-        input_len=parse_length("256"),
-        output_len=parse_length("2"),
-        concurrency=1,
-        requests=6,
-        timeout_s=20.0,
-        server_metrics="off",
-        prompt_salt=salt,
-        seed=7,
-    )
-    base.update(kw)
-    return BenchConfig(**base)
+def _config(url: str, salt: str, **kw: Any) -> BenchConfig:
+    defaults = {
+        "model": None,
+        "api": "completions",  # no chat template: server prompt tokens = asked
+        "input_len": "256",
+        "output_len": "2",
+        "concurrency": 1,
+        "requests": 6,
+        "timeout_s": 20.0,
+        "server_metrics": "off",
+        "seed": 7,
+    }
+    return bench_config(url, prompt_salt=salt, **{**defaults, **kw})
 
 
 def _two_runs(salt: str, **kw):

@@ -7,13 +7,14 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.api import REFUSALS, BenchConfig, SweepConfig, run_bench, run_sweep
 from tokenpace.app.store_ops import open_store
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.procs import free_port
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -54,8 +55,8 @@ class Watcher:
         self.calls.append(("finished",))
 
 
-def config(url: str, **kw) -> BenchConfig:
-    return BenchConfig(url=url, model="ok", output_len=parse_length("4"), timeout_s=10.0, **kw)
+def config(url: str, **kw: Any) -> BenchConfig:
+    return bench_config(url, **{"model": "ok", "output_len": "4", "timeout_s": 10.0, **kw})
 
 
 def test_files_store_and_progress_when_asked(threaded_server, tmp_path):

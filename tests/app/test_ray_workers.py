@@ -4,13 +4,14 @@ small object store). Skipped where Ray (the optional extra) is not installed."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.bench import BenchConfig
-from tokenpace.app.workers import make_run
+from tokenpace.app.run_factory import make_run
 from tokenpace.core.record import Status
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 ray = pytest.importorskip("ray")
@@ -24,11 +25,10 @@ def local_cluster():
     ray.shutdown()
 
 
-def _config(url: str, **kw) -> BenchConfig:
-    base = dict(url=url, model="m", input_len=parse_length("16:48"), output_len=parse_length("4:8"),
-                timeout_s=10.0, server_metrics="off", workers=2, ray="auto")  # fmt: skip
-    base.update(kw)
-    return BenchConfig(**base)
+def _config(url: str, **kw: Any) -> BenchConfig:
+    defaults = {"input_len": "16:48", "output_len": "4:8", "timeout_s": 10.0, "server_metrics": "off",
+                "workers": 2, "ray": "auto"}  # fmt: skip
+    return bench_config(url, **{**defaults, **kw})
 
 
 def test_a_bench_through_ray_actors_sends_every_request_once_and_states_the_clock(local_cluster):

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from baseline_fixtures import served, tokenpace
 
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.bench_job import BenchOutcome
 from tokenpace.app.check import check
@@ -77,7 +77,7 @@ def test_repeat_groups_with_wandering_speed_are_judged_as_sides(tmp_path: Path) 
     # A loaded test machine may mark a run NOT VALID (the client stalled): it stays in its group, whose
     # noise is then the wider, and is judged only when allowed (the verdict is what this test is about).
     assert base.stored and base.runs_used >= 2 and {g.key for g in base.noise} >= {"tpot.p50", "itl.p50"}
-    store = Store.open(db)
+    store = connect(db)
     store.set_baseline("prod", _member(base))
     gate = parse_thresholds("tpot.p50=5%")
     judged = check(store, "prod", gate, candidate=_member(slower), allow_invalid=True)
@@ -104,6 +104,6 @@ def test_bench_repeat_on_the_command_line_stores_a_group_and_shows_its_noise(tmp
     text = " ".join(done.stdout.split())
     assert "Noise between 2 runs of one test" in text and "stored as repeat group" in text
     assert (tmp_path / "r.r1.json").is_file() and (tmp_path / "r.r2.json").is_file()
-    runs = Store.open(db).list_runs()
+    runs = connect(db).list_runs()
     assert len(runs) == 2 and len({r.labels["repeat"] for r in runs}) == 1
     assert bad.returncode == 2 and "--repeat must be between 2 and 20" in bad.stderr

@@ -4,31 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.bench import BenchConfig
 from tokenpace.app.sweep import Sweep, SweepConfig, rate_steps
 from tokenpace.app.sweep_lengthen import step_rps
 from tokenpace.core.metrics import Slo
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.01, itl_s=0.002)
 
 
-def base(url: str, **kw) -> BenchConfig:
-    cfg = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("8:64"),
-        output_len=parse_length("4"),
-        requests=8,
-        timeout_s=5.0,
-        seed=7,
-    )
-    cfg.update(kw)
-    return BenchConfig(**cfg)
+def base(url: str, **kw: Any) -> BenchConfig:
+    defaults = {"input_len": "8:64", "output_len": "4", "requests": 8, "timeout_s": 5.0, "seed": 7}
+    return bench_config(url, **{**defaults, **kw})
 
 
 async def sweep(script=FAST, stop_during_step=None, records=None, **kw):

@@ -7,31 +7,26 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.ray_workers import RayUnavailableError
-from tokenpace.app.workers import WorkerRun, make_run, worker_count
+from tokenpace.app.run_factory import make_run
+from tokenpace.app.workers import WorkerRun, worker_count
 from tokenpace.core.record import Status
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 FAST = Script(ttft_s=0.01, itl_s=0.002)
 
 
-def config(url: str, **kw) -> BenchConfig:
-    base = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("16:64"),  # varied lengths: a mix-up between workers would show
-        output_len=parse_length("4:12"),
-        timeout_s=10.0,
-        server_metrics="off",
-        seed=3,
-    )
-    base.update(kw)
-    return BenchConfig(**base)
+def config(url: str, **kw: Any) -> BenchConfig:
+    # varied lengths: a mix-up between workers would show
+    defaults = {"input_len": "16:64", "output_len": "4:12", "timeout_s": 10.0, "server_metrics": "off",
+                "seed": 3}  # fmt: skip
+    return bench_config(url, **{**defaults, **kw})
 
 
 async def _run(script: Script, workers: int, run_id: str = "same", on_record=None, **kw):
@@ -39,7 +34,7 @@ async def _run(script: Script, workers: int, run_id: str = "same", on_record=Non
         cfg = config(srv.url, workers=workers, **kw)
         run = BenchRun(cfg, run_id=run_id) if workers == 1 else WorkerRun(cfg, on_record, run_id)
         if on_record is not None and workers == 1:
-            run.on_record = run.context.on_record = on_record
+            run.on_record = run.context.on_record = on_record  # type: ignore[union-attr]
         result = await run.run()
         return run, result, srv
 

@@ -4,9 +4,11 @@ multi-turn sessions and tokenizers, against the scripted server and the simulate
 import asyncio
 import itertools
 import json
+from typing import Any
 
 import numpy as np
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.workloads import TRACE_ARRIVAL, WorkloadOptions
@@ -20,21 +22,11 @@ from tokenpace.testing.scripted_server import Script, ScriptedServer
 FAST = Script(ttft_s=0.005, itl_s=0.001)
 
 
-def config(url, opts=None, **kw):
-    base = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("16"),
-        output_len=parse_length("4"),
-        timeout_s=10.0,
-        concurrency=2,
-        requests=12,
-        workload_opts=opts,
-        server_metrics="off",
-        prompt_salt="none",  # exact lengths below; the salt is tested in test_prompt_salt.py
-    )
-    base.update(kw)
-    return BenchConfig(**base)
+def config(url: str, opts: WorkloadOptions | None = None, **kw: Any) -> BenchConfig:
+    defaults = {"input_len": "16", "output_len": "4", "timeout_s": 10.0, "concurrency": 2, "requests": 12,
+                "server_metrics": "off", "prompt_salt": "none"}  # fmt: skip
+    # prompt_salt none: exact lengths below; the salt is tested in test_prompt_salt.py
+    return bench_config(url, workload_opts=opts, **{**defaults, **kw})
 
 
 def run_scripted(cfg_kw, script=FAST):

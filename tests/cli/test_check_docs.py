@@ -12,8 +12,7 @@ from baseline_fixtures import make_record
 from click.testing import CliRunner
 from docs.doc_commands import Bed, doc_commands, substitute
 
-from tokenpace.adapters.store import Store
-from tokenpace.adapters.store.noise import save_repeat_group
+from tokenpace.adapters.store import connect
 from tokenpace.cli.main import cli
 from tokenpace.core.analysis.repeats import repeat_noise
 
@@ -27,7 +26,7 @@ def _records(rng: np.random.Generator, wander: float) -> list:
 
 def _store(path: Path, learned: bool) -> str:
     db = f"sqlite:///{path / 'runs.db'}"
-    store = Store.open(db)
+    store = connect(db)
     rng = np.random.default_rng(3)
     for i, version in enumerate(("1.4.2", "1.5.0", "abc123")):
         started = f"2024-06-0{i + 1}T00:00:00+00:00"
@@ -37,7 +36,7 @@ def _store(path: Path, learned: bool) -> str:
     store.set_baseline("release-1.4", "run000000000")
     if learned:  # what `bench --repeat 6` of this server taught: its speed wanders about 1 %
         group = [_records(rng, w) for w in (1.0, 1.01, 0.99, 1.0, 1.01, 0.99)]
-        save_repeat_group(store, "g", [], CONDITIONS, "m", repeat_noise(group))
+        store.save_repeat_group("g", [], CONDITIONS, "m", repeat_noise(group))
     return db
 
 

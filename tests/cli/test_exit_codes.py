@@ -135,14 +135,14 @@ def store_with_an_interrupted_run(tmp_path_factory):
 
 
 def test_sigterm_exits_143_and_the_stored_run_is_not_valid(store_with_an_interrupted_run):
-    from tokenpace.adapters.store import Store
+    from tokenpace.adapters.store import connect
 
     db, d, cut = store_with_an_interrupted_run
     assert cut.returncode == TERMINATED, cut.stderr
     result = json.loads((d / "cut.json").read_text())
     assert result["valid"] is False and result["interrupted"] is True
     assert "the run did not finish: interrupted by SIGTERM" in result["invalid_reasons"]
-    stored = Store.open(db).resolve("side=cut")
+    stored = connect(db).resolve("side=cut")
     assert stored.valid is False and stored.interrupted and stored.stop_reason == "interrupted by SIGTERM"
     assert "the run did not finish: interrupted by SIGTERM" in stored.extra["invalid_reasons"]
 

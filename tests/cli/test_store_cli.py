@@ -16,8 +16,7 @@ import pytest
 from baseline_fixtures import ROOT, make_record, new_pg_database, pg_server, served, tokenpace  # noqa: F401
 from click.testing import CliRunner
 
-from tokenpace.adapters.store import Store
-from tokenpace.adapters.store.noise import save_repeat_group
+from tokenpace.adapters.store import Store, connect
 from tokenpace.cli.main import cli
 from tokenpace.core.analysis.runnoise import GroupNoise, noise_key
 from tokenpace.core.analysis.samples import METRICS
@@ -44,7 +43,7 @@ def test_bench_stores_the_run_with_every_record_and_its_id(tmp_path: Path) -> No
     result = json.loads(out.read_text())
     run_id = _stored_id(done.stdout)
     assert result["run_id"] == run_id
-    store = Store.open(db)
+    store = connect(db)
     info = store.get_run(run_id)
     assert info is not None and info.labels == {"version": "1"}
     counts = store.record_counts(run_id)
@@ -79,7 +78,7 @@ def test_interrupted_run_loses_no_record(tmp_path: Path) -> None:
     assert proc.returncode == 130, stderr
     result = json.loads(out.read_text())
     assert result["interrupted"] is True
-    counts = Store.open(db).record_counts(_stored_id(stdout))
+    counts = connect(db).record_counts(_stored_id(stdout))
     lines = (tmp_path / "r.records.jsonl").read_text().splitlines()
     assert counts["total"] == result["records"]["count"] == len(lines) >= 12
     printed = result["summary"]["counts"]
@@ -112,7 +111,7 @@ def test_store_failing_after_the_run_keeps_the_result_and_it_can_be_imported(
     pg_server: int,  # noqa: F811
 ) -> None:
     url = new_pg_database(pg_server)
-    Store.open(url)
+    connect(url)
     out = tmp_path / "r.json"
     with served(Script(ttft_s=0.05, itl_s=0.01, tokens=20)) as srv:
         proc = subprocess.Popen(
@@ -135,7 +134,7 @@ def test_store_failing_after_the_run_keeps_the_result_and_it_can_be_imported(
     done = CliRunner().invoke(cli, ["runs", "import", str(out), "--store", db])
     assert done.exit_code == 0, done.output
     assert f"stored as run {result['run_id']} (24 records)" in done.output
-    assert Store.open(db).record_counts(result["run_id"])["total"] == 24
+    assert connect(db).record_counts(result["run_id"])["total"] == 24
 
 
 # --- commands on a store filled by hand (no load needed) ----------------------------------------
@@ -161,7 +160,7 @@ def _invoke(*args: str):
 @pytest.fixture
 def filled(tmp_path: Path) -> str:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = Store.open(db)
+    store = connect(db)
     rng = np.random.default_rng(4)
     _save(store, "base00000001", 100 * rng.lognormal(0, 0.1, 300), "2024-05-01T00:00:00+00:00", version="1")
     _save(store, "same00000002", 100 * rng.lognormal(0, 0.1, 300), "2024-05-02T00:00:00+00:00", version="2")
@@ -171,7 +170,7 @@ def filled(tmp_path: Path) -> str:
     _save(store, "conc00000004", four, "2024-05-04T00:00:00+00:00", 8, version="4")  # a c=8 test
     # What 30 repeated runs of this test taught the store: the runs barely move between reruns.
     quiet = [GroupNoise(noise_key(m, q), 30, 1e-6, 0.01, 1.0) for m in METRICS for q in (50.0, 95.0, 99.0)]
-    save_repeat_group(store, "learned", [], {"model": "m", "load": {"concurrency": 4}}, "m", quiet)
+    store.save_repeat_group("learned", [], {"model": "m", "load": {"concurrency": 4}}, "m", quiet)
     return db
 
 
@@ -186,14 +185,14 @@ def test_runs_list_show_label_export_delete(filled: str, tmp_path: Path) -> None
     shown = _invoke("runs", "show", "version=3", "--json", "--store", filled)
     assert json.loads(shown.output)["stored_records"]["ok"] == 300
     assert _invoke("runs", "label", "base0000", "team=perf", "--store", filled).exit_code == 0
-    assert Store.open(filled).get_run("base00000001").labels == {"version": "1", "team": "perf"}  # type: ignore[union-attr]
+    assert connect(filled).get_run("base00000001").labels == {"version": "1", "team": "perf"}  # type: ignore[union-attr]
     exported = _invoke("runs", "export", "slow00000003", "--out", str(tmp_path / "e.json"), "--store", filled)
     assert exported.exit_code == 0 and len((tmp_path / "e.records.jsonl").read_text().splitlines()) == 300
     first = json.loads((tmp_path / "e.records.jsonl").read_text().splitlines()[0])
     assert RequestRecord.from_dict(first).request_id == "r0"
     assert _invoke("runs", "delete", "slow00000003", "--yes", "--store", filled).exit_code == 0
     again = _invoke("runs", "import", str(tmp_path / "e.json"), "--store", filled)
-    assert again.exit_code == 0 and Store.open(filled).record_counts("slow00000003")["total"] == 300
+    assert again.exit_code == 0 and connect(filled).record_counts("slow00000003")["total"] == 300
     bad = _invoke("runs", "show", "nope", "--store", filled)
     assert bad.exit_code == 2 and "no run, baseline or label matches 'nope'" in bad.output
 
@@ -247,7 +246,7 @@ def test_check_exit_codes_and_report(filled: str, tmp_path: Path) -> None:
 
 def test_history_finds_the_shift_on_the_cli(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = Store.open(db)
+    store = connect(db)
     values = 100 * (1 + 0.03 * np.random.default_rng(5).standard_normal(40))
     values[25:] *= 1.08
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)
@@ -273,7 +272,7 @@ def test_history_finds_the_shift_on_the_cli(tmp_path: Path) -> None:
 
 def test_history_calls_a_small_level_change_minor_not_a_shift(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    store = Store.open(db)
+    store = connect(db)
     values = 100 * (1 + 0.01 * np.random.default_rng(21).standard_normal(40))
     values[20:] *= 1.029  # a rerun server's +2.9 %: found by E-divisive, not a shift worth a page
     start = datetime(2024, 1, 1, tzinfo=timezone.utc)

@@ -2,15 +2,16 @@
 
 import asyncio
 import errno
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.client import Sender
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 from tokenpace.testing.wire_upstream import ClosingRace
 from tokenpace.wire import pool as pool_module
@@ -114,17 +115,9 @@ def test_a_connect_past_the_timeout_is_a_timeout_and_a_users_cancel_stays_a_canc
     assert asyncio.run(cancelled_by_the_user())
 
 
-def config(url, **kw):
-    base = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("8"),
-        output_len=parse_length("4"),
-        timeout_s=5.0,
-        server_metrics="off",
-    )
-    base.update(kw)
-    return BenchConfig(**base)
+def config(url: str, **kw: Any) -> BenchConfig:
+    defaults = {"input_len": "8", "output_len": "4", "timeout_s": 5.0, "server_metrics": "off"}
+    return bench_config(url, **{**defaults, **kw})
 
 
 def test_stop_before_sending_starts_sends_nothing_in_open_loop():

@@ -31,7 +31,7 @@ async def _send(url: str, model: str, stream: bool) -> RequestRecord:
 def test_compression_bombs_are_protocol_errors_beside_a_healthy_stream() -> None:
     async def go() -> list[RequestRecord]:
         async with WireUpstream() as up:
-            return await asyncio.gather(
+            return await asyncio.gather(  # type: ignore[return-value]
                 _send(up.url, "bomb-sse", True),
                 _send(up.url, "bomb-json", False),
                 _send(up.url, "healthy", True),

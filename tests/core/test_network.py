@@ -4,10 +4,13 @@ import asyncio
 import shutil
 import ssl
 import subprocess
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
-from tokenpace.app.bench import BenchConfig, BenchRun
+from tokenpace.app.bench import BenchResult, BenchRun
 from tokenpace.app.preflight import PreflightError
 from tokenpace.core.network import network_phases
 from tokenpace.core.record import RequestRecord, Status
@@ -43,19 +46,10 @@ def test_phases_of_hand_made_records():
     assert net["ttft_cold_ms"]["p50"] == 120 and net["ttft_warm_ms"]["p50"] == 60
 
 
-def bench(url, **kw):
-    base = dict(
-        url=url,
-        model="m",
-        input_len=parse_length("8"),
-        output_len=parse_length("4"),
-        concurrency=2,
-        requests=8,
-        timeout_s=5.0,
-        server_metrics="off",
-    )
-    base.update(kw)
-    return BenchRun(BenchConfig(**base)).run()
+def bench(url: str, **kw: Any) -> Coroutine[Any, Any, BenchResult]:
+    defaults = {"input_len": "8", "output_len": "4", "concurrency": 2, "requests": 8, "timeout_s": 5.0,
+                "server_metrics": "off"}  # fmt: skip
+    return BenchRun(bench_config(url, **{**defaults, **kw})).run()
 
 
 def test_new_connection_per_request_times_every_set_up():

@@ -48,12 +48,12 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
 # Commands that a dedicated test already runs as written, as a sequence sharing files and a store
 # (doc, a text the command holds ("" for every command of the doc), the test that runs it).
 RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
-    ("docs/selection.md", "", "tests/cli/test_select_cli.py"),
+    ("docs/selection.md", "", "tests/cli/test_select_cmd.py"),
     ("docs/dialects.md", "", "tests/cli/test_dialects_docs.py"),
     ("docs/workers.md", "", "tests/cli/test_workers_cli.py"),
     ("README.md", "--workers", "tests/cli/test_workers_cli.py"),
     ("docs/gateway.md", "--admin-listen", "tests/gateway/test_gray_walkthrough.py"),
-    ("docs/gateway.md", "--workers", "tests/gateway/test_gateway_workers.py"),
+    ("docs/gateway.md", "--workers", "tests/gateway/test_workers.py"),
     ("docs/gateway.md", "arms --session", "tests/gateway/test_gray_walkthrough.py"),
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
     ("docs/gateway.md", "--mirror", "tests/gateway/test_shadow_walkthrough.py"),

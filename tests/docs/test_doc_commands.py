@@ -233,5 +233,6 @@ def test_the_documented_command_runs(cmd: DocCommand, workspace: tuple[Bed, Path
     assert r.stdout.strip() or r.stderr.strip(), (cmd.where, "printed nothing")
     assert "Traceback" not in r.stderr
     if cmd.subcommand == "sim" and "--virtual" in args:  # a table of steps, each with requests done
-        rows = [ln for ln in r.stdout.splitlines() if re.match(r"\s+(\d+/s|c=\d+)\s+\d+\s", ln)]
-        assert rows and all(int(row.split()[1]) > 0 for row in rows), (cmd.where, r.stdout)
+        cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in r.stdout.splitlines()]
+        rows = [c for c in cells if len(c) > 2 and re.fullmatch(r"\d+/s|c=\d+", c[0])]
+        assert rows and all(int(row[1]) > 0 for row in rows), (cmd.where, r.stdout)

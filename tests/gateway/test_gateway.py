@@ -10,6 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.metrics import itl_gaps_ns, ttft_ns
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
@@ -294,7 +295,7 @@ def test_records_dropped_and_counted_when_writer_is_slow() -> None:
     gate = threading.Event()
     written: list[int] = []
 
-    def slow_writer(batch: list[RequestRecord]) -> None:
+    def slow_writer(batch: list[RequestRecord | OutcomeEvent]) -> None:
         gate.wait(5)
         written.append(len(batch))
 

@@ -57,7 +57,8 @@ def through_gateway(fn: Callable[[Through], Awaitable[Any]]) -> tuple[Any, list[
 
 def measured(rec: RequestRecord, api: str, output_tokens: int) -> None:
     assert rec.labels["api"] == api and rec.labels["outcome"] == "ok" and rec.status is Status.OK
-    assert rec.first_token_ns is not None and ttft_ns(rec) is not None and ttft_ns(rec) > 0
+    ttft = ttft_ns(rec)
+    assert rec.first_token_ns is not None and ttft is not None and ttft > 0
     assert rec.prompt_tokens and rec.prompt_tokens > 0
     assert rec.output_tokens_server == output_tokens
 

@@ -1,7 +1,7 @@
 """Hostile upstreams next to healthy streams through one gateway: the healthy ones come through
 byte for byte, /metrics keeps answering, each hostile request is recorded with the right outcome
 and reason, and no secret reaches a log, a record, the store or /metrics.
-(Hostile clients: test_gateway_slowloris.py.)"""
+(Hostile clients: test_guard.py.)"""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import aiohttp
 import pytest
 
 from gateway.hostile_upstream import HEALTHY, MALFORMED, ODD, HostileUpstream, odd_stream
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.client import Sender
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
@@ -74,7 +74,7 @@ def with_hostile(
 ) -> list[RequestRecord]:
     records: list[RequestRecord] = []
     caplog.set_level(logging.DEBUG)
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
 
     async def main() -> None:
         async with HostileUpstream() as up:
@@ -121,7 +121,7 @@ def _next_to_healthy(hostile: list[tuple[str, bytes | None]], healthy: int = 3) 
     async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord]) -> None:
         jobs = [stream(s, gw.url, model, stop) for model, stop in hostile]
         jobs += [stream(s, gw.url, "healthy") for _ in range(healthy)]
-        jobs.append(metrics_text(s, gw.url))
+        jobs.append(metrics_text(s, gw.url))  # type: ignore[arg-type]  # gathered with the streams
         results = await asyncio.gather(*jobs)
         for got, broke in results[len(hostile) : len(hostile) + healthy]:
             assert got == b"".join(HEALTHY) and not broke

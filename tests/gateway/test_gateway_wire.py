@@ -65,8 +65,8 @@ def test_compression_bombs_are_protocol_errors_forwarded_unchanged_beside_health
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     got, records, _ = with_upstream(body)
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
-    assert all(status == 200 for status, _ in got)  # type: ignore[misc]
-    assert all(data == STREAM for _, data in got[2:6])  # type: ignore[misc]
+    assert all(status == 200 for status, _ in got)  # type: ignore[misc,has-type]
+    assert all(data == STREAM for _, data in got[2:6])  # type: ignore[misc,has-type]
     models = by_model(records)
     sse, json = models["bomb-sse"][0], models["bomb-json"][0]
     assert sse.status is Status.PROTOCOL_ERROR and sse.error == "compressed body inflates past 64 MiB"
@@ -79,7 +79,7 @@ def test_compression_bombs_are_protocol_errors_forwarded_unchanged_beside_health
 
 def test_a_post_the_upstream_read_on_a_kept_alive_connection_is_sent_once() -> None:
     async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> list[object]:
-        got = []
+        got: list[object] = []
         for _ in range(3):
             got.append((await post(s, gw.url, "read-drop"))[0])
             await asyncio.sleep(0.05)  # past the pool's keep-alive look

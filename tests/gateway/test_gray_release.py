@@ -11,7 +11,7 @@ import orjson
 from click.testing import CliRunner
 
 from gateway.gray_traffic import users_with_outcomes
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.cli.arms_cmd import arms
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.serve import RunningGateway
@@ -26,7 +26,7 @@ DOC_COMMAND = f"tokenpace arms --since 1h --store runs.db --guard {GUARDS}"
 def _serve(db: Path, weights: tuple[float, float], keep_a_users: float, rates: dict[str, float]) -> dict:
     """Traffic of 160 users through a gateway (arm a fast, arm b slow); a share ``keep_a_users`` of
     the users routed to arm a actually come (1.0: an honest split)."""
-    store = Store.open(str(db))
+    store = connect(str(db))
 
     async def main() -> dict:
         async with (
@@ -110,7 +110,7 @@ def test_a_skewed_split_holds_the_release_whatever_the_rows_say(tmp_path: Path) 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    Store.open(str(db)).close()
+    connect(str(db)).close()
     for args in (["--guard", "ttft.p95=+10pp"], ["--since", "yesterday"], [], ["--reference", "zz"]):
         result = CliRunner().invoke(arms, ["--store", str(db), *args])
         assert result.exit_code == 2 and "Traceback" not in result.output

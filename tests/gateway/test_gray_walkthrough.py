@@ -20,7 +20,7 @@ import pytest
 from conftest import ThreadedServer
 
 from gateway.gray_traffic import CHAT, users_with_outcomes
-from gateway.test_gateway_admin import DOCS, _wait_listening
+from gateway.test_admin import DOCS, _wait_listening
 from tokenpace.gateway.config import parse_upstream
 from tokenpace.gateway.router import Router
 from tokenpace.testing.procs import free_port, run_cli

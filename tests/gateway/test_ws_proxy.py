@@ -264,7 +264,7 @@ def test_a_client_that_does_not_read_holds_the_upstream_back():
             while still < 5:  # until the upstream's progress stops (the socket buffers are full)
                 await asyncio.sleep(0.1)
                 last, still = up.sent, (still + 1 if up.sent == last else 0)
-            firsts = []
+            firsts: list[int] = []
             while len(firsts) < up.count:
                 msg = await ws.receive()
                 assert msg.type is aiohttp.WSMsgType.BINARY and len(msg.data) == 1 << 20
@@ -273,7 +273,7 @@ def test_a_client_that_does_not_read_holds_the_upstream_back():
 
     async def main() -> tuple[Any, list]:
         async with FloodUpstream() as up:
-            return await gateway_in_front_of(up.url, lambda gw: go(gw, up))
+            return await gateway_in_front_of(up.url, lambda gw: go(gw, up))  # type: ignore[arg-type]
 
     (held_at, firsts), _ = asyncio.run(asyncio.wait_for(main(), 60))
     assert held_at < FloodUpstream.count  # held back, not buffered whole in the gateway

@@ -11,7 +11,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "sim.md"
 
 def _blocks(lang: str) -> list[str]:
     """The fenced blocks whose opening fence names ``lang`` ("" for a bare fence)."""
-    blocks, current, inside = [], [], None
+    blocks: list[str] = []
+    current: list[str] = []
+    inside: str | None = None
     for line in DOC.read_text(encoding="utf-8").splitlines():
         if line.startswith("```"):
             if inside is None:

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from tokenpace.wire.http1.server import HttpRequest, ServerConnection
 
 Handler = Callable[[HttpRequest], None]
 
 
-def run(coro: Awaitable) -> object:
+def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(asyncio.wait_for(coro, 10))
 
 

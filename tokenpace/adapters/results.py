@@ -68,7 +68,8 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    return orjson.loads(path.read_bytes())
+    doc: dict[str, Any] = orjson.loads(path.read_bytes())
+    return doc
 
 
 def read_records(path: Path) -> list[RequestRecord]:

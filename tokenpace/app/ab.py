@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
-from tokenpace.app.workers import AnyRun, make_run
+from tokenpace.app.outputs import USER_STOP
+from tokenpace.app.run_factory import make_run
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.analysis.abtest import AbAnalysis, analyse_blocks, min_p_value
 from tokenpace.core.analysis.conditions import cache_warnings
 from tokenpace.core.analysis.verdict import DEFAULT_MIN_EFFECT
@@ -123,8 +124,7 @@ class AbRun:
     """Runs the blocks one after another; ``stop()`` ends the current block and the run."""
 
     def __init__(self, config: AbConfig, on_block: Callable[[int, str, BenchResult], None] | None = None):
-        config.validate()
-        self.config = config
+        self.config = config  # validated by the job (``ab_job``), once
         self.ab_id = uuid.uuid4().hex[:12]
         self.on_block = on_block
         self._current: AnyRun | None = None

@@ -8,7 +8,8 @@
 Nothing is written unless asked: ``out=`` writes the result file with its records beside it (the
 files ``tokenpace bench --out`` writes), ``store=`` saves the run in that run store. Ctrl-C stops
 the run early and the result comes back marked interrupted. Inside a running event loop (Jupyter,
-an async service) await ``BenchRun(config).run()`` instead (``tokenpace.app.bench``).
+an async service) call ``config.validate()`` then await ``BenchRun(config).run()`` instead
+(``tokenpace.app.bench``).
 """
 
 from __future__ import annotations

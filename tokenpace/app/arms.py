@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.adapters.store.events import event_names, load_events
 from tokenpace.core.analysis.arms import ArmsReport, analyse_arms
 from tokenpace.core.analysis.guards import Guard
 from tokenpace.core.events import OutcomeEvent
@@ -31,11 +31,11 @@ class ArmsWindow:
     warnings: list[str] = field(default_factory=list)
 
 
-def _sent_unix(rec: RequestRecord, clock: dict) -> float | None:
+def _sent_unix(rec: RequestRecord, clock: dict[str, Any]) -> float | None:
     perf, unix = clock.get("perf_ns"), clock.get("unix_ns")
     if not rec.sent_ns or perf is None or unix is None:
         return None
-    return (unix + rec.sent_ns - perf) / 1e9
+    return float(unix + rec.sent_ns - perf) / 1e9
 
 
 def _split_weights(run: RunInfo) -> dict[str, float]:
@@ -59,7 +59,7 @@ def load_window(
 ) -> ArmsWindow:
     where = {"kind": "gateway", "source": "gateway", **({"gateway_session": session} if session else {})}
     window = ArmsWindow(since_unix, until_unix)
-    per_session: dict[str, dict[str, dict[str, set | int]]] = {}  # session -> arm -> users, requests
+    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}  # session -> arm -> users, requests
     splits: dict[str, dict[str, float]] = {}
     ramping: set[str] = set()
     for run in store.list_runs(where):
@@ -103,11 +103,13 @@ def load_window(
             "assumes full weight; start the window after the ramp (--since)"
         )
     sessions = [session] if session else None
-    window.events = load_events(store, since_unix, until_unix, sessions)
+    window.events = store.load_events(since_unix, until_unix, sessions)
     return window
 
 
-def _expected(per_session: dict, splits: dict[str, dict[str, float]]) -> dict[str, dict[str, float]]:
+def _expected(
+    per_session: dict[str, Any], splits: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
     """Per unit, each arm's expected count: every session's total spread by that session's weights."""
     out: dict[str, dict[str, float]] = {"users": {}, "requests": {}}
     for sess, arms in per_session.items():
@@ -149,7 +151,7 @@ def arms_report(
         resamples,
         seed,
         window.expected,
-        event_names(store),
+        store.event_names(),
     )
     report.warnings = window.warnings + report.warnings
     return window, report

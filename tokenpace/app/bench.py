@@ -15,8 +15,9 @@ from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.observers import RunObservers
+from tokenpace.app.outputs import SIGTERM_STOP, USER_STOP
 from tokenpace.app.preflight import resolve_model_when_ready
-from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_STOP, USER_STOP, RunContext
+from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Sender
 from tokenpace.core.analysis.silence import silence_summary
@@ -52,7 +53,6 @@ class BenchRun:
         run_id: str | None = None,
         scrape_path: Path | None = None,
     ) -> None:
-        config.validate()
         self.scrape_path = scrape_path  # where raw /metrics scrapes go (default: a temp file)
         self.config = config
         self.run_id = run_id or uuid.uuid4().hex[:12]

@@ -22,10 +22,10 @@ from tokenpace.app.exit_status import ExitDecision, run_exit_status
 from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.preflight import PreflightError
 from tokenpace.app.progress import NoProgress, RunProgress
+from tokenpace.app.run_factory import make_run
 from tokenpace.app.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.simproc import SimProcess, SimStartError
-from tokenpace.app.workers import make_run
 from tokenpace.core.record import RequestRecord
 from tokenpace.wire.endpoint import EndpointError
 

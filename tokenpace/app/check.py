@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.adapters.store.noise import group_of
 from tokenpace.app.compare import RunComparison, compare_runs
 from tokenpace.core.analysis.compare import DEFAULT_ALPHA
 from tokenpace.core.analysis.conditions import gate_mismatches, get_path
@@ -111,7 +110,7 @@ def newest_matching_run(store: Store, baseline_run_id: str, scan: int = 500) -> 
     """The newest stored run measured like the baseline (model, API, load, workload, sampling):
     on a shared store the newest run may be someone else's different test."""
     base = store.get_run(baseline_run_id)
-    group = group_of(store, baseline_run_id)
+    group = store.repeat_group_of(baseline_run_id)
     own = set(group[1]) if group else {baseline_run_id}  # the baseline's repeat group is the baseline
     others = [r for r in store.list_runs(limit=scan) if r.id not in own]
     if not others:

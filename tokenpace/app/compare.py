@@ -7,16 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.adapters.store.noise import group_of, learned_noise
 from tokenpace.core.analysis.compare import (
     DEFAULT_ALPHA,
-    DEFAULT_MIN_EFFECT,
     DEFAULT_PERCENTILES,
     Comparison,
     compare_runs_records,
 )
 from tokenpace.core.analysis.conditions import cache_warnings, differing_fields, run_level
 from tokenpace.core.analysis.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD
+from tokenpace.core.analysis.verdict import DEFAULT_MIN_EFFECT
 
 
 @dataclass(slots=True)
@@ -94,7 +93,7 @@ def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) 
 
 def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, list[str]]:
     """The runs a side stands for: the repeat group ``run`` belongs to (unless ``single``)."""
-    group = None if single else group_of(store, run.id)
+    group = None if single else store.repeat_group_of(run.id)
     return (group[0], group[1]) if group else (None, [run.id])
 
 
@@ -143,7 +142,7 @@ def compare_runs(
     group_b, ids_b = side_runs(store, b, single)
     members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
     require_judgeable(members, allow_invalid)
-    learned = learned_noise(store, a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    learned = store.learned_noise(a.conditions, a.model, [g for g in (group_a, group_b) if g])
     same_window = measured_together(a, b)
     comparison = compare_runs_records(
         [store.load_records(i) for i in ids_a],

@@ -5,13 +5,13 @@ what the operator is told, line by line, through ``say``."""
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import sys
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tokenpace.app.run_loop import run_event_loop
 from tokenpace.app.run_store import open_for_run
 from tokenpace.gateway.config import GatewayConfig
 
@@ -69,16 +69,15 @@ def serve_gateway(
         if store is not None:
             store.close()
 
-    with contextlib.suppress(ImportError):
-        import uvloop
-
-        uvloop.install()
     from tokenpace.gateway.workers import serve_workers
 
-    serve = serve_forever if config.workers == 1 else serve_workers
+    if config.workers == 1:
+        main = serve_forever(config, ready, writer=writer, done=done)
+    else:  # each worker process runs its loop as chosen here
+        main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
     with contextlib.suppress(KeyboardInterrupt):
         try:
-            asyncio.run(serve(config, ready, writer=writer, done=done))
+            run_event_loop(main)
         except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
             raise GatewayRefused(f"cannot serve: {exc}") from None
 

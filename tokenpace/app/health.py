@@ -12,6 +12,7 @@ import resource
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -46,7 +47,7 @@ class HealthReport:
     def valid(self) -> bool:
         return not self.invalid_reasons
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "valid": self.valid,
             "invalid_reasons": self.invalid_reasons,
@@ -77,7 +78,7 @@ class HealthMonitor:
         self.interval_s = interval_s
         self.lags_ms: list[float] = []
         self.stalls_ms: list[float] = []
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu = self._wall = 0.0
 

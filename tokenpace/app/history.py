@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from tokenpace.adapters.store import Store
-from tokenpace.adapters.store.noise import learned_noise
 from tokenpace.core.analysis.conditions import differing_fields, gate_mismatches
 from tokenpace.core.analysis.history import DEFAULT_MIN_SHIFT, History, analyse_history
 from tokenpace.core.analysis.runnoise import RunNoise, pool
@@ -52,5 +51,5 @@ def history_noise(store: Store, hist: History) -> RunNoise | None:
     runs = [r for r in (store.get_run(p.run_id) for p in (hist.points[0], hist.points[-1])) if r]
     if len(runs) < 2 or gate_mismatches(runs[0].conditions, runs[1].conditions):
         return None
-    noise = pool(hist.metric, learned_noise(store, runs[-1].conditions, runs[-1].model))
+    noise = pool(hist.metric, store.learned_noise(runs[-1].conditions, runs[-1].model))
     return None if noise.assumed else noise

@@ -132,6 +132,7 @@ def open_loop_offsets(config: BenchConfig, workload: Any) -> Iterator[float]:
     """When each request goes out (s from the start): the trace's own clock, else the seeded
     arrival process. One function, so that worker processes share the single process's schedule."""
     if getattr(workload, "offsets", None) is not None:
-        return workload.offsets()
+        offsets: Iterator[float] = workload.offsets()
+        return offsets
     rng = np.random.default_rng(config.seed + 1)
     return arrival_offsets_s(config.rate or 1.0, config.arrival, rng, config.burstiness)

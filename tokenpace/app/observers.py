@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
 from tokenpace.app.preflight import PreflightError
@@ -55,7 +56,7 @@ class RunObservers:
     ) -> None:
         self.metrics_url, self.metrics_source = metrics_url, metrics_source
         self.interval_s = interval_s
-        self._tmp: tempfile.TemporaryDirectory | None = None
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if self.metrics_url and scrape_path is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="tokenpace-scrape-")
             scrape_path = Path(self._tmp.name) / "scrapes.jsonl"
@@ -74,10 +75,12 @@ class RunObservers:
         if self.probe is not None:
             self.probe.start()
 
-    async def stop(self, records: list[RequestRecord], start_ns: int, streamed: bool = True) -> dict:
+    async def stop(
+        self, records: list[RequestRecord], start_ns: int, streamed: bool = True
+    ) -> dict[str, Any]:
         """Stop watching; what was seen, analysed against the run's records. Each observer stops
         whatever happened to the other, so no scraper process outlives the run."""
-        out: dict = {}
+        out: dict[str, Any] = {}
         try:
             if self.probe is not None:
                 await self.probe.stop()
@@ -99,7 +102,7 @@ class RunObservers:
                     self._tmp.cleanup()
         return out
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "server_metrics": strip_credentials(self.metrics_url) if self.metrics_url else None,
             "server_metrics_source": self.metrics_source,

@@ -10,9 +10,11 @@ from enum import IntEnum
 from pathlib import Path
 
 from tokenpace.adapters.results import records_path_for
-from tokenpace.app.run_context import SIGTERM_STOP
 
 RESULTS_DIR = Path("results")
+
+USER_STOP = "interrupted by the user"  # Ctrl-C
+SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
 
 
 class ExitStatus(IntEnum):

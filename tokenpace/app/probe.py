@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import socket
 from time import perf_counter_ns
+from typing import Any
 
 from tokenpace.core.stats import describe
 
@@ -15,7 +16,7 @@ class ConnectProbe:
     def __init__(self, host: str, port: int, interval_s: float = 1.0) -> None:
         self.host, self.port, self.interval_s = host, port, interval_s
         self.samples: list[tuple[int, int | None]] = []  # (when, round trip ns or None on failure)
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run())
@@ -45,7 +46,7 @@ class ConnectProbe:
                 self.samples.append((start, None))
             await asyncio.sleep(self.interval_s)
 
-    def summary(self, start_ns: int) -> dict:
+    def summary(self, start_ns: int) -> dict[str, Any]:
         rtts = [rtt / 1e6 for _, rtt in self.samples if rtt is not None]
         return {
             "target": f"{self.host}:{self.port}",

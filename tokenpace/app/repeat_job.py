@@ -90,7 +90,6 @@ def run_repeated_bench(
 
 def _store_group(done: RepeatOutcome, usable: list[BenchOutcome], store_url: str | None) -> None:
     from tokenpace.adapters.store import StoreError
-    from tokenpace.adapters.store.noise import save_repeat_group
     from tokenpace.app.store_ops import open_store
 
     first = usable[0].result
@@ -99,7 +98,7 @@ def _store_group(done: RepeatOutcome, usable: list[BenchOutcome], store_url: str
         try:
             ids = [o.result.run_id for o in usable]
             model = first.conditions.get("model")
-            save_repeat_group(store, done.group_id, ids, first.conditions, model, done.noise)
+            store.save_repeat_group(done.group_id, ids, first.conditions, model, done.noise)
             done.stored = store.display_url
         finally:
             store.close()

@@ -8,8 +8,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from time import perf_counter_ns
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from tokenpace.app.outputs import USER_STOP
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
 
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 
 # A run stops by itself when this many requests in a row could not even connect.
 MAX_CONSECUTIVE_CONNECT_ERRORS = 50
-USER_STOP = "interrupted by the user"  # Ctrl-C
-SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
 
 
 class RunContext:
@@ -40,7 +39,7 @@ class RunContext:
         self.secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
         self._stop = asyncio.Event()
         self._consecutive_connect_errors = 0
-        self._inflight: set[asyncio.Future] = set()
+        self._inflight: set[asyncio.Future[Any]] = set()
         # closed loop: measured requests wait until the warm-up ones are done
         self._warm_pending = config.warmup if warmup is None else warmup
         self._warm_done = asyncio.Event()
@@ -66,7 +65,7 @@ class RunContext:
         self.stop(f"aborted: client error ({type(exc).__name__}: {exc})")
 
     # --- tasks ---
-    def track(self, task: asyncio.Future) -> None:
+    def track(self, task: asyncio.Future[Any]) -> None:
         """A task of the load shape: ``stop()`` cancels it; ``drain()`` waits for it."""
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)

@@ -9,7 +9,7 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from tokenpace.app.run_context import SIGTERM_STOP, USER_STOP
+from tokenpace.app.outputs import SIGTERM_STOP, USER_STOP
 
 T = TypeVar("T")
 

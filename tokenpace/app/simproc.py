@@ -25,7 +25,7 @@ class SimProcess:
         self.profile = profile
         self.extra_args = extra_args or []
         self.start_timeout_s = start_timeout_s
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[str] | None = None
         self.url = ""
 
     def __enter__(self) -> str:

@@ -6,9 +6,36 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.results import RecordWriter, read_records, read_result, records_path_for, write_result
-from tokenpace.adapters.store import RunInfo, Store, StoreError, default_store_url
-from tokenpace.adapters.store.url import normalize_url, sqlite_path
+from tokenpace.adapters.store import (
+    RunInfo,
+    Store,
+    StoreError,
+    connect,
+    default_store_url,
+    normalize_url,
+    parse_where,
+    sqlite_path,
+)
 from tokenpace.app.bench import BenchResult
+
+# What the commands use of the store: the protocol, its error, its run filter (KEY=VALUE), and these
+# use cases. The CLI reaches the store through here, never adapters/ directly.
+__all__ = [
+    "RunInfo",
+    "Store",
+    "StoreError",
+    "export_run",
+    "import_result",
+    "open_store",
+    "parse_where",
+    "save_result",
+    "write_json",
+]
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    """A report as JSON (``--json-out``-style files), written whole or not at all."""
+    write_result(path, data)
 
 
 def open_store(url: str | None = None, writable: bool = False, existing: bool = False) -> Store:
@@ -20,7 +47,7 @@ def open_store(url: str | None = None, writable: bool = False, existing: bool = 
         path = sqlite_path(normalize_url(url))
         if path is not None and not path.is_file():
             raise StoreError(f"no store at {path} (nothing saved there yet: see --store, $TOKENPACE_STORE)")
-    store = Store.open(url)
+    store = connect(url)
     if writable:
         store.check_writable()
     return store

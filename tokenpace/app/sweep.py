@@ -22,9 +22,10 @@ from typing import Any
 
 from tokenpace import __version__
 from tokenpace.app.bench import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.outputs import USER_STOP
+from tokenpace.app.run_factory import make_run
 from tokenpace.app.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
-from tokenpace.app.workers import AnyRun, make_run
+from tokenpace.app.workers import AnyRun
 from tokenpace.core.analysis.drift import trend_dict
 from tokenpace.core.analysis.plan import (
     DEFAULT_HEADROOM,
@@ -213,8 +214,7 @@ class Sweep:
         on_record: Callable[[int, RequestRecord], None] | None = None,
         on_step_done: Callable[[SweepStep], None] | None = None,
     ) -> None:
-        config.validate()
-        self.config = config
+        self.config = config  # validated by the job (``sweep_job``), once
         self.sweep_id = sweep_id or uuid.uuid4().hex[:12]
         self.on_step_start = on_step_start
         self.on_record = on_record
@@ -348,6 +348,7 @@ class Sweep:
             def on_record(record: RequestRecord) -> None:
                 hook(index, record)
 
+        bench_cfg.validate()  # each step is a bench of its own, validated once
         run = make_run(bench_cfg, on_record=on_record, run_id=f"{self.sweep_id}-{index:02d}")
         self._current = run
         if self.on_step_start is not None:

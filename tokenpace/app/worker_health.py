@@ -40,7 +40,7 @@ class WorkersHealthReport(HealthReport):
 
     workers: list[WorkerHealth] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {**super().to_dict(), "workers": [w.to_dict() for w in self.workers]}
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench import BenchRun, connect
 from tokenpace.app.bench_config import BenchConfig, BenchResult
-from tokenpace.app.run_context import USER_STOP
+from tokenpace.app.outputs import USER_STOP
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
@@ -60,24 +60,6 @@ def worker_count(config: BenchConfig, cores: int | None = None) -> int:
     return min(count, users) if users else count
 
 
-def make_run(
-    config: BenchConfig,
-    on_record: Callable[[RequestRecord], None] | None = None,
-    run_id: str | None = None,
-    scrape_path: Path | None = None,
-) -> AnyRun:
-    """The run the config asks for: one process (unchanged), worker processes, or Ray actors."""
-    config.validate()
-    if config.ray is not None:
-        from tokenpace.app.ray_workers import RayWorkerRun, require_ray  # Ray only when asked for
-
-        require_ray()
-        return RayWorkerRun(config, on_record, run_id, scrape_path)
-    if config.workers == 1:
-        return BenchRun(config, on_record, run_id, scrape_path)
-    return WorkerRun(config, on_record, run_id, scrape_path)
-
-
 class WorkerRun:
     """Like ``BenchRun`` (same constructor, ``run()``, ``stop()``, ``records``), over processes."""
 
@@ -89,7 +71,6 @@ class WorkerRun:
         scrape_path: Path | None = None,
         start_method: str = "spawn",
     ) -> None:
-        config.validate()
         self.config = config
         self.on_record = on_record
         self.run_id = run_id or uuid.uuid4().hex[:12]

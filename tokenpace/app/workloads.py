@@ -111,7 +111,9 @@ def build(
     return base
 
 
-async def resolve_counter(opts: WorkloadOptions | None, endpoint: Any, model: str, headers: dict) -> Any:
+async def resolve_counter(
+    opts: WorkloadOptions | None, endpoint: Any, model: str, headers: dict[str, Any]
+) -> Any:
     """The server's tokenizer, asked before any load (None when not asked for)."""
     if opts is None or not opts.server_tokenizer:
         return None

@@ -40,7 +40,19 @@ from tokenpace.core.analysis.guards import parse_guards
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The report as JSON in FILE.")
 @store_option
 @guarded("arms")
-def arms(since, until, guard, reference, session, alpha, resamples, seed, as_json, out, store_url) -> None:
+def arms(
+    since: str,
+    until: str | None,
+    guard: str | None,
+    reference: str | None,
+    session: str | None,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    as_json: bool,
+    out: Path | None,
+    store_url: str | None,
+) -> None:
     """Per arm of the gateway's split: requests, users, latency, errors and business events, the
     sample-ratio check first, and one verdict. Exit 0 promote, 1 roll back, 2 hold (a broken split,
     too little traffic, a guard whose interval straddles its limit) or bad input."""

@@ -6,7 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.cli.analysis_view import comparison_table, num, print_warnings
+from tokenpace.cli.analysis_view import COMPARISON_OPTIONAL, comparison_table, num, print_warnings
+from tokenpace.cli.fit import show_table
 from tokenpace.core.analysis.arms import PROMOTE, ROLL_BACK, ArmsReport
 from tokenpace.core.analysis.rates import Share, ShareDiff
 from tokenpace.core.stats import Distribution
@@ -108,12 +109,13 @@ def render(console: Console, report: ArmsReport, since: str) -> None:
     for line in srm_lines(report):  # first: a broken split voids every other row
         style = "bold red" if "MISMATCH" in line else ""
         console.print(line, style=style, highlight=False)
-    console.print(arms_table(report))
+    show_table(console, arms_table(report))
     for table in (events_table(report), guards_table(report)):
         if table is not None:
-            console.print(table)
+            show_table(console, table)
     for d in report.diffs:
-        console.print(comparison_table(d.latency, f"latency: {d.arm} (B) against {report.reference} (A)"))
+        title = f"latency: {d.arm} (B) against {report.reference} (A)"
+        show_table(console, comparison_table(d.latency, title), optional=COMPARISON_OPTIONAL)
     print_warnings(console, report.warnings)
     console.print(f"window: since {since}", highlight=False)
 

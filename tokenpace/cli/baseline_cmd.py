@@ -20,7 +20,7 @@ def baseline() -> None:
 @click.argument("ref")
 @store_option
 @guarded("baseline set")
-def set_(name, ref, store_url) -> None:
+def set_(name: str, ref: str, store_url: str | None) -> None:
     """Make NAME point at a run (id, KEY=VALUE label, other baseline, or latest)."""
     if not name.strip() or "=" in name:
         fail("baseline set", f"{name!r} is not a usable baseline name (no '=' and not empty)")
@@ -33,7 +33,7 @@ def set_(name, ref, store_url) -> None:
 @baseline.command("list")
 @store_option
 @guarded("baseline list")
-def list_(store_url) -> None:
+def list_(store_url: str | None) -> None:
     """Baselines and the runs they point at."""
     store = open_or_fail("baseline list", store_url)
     table = Table(header_style="bold")
@@ -53,7 +53,7 @@ def list_(store_url) -> None:
 @click.argument("name")
 @store_option
 @guarded("baseline unset")
-def unset(name, store_url) -> None:
+def unset(name: str, store_url: str | None) -> None:
     """Remove a baseline name (the run stays)."""
     store = open_or_fail("baseline unset", store_url)
     if not store.unset_baseline(name):

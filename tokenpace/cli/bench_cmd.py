@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import click
 from rich.console import Console
@@ -186,14 +186,13 @@ EXIT_BAD_INPUT = 2
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
 @vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
-def bench(**opts) -> None:
+def bench(**opts: Any) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
     try:
         vllm_opts.apply(opts)
         config = bench_config(opts)
         config.extra_body = vllm_opts.extra_body(opts)
         config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
-        config.validate()
         vllm_export = vllm_opts.export(opts)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
@@ -206,7 +205,7 @@ def bench(**opts) -> None:
         return
     try:
         outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
-    except REFUSALS as exc:
+    except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
         _die(str(exc))
     result = outcome.result
     render(result.to_dict(), console)
@@ -218,7 +217,7 @@ def bench(**opts) -> None:
         sys.exit(int(decision.code))
 
 
-def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict, console: Console) -> None:
+def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], console: Console) -> None:
     def shown(k: int, outcome: BenchOutcome) -> None:
         console.rule(f"run {k + 1} of {opts['repeat']}")
         render(outcome.result.to_dict(), console)
@@ -237,7 +236,7 @@ def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict, console: Conso
         sys.exit(int(decision.code))
 
 
-def bench_config(o: dict) -> BenchConfig:
+def bench_config(o: dict[str, Any]) -> BenchConfig:
     """The bench options as a config (sweep shares them); click.BadParameter on bad input."""
     parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
     rate = o["rate"]
@@ -291,7 +290,8 @@ def bench_config(o: dict) -> BenchConfig:
         workers=parsing.workers(o.get("workers") or "1"),
         ray=o.get("ray"),
     )
-    return workload_opts.apply(config, o)  # reads the workload files: errors before any load
+    with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load
+    return with_workload
 
 
 def _die(message: str) -> NoReturn:

@@ -47,17 +47,17 @@ from tokenpace.core.analysis.gate import parse_thresholds
 @store_option
 @guarded("check")
 def check(
-    baseline,
-    max_regression,
-    run_ref,
-    alpha,
-    resamples,
-    seed,
-    out,
-    quiet,
-    allow_invalid,
-    allow_other_conditions,
-    store_url,
+    baseline: str,
+    max_regression: str,
+    run_ref: str | None,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    out: Path | None,
+    quiet: bool,
+    allow_invalid: bool,
+    allow_other_conditions: bool,
+    store_url: str | None,
 ) -> None:
     """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
     wholly beyond it (regressed), 2 when one is undecided (its interval holds the threshold, or too

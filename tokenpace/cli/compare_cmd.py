@@ -56,18 +56,18 @@ from tokenpace.cli.store_opts import (
 @store_option
 @guarded("compare")
 def compare(
-    run_a,
-    run_b,
-    alpha,
-    min_effect,
-    percentiles,
-    resamples,
-    seed,
-    as_json,
-    out,
-    allow_invalid,
-    single,
-    store_url,
+    run_a: str,
+    run_b: str,
+    alpha: float,
+    min_effect: str,
+    percentiles: str,
+    resamples: int,
+    seed: int,
+    as_json: bool,
+    out: Path | None,
+    allow_invalid: bool,
+    single: bool,
+    store_url: str | None,
 ) -> None:
     """Compare run B with run A (run ids, baseline names, or KEY=VALUE labels: the newest match).
 

@@ -12,6 +12,7 @@ from rich.text import Text
 from tokenpace.adapters.report.tables import LATENCY_COLUMNS as _COLUMNS
 from tokenpace.adapters.report.tables import fmt as _fmt
 from tokenpace.cli import workload_view
+from tokenpace.cli.fit import whole
 
 _LATENCY_ROWS = (
     ("TTFT", "ttft_ms"),
@@ -88,6 +89,7 @@ def render(result: dict[str, Any], console: Console) -> None:
         parts.append(notes)
     title = "tokenpace bench" + ("  [INTERRUPTED]" if result.get("interrupted") else "")
     border = "red" if not result["valid"] else "green"
+    parts = [whole(p) if isinstance(p, Table) else p for p in parts]
     console.print(Panel(Group(*parts), title=title, border_style=border, expand=False))
 
 

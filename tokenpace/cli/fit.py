@@ -22,6 +22,15 @@ def natural_width(console: Console, table: Table) -> int:
     return console.measure(table, options=console.options.update_width(_UNBOUNDED)).maximum
 
 
+def whole(table: Table) -> Table:
+    """The table with every cell folding instead of being cut: for a table drawn inside a panel,
+    whose width ``show_table`` does not choose."""
+    for column in table.columns:
+        column.no_wrap = False
+        column.overflow = "fold"
+    return table
+
+
 def show_table(console: Console, table: Table, optional: Sequence[str] = ()) -> None:
     """Print ``table`` whole; ``optional`` names the columns a narrow terminal may leave out,
     the first named first."""
@@ -42,10 +51,7 @@ def show_table(console: Console, table: Table, optional: Sequence[str] = ()) -> 
         if index is not None:
             table.columns.pop(index)
             dropped.append(name)
-    for column in table.columns:
-        column.no_wrap = False
-        column.overflow = "fold"
-    console.print(table)
+    console.print(whole(table))
     if dropped:
         left_out = ", ".join(repr(name) for name in dropped)
         console.print(f"(columns {left_out} left out to fit {console.width} columns)", highlight=False)

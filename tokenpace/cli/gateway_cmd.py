@@ -196,7 +196,7 @@ def gateway(
         die("gateway", str(exc))
 
 
-def _config(o: dict, slo: Any) -> Any:
+def _config(o: dict[str, Any], slo: Any) -> Any:
     """The options as a GatewayConfig; one line and exit 2 on a bad value (never a credential)."""
     from tokenpace.gateway.config import GatewayConfig, parse_listen, parse_upstream
     from tokenpace.gateway.guard import fit_to_open_files

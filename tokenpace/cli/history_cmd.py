@@ -10,9 +10,9 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.history import history as run_history
 from tokenpace.app.history import history_noise
+from tokenpace.app.store_ops import parse_where
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import (
     guarded,
@@ -56,20 +56,20 @@ if TYPE_CHECKING:
 @store_option
 @guarded("history")
 def history(
-    metric,
-    where,
-    filters,
-    since,
-    until,
-    limit,
-    alpha,
-    permutations,
-    min_size,
-    min_shift,
-    seed,
-    as_json,
-    out,
-    store_url,
+    metric: str,
+    where: tuple[str, ...],
+    filters: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    limit: int | None,
+    alpha: float,
+    permutations: int,
+    min_size: int,
+    min_shift: str,
+    seed: int,
+    as_json: bool,
+    out: Path | None,
+    store_url: str | None,
 ) -> None:
     """The metric of every matching run, oldest first, and the level shifts E-divisive finds in it."""
     if not 0 < alpha < 1:

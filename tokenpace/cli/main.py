@@ -62,7 +62,8 @@ class LazyGroup(click.Group):
         module = COMMANDS.get(cmd_name)
         if module is None:
             return None
-        return getattr(importlib.import_module(module), cmd_name)
+        command: click.Command = getattr(importlib.import_module(module), cmd_name)
+        return command
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -7,11 +7,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import click
-import orjson
 from rich.console import Console
 
-from tokenpace.adapters.report.tables import is_sweep
-from tokenpace.adapters.results import read_result, write_result
+from tokenpace.app import report_files
 from tokenpace.app.sweep import capacity
 from tokenpace.cli import parsing
 from tokenpace.cli.sweep_cmd import fraction, render_sweep
@@ -22,16 +20,9 @@ EXIT_BAD_INPUT = 2
 def load_sweep(path: Path, command: str) -> dict[str, Any]:
     """Read a sweep JSON or exit with one line saying why it cannot be used."""
     try:
-        doc = read_result(path)
-    except FileNotFoundError:
-        die(command, f"{path}: no such file")
-    except (OSError, orjson.JSONDecodeError) as exc:
-        die(command, f"{path}: not a tokenpace JSON file ({str(exc).splitlines()[0]})")
-    if not isinstance(doc, dict) or not is_sweep(doc):
-        die(command, f"{path}: not a sweep (run `tokenpace sweep --out FILE` first)")
-    if not doc.get("steps"):
-        die(command, f"{path}: the sweep has no finished steps")
-    return doc
+        return report_files.load_sweep(path)
+    except report_files.ReportError as exc:
+        die(command, str(exc))
 
 
 @click.command()
@@ -78,9 +69,8 @@ def plan(**o: Any) -> None:
         console.print("give --peak-rps to size the fleet", style="dim")
     if o["out"]:
         try:
-            plan = {k: doc[k] for k in ("analysis", "plan")}
-            write_result(o["out"], {"sweep": str(o["sweep_file"]), **plan})
-        except OSError as exc:  # a device, a read-only folder: one line
+            report_files.write_plan(o["out"], o["sweep_file"], doc)
+        except report_files.ReportError as exc:  # a device, a read-only folder: one line
             die("plan", str(exc))
         console.print(f"plan: {o['out']}")
 

@@ -4,7 +4,7 @@ run's own event loop (no refresh thread competing with the client), and the stor
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -42,7 +42,7 @@ class BenchProgress:
         )
         self.task: TaskID | None = None
         self.ok = self.failed = 0
-        self._ticker: asyncio.Task | None = None
+        self._ticker: asyncio.Task[Any] | None = None
 
     def started(self, total: int | None, duration_s: float | None) -> None:
         if self.quiet:

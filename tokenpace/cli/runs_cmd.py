@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store.query import parse_where
-from tokenpace.app.store_ops import export_run, import_result
+from tokenpace.app.store_ops import export_run, import_result, parse_where
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import fail, guarded, open_or_fail, parse_when, store_option
 
@@ -20,7 +20,7 @@ def runs() -> None:
     """List, show, label, delete, export and import stored runs."""
 
 
-def _num(summary: dict, metric: str, stat: str = "p95") -> str:
+def _num(summary: dict[str, Any], metric: str, stat: str = "p95") -> str:
     value = (summary.get(metric) or {}).get(stat)
     return "-" if value is None else f"{value:,.1f}"
 
@@ -33,7 +33,14 @@ def _num(summary: dict, metric: str, stat: str = "p95") -> str:
 @click.option("--json", "as_json", is_flag=True, help="JSON lines instead of a table.")
 @store_option
 @guarded("runs list")
-def list_runs(where, since, until, limit, as_json, store_url) -> None:
+def list_runs(
+    where: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    limit: int,
+    as_json: bool,
+    store_url: str | None,
+) -> None:
     """Stored runs, newest first."""
     store = open_or_fail("runs list", store_url)
     found = store.list_runs(parse_where(where), parse_when(since), parse_when(until), limit, full=True)
@@ -69,7 +76,7 @@ def list_runs(where, since, until, limit, as_json, store_url) -> None:
 @click.option("--json", "as_json", is_flag=True, help="The stored run as JSON (without records).")
 @store_option
 @guarded("runs show")
-def show(ref, as_json, store_url) -> None:
+def show(ref: str, as_json: bool, store_url: str | None) -> None:
     """One run: conditions, labels, summary and its stored records by status."""
     store = open_or_fail("runs show", store_url)
     run = store.resolve(ref)
@@ -99,7 +106,7 @@ def show(ref, as_json, store_url) -> None:
         table.add_row(
             key, str(d.get("n", 0)), *(_num(run.summary, key, p) for p in ("p50", "p90", "p95", "p99"))
         )
-    console.print(table)
+    show_table(console, table)
     s = run.summary
     console.print(
         f"throughput {s.get('request_throughput', 0):.2f} req/s, {s.get('output_token_throughput', 0):.1f} "
@@ -114,7 +121,7 @@ def show(ref, as_json, store_url) -> None:
 @click.option("--remove", "remove", multiple=True, metavar="KEY", help="Remove this label.")
 @store_option
 @guarded("runs label")
-def label(ref, labels, remove, store_url) -> None:
+def label(ref: str, labels: tuple[str, ...], remove: tuple[str, ...], store_url: str | None) -> None:
     """Add or change labels (KEY=VALUE ...) on a run, or --remove KEY."""
     if not labels and not remove:
         fail("runs label", "give labels as KEY=VALUE or --remove KEY")
@@ -133,7 +140,7 @@ def label(ref, labels, remove, store_url) -> None:
 @click.option("--yes", "-y", is_flag=True, help="Do not ask.")
 @store_option
 @guarded("runs delete")
-def delete(refs, yes, store_url) -> None:
+def delete(refs: tuple[str, ...], yes: bool, store_url: str | None) -> None:
     """Delete runs and their records."""
     store = open_or_fail("runs delete", store_url)
     found = [store.resolve(r) for r in refs]
@@ -154,7 +161,7 @@ def delete(refs, yes, store_url) -> None:
 )
 @store_option
 @guarded("runs export")
-def export(ref, out, store_url) -> None:
+def export(ref: str, out: Path | None, store_url: str | None) -> None:
     """Write a run as a result file and its records (the files `bench --out` writes)."""
     store = open_or_fail("runs export", store_url)
     run = store.resolve(ref)
@@ -166,7 +173,7 @@ def export(ref, out, store_url) -> None:
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, path_type=Path))
 @store_option
 @guarded("runs import")
-def import_(files, store_url) -> None:
+def import_(files: tuple[Path, ...], store_url: str | None) -> None:
     """Store result files written by `tokenpace bench --out` (e.g. after a run could not be stored)."""
     store = open_or_fail("runs import", store_url, writable=True)
     for f in files:
@@ -174,7 +181,7 @@ def import_(files, store_url) -> None:
         click.echo(f"stored as run {info.id} ({info.record_count} records)")
 
 
-def _load_line(load: dict) -> str:
+def _load_line(load: dict[str, Any]) -> str:
     """``closed_loop, concurrency 16, 200 requests, 0 warm-up``: only the settings the run had."""
     named = (
         ("concurrency", "concurrency {}"),
@@ -189,7 +196,7 @@ def _load_line(load: dict) -> str:
     return ", ".join(parts)
 
 
-def _counts_line(counts: dict) -> str:
+def _counts_line(counts: dict[str, Any]) -> str:
     """``200 (ok 198, error 2)``."""
     total = counts.get("total", sum(v for k, v in counts.items() if k != "total"))
     rest = ", ".join(f"{k} {v}" for k, v in counts.items() if k != "total" and v)

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenpace.app.select import load_scenarios
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded
 
 
@@ -48,6 +49,6 @@ def scenarios(scenarios_file: Path | None, as_json: bool) -> None:
             book.sources.get(name, ""),
         )
     console = Console()
-    console.print(table)
+    show_table(console, table)
     if book.prices:
         console.print("prices: " + ", ".join(sorted(book.prices)))

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenpace.app.select import SelectConfig, SelectReport, run_select, write_select_html
+from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.cost import Cost
 from tokenpace.core.analysis.scenarios import Prices
@@ -103,19 +104,19 @@ def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:
 @store_option
 @guarded("select")
 def select(
-    candidates,
-    scenario_names,
-    wheres,
-    scenarios_file,
-    api_prices,
-    hourly_prices,
-    route_small,
-    route_share,
-    input_fits,
-    as_json,
-    out,
-    html_out,
-    store_url,
+    candidates: tuple[str, ...],
+    scenario_names: tuple[str, ...],
+    wheres: tuple[str, ...],
+    scenarios_file: Path | None,
+    api_prices: tuple[str, ...],
+    hourly_prices: tuple[str, ...],
+    route_small: str | None,
+    route_share: float,
+    input_fits: tuple[str, ...],
+    as_json: bool,
+    out: Path | None,
+    html_out: Path | None,
+    store_url: str | None,
 ) -> None:
     """Judge candidates (run ids, sweep ids, KEY=VALUE run references, --where queries) against a
     scenario: a line passes only when its percentile's 95% upper bound is under it at the
@@ -181,7 +182,7 @@ def render(report: SelectReport, console: Console) -> None:
         price = f"{cost.per_k_requests:.4g}" if isinstance(cost, Cost) else "-"
         cells = [_short(c.status, c.value, c.upper) for c in v.cells]
         table.add_row(f"{v.candidate} ({v.kind})", *cells, _MARK[v.status], price)
-    console.print(table)
+    show_table(console, table)
     for v in report.verdicts:
         console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}")
         for n, c in enumerate(v.cells, 1):

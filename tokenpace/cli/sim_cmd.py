@@ -2,11 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import signal
 import sys
-from pathlib import Path
 from typing import Any, NoReturn
 
 import click
@@ -34,18 +30,6 @@ def _positive_duration(text: str) -> float:
     if seconds <= 0:
         raise click.BadParameter(f"{text!r}: the duration must be positive")
     return seconds
-
-
-def _run(coro: Any) -> Any:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.run(coro)
-    if sys.version_info >= (3, 11):
-        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-            return runner.run(coro)
-    uvloop.install()
-    return asyncio.run(coro)
 
 
 @click.command("sim", cls=_OneLineErrors)
@@ -205,15 +189,13 @@ def _run(coro: Any) -> Any:
 )
 def sim(**o: Any) -> None:
     """Serve a simulated OpenAI-compatible LLM engine on the wall clock, or run a workload in virtual time."""
-    from tokenpace.sim.profile import ProfileError
+    from tokenpace.app.sim_setup import describe_profiles, sim_setup
 
     try:
-        profile, network, faults = _build(o)
-    except (ProfileError, ValueError, OSError) as e:
+        profile, network, faults = sim_setup(o)
+    except (ValueError, OSError) as e:  # a ProfileError is a ValueError
         _fail(str(e))
     if o["list_profiles"]:
-        from tokenpace.sim.describe import describe_profiles
-
         click.echo(describe_profiles())
         return
     if o["virtual"]:
@@ -224,89 +206,9 @@ def sim(**o: Any) -> None:
         except ValueError as e:
             _fail(str(e))
         return
-    _run(_serve(o, profile, network, faults))
+    from tokenpace.app.sim_serving import SimRefused, serve_sim
 
-
-def _build(o: dict[str, Any]) -> tuple[Any, Any, Any]:
-    from tokenpace.sim.faults import FaultConfig
-    from tokenpace.sim.profile import Network, get_network, get_profile
-
-    profile = get_profile(o["profile_name"])
-    engine = {
-        k: o[k]
-        for k in (
-            "chunked_prefill",
-            "prefix_caching",
-            "max_num_seqs",
-            "max_num_batched_tokens",
-            "num_gpu_blocks",
-            "eos_prob",
-            "reasoning_tokens",
-            "tokens_per_chunk",
-            "usage_every_chunk",
-        )
-        if o[k] is not None
-    }
-    extra: dict[str, Any] = {"engine": engine} if engine else {}
-    if o["served_model_name"]:
-        extra["served_model_name"] = o["served_model_name"]
-    if extra:
-        profile = profile.with_overrides(**extra)
-    network = get_network(o["network"]) if o["network"] else profile.network
-    if o["rtt_ms"] is not None or o["jitter_ms"] is not None:
-        network = Network(
-            rtt_ms=o["rtt_ms"] if o["rtt_ms"] is not None else network.rtt_ms,
-            jitter_ms=o["jitter_ms"] if o["jitter_ms"] is not None else network.jitter_ms,
-            name="custom",
-        )
-    flags: dict[str, Any] = {
-        "error_rate": o["fault_error_rate"],
-        "rate_limit_rate": o["fault_429_rate"],
-        "retry_after_s": o["retry_after"],
-        "hang_rate": o["fault_hang_rate"],
-        "cut_rate": o["fault_cut_rate"],
-        "malformed_rate": o["fault_malformed_rate"],
-        "cold_start_s": o["cold_start"],
-        "cold_start_factor": o["cold_start_factor"],
-    }
-    if o["fault_error_codes"]:
-        try:
-            flags["error_codes"] = tuple(int(c) for c in o["fault_error_codes"].split(","))
-        except ValueError:
-            raise ValueError(
-                f"bad --fault-error-codes {o['fault_error_codes']!r}: use e.g. 500,503"
-            ) from None
-    if o["no_fault_header"]:
-        flags["allow_header"] = False
-    flags = {k: v for k, v in flags.items() if v is not None}
-    flags["seed"] = o["seed"]
-    faults = (
-        FaultConfig.from_file(Path(o["faults_file"]), **flags) if o["faults_file"] else FaultConfig(**flags)
-    )
-    return profile, network, faults
-
-
-async def _serve(o: dict[str, Any], profile: Any, network: Any, faults: Any) -> None:
-    from tokenpace.sim.server import SimServer
-
-    srv = SimServer(
-        profile,
-        host=o["host"],
-        port=o["port"],
-        faults=faults,
-        network=network,
-        seed=o["seed"],
-    )
     try:
-        await srv.start()
-    except OSError as e:
-        _fail(f"cannot listen on {o['host']}:{o['port']}: {e.strerror or e}")
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    sys.stdout.write(f"tokenpace sim listening on {srv.url}\n")
-    sys.stdout.flush()
-    await stop.wait()
-    await srv.stop()
+        serve_sim(profile, network, faults, o["host"], o["port"], o["seed"])
+    except SimRefused as e:
+        _fail(str(e))

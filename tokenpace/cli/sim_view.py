@@ -1,77 +1,52 @@
-"""`tokenpace sim --virtual`: options -> VirtualLoad, run it, print one row per step, save the JSON."""
+"""`tokenpace sim --virtual`: the app runs the load in virtual time; this prints one row per step."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import click
+from rich.console import Console
+from rich.table import Table
 
-from tokenpace.sim.profile import Network, Profile
-from tokenpace.sim.virtual import run_virtual
-from tokenpace.sim.virtual_load import VirtualLoad
-from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
+from tokenpace.app.sim_setup import Network, Profile, VirtualSummary, run_virtual_load
+from tokenpace.cli.fit import show_table
 
-
-def virtual_load_from_options(o: dict[str, Any]) -> VirtualLoad:
-    """The load from `tokenpace sim` options (lengths and duration already parsed)."""
-    rates: tuple[float, ...] = ()
-    if o.get("rate"):
-        try:
-            rates = tuple(float(r) for r in str(o["rate"]).split(","))
-        except ValueError:
-            raise ValueError(f"bad --rate {o['rate']!r}: use R or a ladder R1,R2,...") from None
-    if rates and o.get("concurrency"):
-        raise ValueError("give either --rate or --concurrency, not both")
-    load = VirtualLoad(
-        input_len=o["input_len"],
-        output_len=o["output_len"],
-        rates=rates,
-        arrival=o["arrival"],
-        burstiness=o["burstiness"],
-        step_duration_s=o["duration"],
-        concurrency=o.get("concurrency") or (0 if rates else 1),
-        requests=o.get("requests") or 0,
-        shared_prefix=o.get("shared_prefix") or 0,
-        seed=o.get("seed") or 0,
-    )
-    load.validate()
-    return load
+_COLUMNS = ("step", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "E2E p50", "req/s", "out tok/s")
 
 
-def _row(label: str, summary: VirtualSummary) -> str:
+def _row(label: str, summary: VirtualSummary) -> list[str]:
     s = summary.client
     n = s.counts["ok"]
     if not n:
-        return f"{label:>10}  {'0':>6}  (no request finished)"
+        return [label, "0", "(no request finished)", *[""] * (len(_COLUMNS) - 3)]
     t, p, e = s.ttft_ms, s.tpot_ms, s.e2e_ms
-    nan = float("nan")
-    return (
-        f"{label:>10}  {n:>6}  {t.p50:>9.1f} {t.p95:>9.1f} {t.p99:>9.1f}  "
-        f"{p.p50 if p.n else nan:>8.2f} {p.p95 if p.n else nan:>8.2f}  {e.p50:>9.1f}  "
-        f"{s.request_throughput:>7.2f} {s.output_token_throughput:>9.0f}"
-    )
+    tpot = [f"{p.p50:.2f}", f"{p.p95:.2f}"] if p.n else ["-", "-"]
+    return [
+        label,
+        str(n),
+        *(f"{v:.1f}" for v in (t.p50, t.p95, t.p99)),
+        *tpot,
+        f"{e.p50:.1f}",
+        f"{s.request_throughput:.2f}",
+        f"{s.output_token_throughput:.0f}",
+    ]
 
 
 def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> None:
-    load = virtual_load_from_options(o)
-    results = run_virtual(load, profile, network)
+    run = run_virtual_load(o, profile, network)
+    load = run.load
     click.echo(
         f"virtual run: profile {profile.name}, network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
         f"seed {load.seed}"
     )
-    click.echo(
-        f"{'step':>10}  {'n':>6}  {'TTFT p50':>9} {'p95':>9} {'p99':>9}  {'TPOT p50':>8} {'p95':>8}  "
-        f"{'E2E p50':>9}  {'req/s':>7} {'out tok/s':>9}   (ms)"
-    )
-    steps: list[tuple[str, VirtualSummary]] = []
-    for label, step_results in steps_of(load, results):
-        summary = summarize_virtual(step_results)
-        steps.append((label, summary))
-        click.echo(_row(label, summary))
+    table = Table(title="latency in ms", title_justify="left")
+    for name in _COLUMNS:
+        table.add_column(name, justify="left" if name == "step" else "right")
+    for label, summary in run.steps:
+        table.add_row(*_row(label, summary))
+    show_table(Console(), table)
     if o.get("out_path"):
-        doc = virtual_run_doc(load, profile, network, results, steps)
-        Path(o["out_path"]).write_text(json.dumps(doc, indent=1), encoding="utf-8")
+        run.write(Path(o["out_path"]))
         click.echo(f"wrote {o['out_path']}")

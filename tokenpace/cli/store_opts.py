@@ -13,9 +13,7 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 
-from tokenpace.adapters.results import write_result
-from tokenpace.adapters.store import Store, StoreError
-from tokenpace.app.store_ops import open_store
+from tokenpace.app.store_ops import Store, StoreError, open_store, write_json
 
 EXIT_BAD_INPUT = 2
 F = TypeVar("F", bound=Callable[..., Any])
@@ -127,7 +125,7 @@ def parse_percentiles(text: str) -> list[float]:
 
 
 def write_report(path: Path, data: dict[str, Any]) -> None:
-    write_result(path, data)
+    write_json(path, data)
 
 
 def ago(unix: float) -> str:

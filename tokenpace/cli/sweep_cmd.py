@@ -94,7 +94,6 @@ def sweep(**opts: Any) -> None:
     """Sweep the load: one full bench run per step, then the knee, max goodput and the capacity plan."""
     try:
         config = _sweep_config(opts)
-        config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
     console = Console()
@@ -102,7 +101,7 @@ def sweep(**opts: Any) -> None:
     view = SweepView(console, opts["quiet"])
     try:
         outcome = run_sweep_job(config, outputs, opts["sim_profile"], view)
-    except REFUSALS as exc:
+    except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
         _die(str(exc))
     render_sweep(outcome.doc, console)
     out = outcome.out

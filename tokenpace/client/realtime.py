@@ -55,7 +55,7 @@ class RealtimeSender(Sender):
         self.ws_url = f"{scheme}://{ep.host_header}{ep.path_for(self.dialect.path)}"
         self.ws_url += ("&" if "?" in self.ws_url else "?") + query
         self._extra_headers = dict(headers or {})
-        self._closing_tasks: set[asyncio.Task] = set()
+        self._closing_tasks: set[asyncio.Task[Any]] = set()
         self._http: aiohttp.ClientSession | None = None
         self._sessions: list[_Ws] = []  # idle
         self._all: set[_Ws] = set()

@@ -35,8 +35,8 @@ async def server_words(
             if resp.status != 200:
                 raise TokenizerError(f"--tokenizer server: {url} answered HTTP {resp.status}")
             data: Any = await resp.json(content_type=None)
-        if isinstance(data, dict) and isinstance(data.get("count"), int):
-            return data["count"]
+        if isinstance(data, dict) and isinstance(count := data.get("count"), int):
+            return count
         if isinstance(data, dict) and isinstance(data.get("tokens"), list):
             return len(data["tokens"])
         raise TokenizerError(f"--tokenizer server: {url} gave no 'tokens' or 'count'")

@@ -175,14 +175,14 @@ class Summary:
     errors: dict[str, int]  # short reason -> count, most common first
     tokens: TokenAccounting
     reasoning: bool  # some request streamed reasoning before its answer
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
     goodput_from_send: float | None = None  # the same SLOs with latency from the send time
     goodput_ratio_from_send: float | None = None
     goodput_latency_from: str = "send"  # what goodput counts latency from: send | scheduled
     goodput_unjudged: str | None = None  # why goodput is not given although an SLO was (TPOT, no stream)
 
-    def to_dict(self) -> dict:
-        out: dict = {}
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for name in (
             "ttft_ms",
             "tpot_ms",

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.stats import describe
 
 
-def _ms(values: list[int]) -> dict:
+def _ms(values: list[int]) -> dict[str, Any]:
     return describe([v / 1e6 for v in values], with_ci=False).to_dict()
 
 
-def network_phases(records: Sequence[RequestRecord]) -> dict:
+def network_phases(records: Sequence[RequestRecord]) -> dict[str, Any]:
     """Phases of measured (non-warm-up) requests; TTFT of those on new connections apart.
 
     A cold request opened its connection (DNS + TCP + TLS count in its TTFT); a warm one reused a

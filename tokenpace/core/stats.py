@@ -37,9 +37,10 @@ class Distribution:
     low_sample: list[str] = field(default_factory=list)  # percentiles resting on too few samples
 
     def percentile(self, name: str) -> float | None:
-        return getattr(self, name)
+        value: float | None = getattr(self, name)
+        return value
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "n": self.n,
             "mean": self.mean,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.core.record import RequestRecord, Status
 
@@ -63,7 +64,7 @@ class SteadyState:
     def fraction(self) -> float:
         return self.window_s / self.wall_s if self.wall_s > 0 else 0.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "window_s": self.window_s,
             "wall_s": self.wall_s,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.core.record import RequestRecord, TokenSource
 
@@ -18,7 +19,7 @@ class TokenAccounting:
     prompt_compared: int  # requests with both an asked and a server-reported prompt length
     prompt_mean_ratio: float | None  # server-reported / asked
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "output_sources": self.output_sources,
             "compared": self.compared,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hmac
 import os
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import orjson
 from aiohttp import web
@@ -41,7 +42,7 @@ class AdminPages:
         registry: CollectorRegistry,
         admin_keys: frozenset[str],
         client_keys: frozenset[str],
-        upstreams: Callable[[], dict],
+        upstreams: Callable[[], dict[str, Any]],
         guard: Guard,
     ) -> None:
         self.registry = registry
@@ -95,10 +96,10 @@ async def not_here(_request: web.Request) -> web.Response:
     return errors.error_response(404, "not served on this address", "invalid_request_error", "not_found")
 
 
-def upstreams_view(engines: EngineWatch | None, upstreams: dict[str, str]) -> dict:
+def upstreams_view(engines: EngineWatch | None, upstreams: dict[str, str]) -> dict[str, Any]:
     """Per upstream: gateway TTFT against the engine's own TTFT over the recent window."""
     if engines is None:
-        data: dict = {"upstreams": {name: {"arm": arm} for name, arm in upstreams.items()}}
+        data: dict[str, Any] = {"upstreams": {name: {"arm": arm} for name, arm in upstreams.items()}}
         data["note"] = "start the gateway with --scrape-upstream-metrics for engine-side numbers"
         return data
     engines.refresh()

@@ -5,9 +5,12 @@ intervals; these rules are the pager's early warning between two looks."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from tokenpace.gateway import prom
 from tokenpace.gateway.events import EVENTS
-from tokenpace.gateway.rules import ERROR_OUTCOMES
+from tokenpace.gateway.prom import ERROR_OUTCOMES
 
 WINDOW = "15m"
 # Guard rails of the alerts (the defaults `tokenpace arms --guard` examples use).
@@ -37,7 +40,7 @@ def _per_request(by: str, window: str, event: str) -> str:
     return f"({events} / sum by ({by}) (rate({prom.REQUESTS}[{window}])))"
 
 
-def arm_alert_rules() -> list[dict]:
+def arm_alert_rules() -> list[dict[str, Any]]:
     w = WINDOW
     two_arms = f"and on() count(count by (arm) (rate({prom.REQUESTS}[{w}]) > 0)) > 1"
     fleet_complaints = (
@@ -76,7 +79,7 @@ def arm_alert_rules() -> list[dict]:
     ]
 
 
-def arm_panels(panel, first_id: int, y: int) -> list[dict]:
+def arm_panels(panel: Callable[..., dict[str, Any]], first_id: int, y: int) -> list[dict[str, Any]]:
     """``panel`` is grafana._panel (id, title, targets, unit, x, y)."""
     rate = "$__rate_interval"
     share = (

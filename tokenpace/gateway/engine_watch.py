@@ -17,7 +17,7 @@ import tempfile
 import time
 from collections import deque
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import orjson
 from prometheus_client import CollectorRegistry, Gauge
@@ -57,7 +57,7 @@ class _Tail:
         self.fh: BinaryIO | None = None
         self.partial = b""  # a line being written waits for the next read
 
-    def read(self) -> list[dict]:
+    def read(self) -> list[dict[str, Any]]:
         if self.fh is None:
             try:
                 self.fh = self.path.open("rb")
@@ -77,7 +77,7 @@ class _Tail:
         except OSError:
             return False  # between the rename and the new file: next time
 
-    def _drain(self) -> list[dict]:
+    def _drain(self) -> list[dict[str, Any]]:
         assert self.fh is not None
         data = self.partial + self.fh.read()
         end = data.rfind(b"\n") + 1
@@ -100,9 +100,9 @@ class _Watched:
         self.upstream = up
         self.scraper = ScraperProcess(url, interval_s, path, metrics_auth(up), ROTATE_BYTES)
         self.tail = _Tail(path)
-        self.scrapes: deque[dict] = deque(maxlen=window)
+        self.scrapes: deque[dict[str, Any]] = deque(maxlen=window)
         self.records: deque[RequestRecord] = deque(maxlen=20_000)
-        self.view: dict = {"scrapes": 0, "engine": "unknown"}
+        self.view: dict[str, Any] = {"scrapes": 0, "engine": "unknown"}
 
 
 class EngineWatch:
@@ -174,7 +174,7 @@ class EngineWatch:
                 if d.get("engine_queue_mean_ms") is not None:
                     self.queue.labels(name).set(d["engine_queue_mean_ms"] / 1000)
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Per upstream: engine, window, engine latencies and the TTFT decomposition (JSON-ready).
         The gateway's TTFT stands where analyse says "client": the gateway is the engine's client."""
         out = {}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway import prom
 from tokenpace.gateway.arm_watch import arm_panels
@@ -18,8 +20,8 @@ def _panel(
     x: int,
     y: int,
     threshold: float | None = None,
-) -> dict:
-    panel: dict = {
+) -> dict[str, Any]:
+    panel: dict[str, Any] = {
         "id": pid,
         "type": "timeseries",
         "title": title,
@@ -50,7 +52,7 @@ def _quantiles(metric: str, extra: str = "") -> list[tuple[str, str]]:
     ]
 
 
-def dashboard(slo: Slo) -> dict:
+def dashboard(slo: Slo) -> dict[str, Any]:
     s = lambda ms: None if ms is None else ms / 1000  # noqa: E731
     panels = [
         _panel(1, "TTFT (gateway)", _quantiles(prom.TTFT), "s", 0, 0, s(slo.ttft_ms)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -105,7 +106,12 @@ class GuardedHandler(RequestHandler):
             self.phase = _Phase.BUSY  # a head is complete (or refused): the handler takes over
             self._disarm()
 
-    async def _handle_request(self, request, start_time, request_handler):
+    async def _handle_request(
+        self,
+        request: web.BaseRequest,
+        start_time: float | None,
+        request_handler: Callable[[web.BaseRequest], Awaitable[web.StreamResponse]],
+    ) -> tuple[web.StreamResponse, bool]:
         self.phase = _Phase.BUSY
         self._disarm()
         try:

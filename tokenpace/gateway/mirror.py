@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.gateway.config import Upstream, parse_upstream
+from tokenpace.gateway.config import GatewayConfig, Upstream, parse_upstream
 from tokenpace.gateway.meter import Meter
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect
@@ -105,6 +105,24 @@ class Mirrors:
         self._queue: asyncio.Queue[ShadowJob] = asyncio.Queue(queue)
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []
+
+    @classmethod
+    def of(
+        cls, config: GatewayConfig, emit: Callable[[RequestRecord], None], on_drop: Callable[[str, str], None]
+    ) -> Mirrors | None:
+        """The mirrors a gateway's configuration asks for; None without ``--mirror``."""
+        if not config.mirrors:
+            return None
+        return cls(
+            config.mirrors,
+            emit,
+            on_drop,
+            config.mirror_queue,
+            config.mirror_concurrency,
+            config.mirror_max_bytes,
+            config.connect_timeout_s,
+            config.first_token_timeout_s,
+        )
 
     def copy(
         self,

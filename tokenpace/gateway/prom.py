@@ -24,6 +24,10 @@ ITL = "tokenpace_gateway_inter_token_latency_seconds"
 REQUESTS = "tokenpace_gateway_requests_total"
 DROPPED = "tokenpace_gateway_records_dropped_total"
 IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
+# the request outcomes that count as errors, as a PromQL regex (alert rules, per arm and overall)
+ERROR_OUTCOMES = (
+    "http_error|connect_error|timeout_before_first_token|stall|upstream_abort_mid_stream|protocol_error"
+)
 
 
 class ModelLabels:

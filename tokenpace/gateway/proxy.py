@@ -25,7 +25,7 @@ from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.heads import HOP as _HOP
-from tokenpace.gateway.heads import REQUEST_ID, response_head, stream_outcome
+from tokenpace.gateway.heads import REQUEST_ID, response_head, stream_outcome, upstream_request
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.otlp import Traces
@@ -44,13 +44,13 @@ from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
 from tokenpace.wire.exchange import ExchangeError
 from tokenpace.wire.pool import Pool
-from tokenpace.wire.request import request_bytes, request_head
 
 perf_ns = time.perf_counter_ns
 
 
 KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
-_WITH_BODY = ("POST", "PUT", "PATCH")  # methods that say their (even empty) body's length
+OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
+OptDialect = Dialect | None
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
@@ -79,20 +79,8 @@ class Gateway:
                 config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
             )
         self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
-        self.mirrors: Mirrors | None = None
-        if config.mirrors:
-            shadow = ShadowMetrics(self.metrics.registry, tuple(m.name for m in config.mirrors))
-            self.shadow_metrics = shadow
-            self.mirrors = Mirrors(
-                config.mirrors,
-                self._finish_shadow,
-                shadow.drop,
-                config.mirror_queue,
-                config.mirror_concurrency,
-                config.mirror_max_bytes,
-                config.connect_timeout_s,
-                config.first_token_timeout_s,
-            )
+        self.shadow_metrics = ShadowMetrics(self.metrics.registry, tuple(m.name for m in config.mirrors))
+        self.mirrors = Mirrors.of(config, self._finish_shadow, self.shadow_metrics.drop)
         limits = GuardLimits(
             config.header_timeout_s, config.body_timeout_s, config.idle_timeout_s, config.max_connections
         )
@@ -282,15 +270,12 @@ class Gateway:
         finally:
             self.metrics.in_flight.dec()
 
-    async def _forward(self, request, body, upstream: Upstream, record, dialect) -> web.StreamResponse:
+    async def _forward(
+        self, request: web.Request, body: bytes, upstream: Upstream, record: OptRecord, dialect: OptDialect
+    ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-        if upstream.auth is not None and "Authorization" not in request.headers:
-            headers.append(("Authorization", upstream.auth))  # from the URL's user:password
-        target = upstream.base_path + request.rel_url.raw_path_qs
-        head = request_head(request.method, target, origin.endpoint.host_header, headers)
-        payload = request_bytes(head, body if body or request.method in _WITH_BODY else None)
+        payload = upstream_request(request, body, upstream, origin.endpoint.host_header)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
@@ -371,7 +356,12 @@ class Gateway:
                 self.on_record(record)
 
     def _finish(
-        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
+        self,
+        record: RequestRecord | None,
+        outcome: Outcome,
+        error: str | None,
+        meter: Meter | None,
+        dialect: Dialect | None = None,
     ) -> None:
         if record is None:
             return

@@ -8,23 +8,24 @@ Google SRE workbook: page at 14.4x budget burn over 1h (confirmed over 5m), tick
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client.utils import floatToGoString
 
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway import prom
+from tokenpace.gateway.arm_watch import arm_alert_rules
+from tokenpace.gateway.prom import ERROR_OUTCOMES
 
 BY = "model, upstream, api"  # an SLO line holds for each API on its own
 # (severity, long window, short window, burn-rate factor)
 BURN_WINDOWS = (("page", "1h", "5m", 14.4), ("ticket", "6h", "30m", 6.0))
-ERROR_OUTCOMES = (
-    "http_error|connect_error|timeout_before_first_token|stall|upstream_abort_mid_stream|protocol_error"
-)
 TIMEOUT_OUTCOMES = "timeout_before_first_token|stall"
 
 
 def _le(seconds: float) -> str:
     """The le label exactly as prometheus-client writes it (0.8 -> "0.8", 10 -> "10.0")."""
-    return floatToGoString(seconds)
+    return str(floatToGoString(seconds))
 
 
 def _slis(slo: Slo) -> list[tuple[str, str, float]]:
@@ -53,10 +54,10 @@ def _bad_ratio(metric: str, seconds: float, window: str) -> str:
     return f"(1 - {good} / {total})"
 
 
-def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> dict:
+def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> dict[str, Any]:
     """The rules file as a dict (YAML is written by to_yaml)."""
     budget = 1.0 - objective
-    rules: list[dict] = []
+    rules: list[dict[str, Any]] = []
     for name, metric, seconds in _slis(slo):
         rules.append(
             {
@@ -113,8 +114,6 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
             "annotations": {"summary": "the gateway's record writer cannot keep up; records are dropped"},
         }
     )
-    from tokenpace.gateway.arm_watch import arm_alert_rules  # it reads ERROR_OUTCOMES from here
-
     rules.extend(arm_alert_rules())
     return {"groups": [{"name": "tokenpace-gateway", "rules": rules}]}
 

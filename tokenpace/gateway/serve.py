@@ -109,4 +109,5 @@ async def serve_forever(
 
 def _bound_port(listener: asyncio.AbstractServer) -> int:
     """The port actually bound (when 0 was asked for)."""
-    return listener.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    port: int = listener.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    return port

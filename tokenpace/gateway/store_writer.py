@@ -22,12 +22,8 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import sqlalchemy as sa
-
 from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
-from tokenpace.adapters.store import schema as s
-from tokenpace.adapters.store.events import save_events
 from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.metrics import summarize
@@ -118,7 +114,7 @@ class StoreRecordWriter:
             groups.setdefault(rec.labels.get("upstream", ""), []).append(rec)
         failed: StoreError | None = None
         try:
-            save_events(self.store, events)
+            self.store.save_events(events)
         except StoreError as exc:
             failed = exc
         for name, records in groups.items():
@@ -147,9 +143,7 @@ class StoreRecordWriter:
         try:
             records = self.store.load_records(arm.run_id)
             summary = summarize(records, self.config.slo, with_ci=with_ci).to_dict()
-            runs = s.runs
-            with self.store._tx(f"update the summary of run {arm.run_id}") as conn:
-                conn.execute(sa.update(runs).where(runs.c.id == arm.run_id).values(summary=summary))
+            self.store.set_summary(arm.run_id, summary)
         except Exception:  # bookkeeping must never stop the writer
             self.summary_errors += 1
 
@@ -160,26 +154,8 @@ class StoreRecordWriter:
                 arm.run_id, self.conditions(up), {}, [], kind=RUN_KIND, labels=self.run_labels(up)
             )
             arm.seq = 0
-        rows = [
-            {
-                "run_id": arm.run_id,
-                "seq": arm.seq + i,
-                "request_id": r.request_id,
-                "status": r.status.value,
-                "warmup": r.warmup,
-                "data": r.to_dict(),
-            }
-            for i, r in enumerate(records)
-        ]
-        runs = s.runs
-        with self.store._tx(f"append records to run {arm.run_id}") as conn:
-            conn.execute(sa.insert(s.records), rows)
-            conn.execute(
-                sa.update(runs)
-                .where(runs.c.id == arm.run_id)
-                .values(record_count=runs.c.record_count + len(rows), stored_unix=time.time())
-            )
-        arm.seq += len(rows)
+        self.store.append_records(arm.run_id, records, first_seq=arm.seq)
+        arm.seq += len(records)
 
 
 def split(config: GatewayConfig) -> list[dict[str, Any]]:

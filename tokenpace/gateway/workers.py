@@ -24,13 +24,16 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
+from typing import Any
 
 from tokenpace.gateway.admin import MULTIPROC_ENV
 from tokenpace.gateway.config import GatewayConfig, admin_url, proxy_url
 from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer, records_in
 
+# Runs a coroutine on a fresh event loop to its end: asyncio.run, or the app's run_event_loop (uvloop)
+LoopRunner = Callable[[Coroutine[Any, Any, None]], None]
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 40.0  # each worker flushes its record queue (up to 30 s) before it exits
 
@@ -38,11 +41,14 @@ STOP_TIMEOUT_S = 40.0  # each worker flushes its record queue (up to 30 s) befor
 class WorkerPool:
     """``async with WorkerPool(config, writer) as pool:`` then send requests to ``pool.url``."""
 
-    def __init__(self, config: GatewayConfig, writer: BatchWriter | None = None) -> None:
+    def __init__(
+        self, config: GatewayConfig, writer: BatchWriter | None = None, run: LoopRunner = asyncio.run
+    ) -> None:
         if config.records_path:
             writer = fan_out(writer, jsonl_writer(config.records_path))
         self.config = config
         self.writer = writer
+        self.run = run  # how each worker runs its event loop: the app's choice (uvloop or not)
         self.port = config.port
         self.admin_port = config.admin_port
         self.written = 0
@@ -50,8 +56,8 @@ class WorkerPool:
         self._dir: str | None = None
         self._held: socket.socket | None = None
         self._procs: list[multiprocessing.process.BaseProcess] = []
-        self._queue: multiprocessing.queues.Queue | None = None
-        self._ready: queue.Queue = queue.Queue()
+        self._queue: multiprocessing.queues.Queue[Any] | None = None
+        self._ready: queue.Queue[Any] = queue.Queue()
         self._drain: threading.Thread | None = None
 
     @property
@@ -91,7 +97,7 @@ class WorkerPool:
         self._drain = threading.Thread(target=self._collect, name="tokenpace-gw-records", daemon=True)
         self._drain.start()
         for i in range(self.config.workers):
-            args = (config, i, self._queue, os.getpid())
+            args = (config, i, self._queue, os.getpid(), self.run)
             proc = ctx.Process(target=_worker_main, args=args, name=f"tokenpace-gw-{i}")
             proc.start()
             self._procs.append(proc)
@@ -153,23 +159,21 @@ class WorkerPool:
             self._dir = None
 
 
-def _worker_main(config: GatewayConfig, index: int, out: multiprocessing.queues.Queue, parent: int) -> None:
-    from tokenpace.gateway.serve import serve_forever
+def _worker_main(
+    config: GatewayConfig, index: int, out: multiprocessing.queues.Queue[Any], parent: int, run: LoopRunner
+) -> None:
+    from tokenpace.gateway.serve import RunningGateway, serve_forever
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent decides
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
-    with contextlib.suppress(ImportError):
-        import uvloop
 
-        uvloop.install()
-
-    def send(batch: list) -> None:
+    def send(batch: list[Any]) -> None:
         out.put(("records", batch))
 
-    def ready(gw) -> None:
+    def ready(gw: RunningGateway) -> None:
         out.put(("ready", index, gw.port, gw.admin_port))
 
-    asyncio.run(serve_forever(config, ready, writer=send, worker=index))
+    run(serve_forever(config, ready, writer=send, worker=index))
 
 
 def _orphan_watch(parent: int) -> None:
@@ -184,10 +188,11 @@ async def serve_workers(
     ready: Callable[[WorkerPool], None] | None = None,
     writer: BatchWriter | None = None,
     done: Callable[[WorkerPool], None] | None = None,
+    run: LoopRunner = asyncio.run,
 ) -> None:
     """Serve with ``config.workers`` processes until SIGTERM/SIGINT; ``done`` runs after every
     worker's records were written."""
-    pool = WorkerPool(config, writer)
+    pool = WorkerPool(config, writer, run)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -237,7 +237,7 @@ class Engine:
             req.blocks = []
         req.state = state
 
-    def _schedule_running(self, step: list, work: StepWork, budget: int) -> tuple[int, bool]:
+    def _schedule_running(self, step: list[Any], work: StepWork, budget: int) -> tuple[int, bool]:
         kv = self.kv
         preempted = False
         i = 0
@@ -276,7 +276,7 @@ class Engine:
     def _can_admit_head(self) -> bool:
         return bool(self.waiting) and len(self.running) < self.max_num_seqs
 
-    def _admit(self, step: list, work: StepWork, budget: int, now: float, first_may_exceed: bool) -> int:
+    def _admit(self, step: list[Any], work: StepWork, budget: int, now: float, first_may_exceed: bool) -> int:
         kv = self.kv
         while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
             req = self.waiting[0]
@@ -309,7 +309,7 @@ class Engine:
         return budget
 
     @staticmethod
-    def _add_work(step: list, work: StepWork, req: SimRequest, n: int) -> None:
+    def _add_work(step: list[Any], work: StepWork, req: SimRequest, n: int) -> None:
         step.append((req, n))
         work.seqs += 1
         if req.num_computed + n == req.num_tokens and n == 1 and req.generated > 0:

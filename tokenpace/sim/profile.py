@@ -154,7 +154,8 @@ class ProfileError(ValueError):
 @cache
 def _raw() -> dict[str, Any]:
     text = resources.files("tokenpace.sim").joinpath("profiles.json").read_text(encoding="utf-8")
-    return json.loads(text)
+    doc: dict[str, Any] = json.loads(text)
+    return doc
 
 
 def default_profile_name() -> str:

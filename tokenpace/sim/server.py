@@ -88,7 +88,7 @@ class SimServer:
         self._ids = itertools.count(1)
         self._conns: set[ServerConnection] = set()
         self._server: asyncio.AbstractServer | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[Any] | None = None
         self._wake = asyncio.Event()
         self._started = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,7 +119,7 @@ class SimServer:
         self._task.add_done_callback(self._engine_died)
         return self
 
-    def _engine_died(self, task: asyncio.Task) -> None:
+    def _engine_died(self, task: asyncio.Task[Any]) -> None:
         # A bug in the engine must not leave clients hanging on a silent server: say so and drop them.
         if task.cancelled() or task.exception() is None:
             return

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class VirtualLoad:
         if self.burstiness <= 0 or self.step_duration_s <= 0:
             raise ValueError("burstiness and step duration must be > 0")
 
-    def conditions(self) -> dict:
+    def conditions(self) -> dict[str, Any]:
         """The load as written next to the results."""
         return {
             "input_len": self.input_len.describe(),

@@ -14,6 +14,7 @@ import ssl
 from collections import deque
 from dataclasses import dataclass, field
 from time import perf_counter_ns
+from typing import Any
 
 import orjson
 
@@ -80,7 +81,9 @@ class _Answer:
         self._serve(body, script, chat, read_ns)
 
     # --- responses ---
-    def _respond(self, status: int, payload: dict, extra: list[tuple[str, str]] | None = None) -> None:
+    def _respond(
+        self, status: int, payload: dict[str, Any], extra: list[tuple[str, str]] | None = None
+    ) -> None:
         self.conn.respond(
             status, orjson.dumps(payload), [("content-type", "application/json"), *(extra or [])]
         )
@@ -90,7 +93,7 @@ class _Answer:
             return ""
         return "; got " + ", ".join(f"{k}: {v}" for k, v in self.headers.items())
 
-    def _serve(self, req: dict, script: Script, chat: bool, read_ns: int) -> None:
+    def _serve(self, req: dict[str, Any], script: Script, chat: bool, read_ns: int) -> None:
         rid = self.headers.get("x-request-id", "")
         if rid:
             self.server.stats.read[rid] = read_ns
@@ -143,7 +146,9 @@ class _Answer:
         stream.timing = timing
         timing.acquire(begin)
 
-    def _full(self, req: dict, script: Script, chat: bool, n: int, prompt_tokens: int, read_ns: int) -> None:
+    def _full(
+        self, req: dict[str, Any], script: Script, chat: bool, n: int, prompt_tokens: int, read_ns: int
+    ) -> None:
         text = " tok" * n * script.tokens_per_chunk
         choice = (
             {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "length"}
@@ -253,7 +258,7 @@ class _Stream:
         answer.conn.end_stream()
         self.finished()
 
-    def _chunk(self, delta: dict, finish: str | None) -> dict:
+    def _chunk(self, delta: dict[str, Any], finish: str | None) -> dict[str, Any]:
         if self.chat:
             return {
                 "id": "x",
@@ -266,7 +271,7 @@ class _Stream:
             "choices": [{"index": 0, "text": delta.get("text", ""), "finish_reason": finish}],
         }
 
-    def _usage(self, completion: int) -> dict:
+    def _usage(self, completion: int) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion,
@@ -278,7 +283,7 @@ def _perf_s() -> float:
     return perf_counter_ns() / 1e9
 
 
-def _prompt_words(req: dict) -> int:
+def _prompt_words(req: dict[str, Any]) -> int:
     if "messages" in req:
         return sum(len(str(m.get("content", "")).split()) for m in req["messages"])
     return len(str(req.get("prompt", "")).split())

@@ -156,7 +156,8 @@ def make_weights(cfg: TinyConfig, vocab: int, banned: np.ndarray) -> dict[str, n
 
 def _permute(w: np.ndarray, n_head: int) -> np.ndarray:
     """Hugging Face q/k rows to llama.cpp's rope layout (as convert_hf_to_gguf.py does)."""
-    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+    permuted: np.ndarray = w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2)
+    return permuted.reshape(w.shape)
 
 
 def write_hf(out: Path, cfg: TinyConfig, tok: Any, weights: dict[str, np.ndarray]) -> None:

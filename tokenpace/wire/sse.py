@@ -12,6 +12,8 @@ set, and the caller records a protocol error (an endless line would otherwise gr
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 DONE = b"[DONE]"
@@ -133,7 +135,7 @@ def _event_data(block: bytes) -> bytes | None:
     return b"\n".join(data_lines)
 
 
-def parse_data(payload: bytes) -> dict | None:
+def parse_data(payload: bytes) -> dict[str, Any] | None:
     """The JSON object an OpenAI-style event carries; None for ``[DONE]``.
 
     Raises ValueError, with a short message, for anything else: a stream that breaks this is broken.

@@ -55,9 +55,13 @@ def test_srm_flags_a_skewed_split_only() -> None:
 
 
 def test_wilson_and_newcombe_intervals() -> None:
-    lo, hi = wilson(0, 50) or (None, None)
+    interval = wilson(0, 50)
+    assert interval is not None
+    lo, hi = interval
     assert lo == 0.0 and 0.05 < hi < 0.08  # not the empty interval of the normal approximation
-    lo, hi = wilson(10, 100) or (None, None)
+    interval = wilson(10, 100)
+    assert interval is not None
+    lo, hi = interval
     assert lo == pytest.approx(0.0552, abs=1e-3) and hi == pytest.approx(0.1744, abs=1e-3)
     d = share_diff(share(10, 100), share(30, 100))
     assert d.diff == pytest.approx(0.20) and d.ci is not None and 0.08 < d.ci[0] < d.ci[1] < 0.32
@@ -130,7 +134,7 @@ def test_an_error_rate_guard_passes_only_when_its_whole_interval_is_within_the_l
     same = {"a": arm_records("a", 40, 1, 20, failures=2), "b": arm_records("b", 40, 1, 20, failures=2)}
     report = analyse_arms(same, [], {"a": 1, "b": 1}, parse_guards("error_rate=+0.5pp"), resamples=100)
     item = report.guards[0]
-    assert item.change == 0.0 and item.ci is not None and item.ci[1] > 0.005
+    assert item.change == 0.0 and item.ci is not None and item.ci[1] is not None and item.ci[1] > 0.005
     assert item.outcome == "undecided" and report.verdict == HOLD and report.exit_code == 2
     assert "straddles +0.50pp" in item.reason and "more requests per arm would decide it" in item.reason
 

@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -48,7 +49,7 @@ class ScraperProcess:
         self.url, self.interval_s, self.out_path = url, interval_s, out_path
         self.auth = auth  # an Authorization to send (else the URL's user:password, if any)
         self.rotate_bytes = rotate_bytes  # 0: one file, kept whole (bench keeps every scrape)
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         self.out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -84,7 +85,7 @@ class ScraperProcess:
             time.sleep(0.02)
         return False
 
-    def stop(self) -> list[dict]:
+    def stop(self) -> list[dict[str, Any]]:
         """Stop (after one last scrape) and return every scrape, oldest first."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()

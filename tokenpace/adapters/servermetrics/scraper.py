@@ -19,6 +19,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from typing import Any
 
 import orjson
 
@@ -27,7 +28,7 @@ from tokenpace.adapters.servermetrics.parse import parse_metrics
 AUTH_ENV = "TOKENPACE_SCRAPE_AUTHORIZATION"  # set by ScraperProcess: credentials stay off argv
 
 
-def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict:
+def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict[str, Any]:
     t_ns = time.perf_counter_ns()
     request = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
     try:

@@ -1,4 +1,7 @@
-"""Outcome events in the run store: appended by the gateway's writer, read by ``tokenpace arms``."""
+"""Outcome events in the run store: appended by the gateway's writer, read by ``tokenpace arms``.
+
+The SQL only; ``SqlStore.save_events`` / ``load_events`` own the transaction and its errors.
+"""
 
 from __future__ import annotations
 
@@ -7,14 +10,10 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
-from tokenpace.adapters.store.store import Store
 from tokenpace.core.events import OutcomeEvent
 
 
-def save_events(store: Store, events: Sequence[OutcomeEvent]) -> None:
-    """One transaction; raises StoreError (the sink counts the batch as dropped)."""
-    if not events:
-        return
+def insert_events(conn: sa.Connection, events: Sequence[OutcomeEvent]) -> None:
     rows = [
         {
             "session": e.session,
@@ -28,22 +27,19 @@ def save_events(store: Store, events: Sequence[OutcomeEvent]) -> None:
         }
         for e in events
     ]
-    with store._tx("store outcome events") as conn:
-        conn.execute(sa.insert(s.outcome_events), rows)
+    conn.execute(sa.insert(s.outcome_events), rows)
 
 
-def load_events(
-    store: Store, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
+def select_events(
+    conn: sa.Connection, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
 ) -> list[OutcomeEvent]:
-    """Events received in [since, until), oldest first, optionally of some gateway sessions only."""
     t = s.outcome_events
     query = sa.select(t).where(t.c.unix_s >= since_unix).order_by(t.c.unix_s, t.c.id)
     if until_unix is not None:
         query = query.where(t.c.unix_s < until_unix)
     if sessions is not None:
         query = query.where(t.c.session.in_(list(sessions)))
-    with store._tx("read outcome events") as conn:
-        rows = conn.execute(query).mappings().all()
+    rows = conn.execute(query).mappings().all()
     return [
         OutcomeEvent(
             event=r["event"],
@@ -59,8 +55,6 @@ def load_events(
     ]
 
 
-def event_names(store: Store) -> list[str]:
-    """Every event name the store has ever received (a guard on any other name is a typo)."""
+def select_event_names(conn: sa.Connection) -> list[str]:
     t = s.outcome_events
-    with store._tx("read event names") as conn:
-        return sorted(r[0] for r in conn.execute(sa.select(t.c.event).distinct()))
+    return sorted(r[0] for r in conn.execute(sa.select(t.c.event).distinct()))

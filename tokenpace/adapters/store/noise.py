@@ -11,7 +11,6 @@ from typing import Any
 import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
-from tokenpace.adapters.store.store import Store
 from tokenpace.core.analysis.conditions import gate_mismatches
 from tokenpace.core.analysis.runnoise import GroupNoise
 
@@ -20,7 +19,7 @@ MAX_GROUPS_SCANNED = 500
 
 
 def save_repeat_group(
-    store: Store,
+    conn: sa.Connection,
     group_id: str,
     run_ids: Sequence[str],
     conditions: Mapping[str, Any],
@@ -28,56 +27,54 @@ def save_repeat_group(
     estimates: Sequence[GroupNoise],
 ) -> None:
     """Store a group of runs and its noise estimates in one transaction."""
-    with store._tx(f"store repeat group {group_id}") as conn:
-        conn.execute(
-            sa.insert(s.repeat_groups).values(
-                id=group_id,
-                stored_unix=time.time(),
-                model=model,
-                runs=len(run_ids),
-                conditions=dict(conditions),
-            )
+    conn.execute(
+        sa.insert(s.repeat_groups).values(
+            id=group_id,
+            stored_unix=time.time(),
+            model=model,
+            runs=len(run_ids),
+            conditions=dict(conditions),
         )
-        if run_ids:
-            conn.execute(
-                sa.insert(s.repeat_runs),
-                [{"group_id": group_id, "run_id": r, "position": i} for i, r in enumerate(run_ids)],
-            )
-        if estimates:
-            conn.execute(
-                sa.insert(s.run_noise),
-                [
-                    {
-                        "group_id": group_id,
-                        "key": e.key,
-                        "runs": e.runs,
-                        "rel_var": e.rel_var,
-                        "within_se": e.within_se,
-                        "level": e.level,
-                    }
-                    for e in estimates
-                ],
-            )
+    )
+    if run_ids:
+        conn.execute(
+            sa.insert(s.repeat_runs),
+            [{"group_id": group_id, "run_id": r, "position": i} for i, r in enumerate(run_ids)],
+        )
+    if estimates:
+        conn.execute(
+            sa.insert(s.run_noise),
+            [
+                {
+                    "group_id": group_id,
+                    "key": e.key,
+                    "runs": e.runs,
+                    "rel_var": e.rel_var,
+                    "within_se": e.within_se,
+                    "level": e.level,
+                }
+                for e in estimates
+            ],
+        )
 
 
-def group_of(store: Store, run_id: str) -> tuple[str, list[str]] | None:
+def group_of(conn: sa.Connection, run_id: str) -> tuple[str, list[str]] | None:
     """The repeat group a run belongs to and its runs still stored, in order; None for a lone run."""
     rr = s.repeat_runs
-    with store._tx("read the store") as conn:
-        gid = conn.execute(sa.select(rr.c.group_id).where(rr.c.run_id == run_id)).scalar()
-        if gid is None:
-            return None
-        q = (
-            sa.select(rr.c.run_id)
-            .join(s.runs, s.runs.c.id == rr.c.run_id)
-            .where(rr.c.group_id == gid)
-            .order_by(rr.c.position)
-        )
-        return str(gid), [r.run_id for r in conn.execute(q)]
+    gid = conn.execute(sa.select(rr.c.group_id).where(rr.c.run_id == run_id)).scalar()
+    if gid is None:
+        return None
+    q = (
+        sa.select(rr.c.run_id)
+        .join(s.runs, s.runs.c.id == rr.c.run_id)
+        .where(rr.c.group_id == gid)
+        .order_by(rr.c.position)
+    )
+    return str(gid), [r.run_id for r in conn.execute(q)]
 
 
 def learned_noise(
-    store: Store,
+    conn: sa.Connection,
     conditions: Mapping[str, Any],
     model: str | None,
     exclude: Sequence[str] = (),
@@ -87,13 +84,10 @@ def learned_noise(
     q = sa.select(g.c.id, g.c.conditions).order_by(g.c.stored_unix.desc()).limit(MAX_GROUPS_SCANNED)
     if model is not None:
         q = q.where(g.c.model == model)
-    with store._tx("read the store") as conn:
-        ids = [
-            r.id
-            for r in conn.execute(q)
-            if r.id not in exclude and not gate_mismatches(conditions, r.conditions)
-        ]
-        if not ids:
-            return []
-        rows = conn.execute(sa.select(s.run_noise).where(s.run_noise.c.group_id.in_(ids)))
-        return [GroupNoise(r.key, r.runs, r.rel_var, r.within_se, r.level) for r in rows]
+    ids = [
+        r.id for r in conn.execute(q) if r.id not in exclude and not gate_mismatches(conditions, r.conditions)
+    ]
+    if not ids:
+        return []
+    rows = conn.execute(sa.select(s.run_noise).where(s.run_noise.c.group_id.in_(ids)))
+    return [GroupNoise(r.key, r.runs, r.rel_var, r.within_se, r.level) for r in rows]

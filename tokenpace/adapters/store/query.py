@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tokenpace.adapters.store.protocol import RunInfo
 from tokenpace.adapters.store.url import StoreError
 from tokenpace.core.analysis.conditions import get_path
-
-if TYPE_CHECKING:
-    from tokenpace.adapters.store.store import RunInfo
 
 COLUMN_KEYS = ("model", "endpoint", "kind")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import orjson
@@ -14,44 +14,17 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from tokenpace.adapters.store import schema as s
+from tokenpace.adapters.store.events import insert_events, select_event_names, select_events
+from tokenpace.adapters.store.groups import RepeatGroups
 from tokenpace.adapters.store.migrations import migrate
+from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
 from tokenpace.adapters.store.url import StoreError, normalize_url, redact, sqlite_path
+from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
 _INSERT_BATCH = 1000
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-
-
-@dataclass(slots=True)
-class RunInfo:
-    id: str
-    kind: str
-    started_at: str
-    started_unix: float
-    stored_unix: float
-    model: str | None
-    endpoint: str | None
-    tool_version: str | None
-    interrupted: bool
-    valid: bool
-    stop_reason: str | None
-    record_count: int
-    labels: dict[str, str] = field(default_factory=dict)
-    conditions: dict[str, Any] = field(default_factory=dict)
-    summary: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self, full: bool = True) -> dict[str, Any]:
-        skip = () if full else ("conditions", "summary", "extra")
-        return {k: getattr(self, k) for k in self.__slots__ if k not in skip}
-
-
-@dataclass(frozen=True, slots=True)
-class BaselineInfo:
-    name: str
-    run_id: str
-    set_unix: float
 
 
 def _dumps(obj: Any) -> str:
@@ -64,8 +37,10 @@ def _describe(exc: BaseException) -> str:
     return text[0] if text else type(orig).__name__
 
 
-class Store:
-    """``Store.open(url)`` connects and brings the schema up to date; every error is a StoreError."""
+class SqlStore(RepeatGroups):
+    """The ``Store`` on SQLAlchemy Core (SQLite, PostgreSQL).
+
+    ``SqlStore.open(url)`` connects and brings the schema up to date; every error is a StoreError."""
 
     def __init__(self, engine: sa.Engine, url: str, migrated_from: int) -> None:
         self.engine = engine
@@ -77,7 +52,7 @@ class Store:
         return redact(self.url)
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str) -> SqlStore:
         url = normalize_url(url)
         path = sqlite_path(url)
         if path is not None:
@@ -171,26 +146,45 @@ class Store:
                         sa.insert(s.run_labels),
                         [{"run_id": run_id, "key": k, "value": str(v)} for k, v in labels.items()],
                     )
-                for start in range(0, len(records), _INSERT_BATCH):
-                    batch = records[start : start + _INSERT_BATCH]
-                    conn.execute(
-                        sa.insert(s.records),
-                        [
-                            {
-                                "run_id": run_id,
-                                "seq": start + i,
-                                "request_id": r.request_id,
-                                "status": r.status.value,
-                                "warmup": r.warmup,
-                                "data": r.to_dict(),
-                            }
-                            for i, r in enumerate(batch)
-                        ],
-                    )
+                _insert_records(conn, run_id, records, first_seq=0)
         except StoreError as exc:
             if "UNIQUE" in str(exc) or "duplicate key" in str(exc):
                 raise StoreError(f"the store already has a run {run_id}") from None
             raise
+
+    def append_records(self, run_id: str, records: Sequence[RequestRecord], first_seq: int) -> None:
+        """Add records to a stored run, numbered from ``first_seq``, and its count, in one transaction."""
+        runs = s.runs
+        with self._tx(f"append records to run {run_id}") as conn:
+            _insert_records(conn, run_id, records, first_seq)
+            conn.execute(
+                sa.update(runs)
+                .where(runs.c.id == run_id)
+                .values(record_count=runs.c.record_count + len(records), stored_unix=time.time())
+            )
+
+    def set_summary(self, run_id: str, summary: Mapping[str, Any]) -> None:
+        runs = s.runs
+        with self._tx(f"update the summary of run {run_id}") as conn:
+            conn.execute(sa.update(runs).where(runs.c.id == run_id).values(summary=dict(summary)))
+
+    def save_events(self, events: Sequence[OutcomeEvent]) -> None:
+        """One transaction; raises StoreError (the gateway's sink counts the batch as dropped)."""
+        if events:
+            with self._tx("store outcome events") as conn:
+                insert_events(conn, events)
+
+    def load_events(
+        self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
+    ) -> list[OutcomeEvent]:
+        """Events received in [since, until), oldest first, optionally of some gateway sessions only."""
+        with self._tx("read outcome events") as conn:
+            return select_events(conn, since_unix, until_unix, sessions)
+
+    def event_names(self) -> list[str]:
+        """Every event name the store has ever received (a guard on any other name is a typo)."""
+        with self._tx("read event names") as conn:
+            return select_event_names(conn)
 
     def _info(self, row: Any, labels: dict[str, str]) -> RunInfo:
         return RunInfo(
@@ -365,9 +359,28 @@ class Store:
             return [BaselineInfo(r.name, r.run_id, r.set_unix) for r in rows]
 
 
-def _unix(iso: str) -> float:
-    from datetime import datetime
+def _insert_records(
+    conn: sa.Connection, run_id: str, records: Sequence[RequestRecord], first_seq: int
+) -> None:
+    for start in range(0, len(records), _INSERT_BATCH):
+        batch = records[start : start + _INSERT_BATCH]
+        conn.execute(
+            sa.insert(s.records),
+            [
+                {
+                    "run_id": run_id,
+                    "seq": first_seq + start + i,
+                    "request_id": r.request_id,
+                    "status": r.status.value,
+                    "warmup": r.warmup,
+                    "data": r.to_dict(),
+                }
+                for i, r in enumerate(batch)
+            ],
+        )
 
+
+def _unix(iso: str) -> float:
     try:
         return datetime.fromisoformat(iso).timestamp()
     except (TypeError, ValueError):

@@ -21,13 +21,13 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
 from tokenpace.core.analysis.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
 from tokenpace.core.analysis.compare import (
     DEFAULT_ALPHA,
-    DEFAULT_MIN_EFFECT,
     DEFAULT_PERCENTILES,
     Comparison,
     MetricResult,
@@ -36,7 +36,7 @@ from tokenpace.core.analysis.compare import (
 )
 from tokenpace.core.analysis.runnoise import POWER
 from tokenpace.core.analysis.samples import METRICS, metric_samples
-from tokenpace.core.analysis.verdict import Verdict, decide_interval
+from tokenpace.core.analysis.verdict import DEFAULT_MIN_EFFECT, Verdict, decide_interval
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples
 
@@ -53,12 +53,12 @@ class AbAnalysis:
     blocks: int
     block_deltas: dict[str, dict[str, list[float | None]]] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return self.comparison.to_dict() | {"blocks": self.blocks, "block_deltas": self.block_deltas}
 
 
 def min_p_value(blocks: int) -> float:
-    return min(1.0, 2 / 2**blocks)
+    return min(1.0, 2 / 2.0**blocks)
 
 
 def _pooled(values: list[np.ndarray], qs: np.ndarray) -> np.ndarray:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenpace.core.analysis.compare import Comparison, compare_records, pct_name
 from tokenpace.core.analysis.guards import Guard, GuardItem, judge
@@ -35,7 +36,7 @@ class EventRates:
     per_request: Share  # share of the arm's requests with the event (reported by request id)
     per_user: Share  # share of the arm's users with the event (by request id or user id)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "count": self.count,
             "per_request": self.per_request.to_dict(),
@@ -54,7 +55,7 @@ class ArmStats:
     interruptions: Share
     events: dict[str, EventRates]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "arm": self.arm,
             "weight": self.weight,
@@ -79,7 +80,7 @@ class ArmDiff:
     requests: int = 0  # the fewer of the two arms'
     users: int = 0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "arm": self.arm,
             "latency": self.latency.to_dict(),
@@ -111,7 +112,7 @@ class ArmsReport:
     def split_broken(self) -> bool:
         return any(r.flagged for r in self.srm)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "verdict": self.verdict,
             "reason": self.reason,

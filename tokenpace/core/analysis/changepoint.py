@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ class ChangePoint:
     after: float  # median of the segment after
     rel_change: float | None  # after / before - 1
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "p_value": self.p_value,
@@ -63,7 +64,8 @@ def split_statistics(x: np.ndarray, min_size: int) -> np.ndarray:
         - within_left / (left * (left - 1))
         - within_right / (right * (right - 1))
     )
-    return left * right / m * energy
+    statistic: np.ndarray = left * right / m * energy
+    return statistic
 
 
 def best_split(x: np.ndarray, min_size: int) -> tuple[int, float] | None:
@@ -74,7 +76,9 @@ def best_split(x: np.ndarray, min_size: int) -> tuple[int, float] | None:
     return k + min_size, float(q[k])
 
 
-def _permutation_p(x: np.ndarray, observed: float, min_size: int, permutations: int, rng) -> float:
+def _permutation_p(
+    x: np.ndarray, observed: float, min_size: int, permutations: int, rng: np.random.Generator
+) -> float:
     at_least = 0
     for _ in range(permutations):
         q = split_statistics(rng.permutation(x), min_size)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ class PercentileRow:
     noise: RunNoise | None = None  # the between-run noise the interval counts
     change: Change | None = None  # what the interval rests on (for a gate's own threshold)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k not in ("noise", "change")}
         out["verdict"] = self.verdict.value
         out["run_noise"] = self.noise.to_dict() if self.noise else None
@@ -68,7 +69,7 @@ class MetricResult:
     def row(self, percentile: str) -> PercentileRow | None:
         return next((r for r in self.rows if r.percentile == percentile), None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "metric": self.metric,
             "title": self.title,
@@ -107,7 +108,7 @@ class Comparison:
             f"{r.metric}.{r.percentile}" for m in self.metrics for r in m.rows if r.noise and r.noise.assumed
         ]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "alpha": self.alpha,
             "min_effect": self.min_effect,

@@ -8,6 +8,7 @@ thing differently (and rename it between versions); each is mapped to one canoni
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from tokenpace.core.metrics import ttft_ns
 from tokenpace.core.record import RequestRecord, Status
@@ -166,7 +167,9 @@ def _percentile(
     return (None if inside >= n else value * 1000), ms
 
 
-def _window_latency(first: dict[str, float], last: dict[str, float], names: Sequence[str]) -> dict | None:
+def _window_latency(
+    first: dict[str, float], last: dict[str, float], names: Sequence[str]
+) -> dict[str, Any] | None:
     """Mean and quantiles (ms) of what the histogram observed between two scrapes. Quantiles come from
     buckets: each is given with its bucket (``p50_bucket_ms``: the true value lies in it), and is None
     when all observations fell in one bucket."""
@@ -194,12 +197,12 @@ def _window_latency(first: dict[str, float], last: dict[str, float], names: Sequ
 
 
 def analyse(
-    scrapes: Sequence[dict], records: Sequence[RequestRecord], start_ns: int, streamed: bool = True
-) -> dict:
+    scrapes: Sequence[dict[str, Any]], records: Sequence[RequestRecord], start_ns: int, streamed: bool = True
+) -> dict[str, Any]:
     """Series, engine-side latencies over the run, and the TTFT decomposition (``streamed``; without
     streaming there is none: the first token comes with the whole response, see ``_unstreamed``)."""
     good = [(s["t_ns"], normalize(s["samples"])) for s in scrapes if "samples" in s]
-    out: dict = {"scrapes": len(scrapes), "errors": len(scrapes) - len(good)}
+    out: dict[str, Any] = {"scrapes": len(scrapes), "errors": len(scrapes) - len(good)}
     if not good:
         out["engine"] = "unknown"
         return out
@@ -229,7 +232,9 @@ def analyse(
     return out
 
 
-def _decompose(latency: dict, records: Sequence[RequestRecord], t0: int, t1: int) -> dict | None:
+def _decompose(
+    latency: dict[str, Any], records: Sequence[RequestRecord], t0: int, t1: int
+) -> dict[str, Any] | None:
     """Client TTFT = network and client + engine queue + engine prefill, as means (means add up;
     percentiles do not). Compares the requests whose first token came between the two scrapes,
     warm-up included, because the engine counted those too; it assumes tokenpace was the only
@@ -262,7 +267,9 @@ def _decompose(latency: dict, records: Sequence[RequestRecord], t0: int, t1: int
     }
 
 
-def _unstreamed(latency: dict, records: Sequence[RequestRecord], t0: int, t1: int) -> dict | None:
+def _unstreamed(
+    latency: dict[str, Any], records: Sequence[RequestRecord], t0: int, t1: int
+) -> dict[str, Any] | None:
     """Whole responses (no streaming): the client's "first token" is the end of the response, so client
     TTFT is E2E and holds the engine's decode time; there is no TTFT decomposition. What adds up is
     client E2E = engine E2E + network and client, when the engine reports its E2E."""

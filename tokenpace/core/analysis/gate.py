@@ -6,6 +6,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.core.analysis.compare import Comparison, pct_name
 from tokenpace.core.analysis.runchange import against
@@ -62,7 +63,7 @@ class GateItem:
     runs_needed: int | None = None
     noise: RunNoise | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "check": self.threshold.name,
             "max_regression": self.threshold.limit,

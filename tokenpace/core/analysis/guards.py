@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from typing import Any
 
 LATENCY_METRICS = ("ttft", "tpot", "e2e", "itl")
 RATE_METRICS = ("error_rate", "interruption_rate")
@@ -92,7 +93,7 @@ class GuardItem:
     outcome: str  # pass, hold, breached, undecided
     reason: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "guard": self.guard.text,
             "arm": self.arm,

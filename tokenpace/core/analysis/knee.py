@@ -28,6 +28,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 METHOD = (
     "kneedle: normalise load and latency to [0,1]; the knee is the step where normalised load minus "
@@ -45,7 +46,7 @@ class Knee:
     distance: float  # Kneedle difference at the knee (0..1): how sharp the bend is
     metric: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "load_rps": self.load,
@@ -60,7 +61,7 @@ class KneeResult:
     knee: Knee | None
     reason: str  # why there is no knee, or how it was found
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"knee": self.knee.to_dict() if self.knee else None, "reason": self.reason, "method": METHOD}
 
 

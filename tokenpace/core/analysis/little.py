@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from tokenpace.core.analysis.loadpoint import LoadPoint
 
@@ -31,7 +32,7 @@ class LittleCheck:
     ratio: float | None  # measured / expected
     note: str = ""
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "step": self.step,
             "status": self.status,

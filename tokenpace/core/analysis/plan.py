@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenpace.core.analysis.drift import Drift, detect_drift
 from tokenpace.core.analysis.knee import Knee, KneeResult, find_knee, shape_warnings
@@ -69,7 +70,7 @@ class CurveAnalysis:
     def used_steps(self) -> list[int]:
         return [p.step for p in self.points if p.usable]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         knee = self.knee.to_dict() if self.knee else None
         if knee is not None:
             knee.update(step=self.knee.index + 1, at_highest_load=not self.knee_bounded)  # type: ignore[union-attr]
@@ -200,7 +201,7 @@ class Plan:
     used_steps: list[int] = field(default_factory=list)
     left_out_steps: list[int] = field(default_factory=list)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ceiling_rps_per_replica": self.ceiling_rps,
             "ceiling_from": self.ceiling_from,

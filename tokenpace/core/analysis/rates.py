@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 
 def z_for(alpha: float) -> float:
@@ -33,7 +34,7 @@ class Share:
     def value(self) -> float | None:
         return self.k / self.n if self.n else None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"k": self.k, "n": self.n, "value": self.value, "ci": list(self.ci) if self.ci else None}
 
 
@@ -48,7 +49,7 @@ class ShareDiff:
     diff: float | None
     ci: tuple[float, float] | None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"diff": self.diff, "ci": list(self.ci) if self.ci else None}
 
 

@@ -14,6 +14,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -47,7 +48,7 @@ class RunNoise:
             return f"{self.rel_sd:.1%} assumed (no repeated runs under these conditions)"
         return f"{self.rel_sd:.1%} from {self.runs} runs in {self.groups} repeat group(s)"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "key": self.key,
             "rel_sd": self.rel_sd,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tokenpace.core.analysis.loadpoint import LoadPoint
 
@@ -79,7 +80,7 @@ class SloCapacity:
     undecided_above: list[int] = field(default_factory=list)  # undecided steps above the SLO load
     point_only: list[int] = field(default_factory=list)  # steps judged without an interval
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "slo": self.slo,
             "percentile": self.percentile,

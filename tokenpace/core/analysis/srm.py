@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 SRM_THRESHOLD = 0.001
 
@@ -48,7 +49,7 @@ class SrmResult:
     flagged: bool
     judged: bool = True  # False: shown only (requests clustered by user are not independent)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "unit": self.unit,
             "observed": self.observed,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,8 @@ class LengthDist:
         else:
             probs = np.asarray(self.weights) / sum(self.weights)
             out = rng.choice(np.asarray(p), size=n, p=probs)
-        return np.clip(out, 1, MAX_TOKENS).astype(np.int64)  # a wide lognormal stays bounded
+        lengths: np.ndarray = np.clip(out, 1, MAX_TOKENS).astype(np.int64)  # a wide lognormal stays bounded
+        return lengths
 
     @property
     def mean(self) -> float:
@@ -55,7 +57,7 @@ class LengthDist:
             return float(p[0] * np.exp(p[1] ** 2 / 2))
         return float(np.dot(p, self.weights) / sum(self.weights))
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "spec": self.text,
             "kind": self.kind,

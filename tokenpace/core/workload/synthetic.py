@@ -35,7 +35,7 @@ class SyntheticWorkload:
                 yield WorkItem(index, prompt, int(n_in), int(n_out))
                 index += 1
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": "synthetic",
             "input_len": self.input_len.describe(),

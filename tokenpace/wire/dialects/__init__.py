@@ -33,7 +33,8 @@ _BY_PATH = sorted(_INSTANCES.values(), key=lambda d: len(d.path), reverse=True)
 
 def get_dialect(name: str) -> Dialect:
     try:
-        return DIALECTS[name]()
+        dialect: Dialect = DIALECTS[name]()
+        return dialect
     except KeyError:
         raise ValueError(f"unknown API {name!r}; choose from {', '.join(DIALECTS)}") from None
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tokenpace.core.record import RequestRecord
 
@@ -19,7 +19,7 @@ class Sampling:
     top_p: float = 1.0
     ignore_eos: bool = False  # also sends min_tokens = max_tokens (vLLM, SGLang, TGI extensions)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"temperature": self.temperature, "top_p": self.top_p, "ignore_eos": self.ignore_eos}
 
 
@@ -110,4 +110,4 @@ def first_choice(chunk: dict[str, Any], record: RequestRecord) -> dict[str, Any]
         if type(finish) is not str:
             raise ValueError("finish_reason is not a string")
         record.finish_reason = finish
-    return choice
+    return cast("dict[str, Any]", choice)

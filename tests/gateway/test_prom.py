@@ -47,7 +47,7 @@ def test_promql_p95_ttft_matches_records(tmp_path: Path) -> None:
                     f"    static_configs: [{{targets: ['127.0.0.1:{gw.port}']}}]\n"
                 )
                 proc = subprocess.Popen(
-                    [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                    [str(PROMETHEUS), f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'data'}",
                      f"--web.listen-address=127.0.0.1:{prom_port}"],
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip

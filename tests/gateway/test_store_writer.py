@@ -9,7 +9,7 @@ import aiohttp
 import orjson
 from click.testing import CliRunner
 
-from tokenpace.adapters.store import Store, StoreError
+from tokenpace.adapters.store import StoreError, connect
 from tokenpace.app.compare import compare_runs
 from tokenpace.cli.compare_cmd import compare
 from tokenpace.core.record import RequestRecord
@@ -35,7 +35,7 @@ async def _traffic(url: str, users: int) -> None:
 
 def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
-    store = Store.open(str(db))
+    store = connect(str(db))
     slow_port: list[int] = []
 
     async def main() -> StoreRecordWriter:
@@ -103,7 +103,7 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
 
 
 def test_failing_store_never_blocks_traffic_and_counts_drops(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
 
     def broken(*_a: object, **_k: object) -> None:
         raise StoreError("disk full")
@@ -132,7 +132,7 @@ def test_failing_store_never_blocks_traffic_and_counts_drops(tmp_path: Path) -> 
 
 def test_summary_follows_appended_batches(tmp_path: Path) -> None:
     """Without waiting for the session's end: the summary covers every batch appended so far."""
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
     config = GatewayConfig(upstreams=(parse_upstream("a=http://127.0.0.1:1/v1"),), port=0)
     writer = StoreRecordWriter(store, config, "s3", summary_every_s=0.0)
 

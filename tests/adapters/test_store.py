@@ -9,7 +9,7 @@ import pytest
 import sqlalchemy as sa
 from baseline_fixtures import make_record, pg_server, store_url  # noqa: F401
 
-from tokenpace.adapters.store import Store, StoreError, normalize_url
+from tokenpace.adapters.store import StoreError, connect, normalize_url
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.core.record import Status
@@ -35,7 +35,7 @@ def _records(n: int, failed: int = 0, warmup: int = 0):
 
 
 def test_save_and_read_back_every_record(store_url: str) -> None:  # noqa: F811
-    store = Store.open(store_url)
+    store = connect(store_url)
     recs = _records(30, failed=3, warmup=2)
     store.save_run("run1", _conditions(engine="vllm"), {"ttft_ms": {"p95": 55.0}}, recs, interrupted=True)
     info = store.get_run("run1")
@@ -49,7 +49,7 @@ def test_save_and_read_back_every_record(store_url: str) -> None:  # noqa: F811
 
 
 def test_duplicate_run_is_refused_and_stores_nothing_twice(store_url: str) -> None:  # noqa: F811
-    store = Store.open(store_url)
+    store = connect(store_url)
     store.save_run("dup", _conditions(), {}, _records(5))
     with pytest.raises(StoreError, match="already has a run dup"):
         store.save_run("dup", _conditions(), {}, _records(9))
@@ -57,7 +57,7 @@ def test_duplicate_run_is_refused_and_stores_nothing_twice(store_url: str) -> No
 
 
 def test_filters_on_labels_columns_conditions_and_time(store_url: str) -> None:  # noqa: F811
-    store = Store.open(store_url)
+    store = connect(store_url)
     store.save_run("a", _conditions("m1", "2024-05-01T00:00:00+00:00", engine="vllm", version="1"), {}, [])
     store.save_run("b", _conditions("m1", "2024-05-02T00:00:00+00:00", engine="vllm", version="2"), {}, [])
     store.save_run("c", _conditions("m2", "2024-05-03T00:00:00+00:00", engine="sglang"), {}, [])
@@ -75,7 +75,7 @@ def test_filters_on_labels_columns_conditions_and_time(store_url: str) -> None: 
 
 
 def test_labels_delete_baselines_and_references(store_url: str) -> None:  # noqa: F811
-    store = Store.open(store_url)
+    store = connect(store_url)
     store.save_run("abcdef123456", _conditions(version="1"), {}, _records(4))
     store.save_run("abcdef999999", _conditions(started="2024-06-01T00:00:00+00:00", version="2"), {}, [])
     store.set_labels("abcdef123456", {"hardware": "h100", "version": "1.1"})
@@ -110,36 +110,36 @@ def test_old_schema_is_migrated_on_open(store_url: str) -> None:  # noqa: F811
         ))  # fmt: skip
         assert not sa.inspect(conn).has_table("baselines")
     engine.dispose()
-    store = Store.open(store_url)
+    store = connect(store_url)
     assert store.migrated_from == 1 and store.schema_version() == s.SCHEMA_VERSION
     assert store.get_run("old") is not None
     store.set_baseline("b", "old")  # the table added by the migration works
-    assert Store.open(store_url).migrated_from == s.SCHEMA_VERSION  # nothing left to do
+    assert connect(store_url).migrated_from == s.SCHEMA_VERSION  # nothing left to do
 
 
 def test_newer_schema_is_refused(store_url: str) -> None:  # noqa: F811
-    Store.open(store_url)
+    connect(store_url)
     engine = sa.create_engine(normalize_url(store_url))
     with engine.begin() as conn:
         conn.execute(sa.update(s.schema_version).values(version=99))
     engine.dispose()
     with pytest.raises(StoreError, match="newer than this tokenpace understands"):
-        Store.open(store_url)
+        connect(store_url)
 
 
 def test_unreachable_postgres_is_a_clear_error() -> None:
     with pytest.raises(
         StoreError, match=r"cannot open the store postgresql\+psycopg://u:\*\*\*@127.0.0.1:1/x"
     ):
-        Store.open("postgresql://u:secret@127.0.0.1:1/x")
+        connect("postgresql://u:secret@127.0.0.1:1/x")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")
 def test_read_only_sqlite_fails_the_write_check(tmp_path) -> None:
     path = tmp_path / "runs.db"
-    Store.open(str(path))
+    connect(str(path))
     path.chmod(stat.S_IRUSR)
-    store = Store.open(str(path))
+    store = connect(str(path))
     with pytest.raises(StoreError, match="cannot write to the store"):
         store.check_writable()
 
@@ -148,7 +148,7 @@ def test_unwritable_folder_is_a_clear_error(tmp_path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot"):
-        Store.open(str(blocker / "sub" / "runs.db"))
+        connect(str(blocker / "sub" / "runs.db"))
 
 
 def test_urls() -> None:
@@ -164,12 +164,12 @@ def test_read_only_postgres_user_fails_the_write_check(pg_server: int) -> None: 
     from baseline_fixtures import new_pg_database
 
     url = new_pg_database(pg_server)
-    Store.open(url)
+    connect(url)
     with psycopg.connect(url, autocommit=True) as conn:
         role = "reader_" + url.rsplit("/", 1)[1]
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA public TO {role}")
-    store = Store.open(url.replace("tokenpace@", f"{role}@"))  # reading works
+    store = connect(url.replace("tokenpace@", f"{role}@"))  # reading works
     assert store.list_runs() == []
     with pytest.raises(StoreError, match=r"cannot write to the store .*permission denied"):
         store.check_writable()

@@ -8,8 +8,7 @@ from pathlib import Path
 import aiohttp
 import orjson
 
-from tokenpace.adapters.store import Store
-from tokenpace.adapters.store.events import load_events
+from tokenpace.adapters.store import connect
 from tokenpace.core.events import UNKNOWN_ARM
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.events import RecentRequests
@@ -29,7 +28,7 @@ async def _chat(s: aiohttp.ClientSession, url: str, user: str, rid: str | None =
 
 
 def test_events_join_the_arm_are_counted_and_stored(tmp_path: Path) -> None:
-    store = Store.open(str(tmp_path / "runs.db"))
+    store = connect(str(tmp_path / "runs.db"))
 
     async def main() -> tuple[dict, str]:
         async with (
@@ -45,7 +44,9 @@ def test_events_join_the_arm_are_counted_and_stored(tmp_path: Path) -> None:
                 ids = {u: await _chat(s, gw.url, u) for u in (f"user-{i}" for i in range(20))}
                 mine = await _chat(s, gw.url, "user-x", rid="app-req-1")  # the client's own id is kept
                 assert mine == "app-req-1"
-                events = [{"request_id": rid, "event": "accepted"} for rid in ids.values()]
+                events: list[dict[str, object]] = [
+                    {"request_id": rid, "event": "accepted"} for rid in ids.values()
+                ]
                 events += [
                     {"user_id": "user-3", "event": "complaint", "value": 2},
                     {"request_id": "never-seen", "event": "accepted"},
@@ -60,7 +61,7 @@ def test_events_join_the_arm_are_counted_and_stored(tmp_path: Path) -> None:
 
     out, metrics = asyncio.run(main())
     assert out["answer"] == {"accepted": 22, "unknown_request_ids": 1}
-    stored = load_events(store, 0.0)
+    stored = store.load_events(0.0)
     assert len(stored) == 22 and {e.session for e in stored} == {"s1"}
     by_request = {e.request_id: e for e in stored if e.request_id}
     assert by_request["never-seen"].arm == UNKNOWN_ARM  # counted and kept, not lost

@@ -146,6 +146,7 @@ def test_garbage_gets_a_plain_400_one_log_line_per_kind_and_counts(caplog) -> No
         healthy = [stream(s, gw.url, "healthy") for _ in range(3)]
         results = await asyncio.gather(*(bad(d) for _ in range(rounds) for d, _ in GARBAGE), *healthy)
         for answer in results[: rounds * len(GARBAGE)]:
+            assert isinstance(answer, bytes)
             assert answer.startswith(b"HTTP/1.1 400") or answer.startswith(b"HTTP/1.0 400"), answer[:40]
             assert SECRET.encode() not in answer and b"Injected" not in answer
         for got, broke in results[rounds * len(GARBAGE) :]:

@@ -51,7 +51,9 @@ def made(tmp_path_factory):
 
 
 def figures(page: str) -> int:
-    return int(re.search(r'data-figures="(\d+)"', page).group(1))
+    found = re.search(r'data-figures="(\d+)"', page)
+    assert found is not None, "the page says how many figures it has"
+    return int(found.group(1))
 
 
 def test_html_is_self_contained_and_marks_the_plan(made):

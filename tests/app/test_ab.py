@@ -8,7 +8,7 @@ from pathlib import Path
 
 from baseline_fixtures import served, tokenpace
 
-from tokenpace.adapters.store import Store
+from tokenpace.adapters.store import connect
 from tokenpace.app.ab import AbConfig, AbRun, block_order
 from tokenpace.app.bench import BenchConfig
 from tokenpace.core.analysis.verdict import Verdict
@@ -37,7 +37,7 @@ def test_ab_finds_b_slower_block_by_block_and_stores_both_arms(tmp_path: Path) -
     tpot = next(m for m in analysis["metrics"] if m["metric"] == "tpot")
     assert tpot["verdict"] in ("undecided", "negligible")
     assert "stored arm A as run" in done.stdout and "sign-flip" in done.stdout
-    store = Store.open(db)
+    store = connect(db)
     for arm in ("a", "b"):
         run = store.get_run(f"{data['ab_id']}-{arm}")
         assert run is not None and run.labels["arm"] == arm and run.kind == "ab"

@@ -2,8 +2,10 @@
 
 import asyncio
 import itertools
+from typing import Any
 
 import pytest
+from bench_factory import bench_config
 
 from tokenpace.app.bench import MAX_CONSECUTIVE_CONNECT_ERRORS, BenchConfig, BenchRun
 from tokenpace.core.record import Status
@@ -13,10 +15,8 @@ from tokenpace.testing.scripted_server import Script, ScriptedServer
 FAST = Script(ttft_s=0.01, itl_s=0.002)
 
 
-def config(url, **kw):
-    base = dict(url=url, model="m", input_len=parse_length("16"), output_len=parse_length("8"), timeout_s=5.0)
-    base.update(kw)
-    return BenchConfig(**base)
+def config(url: str, **kw: Any) -> BenchConfig:
+    return bench_config(url, **{"input_len": "16", "output_len": "8", "timeout_s": 5.0, **kw})
 
 
 async def bench(script=FAST, scripts=None, stop_after_s=None, **kw):

@@ -11,8 +11,7 @@ from baseline_fixtures import make_record
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.store import Store
-from tokenpace.adapters.store.noise import save_repeat_group
+from tokenpace.adapters.store import connect
 from tokenpace.cli.fit import show_table
 from tokenpace.core.analysis.runnoise import GroupNoise, noise_key
 from tokenpace.core.analysis.samples import METRICS
@@ -25,7 +24,7 @@ IDS = ("3f2a9c1d7e4b", "8903f1a2b3c4")
 @pytest.fixture
 def store(tmp_path: Path) -> str:
     db = str(tmp_path / "runs.db")
-    s = Store.open(db)
+    s = connect(db)
     rng = np.random.default_rng(1)
     for run_id, scale in zip(IDS, (271.123456, 300.987654), strict=True):
         ttfts = scale * rng.lognormal(0, 0.1, 200)
@@ -36,7 +35,7 @@ def store(tmp_path: Path) -> str:
         )
     # Reruns of this test barely moved (a repeat group learned it): the gate can decide +11 %.
     quiet = [GroupNoise(noise_key(m, q), 30, 1e-6, 0.01, 1.0) for m in METRICS for q in (50.0, 95.0)]
-    save_repeat_group(s, "g", [], conditions, conditions["model"], quiet)
+    s.save_repeat_group("g", [], conditions, str(conditions["model"]), quiet)
     s.close()
     return db
 

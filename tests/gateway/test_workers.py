@@ -35,7 +35,7 @@ def test_two_workers_share_the_port_sum_their_metrics_and_send_every_record(tmp_
                 admin_host="127.0.0.1",
                 admin_port=0,
             )
-            async with WorkerPool(config, writer=records.extend) as pool:
+            async with WorkerPool(config, writer=records.extend) as pool:  # type: ignore[arg-type]
                 # a new connection per request: the kernel spreads connections, not requests
                 connector = aiohttp.TCPConnector(force_close=True)
                 async with aiohttp.ClientSession(connector=connector) as s:
@@ -76,7 +76,7 @@ def test_documented_workers_command(tmp_path: Path, threaded_server) -> None:
     import subprocess
     import sys
 
-    from gateway.test_gateway_admin import DOCS, _free_port, _wait_listening
+    from gateway.test_admin import DOCS, _free_port, _wait_listening
 
     assert DOC_COMMAND in DOCS.read_text()
     port = _free_port()
@@ -139,7 +139,7 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
     import sys
     import time
 
-    from gateway.test_gateway_admin import _free_port, _wait_listening
+    from gateway.test_admin import _free_port, _wait_listening
 
     port = _free_port()
     cmd = ["gateway", "--listen", f"127.0.0.1:{port}", "--upstream", "a=http://127.0.0.1:9/v1"]

@@ -1,0 +1,157 @@
+"""The run store as the rest of tokenpace sees it: the ``Store`` protocol and the rows it returns.
+
+The gateway, the app and the CLI type against ``Store``, never against SQL: ``SqlStore`` (SQLite,
+PostgreSQL) is one implementation, and another backend is one class that has these methods. Every
+failure is a ``StoreError`` with a one-line reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from tokenpace.core.analysis.runnoise import GroupNoise
+from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.record import RequestRecord
+
+
+@dataclass(slots=True)
+class RunInfo:
+    id: str
+    kind: str
+    started_at: str
+    started_unix: float
+    stored_unix: float
+    model: str | None
+    endpoint: str | None
+    tool_version: str | None
+    interrupted: bool
+    valid: bool
+    stop_reason: str | None
+    record_count: int
+    labels: dict[str, str] = field(default_factory=dict)
+    conditions: dict[str, Any] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self, full: bool = True) -> dict[str, Any]:
+        skip = () if full else ("conditions", "summary", "extra")
+        return {k: getattr(self, k) for k in self.__slots__ if k not in skip}
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineInfo:
+    name: str
+    run_id: str
+    set_unix: float
+
+
+class Store(Protocol):
+    """Runs (conditions, summary, labels, records), baselines and outcome events."""
+
+    @property
+    def url(self) -> str: ...
+
+    @property
+    def display_url(self) -> str:
+        """The URL without its password, for messages."""
+        ...
+
+    @property
+    def migrated_from(self) -> int:
+        """The schema version found on opening (the current one when nothing was migrated)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def check_writable(self) -> None:
+        """Fails with StoreError when the store cannot be written (read-only file, no rights)."""
+
+    def schema_version(self) -> int: ...
+
+    def save_run(
+        self,
+        run_id: str,
+        conditions: Mapping[str, Any],
+        summary: Mapping[str, Any],
+        records: Sequence[RequestRecord],
+        *,
+        kind: str = "bench",
+        labels: Mapping[str, str] | None = None,
+        interrupted: bool = False,
+        valid: bool = True,
+        stop_reason: str | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Store a run and all its records at once: all of it is stored, or nothing."""
+
+    def append_records(self, run_id: str, records: Sequence[RequestRecord], first_seq: int) -> None:
+        """Add records to a stored run, numbered from ``first_seq``, with its record count, at once."""
+
+    def set_summary(self, run_id: str, summary: Mapping[str, Any]) -> None: ...
+
+    def list_runs(
+        self,
+        where: Mapping[str, str] | None = None,
+        since: float | None = None,
+        until: float | None = None,
+        limit: int | None = None,
+        newest_first: bool = True,
+        full: bool = False,
+    ) -> list[RunInfo]:
+        """Runs matching every ``where`` item (labels, columns, dotted conditions) within the times."""
+        ...
+
+    def get_run(self, run_id: str) -> RunInfo | None: ...
+
+    def resolve(self, ref: str) -> RunInfo:
+        """A run by id, baseline name, ``key=value[,...]`` (newest match), unique id prefix or ``latest``."""
+        ...
+
+    def load_records(self, run_id: str) -> list[RequestRecord]: ...
+
+    def record_counts(self, run_id: str) -> dict[str, int]:
+        """Records by status, warm-up included under ``warmup``; ``total`` is every record."""
+        ...
+
+    def set_labels(self, run_id: str, labels: Mapping[str, str]) -> None: ...
+
+    def remove_labels(self, run_id: str, keys: Sequence[str]) -> None: ...
+
+    def delete_run(self, run_id: str) -> None: ...
+
+    def set_baseline(self, name: str, run_id: str) -> None: ...
+
+    def unset_baseline(self, name: str) -> bool: ...
+
+    def get_baseline(self, name: str) -> BaselineInfo | None: ...
+
+    def baselines(self) -> list[BaselineInfo]: ...
+
+    def save_events(self, events: Sequence[OutcomeEvent]) -> None: ...
+
+    def save_repeat_group(
+        self,
+        group_id: str,
+        run_ids: Sequence[str],
+        conditions: Mapping[str, Any],
+        model: str | None,
+        estimates: Sequence[GroupNoise],
+    ) -> None: ...
+
+    def repeat_group_of(self, run_id: str) -> tuple[str, list[str]] | None: ...
+
+    def learned_noise(
+        self, conditions: Mapping[str, Any], model: str | None, exclude: Sequence[str] = ()
+    ) -> list[GroupNoise]: ...
+
+    def event_names(self) -> list[str]:
+        """Every event name the store has ever received."""
+        ...
+
+    def load_events(
+        self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
+    ) -> list[OutcomeEvent]:
+        """Events received in [since, until), oldest first, optionally of some gateway sessions only."""
+        ...

@@ -1,0 +1,65 @@
+"""Use case: serve the simulated engine on the wall clock until SIGINT/SIGTERM (`tokenpace sim`).
+
+The event loop is the app's (``run_loop``: uvloop when installed); the listening line is what
+``SimProcess`` and the tests wait for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import sys
+from collections.abc import Callable
+
+from tokenpace.app.run_loop import run_event_loop
+from tokenpace.sim.faults import FaultConfig
+from tokenpace.sim.profile import Network, Profile
+
+
+class SimRefused(Exception):
+    """The simulator cannot serve as asked (the port is taken, ...)."""
+
+
+def _to_stdout(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def serve_sim(
+    profile: Profile,
+    network: Network,
+    faults: FaultConfig,
+    host: str,
+    port: int,
+    seed: int,
+    say: Callable[[str], None] = _to_stdout,
+) -> None:
+    """Serve until SIGINT/SIGTERM; raises SimRefused before listening."""
+    run_event_loop(_serve(profile, network, faults, host, port, seed, say))
+
+
+async def _serve(
+    profile: Profile,
+    network: Network,
+    faults: FaultConfig,
+    host: str,
+    port: int,
+    seed: int,
+    say: Callable[[str], None],
+) -> None:
+    from tokenpace.sim.server import SimServer
+
+    srv = SimServer(profile, host=host, port=port, faults=faults, network=network, seed=seed)
+    try:
+        await srv.start()
+    except OSError as e:
+        raise SimRefused(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError):
+            loop.add_signal_handler(sig, stop.set)
+    say(f"tokenpace sim listening on {srv.url}")
+    await stop.wait()
+    await srv.stop()

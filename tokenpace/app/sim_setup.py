@@ -1,0 +1,134 @@
+"""Use case: the simulated engine as `tokenpace sim` sets it up from its options, and a workload run
+on it in virtual time (no sockets, no wall clock): the load, the steps' summaries, the JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenpace.sim.describe import describe_profiles
+from tokenpace.sim.faults import FaultConfig
+from tokenpace.sim.profile import Network, Profile, get_network, get_profile
+from tokenpace.sim.virtual import VirtualResult, run_virtual
+from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
+
+__all__ = [
+    "FaultConfig",
+    "Network",
+    "Profile",
+    "VirtualRun",
+    "VirtualSummary",
+    "describe_profiles",
+    "run_virtual_load",
+    "sim_setup",
+    "virtual_load_from_options",
+]
+
+
+def sim_setup(o: Mapping[str, Any]) -> tuple[Profile, Network, FaultConfig]:
+    """The profile (with the engine flags over it), the network and the faults the options ask for;
+    ValueError (one line) on bad input."""
+    profile = get_profile(o["profile_name"])
+    engine = {
+        k: o[k]
+        for k in (
+            "chunked_prefill",
+            "prefix_caching",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "num_gpu_blocks",
+            "eos_prob",
+            "reasoning_tokens",
+            "tokens_per_chunk",
+            "usage_every_chunk",
+        )
+        if o[k] is not None
+    }
+    extra: dict[str, Any] = {"engine": engine} if engine else {}
+    if o["served_model_name"]:
+        extra["served_model_name"] = o["served_model_name"]
+    if extra:
+        profile = profile.with_overrides(**extra)
+    network = get_network(o["network"]) if o["network"] else profile.network
+    if o["rtt_ms"] is not None or o["jitter_ms"] is not None:
+        network = Network(
+            rtt_ms=o["rtt_ms"] if o["rtt_ms"] is not None else network.rtt_ms,
+            jitter_ms=o["jitter_ms"] if o["jitter_ms"] is not None else network.jitter_ms,
+            name="custom",
+        )
+    flags: dict[str, Any] = {
+        "error_rate": o["fault_error_rate"],
+        "rate_limit_rate": o["fault_429_rate"],
+        "retry_after_s": o["retry_after"],
+        "hang_rate": o["fault_hang_rate"],
+        "cut_rate": o["fault_cut_rate"],
+        "malformed_rate": o["fault_malformed_rate"],
+        "cold_start_s": o["cold_start"],
+        "cold_start_factor": o["cold_start_factor"],
+    }
+    if o["fault_error_codes"]:
+        try:
+            flags["error_codes"] = tuple(int(c) for c in o["fault_error_codes"].split(","))
+        except ValueError:
+            raise ValueError(
+                f"bad --fault-error-codes {o['fault_error_codes']!r}: use e.g. 500,503"
+            ) from None
+    if o["no_fault_header"]:
+        flags["allow_header"] = False
+    flags = {k: v for k, v in flags.items() if v is not None}
+    flags["seed"] = o["seed"]
+    faults = (
+        FaultConfig.from_file(Path(o["faults_file"]), **flags) if o["faults_file"] else FaultConfig(**flags)
+    )
+    return profile, network, faults
+
+
+def virtual_load_from_options(o: Mapping[str, Any]) -> VirtualLoad:
+    """The load from `tokenpace sim` options (lengths and duration already parsed)."""
+    rates: tuple[float, ...] = ()
+    if o.get("rate"):
+        try:
+            rates = tuple(float(r) for r in str(o["rate"]).split(","))
+        except ValueError:
+            raise ValueError(f"bad --rate {o['rate']!r}: use R or a ladder R1,R2,...") from None
+    if rates and o.get("concurrency"):
+        raise ValueError("give either --rate or --concurrency, not both")
+    load = VirtualLoad(
+        input_len=o["input_len"],
+        output_len=o["output_len"],
+        rates=rates,
+        arrival=o["arrival"],
+        burstiness=o["burstiness"],
+        step_duration_s=o["duration"],
+        concurrency=o.get("concurrency") or (0 if rates else 1),
+        requests=o.get("requests") or 0,
+        shared_prefix=o.get("shared_prefix") or 0,
+        seed=o.get("seed") or 0,
+    )
+    load.validate()
+    return load
+
+
+@dataclass
+class VirtualRun:
+    load: VirtualLoad
+    profile: Profile
+    network: Network
+    results: list[VirtualResult]
+    steps: list[tuple[str, VirtualSummary]]  # (label, summary) per ladder step, in order
+
+    def write(self, path: Path) -> None:
+        doc = virtual_run_doc(self.load, self.profile, self.network, self.results, self.steps)
+        path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+
+
+def run_virtual_load(o: Mapping[str, Any], profile: Profile, network: Network) -> VirtualRun:
+    """The options' load run in virtual time; ValueError (one line) on a bad load."""
+    load = virtual_load_from_options(o)
+    results = run_virtual(load, profile, network)
+    steps = [(label, summarize_virtual(r)) for label, r in steps_of(load, results)]
+    return VirtualRun(load, profile, network, results, steps)
