@@ -9,6 +9,8 @@ odd-N      one odd-shaped chunk (ODD[N]) between healthy ones; the stream then e
 malformed  a broken JSON chunk between healthy ones; the stream then ends normally with [DONE]
 reset      two tokens, then a TCP reset
 endless-head  response headers that never end
+flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
+liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 """
 
 from __future__ import annotations
@@ -29,6 +31,10 @@ HEALTHY = [
     b"data: [DONE]\n\n",
 ]
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+FLOOD_TOKENS = 20_000
+LIAR_TOKENS = 10**12
+_LIAR_USAGE = b'"completion_tokens":%d' % LIAR_TOKENS
+LIAR = [*HEALTHY[:4], HEALTHY[4].replace(b'"completion_tokens":3', _LIAR_USAGE), HEALTHY[5]]
 ODD = [
     b'{"choices":5}',
     b"[null]",
@@ -104,12 +110,20 @@ class HostileUpstream:
         if model.startswith("odd-"):
             pieces = odd_stream(int(model[4:]))
         else:
-            pieces = {"healthy": HEALTHY, "malformed": MALFORMED}.get(model, [])
+            pieces = {"healthy": HEALTHY, "malformed": MALFORMED, "liar": LIAR}.get(model, [])
         if pieces:
             for piece in pieces:
                 writer.write(_chunk(piece))
                 await writer.drain()
                 await asyncio.sleep(0.005)
+            return True
+        if model == "flood":
+            writer.write(_chunk(HEALTHY[0]))
+            batch = _chunk(TOKEN * 1000)
+            for _ in range(FLOOD_TOKENS // 1000):
+                writer.write(batch)
+                await writer.drain()
+            writer.write(_chunk(HEALTHY[3]) + _chunk(HEALTHY[5]))
             return True
         if model == "endless":
             line = _chunk(b"data: " + b"x" * 65536)

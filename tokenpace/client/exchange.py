@@ -2,7 +2,7 @@
 
 Its ``response_*`` methods are the HTTP/1.1 kernel's events (tokenpace.wire.http1.client) and run inside
 the connection's ``data_received``: no logging, no per-token objects beyond the one int appended to
-``token_ns``, JSON parsed once per chunk.
+``token_ns`` (capped: ``TOKEN_TIMESTAMPS_KEPT``), JSON parsed once per chunk.
 """
 
 from __future__ import annotations
@@ -161,7 +161,8 @@ class Exchange:
         total = rec.output_tokens_server or 0
         if rec.chunk_tokens is None:
             rec.chunk_tokens = []
-        rec.chunk_tokens.append(total - (self._prev_server_tokens or 0))
+        if not rec.token_ns_dropped:  # one entry per kept timestamp: capped with them
+            rec.chunk_tokens.append(total - (self._prev_server_tokens or 0))
         self._prev_server_tokens = total
 
     def _read_full(self, now: int) -> None:

@@ -34,6 +34,12 @@ FAILURE_STATUSES = frozenset(
 )
 
 
+# Token timestamps kept per request: past it chunks are still counted (``output_tokens_counted``)
+# and ``token_ns_dropped`` says how many timestamps were not kept. 8192 ints is about 300 KB held
+# per request at worst; a stream flooding tiny events can no longer grow one request without bound.
+TOKEN_TIMESTAMPS_KEPT = 8192
+
+
 class TokenSource(str, Enum):
     SERVER = "server"  # the server's usage report
     CHUNKS = "chunks"  # counted: one token per token-carrying chunk
@@ -62,7 +68,10 @@ class RequestRecord:
     headers_ns: int | None = None  # response headers received
     first_token_ns: int | None = None  # first chunk carrying generated output, any channel
     first_answer_ns: int | None = None  # first chunk carrying answer text or a tool call
-    token_ns: list[int] = field(default_factory=list)  # every token-carrying chunk
+    token_ns: list[int] = field(
+        default_factory=list
+    )  # token chunks, the first TOKEN_TIMESTAMPS_KEPT
+    token_ns_dropped: int = 0  # token-carrying chunks past the cap: counted, their timestamps not kept
     chunk_tokens: list[int] | None = None  # tokens per chunk, only when the server says so
     end_ns: int | None = None  # stream finished, failed or was cancelled
 
@@ -88,7 +97,10 @@ class RequestRecord:
 
     def note_token_chunk(self, now: int, answer: bool) -> None:
         """A chunk carrying generated output arrived at ``now``: answer text/tool call, or reasoning."""
-        self.token_ns.append(now)
+        if len(self.token_ns) < TOKEN_TIMESTAMPS_KEPT:
+            self.token_ns.append(now)
+        else:
+            self.token_ns_dropped += 1
         self.output_tokens_counted += 1
         if self.first_token_ns is None:
             self.first_token_ns = now

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from tokenpace.core.metrics import Slo, e2e_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from tokenpace.core.metrics import Slo, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.buckets import TOKEN_BUCKETS, latency_buckets
 from tokenpace.gateway.outcome import Outcome
+from tokenpace.gateway.stream_stats import ItlCounts, bounds_ns
 
 NS = 1e9
 LABELS = ("model", "upstream", "arm")
@@ -72,6 +73,7 @@ class GatewayMetrics:
             registry=r,
             buckets=self.e2e_buckets,
         )
+        self._itl_bounds_ns = bounds_ns(self.tpot_buckets)
         self.itl = Histogram(
             ITL,
             "Gaps between token-carrying chunks (a chunk may carry several tokens)",
@@ -99,8 +101,13 @@ class GatewayMetrics:
             IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
         )
 
-    def observe(self, rec: RequestRecord) -> None:
-        """One finished generation request. Latency histograms take ok requests only (as offline)."""
+    def itl_counts(self) -> ItlCounts:
+        """A request's inter-token gaps, bucketed as they arrive (``observe`` adds them at its end)."""
+        return ItlCounts(self._itl_bounds_ns)
+
+    def observe(self, rec: RequestRecord, itl: ItlCounts | None = None) -> None:
+        """One finished generation request. Latency histograms take ok requests only (as offline);
+        its inter-token gaps come bucketed already (``itl``): no per-gap work at the end."""
         lab = rec.labels
         key = (lab.get("model", "unknown"), lab.get("upstream", ""), lab.get("arm", ""))
         outcome = lab.get("outcome", Outcome.OK.value)
@@ -116,11 +123,8 @@ class GatewayMetrics:
         tp = tpot_ns(rec)
         if tp is not None:
             self.tpot.labels(*key).observe(tp / NS)
-        gaps = itl_gaps_ns(rec)
-        if gaps:
-            h = self.itl.labels(*key)
-            for g in gaps:
-                h.observe(g / NS)
+        if itl is not None:
+            itl.add_to(self.itl.labels(*key))
         if rec.prompt_tokens is not None:
             self.tokens.labels(*key, "input").observe(rec.prompt_tokens)
         if rec.output_tokens:

@@ -29,6 +29,7 @@ from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.sink import BatchWriter, RecordSink
+from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.wire.dialects import OpenAIChat
@@ -219,6 +220,7 @@ class Gateway:
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
         conn: UpstreamConnection | None = None
+        relay: Relay | None = None
         outcome = Outcome.OK
         error: str | None = None
         cut = False  # the upstream broke mid-body: the client's stream must break too
@@ -231,7 +233,8 @@ class Gateway:
             if transport is None:
                 raise ConnectionResetError("client transport gone")
             framed = resp.headers.get("Transfer-Encoding", "") == "chunked"
-            relay = Relay(transport, conn, meter, record, dog, framed)
+            itl = self.metrics.itl_counts() if meter is not None else None
+            relay = Relay(transport, conn, meter, record, dog, framed, itl)
             await relay.run(ex)
             dog.cancel()
             if relay.client_gone:
@@ -249,6 +252,8 @@ class Gateway:
         except asyncio.CancelledError:
             if dog.fired is None:
                 dog.cancel()
+                if relay is not None:
+                    relay.stop()
                 if conn is not None:
                     conn.abort()
                 self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
@@ -270,9 +275,11 @@ class Gateway:
             outcome, error = Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
         finally:
             dog.cancel()
+            if relay is not None:
+                relay.stop()
             if conn is not None:
                 conn.abort()
-        self._finish(record, outcome, error, meter, dialect)
+        self._finish(record, outcome, error, meter, dialect, relay and relay.itl)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
                 resp = errors.gateway_timeout(upstream.name)
@@ -287,7 +294,13 @@ class Gateway:
         return resp
 
     def _finish(
-        self, record: RequestRecord | None, outcome: Outcome, error: str | None, meter, dialect=None
+        self,
+        record: RequestRecord | None,
+        outcome: Outcome,
+        error: str | None,
+        meter,
+        dialect=None,
+        itl: ItlCounts | None = None,
     ) -> None:
         if record is None:
             return
@@ -300,7 +313,7 @@ class Gateway:
         record.status = STATUS[outcome]
         record.labels["outcome"] = outcome.value
         record.error = scrub_secrets(error)  # an upstream may echo a key back in its error
-        self.metrics.observe(record)
+        self.metrics.observe(record, itl)
         self.sink.put(record)
         if self.engines is not None:
             self.engines.add(record)

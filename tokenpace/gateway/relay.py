@@ -2,31 +2,43 @@
 
 Runs inside the upstream connection's ``data_received``: no task switch, no await, one transport
 write per piece. When the client reads slower than the upstream writes, upstream reading pauses.
+
+Metering is sliced: a read larger than ``METER_SLICE`` is forwarded at once but metered a slice per
+loop turn, upstream reading paused meanwhile, so no stream holds the loop for more than about a
+millisecond however tiny and many its events (one 256 KiB read of tiny events is ~4,600 of them).
+Timestamps are those of the read's arrival, as they would be unsliced.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
+from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.upstream import Exchange, UpstreamConnection
 from tokenpace.gateway.watchdog import Watchdog
 
 HIGH_WATER = 256 * 1024  # client-side buffered bytes before upstream reading pauses
 LOW_WATER = 64 * 1024
+METER_SLICE = 8 * 1024  # bytes metered per loop turn: ~150 tiny events, about a millisecond
 
 
 class Relay:
     __slots__ = (
+        "backlog",
         "client",
         "client_gone",
         "conn",
         "dog",
         "framed",
+        "itl",
+        "loop",
         "meter",
         "paused",
         "record",
+        "stopped",
         "tokens",
         "wake",
     )
@@ -39,6 +51,7 @@ class Relay:
         record: RequestRecord | None,
         dog: Watchdog,
         framed: bool,
+        itl: ItlCounts | None = None,
     ) -> None:
         self.client = client
         self.conn = conn
@@ -46,33 +59,23 @@ class Relay:
         self.record = record
         self.dog = dog
         self.framed = framed  # chunked transfer coding towards the client
+        self.itl = itl  # inter-token gaps, bucketed as the tokens arrive
         self.tokens = 0
-        self.paused = False
+        self.paused = False  # upstream reading paused: the client reads slower
         self.client_gone = False
+        self.stopped = False  # the request is over: metering what is left would change its record
         self.wake: asyncio.Future[None] | None = None
+        self.loop = asyncio.get_running_loop()
+        # Bytes forwarded, not yet metered: at most one upstream read, as reading pauses meanwhile.
+        self.backlog: deque[tuple[memoryview, int]] = deque()
 
     def feed(self, data: bytes, now: int) -> None:
         meter = self.meter
         if meter is not None:
-            try:
-                meter.feed(data, now)
-            except Exception as exc:  # the meter must never break the bytes it forwards
-                meter.sse = None
-                meter.protocol_error = meter.protocol_error or f"meter failed ({type(exc).__name__})"
-            n = len(meter.record.token_ns)
-            if n != self.tokens:
-                self.tokens = n
-                self.dog.activity(True)
-            elif meter.sse is None or meter.error or meter.protocol_error:
-                self.dog.activity(True)  # nothing to count tokens by: bytes are progress
-            sse = meter.sse
-            if sse is not None:
-                pending = sse.pending_len > 0
-                if pending is (self.dog.partial_since is None):  # only when it changes
-                    self.dog.partial(pending)
-                if meter.overflow is not None:
-                    self._cut()
-                    return
+            if self.backlog or len(data) > METER_SLICE:
+                self._defer(data, now)
+            elif not self._meter(meter, data, now):
+                return
         elif self.record is None:
             self.dog.activity(True)  # unmeasured path: any bytes are progress
         client = self.client
@@ -84,8 +87,68 @@ class Relay:
         client.write(b"%x\r\n%b\r\n" % (len(data), data) if self.framed else data)
         if client.get_write_buffer_size() > HIGH_WATER and not self.paused:
             self.paused = True
-            self.conn.transport.pause_reading()  # type: ignore[union-attr]
+            self._pause_upstream()
             self._wake()
+
+    def _meter(self, meter: Meter, data: bytes, now: int) -> bool:
+        """Meters one piece; False when the stream was cut (an event past the bound)."""
+        try:
+            meter.feed(data, now)
+        except Exception as exc:  # the meter must never break the bytes it forwards
+            meter.sse = None
+            meter.protocol_error = meter.protocol_error or f"meter failed ({type(exc).__name__})"
+        n = meter.record.output_tokens_counted
+        if n != self.tokens:
+            if self.itl is not None:
+                self.itl.note(now, n - self.tokens)
+            self.tokens = n
+            self.dog.activity(True)
+        elif meter.sse is None or meter.error or meter.protocol_error:
+            self.dog.activity(True)  # nothing to count tokens by: bytes are progress
+        sse = meter.sse
+        if sse is not None:
+            pending = sse.pending_len > 0
+            if pending is (self.dog.partial_since is None):  # only when it changes
+                self.dog.partial(pending)
+            if meter.overflow is not None:
+                self._cut()
+                return False
+        return True
+
+    def _defer(self, data: bytes, now: int) -> None:
+        if not self.backlog:
+            self._pause_upstream()
+            self.loop.call_soon(self._meter_slice)
+        self.backlog.append((memoryview(data), now))
+
+    def _meter_slice(self) -> None:
+        """One slice of the backlog per loop turn; reading resumes when it is all metered."""
+        meter = self.meter
+        if self.stopped or meter is None or not self.backlog:
+            self.backlog.clear()
+            return
+        data, now = self.backlog[0]
+        if len(data) > METER_SLICE:
+            self.backlog[0] = (data[METER_SLICE:], now)
+            data = data[:METER_SLICE]
+        else:
+            self.backlog.popleft()
+        if not self._meter(meter, bytes(data), now):
+            self.backlog.clear()
+        if self.backlog:
+            self.loop.call_soon(self._meter_slice)
+            return
+        if not self.paused:
+            self._resume_upstream()
+        self._wake()
+
+    def _pause_upstream(self) -> None:
+        if self.conn.transport is not None and not self.conn.closed:
+            self.conn.transport.pause_reading()  # type: ignore[attr-defined]
+
+    def _resume_upstream(self) -> None:
+        if self.conn.transport is not None and not self.conn.closed:
+            self.conn.transport.resume_reading()  # type: ignore[attr-defined]
 
     def _cut(self) -> None:
         """An event past the bound: no client could read this stream either; end it on both sides
@@ -97,19 +160,25 @@ class Relay:
         if self.wake is not None and not self.wake.done():
             self.wake.set_result(None)
 
+    def stop(self) -> None:
+        """The request is over (finished, cut or timed out): meter nothing more into its record."""
+        self.stopped = True
+        self.backlog.clear()
+
     async def run(self, ex: Exchange) -> None:
-        """Until the body is complete (raises UpstreamError if the upstream broke it), or the client
-        went away (``client_gone``)."""
-        loop = asyncio.get_running_loop()
+        """Until the body is complete and metered (raises UpstreamError if the upstream broke it), or
+        the client went away (``client_gone``)."""
+        loop = self.loop
         ex.attach(self.feed)
-        while not ex.done.done() and not self.client_gone:
+        while not self.client_gone and not (ex.done.done() and not self.backlog):
             self.wake = loop.create_future()
-            await asyncio.wait((ex.done, self.wake), return_when=asyncio.FIRST_COMPLETED)
+            waits = (self.wake,) if ex.done.done() else (ex.done, self.wake)
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
             if self.paused:
                 while self.client.get_write_buffer_size() > LOW_WATER and not self.client.is_closing():
                     await asyncio.sleep(0.005)
                 self.paused = False
-                if self.conn.transport is not None and not self.conn.closed:
-                    self.conn.transport.resume_reading()
+                if not self.backlog:
+                    self._resume_upstream()
         if not self.client_gone:
             ex.done.result()
