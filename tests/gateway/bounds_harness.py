@@ -27,6 +27,7 @@ from tokenpace.gateway.serve import RunningGateway
 
 T = TypeVar("T")
 HEALTHY_LANES = 3
+ADMIN_KEY = "admin-key"  # the probe sends it: a test may turn admin keys on
 METRICS_PROBE_S = 0.05
 # Peak RSS growth allowed while one test's hostile request runs (the test process holds the
 # gateway, the upstream and the clients: this bounds all of them together).
@@ -94,7 +95,7 @@ async def beside(
     async def probe() -> None:
         while True:
             t0 = time.perf_counter()
-            async with s.get(admin_url + "/metrics") as r:
+            async with s.get(admin_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as r:
                 assert r.status == 200
                 await r.read()
             out.metrics_s.append(time.perf_counter() - t0)

@@ -10,6 +10,7 @@ malformed  a broken JSON chunk between healthy ones; the stream then ends normal
 reset      two tokens, then a TCP reset
 endless-head  response headers that never end
 flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
+plain-*    the healthy stream (a name of the test's own to find its records by)
 liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 """
 
@@ -65,6 +66,7 @@ class HostileUpstream:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.seen_models: list[str] = []
+        self.seen_heads: list[bytes] = []  # each request head as it arrived
 
     @property
     def url(self) -> str:
@@ -86,6 +88,7 @@ class HostileUpstream:
         ):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                self.seen_heads.append(head)
                 length = 0
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
@@ -111,6 +114,7 @@ class HostileUpstream:
             pieces = odd_stream(int(model[4:]))
         else:
             pieces = {"healthy": HEALTHY, "malformed": MALFORMED, "liar": LIAR}.get(model, [])
+            pieces = HEALTHY if model.startswith("plain-") else pieces
         if pieces:
             for piece in pieces:
                 writer.write(_chunk(piece))

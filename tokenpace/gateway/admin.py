@@ -19,6 +19,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from tokenpace.gateway import errors
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.guard import Guard
+from tokenpace.gateway.header_bytes import raw
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -28,7 +29,7 @@ def bearer_ok(request: web.Request, keys: Iterable[str]) -> bool:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given:
         return False
-    token = given.strip().encode()
+    token = raw(given.strip())  # any byte a client sent: a non-ASCII key is just a wrong key
     ok = False
     for key in keys:
         ok |= hmac.compare_digest(token, key.encode())

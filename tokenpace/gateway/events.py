@@ -26,6 +26,7 @@ from prometheus_client import CollectorRegistry, Counter
 
 from tokenpace.core.events import UNKNOWN_ARM, EventError, EventInput, OutcomeEvent, parse_events
 from tokenpace.gateway import errors
+from tokenpace.gateway.header_bytes import raw
 
 EVENTS = "tokenpace_gateway_outcome_events_total"
 MAX_EVENTS_BODY = 256 * 1024
@@ -148,7 +149,7 @@ class EventsPage:
             if known is not None:
                 arm, upstream, user = known
         if item.user_id is not None:
-            user = user_hash(item.user_id.encode())
+            user = user_hash(raw(item.user_id))
             if item.request_id is None:
-                arm, upstream = self.route(item.user_id.encode())
+                arm, upstream = self.route(raw(item.user_id))
         return OutcomeEvent(item.event, arm, now, item.request_id, user, upstream, item.value)

@@ -21,6 +21,7 @@ from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
+from tokenpace.gateway.header_bytes import printable, raw
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
@@ -55,7 +56,10 @@ _HOP = frozenset(
 )
 
 
-REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
+# Always ours: events join on it, so a client reusing another's id cannot move that client's
+# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs.
+REQUEST_ID = "x-request-id"
+CLIENT_REQUEST_ID = "client_request_id"
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
@@ -181,14 +185,14 @@ class Gateway:
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
         sticky = request.headers.get(self.config.sticky_header)
-        key = sticky.encode() if sticky else (user.encode() if isinstance(user, str) and user else None)
+        key = raw(sticky) if sticky else (raw(user) if isinstance(user, str) and user else None)
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
             user = user_hash(key) if key else None
+            client_id = printable(request.headers.get(REQUEST_ID, ""))[:128]
             record = RequestRecord(
-                # the client's own id when it sent one (bounded), so its logs join these records
-                request_id=(request.headers.get("x-request-id") or "")[:128] or uuid.uuid4().hex,
+                request_id=uuid.uuid4().hex,
                 worker=self.worker,
                 labels={
                     "model": self.models(upstream.model or model),
@@ -196,6 +200,7 @@ class Gateway:
                     "arm": upstream.arm,
                     **upstream.labels,
                     **({"user": user} if user else {}),
+                    **({CLIENT_REQUEST_ID: client_id} if client_id else {}),
                 },
                 scheduled_ns=start,
                 dispatched_ns=start,

@@ -172,7 +172,8 @@ def request_bytes(
 ) -> bytes:
     parts = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"Host: ", host, b"\r\n"]
     for k, v in headers:
-        parts.append(f"{k}: {v}\r\n".encode("latin-1"))
+        # the client's bytes unchanged: obs-text arrives as surrogates (see gateway/header_bytes.py)
+        parts.append(f"{k}: {v}\r\n".encode("utf-8", "surrogateescape"))
     if body or method in ("POST", "PUT", "PATCH"):
         parts.append(b"Content-Length: %d\r\n" % len(body))
     parts.append(b"\r\n")

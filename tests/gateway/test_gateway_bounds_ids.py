@@ -1,0 +1,93 @@
+"""Hostile clients (issue 28 items 4, 11): header bytes that are not Latin-1 or not UTF-8, and a
+client reusing another's request id, beside healthy traffic (bounds_harness.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import orjson
+
+from gateway.bounds_harness import ADMIN_KEY, assert_healthy_beside, beside, run_bounds
+from gateway.hostile_upstream import HEALTHY, HostileUpstream
+from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.serve import RunningGateway
+
+BODY = b'{"model":"plain-header","messages":[{"role":"user","content":"hi"}],"stream":true}'
+ODD_HEADERS = ["X-Note: €".encode(), b"x-user-id: \xff\xfe", "x-request-id: €-id".encode()]
+
+
+async def raw_request(port: int, path: bytes, extra: bytes, method: bytes = b"POST") -> bytes:
+    body = BODY if method == b"POST" else b""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = b"%b %b HTTP/1.1\r\nHost: gw\r\nConnection: close\r\nContent-Type: application/json\r\n" % (
+        method,
+        path,
+    )
+    writer.write(head + b"Content-Length: %d\r\n%b\r\n\r\n%b" % (len(body), extra, body))
+    await writer.drain()
+    answer = await asyncio.wait_for(reader.read(), 10)
+    writer.close()
+    return answer
+
+
+def test_header_bytes_that_are_not_latin1_are_forwarded_unchanged_and_recorded(tmp_path) -> None:
+
+    async def hostile(gw: RunningGateway) -> list[bytes]:
+        return [await raw_request(gw.port, b"/v1/chat/completions", h) for h in ODD_HEADERS]
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        answers, healthy = await beside(s, gw.url, gw.admin_url, hostile(gw))
+        assert_healthy_beside(healthy, direct)
+        for answer in answers:  # never a 500: the request went through
+            assert answer.startswith(b"HTTP/1.1 200 OK\r\n") and answer.endswith(b"0\r\n\r\n"), answer[:200]
+            assert b"".join(HEALTHY[-1:]) in answer
+        # an admin key that is not ASCII is a wrong key: 401, not 500
+        admin = await raw_request(gw.port, b"/metrics", b"Authorization: Bearer \xff\xfe\x80", b"GET")
+        assert admin.startswith(b"HTTP/1.1 401 "), admin[:80]
+
+    records = run_bounds(tmp_path, body, admin_keys=frozenset({ADMIN_KEY}))
+    odd = [r for r in records if r.labels["model"] == "plain-header"]
+    assert len(odd) == 3 and all(r.labels["outcome"] == "ok" for r in odd)  # always a record
+    assert odd[2].labels["client_request_id"] == "€-id"  # kept apart, as valid UTF-8
+    assert odd[1].labels["user"]  # the sticky key's bytes were hashed, whatever they were
+    text = (tmp_path / "records.jsonl").read_text()
+    assert text.count('"model":"plain-header"') == 3
+
+
+def test_odd_header_bytes_reach_the_upstream_byte_for_byte() -> None:
+    async def main() -> list[bytes]:
+        async with HostileUpstream() as up:
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
+            async with RunningGateway(config) as gw:
+                for h in ODD_HEADERS:
+                    await raw_request(gw.port, b"/v1/chat/completions", h)
+            return up.seen_heads
+
+    heads = asyncio.run(asyncio.wait_for(main(), 30))
+    for h in ODD_HEADERS[:2]:  # x-request-id is the client's to send on, too
+        assert any(h + b"\r\n" in head for head in heads), h
+    assert any(": €-id\r\n".encode() in head for head in heads)  # (its name's case is aiohttp's)
+
+
+def test_a_reused_request_id_cannot_move_another_clients_events(tmp_path) -> None:
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        chat = orjson.loads(BODY.replace(b"plain-header", b"healthy"))
+        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers={"x-user-id": "alice"}) as r:
+            await r.read()
+            alice_id = r.headers["x-request-id"]
+        # mallory sends alice's id as her own: the gateway mints another for her request
+        headers = {"x-user-id": "mallory", "x-request-id": alice_id}
+        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=headers) as r:
+            await r.read()
+            assert r.headers["x-request-id"] != alice_id
+        assert gw.gateway.recent.get(alice_id) is not None
+        assert gw.gateway.recent.get(alice_id)[2] == next(  # type: ignore[index]
+            rec.labels["user"] for rec in records if rec.request_id == alice_id
+        )
+
+    records = run_bounds(tmp_path, body)
+    ids = [r.request_id for r in records]
+    assert len(set(ids)) == len(ids) == 2
+    assert records[1].labels["client_request_id"] == records[0].request_id
