@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
+import pytest
 import orjson
 
 from gateway.bounds_harness import ADMIN_KEY, assert_healthy_beside, beside, run_bounds
@@ -32,6 +33,7 @@ async def raw_request(port: int, path: bytes, extra: bytes, method: bytes = b"PO
     return answer
 
 
+@pytest.mark.timing
 def test_header_bytes_that_are_not_latin1_are_forwarded_unchanged_and_recorded(tmp_path) -> None:
 
     async def hostile(gw: RunningGateway) -> list[bytes]:

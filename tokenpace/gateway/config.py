@@ -125,6 +125,12 @@ class GatewayConfig:
     admin_port: int | None = None
     admin_keys: frozenset[str] = frozenset()
     workers: int = 1  # gateway processes sharing the port (SO_REUSEPORT), see workers.py
+    # bounds against hostile peers (docs/gateway.md "Bounds")
+    event_queue: int = 10_000  # outcome events waiting to be written (apart from the records)
+    events_per_client_s: float = 200.0  # outcome events one client address may post per second
+    events_burst: float = 2000.0  # ... at once (two full POSTs of 1000)
+    event_names: frozenset[str] = frozenset()  # declared event names: always their own label
+    shutdown_timeout_s: float = 10.0  # longest wait to write what is queued at exit
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -140,6 +146,10 @@ class GatewayConfig:
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "stall_timeout_s"):
             if not getattr(self, name) > 0:  # also refuses nan
                 raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
+        if not self.shutdown_timeout_s >= 0:
+            raise ValueError("--shutdown-timeout must be 0 or more")
+        if not (self.events_per_client_s > 0 and self.events_burst >= 1):
+            raise ValueError("--events-rate must be more than 0")
         if self.max_connections < 1:
             raise ValueError("--max-connections must be at least 1")
         if self.workers < 1:

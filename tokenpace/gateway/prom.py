@@ -5,6 +5,8 @@ Labels are bounded: model (capped, see ModelLabels), upstream, arm, outcome. Nev
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from tokenpace.core.metrics import Slo, e2e_ns, tpot_ns, ttft_ns
@@ -27,16 +29,23 @@ IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
 
 
 class ModelLabels:
-    """Maps request model names onto at most ``limit`` label values; the rest become "other"."""
+    """Maps request model names onto label values. Configured models (an upstream's ``model=``,
+    or listed at its /v1/models: ``reserve``) always keep their own; any other name a client sends
+    takes one of ``limit`` overflow slots, first come, then becomes "other"."""
 
     def __init__(self, configured: set[str], limit: int) -> None:
-        self.seen = set(configured)
-        self.limit = max(limit, len(configured))
+        self.reserved = set(configured)
+        self.seen: set[str] = set()  # unconfigured names given a slot
+        self.limit = limit
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Configured from now on (the caller bounds how many: model_list.MAX_LISTED per upstream)."""
+        self.reserved.update(names)
 
     def __call__(self, model: str | None) -> str:
         if not model:
             return "unknown"
-        if model in self.seen:
+        if model in self.reserved or model in self.seen:
             return model
         if len(self.seen) < self.limit:
             self.seen.add(model)

@@ -17,12 +17,15 @@ from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
 from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
+from tokenpace.gateway.arm_watch import COMPLAINT_EVENT
+from tokenpace.gateway.client_rate import ClientRate
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.header_bytes import printable, raw
 from tokenpace.gateway.meter import Meter, dialect_for
+from tokenpace.gateway.model_list import listed_models
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
@@ -103,9 +106,12 @@ class Gateway:
             self.admin_guard if apart else self.guard,
         )
         self.recent = RecentRequests()
-        event_metrics = EventMetrics(self.metrics.registry)
+        event_metrics = EventMetrics(self.metrics.registry, {COMPLAINT_EVENT, *config.event_names})
+        self.sink.events_maxsize = config.event_queue
+        self.sink.on_event_drop = event_metrics.dropped.labels("queue_full").inc
+        rate = ClientRate(config.events_per_client_s, config.events_burst, time.monotonic)
         self.events = EventsPage(
-            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow
+            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow, rate=rate
         )
         self.admin_app: web.Application | None = None
         if apart:
@@ -118,20 +124,32 @@ class Gateway:
             self.admin.add_to(self.app)
             self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle)
+        self.stop_deadline: float | None = None  # loop time by which stopping must be done
+        self.models_listed: asyncio.Task[None] | None = None  # the upstreams' /v1/models, at start
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
 
     async def _startup(self, _app: web.Application) -> None:
         self.sink.start()
+        self.models_listed = asyncio.get_running_loop().create_task(self._reserve_listed_models())
         if self.engines is not None:
             self.engines.start()
 
+    async def _reserve_listed_models(self) -> None:
+        for names in await asyncio.gather(*(listed_models(u) for u in self.config.upstreams)):
+            self.models.reserve(names)
+
     async def _cleanup(self, _app: web.Application) -> None:
+        if self.models_listed is not None:
+            self.models_listed.cancel()
         for origin in self.origins.values():
             origin.close()
         if self.engines is not None:
             await self.engines.close()
-        await self.sink.close()
+        left = self.config.shutdown_timeout_s
+        if self.stop_deadline is not None:  # what the open requests left of the shutdown timeout
+            left = max(0.0, self.stop_deadline - asyncio.get_running_loop().time())
+        await self.sink.close(left)
         if self.traces is not None:
             await asyncio.to_thread(self.traces.close)
 

@@ -1,0 +1,165 @@
+"""Bounds on what the gateway keeps and owes (issue 28 items 7, 8, 10): label slots, the events'
+own queue and rate, and a shutdown that ends in bounded time whatever the records' writer does."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import threading
+import time
+
+import aiohttp
+import pytest
+import orjson
+
+from gateway.bounds_harness import ADMIN_KEY, assert_healthy_beside, beside, run_bounds
+from gateway.hostile_upstream import HostileUpstream
+from gateway.test_gateway_hostile import stream, wait_records
+from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.events import MAX_EVENT_LABELS
+from tokenpace.gateway.model_list import model_ids
+from tokenpace.gateway.prom import ModelLabels
+from tokenpace.gateway.serve import RunningGateway
+from tokenpace.gateway.sink import RecordSink
+
+LIVENESS_S = 10.0  # "it ended", not a timing measurement
+
+
+def counter(text: str, name: str, label: str) -> float:
+    m = re.search(rf"^{name}{{{label}}} (\S+)$", text, re.M)
+    assert m, (name, label)
+    return float(m.group(1))
+
+
+async def post_events(s: aiohttp.ClientSession, url: str, events: list[dict]) -> int:
+    headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+    async with s.post(url + "/tokenpace/events", data=orjson.dumps(events), headers=headers) as r:
+        await r.read()
+        return r.status
+
+
+@pytest.mark.timing
+def test_an_event_flood_is_rate_limited_per_client_and_never_evicts_a_record(tmp_path) -> None:
+    async def flood(s: aiohttp.ClientSession, url: str) -> list[int]:
+        # scaled down and paced (the flooding client shares this process's one core with the gateway)
+        batch = [{"user_id": "u", "event": f"spam-{i}"} for i in range(100)]
+        statuses = []
+        for _ in range(30):
+            statuses.append(await post_events(s, url, batch))
+            await asyncio.sleep(0.01)
+        return statuses
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        statuses, healthy = await beside(s, gw.url, gw.admin_url, flood(s, gw.admin_url))
+        assert_healthy_beside(healthy, direct)
+        assert statuses[:5] == [200] * 5 and 429 in statuses  # the burst, then the rate
+        await wait_records(records, len(healthy.ttft_s))
+        async with s.get(gw.admin_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as r:
+            text = await r.text()
+        dropped = counter(text, "tokenpace_gateway_outcome_events_dropped_total", 'reason="rate_limited"')
+        assert dropped == 100 * statuses.count(429)
+        assert "tokenpace_gateway_records_dropped_total 0.0" in text
+        # random names took the overflow slots; the guard-rails' own name keeps its label
+        names = set(re.findall(r'outcome_events_total\{arm="[^"]*",event="([^"]+)"\}', text))
+        assert len(names - {"other"}) <= MAX_EVENT_LABELS
+        await asyncio.sleep(0.3)  # the bucket refills at its rate
+        assert await post_events(s, gw.admin_url, [{"user_id": "u2", "event": "complaint"}]) == 200
+        async with s.get(gw.admin_url + "/metrics", headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as r:
+            assert 'event="complaint"' in await r.text()
+
+    run_bounds(
+        tmp_path, body, admin_keys=frozenset({ADMIN_KEY}), events_per_client_s=50.0, events_burst=500.0
+    )
+
+
+def test_events_wait_in_their_own_queue_behind_the_records() -> None:
+    gate = threading.Event()
+
+    def slow_writer(batch: list) -> None:
+        gate.wait(LIVENESS_S)
+
+    async def main() -> RecordSink:
+        sink = RecordSink(slow_writer, maxsize=3, events_maxsize=2)
+        sink.start()
+        sink.put(RequestRecord("held"))  # taken by the writer, which then blocks
+        await asyncio.sleep(0.05)
+        for i in range(10):
+            sink.put(OutcomeEvent("spam", "a", 0.0, str(i), None, None, None))
+        for i in range(3):
+            sink.put(RequestRecord(f"r{i}"))
+        gate.set()
+        await sink.close(LIVENESS_S)
+        return sink
+
+    sink = asyncio.run(main())
+    assert sink.dropped == 0 and sink.written == 4  # every record, however many events came
+    assert sink.events_dropped == 8 and sink.events_written == 2
+
+
+def test_shutdown_ends_in_bounded_time_with_a_hung_writer_and_says_what_it_dropped() -> None:
+    hang = threading.Event()  # never set: the writer hangs as in open() on a dead network disk
+
+    def hung_writer(batch: list) -> None:
+        hang.wait(3600)
+
+    async def main() -> tuple[RecordSink, float]:
+        sink = RecordSink(hung_writer)
+        sink.start()
+        for i in range(5):
+            sink.put(RequestRecord(f"r{i}"))
+        await asyncio.sleep(0.05)
+        t0 = time.monotonic()
+        await sink.close(0.2)
+        return sink, time.monotonic() - t0
+
+    sink, took = asyncio.run(asyncio.wait_for(main(), LIVENESS_S))
+    assert took < LIVENESS_S and sink.dropped == 5 and sink.written == 0
+
+
+def test_records_path_replaced_by_a_fifo_does_not_block_the_writer(tmp_path) -> None:
+    path = tmp_path / "records.jsonl"
+
+    async def main() -> RunningGateway:
+        async with HostileUpstream() as up:
+            config = GatewayConfig(
+                upstreams=(parse_upstream(f"up={up.url}"),),
+                port=0,
+                records_path=str(path),
+                shutdown_timeout_s=2,
+            )
+            gw = RunningGateway(config)
+            async with gw, aiohttp.ClientSession() as s:
+                os.mkfifo(path.with_suffix(".fifo"))
+                os.replace(path.with_suffix(".fifo"), path)  # no reader: a blocking open() would hang
+                _, broke = await stream(s, gw.url, "healthy")
+                assert not broke
+            return gw
+
+    gw = asyncio.run(asyncio.wait_for(main(), LIVENESS_S * 2))
+    assert gw.gateway.sink.dropped == 1 and gw.gateway.sink.write_errors == 1
+
+
+def test_configured_and_listed_models_keep_their_label_whatever_clients_send() -> None:
+    labels = ModelLabels({"declared"}, limit=2)
+    labels.reserve(model_ids({"data": [{"id": "listed"}, {"id": 5}, {"nope": 1}, {"id": "x" * 500}]}))
+    assert [labels(f"random-{i}") for i in range(4)] == ["random-0", "random-1", "other", "other"]
+    assert labels("declared") == "declared" and labels("listed") == "listed"
+    assert labels(None) == "unknown" and labels("random-0") == "random-0"
+
+
+def test_the_gateway_reserves_the_models_its_upstream_lists(tmp_path) -> None:
+    from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+    async def main() -> list[str]:
+        async with ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as up:
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0, max_model_labels=1)
+            async with RunningGateway(config) as gw:
+                assert gw.gateway.models_listed is not None
+                await asyncio.wait_for(gw.gateway.models_listed, LIVENESS_S)
+                return sorted(gw.gateway.models.reserved)
+
+    reserved = asyncio.run(main())
+    assert reserved, "the scripted server lists its model"
