@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 import aiohttp
-import pytest
 import orjson
+import pytest
 
 from gateway.bounds_harness import ADMIN_KEY, assert_healthy_beside, beside, run_bounds
 from gateway.hostile_upstream import HEALTHY, HostileUpstream

@@ -10,8 +10,8 @@ import threading
 import time
 
 import aiohttp
-import pytest
 import orjson
+import pytest
 
 from gateway.bounds_harness import ADMIN_KEY, assert_healthy_beside, beside, run_bounds
 from gateway.hostile_upstream import HostileUpstream
