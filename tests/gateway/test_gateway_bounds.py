@@ -105,3 +105,26 @@ def test_itl_counted_as_tokens_arrive_equals_one_observation_per_gap() -> None:
     }
     assert samples["bulk"][-2:] == [("_count", None, 7.0), ("_sum", None, 0.06)]
     assert samples["bulk"] == samples["each"]
+
+
+@pytest.mark.timing
+def test_implausible_usage_is_flagged_and_the_counted_tokens_stand(tmp_path) -> None:
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        (got, broke), healthy = await beside(s, gw.url, gw.admin_url, stream(s, gw.url, "liar"))
+        assert not broke and got.endswith(b"data: [DONE]\n\n")
+        assert_healthy_beside(healthy, direct)
+        await wait_records(records, 1 + len(healthy.ttft_s))
+        async with s.get(gw.admin_url + "/metrics") as r:
+            text = await r.text()
+        # the output-token histogram got the 3 counted tokens, not 10^12
+        usage = (
+            r'^gen_ai_client_token_usage_sum\{[^}]*gen_ai_token_type="output",[^}]*model="liar"[^}]*\} (\S+)$'
+        )
+        m = re.search(usage, text, re.M)
+        assert m and float(m.group(1)) == 3.0, m
+
+    records = run_bounds(tmp_path, body)
+    liar = next(r for r in records if r.labels["model"] == "liar")
+    assert liar.output_tokens_server == LIAR_TOKENS and liar.usage_implausible
+    assert liar.output_tokens == 3 and liar.output_tokens_source.value == "chunks_usage_implausible"
+    assert '"output_tokens_source":"chunks_usage_implausible"' in (tmp_path / "records.jsonl").read_text()
