@@ -10,7 +10,7 @@ import re
 import aiohttp
 import pytest
 
-from gateway.bounds_harness import assert_healthy_beside, beside, run_bounds
+from gateway.bounds_harness import HEALTHY_LANES, assert_healthy_beside, beside, run_bounds
 from gateway.hostile_upstream import FLOOD_TOKENS, LIAR_TOKENS
 from gateway.test_gateway_hostile import stream, wait_records
 from tokenpace.client import Sender
@@ -49,7 +49,8 @@ def test_a_flood_of_tiny_events_is_metered_in_slices_and_its_timestamps_capped(t
         async with s.get(gw.admin_url + "/metrics") as r:
             text = await r.text()
         assert itl_count(text, "flood") == FLOOD_TOKENS  # every gap counted, the capped ones too
-        assert itl_count(text, "healthy") == 2 * len(healthy.ttft_s)  # 3 tokens, 2 gaps each
+        # 3 tokens, 2 gaps each (the warm-up requests included)
+        assert itl_count(text, "healthy") == 2 * (len(healthy.ttft_s) + HEALTHY_LANES)
 
     records = run_bounds(tmp_path, body)
     flood = next(r for r in records if r.labels["model"] == "flood")
