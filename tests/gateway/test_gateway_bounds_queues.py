@@ -156,7 +156,11 @@ def test_the_gateway_reserves_the_models_its_upstream_lists(tmp_path) -> None:
     async def main() -> list[str]:
         async with ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as up:
             config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0, max_model_labels=1)
-            async with RunningGateway(config) as gw:
+            async with RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+                assert gw.gateway.models_listed is None  # not asked while slots are free
+                chat = {"model": "random-1", "messages": [{"role": "user", "content": "hi"}]}
+                async with s.post(gw.url + "/v1/chat/completions", json=chat) as r:
+                    await r.read()
                 assert gw.gateway.models_listed is not None
                 await asyncio.wait_for(gw.gateway.models_listed, LIVENESS_S)
                 return sorted(gw.gateway.models.reserved)

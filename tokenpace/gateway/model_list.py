@@ -1,6 +1,6 @@
 """The models an upstream lists at ``/v1/models``: configured models, whose metric label no client
-can take away (see prom.ModelLabels). Asked once at start, in the background; an upstream that
-does not answer only leaves its models to compete for the overflow slots like any other name."""
+can take away (see prom.ModelLabels). Asked once, in the background, when half the overflow slots
+are taken; an upstream that does not answer leaves its models to compete for them like any name."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Labels are bounded: model (capped, see ModelLabels), upstream, arm, outcome. Nev
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
@@ -31,12 +31,16 @@ IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
 class ModelLabels:
     """Maps request model names onto label values. Configured models (an upstream's ``model=``,
     or listed at its /v1/models: ``reserve``) always keep their own; any other name a client sends
-    takes one of ``limit`` overflow slots, first come, then becomes "other"."""
+    takes one of ``limit`` overflow slots, first come, then becomes "other". When half the slots
+    are taken, ``on_filling`` runs once (the gateway then asks its upstreams which models they list)."""
 
-    def __init__(self, configured: set[str], limit: int) -> None:
+    def __init__(
+        self, configured: set[str], limit: int, on_filling: Callable[[], None] | None = None
+    ) -> None:
         self.reserved = set(configured)
         self.seen: set[str] = set()  # unconfigured names given a slot
         self.limit = limit
+        self.on_filling = on_filling
 
     def reserve(self, names: Iterable[str]) -> None:
         """Configured from now on (the caller bounds how many: model_list.MAX_LISTED per upstream)."""
@@ -49,6 +53,9 @@ class ModelLabels:
             return model
         if len(self.seen) < self.limit:
             self.seen.add(model)
+            if len(self.seen) >= self.limit // 2 and self.on_filling is not None:
+                self.on_filling()
+                self.on_filling = None
             return model
         return "other"
 

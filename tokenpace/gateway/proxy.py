@@ -79,7 +79,8 @@ class Gateway:
         self.config = config
         self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
-        self.models = ModelLabels({u.model for u in config.upstreams if u.model}, config.max_model_labels)
+        configured = {u.model for u in config.upstreams if u.model}
+        self.models = ModelLabels(configured, config.max_model_labels, self._list_models)
         self.router = Router(config.upstreams, time.monotonic)
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
@@ -131,9 +132,13 @@ class Gateway:
 
     async def _startup(self, _app: web.Application) -> None:
         self.sink.start()
-        self.models_listed = asyncio.get_running_loop().create_task(self._reserve_listed_models())
         if self.engines is not None:
             self.engines.start()
+
+    def _list_models(self) -> None:
+        """Half the model label slots are taken: learn which names the upstreams serve, so that
+        random names cannot take the labels of real models (asked once, in the background)."""
+        self.models_listed = asyncio.get_running_loop().create_task(self._reserve_listed_models())
 
     async def _reserve_listed_models(self) -> None:
         for names in await asyncio.gather(*(listed_models(u) for u in self.config.upstreams)):
