@@ -11,12 +11,14 @@ reset      two tokens, then a TCP reset
 endless-head  response headers that never end
 flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
 plain-*    the healthy stream (a name of the test's own to find its records by)
+echo-auth  one token, then an error event echoing its Authorization, Basic decoded
 liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import socket
 import struct
@@ -61,6 +63,18 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
+def _echo_auth(head: bytes) -> bytes:
+    """An error event that repeats the request's credentials, as a careless upstream might."""
+    auth = b""
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"authorization:"):
+            auth = line.split(b":", 1)[1].strip()
+    if auth.lower().startswith(b"basic "):
+        auth = base64.b64decode(auth[6:])
+    message = orjson.dumps({"error": {"message": "rejected credentials " + auth.decode(errors="replace")}})
+    return b"data: " + message + b"\n\n"
+
+
 class HostileUpstream:
     def __init__(self) -> None:
         self.server: asyncio.AbstractServer | None = None
@@ -102,6 +116,11 @@ class HostileUpstream:
                     await asyncio.sleep(5)
                     return
                 writer.write(_HEAD)
+                if model == "echo-auth":
+                    writer.write(_chunk(HEALTHY[0]) + _chunk(TOKEN) + _chunk(_echo_auth(head)))
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    continue
                 if not await self._play(model, writer):
                     return
                 writer.write(b"0\r\n\r\n")

@@ -4,6 +4,7 @@ client reusing another's request id, beside healthy traffic (bounds_harness.py).
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import aiohttp
 import orjson
@@ -93,3 +94,67 @@ def test_a_reused_request_id_cannot_move_another_clients_events(tmp_path) -> Non
     ids = [r.request_id for r in records]
     assert len(set(ids)) == len(ids) == 2
     assert records[1].labels["client_request_id"] == records[0].request_id
+
+
+PASSWORD = "pw-0123456789-hunter2"
+GW_KEY = "gw-client-key-0123456789"
+
+
+@pytest.mark.timing
+def test_known_secrets_are_scrubbed_by_value_and_the_gateway_key_never_leaves(tmp_path, monkeypatch) -> None:
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        async def echo() -> bytes:
+            chat = orjson.loads(BODY.replace(b"plain-header", b"echo-auth"))
+            headers = {"Authorization": f"Bearer {GW_KEY}"}
+            async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=headers) as r:
+                return await r.read()
+
+        got, healthy = await beside(s, gw.url, gw.admin_url, echo())
+        assert_healthy_beside(healthy, direct)
+        assert PASSWORD.encode() in got  # the client gets the upstream's bytes; what is kept is scrubbed
+
+    async def with_upstream() -> tuple[list[RequestRecord], list[bytes]]:
+        async with HostileUpstream() as up:
+            url = up.url.replace("http://", f"http://svc:{PASSWORD}@")
+            records_path = tmp_path / "records.jsonl"
+            config = GatewayConfig(
+                upstreams=(parse_upstream(f"up={url}"),),
+                port=0,
+                records_path=str(records_path),
+                client_keys=frozenset({GW_KEY}),
+            )
+            records: list[RequestRecord] = []
+            async with aiohttp.ClientSession() as s, RunningGateway(config, on_record=records.append) as gw:
+                auth = {"Authorization": f"Bearer {GW_KEY}"}
+                # the healthy lanes of the harness send AUTH; this gateway wants its own key
+                monkeypatch.setattr("gateway.bounds_harness.AUTH", auth)
+                await body(gw, s, records, 1.0)
+            return records, up.seen_heads
+
+    records, heads = asyncio.run(asyncio.wait_for(with_upstream(), 60))
+    echo = next(r for r in records if r.labels["model"] == "echo-auth")
+    assert echo.labels["outcome"] == "upstream_abort_mid_stream" and echo.error
+    assert PASSWORD not in echo.error and "***" in echo.error
+    assert PASSWORD.encode() not in (tmp_path / "records.jsonl").read_bytes()
+    basic = "Basic " + base64.b64encode(f"svc:{PASSWORD}".encode()).decode()
+    for head in heads:  # the upstream got its own credentials, never the gateway's client key
+        assert GW_KEY.encode() not in head
+        assert f"Authorization: {basic}".encode() in head
+
+
+def test_an_upstream_key_from_the_environment_or_a_file(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("UP_KEY", "sk-env-0123456789")
+    assert parse_upstream("a=http://h/v1,key_env=UP_KEY").auth == "Bearer sk-env-0123456789"
+    key_file = tmp_path / "key"
+    key_file.write_text("# upstream a\nsk-file-0123456789\n")
+    assert parse_upstream(f"a=http://h/v1,key_file={key_file}").auth == "Bearer sk-file-0123456789"
+    for bad, says in (
+        ("a=http://h/v1,key_env=NOPE_UNSET", "NOPE_UNSET is not set"),
+        (f"a=http://u:p@h/v1,key_file={key_file}", "give one"),
+        (f"a=http://h/v1,key_file={tmp_path / 'none'}", "cannot read"),
+    ):
+        with pytest.raises(ValueError, match=says) as exc:
+            parse_upstream(bad)
+        assert "sk-" not in str(exc.value)
+    config = GatewayConfig(upstreams=(parse_upstream("a=http://svc:hunter2-pw@h/v1"),), port=0)
+    assert {"hunter2-pw", "svc:hunter2-pw"} <= set(config.secrets)

@@ -7,9 +7,10 @@ from urllib.parse import urlsplit
 
 from tokenpace.core.credentials import has_control, redact_userinfo, split_credentials
 from tokenpace.core.metrics import Slo
+from tokenpace.gateway.secrets import known_secrets, upstream_key
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics")
+_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics", "key_env", "key_file")
 
 
 def parse_duration_s(text: str) -> float:
@@ -50,7 +51,7 @@ class Upstream:
 
 
 def parse_upstream(text: str) -> Upstream:
-    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]``.
+    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R][,key_env=VAR|key_file=PATH]``.
 
     Messages never echo a URL's ``user:password`` (shown as ``***@``)."""
     shown = redact_userinfo(text)
@@ -63,7 +64,7 @@ def parse_upstream(text: str) -> Upstream:
     parsed = urlsplit(url)
     if parsed.scheme not in ("http", "https") or not parsed.hostname:
         raise ValueError(f"{name}=...: not an http(s) URL")  # the URL may hold credentials: not echoed
-    url, auth = split_credentials(url)
+    url, url_auth = split_credentials(url)
     kv: dict[str, str] = {}
     for part in parts[1:]:
         key, sep, value = part.partition("=")
@@ -77,6 +78,10 @@ def parse_upstream(text: str) -> Upstream:
         raise ValueError(f"{shown!r}: weight must be a number") from None
     if not 0 <= weight < float("inf"):
         raise ValueError(f"{shown!r}: weight must be a number >= 0")
+    auth = upstream_key(kv, shown)
+    if auth is not None and url_auth is not None:
+        raise ValueError(f"{shown!r}: credentials in the URL and key_env=/key_file=: give one")
+    auth = auth or url_auth
     ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
     labels: dict[str, str] = {k: kv[k] for k in ("version", "region") if k in kv}
     metrics = kv.get("metrics")
@@ -131,6 +136,11 @@ class GatewayConfig:
     events_burst: float = 2000.0  # ... at once (two full POSTs of 1000)
     event_names: frozenset[str] = frozenset()  # declared event names: always their own label
     shutdown_timeout_s: float = 10.0  # longest wait to write what is queued at exit
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every key and credential given, in the forms an upstream may echo: scrubbed by value."""
+        return known_secrets(self.client_keys | self.admin_keys, (u.auth for u in self.upstreams))
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"

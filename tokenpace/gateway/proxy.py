@@ -61,6 +61,7 @@ _HOP = frozenset(
 
 # Always ours: events join on it, so a client reusing another's id cannot move that client's
 # events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs.
+_HOP_AND_AUTH = _HOP | {"authorization"}
 REQUEST_ID = "x-request-id"
 CLIENT_REQUEST_ID = "client_request_id"
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
@@ -77,6 +78,7 @@ class Gateway:
         worker: int = 0,
     ) -> None:
         self.config = config
+        self.secrets = config.secrets
         self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
         configured = {u.model for u in config.upstreams if u.model}
@@ -239,9 +241,11 @@ class Gateway:
     async def _forward(self, request, body, upstream: Upstream, record, dialect) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-        if upstream.auth is not None and "Authorization" not in request.headers:
-            headers.append(("Authorization", upstream.auth))  # from the URL's user:password
+        # With client keys the client's Authorization is the gateway's own key: never sent on.
+        hop = _HOP_AND_AUTH if cfg.client_keys else _HOP
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in hop]
+        if upstream.auth is not None and (cfg.client_keys or "Authorization" not in request.headers):
+            headers.append(("Authorization", upstream.auth))  # key_env=/key_file=, or the URL's
         target = upstream.base_path + request.rel_url.raw_path_qs
         payload = request_bytes(request.method, target, origin.host_header, headers, body)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
@@ -340,7 +344,8 @@ class Gateway:
             outcome, error = Outcome.PROTOCOL_ERROR, (meter.protocol_error + then)[:200]
         record.status = STATUS[outcome]
         record.labels["outcome"] = outcome.value
-        record.error = scrub_secrets(error)  # an upstream may echo a key back in its error
+        # an upstream may echo a key back in its error: the ones we hold by value, others by pattern
+        record.error = scrub_secrets(error, self.secrets)
         self.metrics.observe(record, itl)
         self.sink.put(record)
         if self.engines is not None:
