@@ -24,6 +24,13 @@ from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.header_bytes import printable, raw
+from tokenpace.gateway.heads import (
+    CLIENT_REQUEST_ID,
+    REQUEST_ID,
+    client_head,
+    stream_outcome,
+    upstream_headers,
+)
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.model_list import listed_models
 from tokenpace.gateway.otlp import Traces
@@ -39,32 +46,6 @@ from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.wire.dialects import OpenAIChat
 
 perf_ns = time.perf_counter_ns
-
-# Hop-by-hop headers (RFC 9110 7.6.1) and those aiohttp sets itself; everything else passes through.
-_HOP = frozenset(
-    h.lower()
-    for h in (
-        "Connection",
-        "Keep-Alive",
-        "Proxy-Authenticate",
-        "Proxy-Authorization",
-        "TE",
-        "Trailer",
-        "Transfer-Encoding",
-        "Upgrade",
-        "Host",
-        "Content-Length",
-        "Expect",
-    )
-)
-
-
-# Always ours: events join on it, so a client reusing another's id cannot move that client's
-# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs.
-_HOP_AND_AUTH = _HOP | {"authorization"}
-REQUEST_ID = "x-request-id"
-CLIENT_REQUEST_ID = "client_request_id"
-UPSTREAM_REQUEST_ID = "x-upstream-request-id"
 
 _NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
@@ -241,12 +222,8 @@ class Gateway:
     async def _forward(self, request, body, upstream: Upstream, record, dialect) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        # With client keys the client's Authorization is the gateway's own key: never sent on.
-        hop = _HOP_AND_AUTH if cfg.client_keys else _HOP
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in hop]
-        if upstream.auth is not None and (cfg.client_keys or "Authorization" not in request.headers):
-            headers.append(("Authorization", upstream.auth))  # key_env=/key_file=, or the URL's
         target = upstream.base_path + request.rel_url.raw_path_qs
+        headers = upstream_headers(request, upstream, bool(cfg.client_keys))
         payload = request_bytes(request.method, target, origin.host_header, headers, body)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
@@ -258,7 +235,7 @@ class Gateway:
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await send(origin, request.method, payload)
-            resp, meter = _head(ex, record, dialect, conn.now)
+            resp, meter = client_head(ex, record, dialect, conn.now)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
@@ -275,7 +252,7 @@ class Gateway:
                 raise UpstreamError(meter.overflow, True)  # cut by the relay, whatever the framing
             if meter is not None:
                 meter.finish_full(perf_ns())
-                outcome, error = _stream_outcome(meter)
+                outcome, error = stream_outcome(meter)
             elif record is not None:
                 outcome, error = Outcome.HTTP_ERROR, f"HTTP {ex.status}"
             await resp.write_eof()
@@ -283,9 +260,7 @@ class Gateway:
             conn = None
         except asyncio.CancelledError:
             if dog.fired is None:
-                dog.cancel()
-                if relay is not None:
-                    relay.stop()
+                dog.cancel()  # (the relay is stopped in ``finally``, before any other callback runs)
                 if conn is not None:
                     conn.abort()
                 self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
@@ -311,7 +286,7 @@ class Gateway:
                 relay.stop()
             if conn is not None:
                 conn.abort()
-        self._finish(record, outcome, error, meter, dialect, relay and relay.itl)
+        self._finish(record, outcome, error, meter, dialect, relay.itl if relay is not None else None)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
                 resp = errors.gateway_timeout(upstream.name)
@@ -356,45 +331,3 @@ class Gateway:
         if self.on_record is not None:
             with contextlib.suppress(Exception):
                 self.on_record(record)
-
-
-def _stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
-    rec = meter.record
-    if rec.http_status is not None and rec.http_status >= 300:
-        return Outcome.HTTP_ERROR, f"HTTP {rec.http_status}"
-    if meter.error is not None:
-        return Outcome.UPSTREAM_ABORT_MID_STREAM, meter.error
-    if not meter.finish_stream_ok():
-        return Outcome.UPSTREAM_ABORT_MID_STREAM, "stream ended before [DONE]"
-    return Outcome.OK, None
-
-
-def _head(ex, record: RequestRecord | None, dialect, now: int) -> tuple[web.StreamResponse, Meter | None]:
-    """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
-    generation request's successful body."""
-    up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
-    meter = None
-    if record is not None:
-        record.headers_ns, record.http_status = now, ex.status
-        if ex.status < 300:
-            content_type = _header(up_headers, "content-type")
-            meter = Meter(record, dialect, content_type, _header(up_headers, "content-encoding").lower())
-    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
-    for k, v in up_headers:
-        lower = k.lower()
-        if lower == REQUEST_ID and record is not None:
-            resp.headers.add(UPSTREAM_REQUEST_ID, v)  # ours is the one events are reported against
-        elif lower not in _HOP:
-            resp.headers.add(k, v)
-    if record is not None:
-        resp.headers[REQUEST_ID] = record.request_id
-    if ex.length is not None and not ex.chunked:
-        resp.content_length = ex.length
-    return resp, meter
-
-
-def _header(headers: list[tuple[str, str]], name: str) -> str:
-    for k, v in headers:
-        if k.lower() == name:
-            return v
-    return ""

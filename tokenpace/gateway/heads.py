@@ -1,0 +1,92 @@
+"""What the proxy sends and answers around the body: the upstream request's headers (the client's
+less hop-by-hop ones, with the upstream's credentials), the client's response head, and the outcome
+a complete body leaves."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config import Upstream
+from tokenpace.gateway.meter import Meter
+from tokenpace.gateway.outcome import Outcome
+
+# Hop-by-hop headers (RFC 9110 7.6.1) and those aiohttp sets itself; everything else passes through.
+HOP = frozenset(
+    h.lower()
+    for h in (
+        "Connection",
+        "Keep-Alive",
+        "Proxy-Authenticate",
+        "Proxy-Authorization",
+        "TE",
+        "Trailer",
+        "Transfer-Encoding",
+        "Upgrade",
+        "Host",
+        "Content-Length",
+        "Expect",
+    )
+)
+
+
+# Always ours: events join on it, so a client reusing another's id cannot move that client's
+# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs.
+HOP_AND_AUTH = HOP | {"authorization"}
+REQUEST_ID = "x-request-id"
+CLIENT_REQUEST_ID = "client_request_id"
+UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+
+
+def upstream_headers(request: web.Request, upstream: Upstream, client_keys: bool) -> list[tuple[str, str]]:
+    """The client's headers less hop-by-hop ones, with the upstream's credentials. With client keys
+    the client's Authorization is the gateway's own key: never sent on."""
+    hop = HOP_AND_AUTH if client_keys else HOP
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in hop]
+    if upstream.auth is not None and (client_keys or "Authorization" not in request.headers):
+        headers.append(("Authorization", upstream.auth))  # key_env=/key_file=, or the URL's
+    return headers
+
+
+def stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
+    rec = meter.record
+    if rec.http_status is not None and rec.http_status >= 300:
+        return Outcome.HTTP_ERROR, f"HTTP {rec.http_status}"
+    if meter.error is not None:
+        return Outcome.UPSTREAM_ABORT_MID_STREAM, meter.error
+    if not meter.finish_stream_ok():
+        return Outcome.UPSTREAM_ABORT_MID_STREAM, "stream ended before [DONE]"
+    return Outcome.OK, None
+
+
+def client_head(
+    ex, record: RequestRecord | None, dialect, now: int
+) -> tuple[web.StreamResponse, Meter | None]:
+    """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
+    generation request's successful body."""
+    up_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in ex.headers]
+    meter = None
+    if record is not None:
+        record.headers_ns, record.http_status = now, ex.status
+        if ex.status < 300:
+            content_type = header(up_headers, "content-type")
+            meter = Meter(record, dialect, content_type, header(up_headers, "content-encoding").lower())
+    resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
+    for k, v in up_headers:
+        lower = k.lower()
+        if lower == REQUEST_ID and record is not None:
+            resp.headers.add(UPSTREAM_REQUEST_ID, v)  # ours is the one events are reported against
+        elif lower not in HOP:
+            resp.headers.add(k, v)
+    if record is not None:
+        resp.headers[REQUEST_ID] = record.request_id
+    if ex.length is not None and not ex.chunked:
+        resp.content_length = ex.length
+    return resp, meter
+
+
+def header(headers: list[tuple[str, str]], name: str) -> str:
+    for k, v in headers:
+        if k.lower() == name:
+            return v
+    return ""
