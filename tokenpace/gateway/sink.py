@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import queue
 import stat
 import threading
 from collections import deque
@@ -117,6 +118,12 @@ class RecordSink:
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._thread: DaemonWorker | None = None
+
+    def _worker(self) -> DaemonWorker:
+        if self._thread is None:
+            self._thread = DaemonWorker("tokenpace-records")
+        return self._thread
 
     def start(self) -> None:
         if self.writer is not None and self._task is None:
@@ -170,7 +177,7 @@ class RecordSink:
     async def _write(self, batch: list[Item]) -> None:
         assert self.writer is not None
         try:
-            await in_daemon_thread(self.writer, batch)
+            await self._worker().run(self.writer, batch)
             self.written += len(records_in(batch))  # "records written"; events are counted apart
             self.events_written += len(batch) - len(records_in(batch))
         except asyncio.CancelledError:  # shutdown gave up on it: it may still land, counted lost
@@ -200,7 +207,7 @@ class RecordSink:
         if self.writer is not None:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(
-                    in_daemon_thread(_finish, self.writer), max(0.0, deadline - loop.time())
+                    self._worker().run(_finish, self.writer), max(0.0, deadline - loop.time())
                 )
 
     def _take_all(self) -> list[Item]:
@@ -210,29 +217,38 @@ class RecordSink:
         return items
 
 
-def in_daemon_thread(fn: Callable[..., None], *args: object) -> asyncio.Future[None]:
-    """Runs ``fn`` in a thread of its own that never holds up the interpreter's exit (unlike
-    ``asyncio.to_thread``, whose pool threads are joined at exit even when hung)."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[None] = loop.create_future()
+class DaemonWorker:
+    """One long-lived daemon thread running jobs in order (a thread started per job would make the
+    loop wait for the new thread to be scheduled, milliseconds on a busy machine). Being a daemon,
+    a job hung in ``open()`` never holds up the interpreter's exit, unlike ``asyncio.to_thread``'s
+    pool threads, which are joined at exit."""
 
-    def settle(exc: BaseException | None) -> None:
-        if future.done():
-            return
-        if exc is None:
-            future.set_result(None)
-        else:
-            future.set_exception(exc)
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], asyncio.Future[None]]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
 
-    def run() -> None:
-        try:
-            fn(*args)
-        except BaseException as exc:  # handed to the awaiting task
-            error: BaseException | None = exc
-        else:
-            error = None
-        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-            loop.call_soon_threadsafe(settle, error)
+    def run(self, fn: Callable[..., None], *args: object) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._jobs.put((lambda: fn(*args), future))
+        return future
 
-    threading.Thread(target=run, name="tokenpace-records", daemon=True).start()
-    return future
+    def _serve(self) -> None:
+        while True:
+            job, future = self._jobs.get()
+            error: BaseException | None = None
+            try:
+                job()
+            except BaseException as exc:  # handed to the awaiting task
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                future.get_loop().call_soon_threadsafe(_settle, future, error)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # cancelled: shutdown stopped waiting for it
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)
