@@ -134,13 +134,12 @@ def run_bounds(tmp_path: Path, body: Body, **cfg: object) -> list[RequestRecord]
 
     async def main() -> None:
         async with HostileUpstream() as up:
+            options = {"first_token_timeout_s": 10.0, "stall_timeout_s": 2.0, **cfg}
             config = GatewayConfig(
                 upstreams=(parse_upstream(f"up={up.url}"),),
                 port=0,
                 records_path=str(tmp_path / "records.jsonl"),
-                first_token_timeout_s=10.0,
-                stall_timeout_s=2.0,
-                **cfg,  # type: ignore[arg-type]
+                **options,  # type: ignore[arg-type]
             )
             async with aiohttp.ClientSession(auto_decompress=False) as s:
                 direct = await direct_ttft_p50(s, up.url)

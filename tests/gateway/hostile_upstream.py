@@ -12,6 +12,7 @@ endless-head  response headers that never end
 flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
 plain-*    the healthy stream (a name of the test's own to find its records by)
 echo-auth  one token, then an error event echoing its Authorization, Basic decoded
+big        BIG_BYTES of token events as fast as the reader takes them, then [DONE]
 liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 """
 
@@ -35,6 +36,8 @@ HEALTHY = [
 ]
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
 FLOOD_TOKENS = 20_000
+BIG_BYTES = 8 * 1024 * 1024
+BIG_TOKEN = TOKEN.replace(b'"tok"', b'"' + b"t" * 4000 + b'"')
 LIAR_TOKENS = 10**12
 _LIAR_USAGE = b'"completion_tokens":%d' % LIAR_TOKENS
 LIAR = [*HEALTHY[:4], HEALTHY[4].replace(b'"completion_tokens":3', _LIAR_USAGE), HEALTHY[5]]
@@ -144,6 +147,14 @@ class HostileUpstream:
             writer.write(_chunk(HEALTHY[0]))
             batch = _chunk(TOKEN * 1000)
             for _ in range(FLOOD_TOKENS // 1000):
+                writer.write(batch)
+                await writer.drain()
+            writer.write(_chunk(HEALTHY[3]) + _chunk(HEALTHY[5]))
+            return True
+        if model == "big":  # big events: cheap to meter, many bytes
+            writer.write(_chunk(HEALTHY[0]))
+            batch = _chunk(BIG_TOKEN * 16)
+            for _ in range(BIG_BYTES // (len(BIG_TOKEN) * 16)):
                 writer.write(batch)
                 await writer.drain()
             writer.write(_chunk(HEALTHY[3]) + _chunk(HEALTHY[5]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import threading
 import time
 
@@ -167,3 +168,32 @@ def test_the_gateway_reserves_the_models_its_upstream_lists(tmp_path) -> None:
 
     reserved = asyncio.run(main())
     assert reserved, "the scripted server lists its model"
+
+
+@pytest.mark.timing
+def test_a_client_that_never_reads_is_blamed_and_cut_not_the_upstream(tmp_path) -> None:
+    async def never_reads(port: int) -> None:
+        body = b'{"model":"big","messages":[{"role":"user","content":"hi"}],"stream":true}'
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # the kernel holds little for it
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, ("127.0.0.1", port))
+        _, writer = await asyncio.open_connection(sock=sock)
+        head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n"
+        writer.write(head + b"Content-Length: %d\r\n\r\n%b" % (len(body), body))
+        await writer.drain()
+        transport = writer.transport
+        transport.pause_reading()  # reads nothing: the gateway's buffer towards it fills
+        await asyncio.sleep(2.5)  # past the stall timeout (1 s here)
+        writer.close()
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        _, healthy = await beside(s, gw.url, gw.admin_url, never_reads(gw.port))
+        assert_healthy_beside(healthy, direct)
+        await wait_records(records, 1 + len(healthy.ttft_s))
+
+    records = run_bounds(tmp_path, body, stall_timeout_s=1.0)
+    slow = next(r for r in records if r.labels["model"] == "big")
+    assert slow.labels["outcome"] == "client_slow", (slow.labels, slow.error)
+    assert slow.error == "client read nothing for 1 s"
+    assert slow.status.value == "cancelled"  # the client's doing: no failure of the upstream

@@ -243,7 +243,7 @@ class Gateway:
                 raise ConnectionResetError("client transport gone")
             framed = resp.headers.get("Transfer-Encoding", "") == "chunked"
             itl = self.metrics.itl_counts() if meter is not None else None
-            relay = Relay(transport, conn, meter, record, dog, framed, itl)
+            relay = Relay(transport, conn, meter, record, dog, framed, itl, request.writer.drain)
             await relay.run(ex)
             dog.cancel()
             if relay.client_gone:

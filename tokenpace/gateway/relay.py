@@ -12,7 +12,9 @@ Timestamps are those of the read's arrival, as they would be unsliced.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
+from collections.abc import Awaitable, Callable
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
@@ -32,6 +34,7 @@ class Relay:
         "client_gone",
         "conn",
         "dog",
+        "drain",
         "framed",
         "itl",
         "loop",
@@ -52,7 +55,9 @@ class Relay:
         dog: Watchdog,
         framed: bool,
         itl: ItlCounts | None = None,
+        drain: Callable[[], Awaitable[None]] | None = None,
     ) -> None:
+        self.drain = drain  # waits until the client transport's writing resumes (aiohttp's writer)
         self.client = client
         self.conn = conn
         self.meter = meter
@@ -87,6 +92,7 @@ class Relay:
         client.write(b"%x\r\n%b\r\n" % (len(data), data) if self.framed else data)
         if client.get_write_buffer_size() > HIGH_WATER and not self.paused:
             self.paused = True
+            self.dog.hold(True)
             self._pause_upstream()
             self._wake()
 
@@ -160,6 +166,16 @@ class Relay:
         if self.wake is not None and not self.wake.done():
             self.wake.set_result(None)
 
+    async def _client_drained(self) -> None:
+        """Until the client has read its buffer down: woken by the transport's flow control (its
+        low-water mark), not by polling; a client gone ends the wait too."""
+        if self.drain is not None:
+            with contextlib.suppress(ConnectionError):
+                await self.drain()
+            return
+        while self.client.get_write_buffer_size() > LOW_WATER and not self.client.is_closing():
+            await asyncio.sleep(0.005)
+
     def stop(self) -> None:
         """The request is over (finished, cut or timed out): meter nothing more into its record."""
         self.stopped = True
@@ -170,15 +186,18 @@ class Relay:
         the client went away (``client_gone``)."""
         loop = self.loop
         ex.attach(self.feed)
-        while not self.client_gone and not (ex.done.done() and not self.backlog):
+        while not self.client_gone:
+            if self.paused:  # also after the upstream is done: the client must read what is held
+                await self._client_drained()
+                self.paused = False
+                self.dog.hold(False)
+                if not self.backlog:
+                    self._resume_upstream()
+                continue
+            if ex.done.done() and not self.backlog:
+                break
             self.wake = loop.create_future()
             waits = (self.wake,) if ex.done.done() else (ex.done, self.wake)
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-            if self.paused:
-                while self.client.get_write_buffer_size() > LOW_WATER and not self.client.is_closing():
-                    await asyncio.sleep(0.005)
-                self.paused = False
-                if not self.backlog:
-                    self._resume_upstream()
         if not self.client_gone:
             ex.done.result()
