@@ -75,7 +75,7 @@ def test_a_metrics_page_past_the_bound_is_not_read_nor_parsed() -> None:
     from tokenpace.adapters.servermetrics.scraper import MAX_PAGE_BYTES, scrape_once
 
     class Huge(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             line = b'vllm:num_requests_running{engine="0",model_name="m",i="%d"} 1\n'
             page = b"".join(line % i for i in range(MAX_PAGE_BYTES // 50))
             self.send_response(200)
