@@ -197,3 +197,46 @@ def test_a_client_that_never_reads_is_blamed_and_cut_not_the_upstream(tmp_path) 
     assert slow.labels["outcome"] == "client_slow", (slow.labels, slow.error)
     assert slow.error == "client read nothing for 1 s"
     assert slow.status.value == "cancelled"  # the client's doing: no failure of the upstream
+
+
+def test_bodies_held_to_measure_them_share_one_budget() -> None:
+    from tokenpace.gateway.budget import Budget
+    from tokenpace.gateway.meter import Meter
+    from tokenpace.wire.dialects import OpenAIChat
+
+    budget = Budget(limit=1000)
+    first, second = RequestRecord("a"), RequestRecord("b")
+    kept = Meter(first, OpenAIChat(), "application/json", "")
+    over = Meter(second, OpenAIChat(), "application/json", "")
+    kept.budget = over.budget = budget
+    kept.feed(b"x" * 800, 1)
+    over.feed(b"y" * 300, 1)  # past the budget: forwarded, not kept
+    assert budget.held == 800 and over.protocol_error == "body past the gateway's memory budget: not measured"
+    assert not budget.exhausted  # 800 of 1000: new non-streamed work still taken
+    kept.release()
+    over.release()
+    assert budget.held == 0
+
+
+def test_non_streamed_work_is_refused_early_while_the_budget_is_spent() -> None:
+    from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+    async def main() -> tuple[int, int, str]:
+        async with ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as up:
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
+            async with RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+                gw.gateway.budget.held = gw.gateway.budget.limit  # as if many slow readers held it
+                chat = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+                url = gw.url + "/v1/chat/completions"
+                async with s.post(url, json=chat) as r:
+                    whole = r.status
+                    assert r.headers["Retry-After"] == "1"
+                async with s.post(url, json={**chat, "stream": True}) as r:
+                    await r.read()
+                    streamed = r.status
+                async with s.get(gw.url + "/metrics") as r:
+                    return whole, streamed, await r.text()
+
+    whole, streamed, text = asyncio.run(asyncio.wait_for(main(), 30))
+    assert whole == 503 and streamed == 200  # streams hold at most a relay's buffer each
+    assert counter(text, "tokenpace_gateway_rejected_requests_total", 'reason="memory_budget"') == 1.0

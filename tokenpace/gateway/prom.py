@@ -164,6 +164,7 @@ REJECT_REASONS = (
     "bad_header",
     "line_too_long",
     "malformed_http",
+    "memory_budget",  # a non-streamed request while response bodies held fill the budget (503)
     "internal_error",  # a bug of ours: 500, one log line, never a traceback
 )
 CLOSE_REASONS = ("header_timeout", "body_timeout", "idle_timeout", "max_connections")

@@ -18,6 +18,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.gateway import errors
 from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
 from tokenpace.gateway.arm_watch import COMPLAINT_EVENT
+from tokenpace.gateway.budget import Budget
 from tokenpace.gateway.client_rate import ClientRate
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
@@ -60,6 +61,7 @@ class Gateway:
     ) -> None:
         self.config = config
         self.secrets = config.secrets
+        self.budget = Budget()  # response bytes held to measure them, all requests together
         self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
         configured = {u.model for u in config.upstreams if u.model}
@@ -190,6 +192,8 @@ class Gateway:
                 return self._refuse(request, "body_not_object", resp)
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
+            if parsed.get("stream") is not True and self.budget.exhausted:  # refused before any work
+                return self._refuse(request, "memory_budget", errors.busy("gateway memory budget in use"))
         sticky = request.headers.get(self.config.sticky_header)
         key = raw(sticky) if sticky else (raw(user) if isinstance(user, str) and user else None)
         upstream = self.router.choose(model, key)
@@ -236,6 +240,8 @@ class Gateway:
         try:
             conn, ex = await send(origin, request.method, payload)
             resp, meter = client_head(ex, record, dialect, conn.now)
+            if meter is not None:
+                meter.budget = self.budget
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport

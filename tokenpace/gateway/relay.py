@@ -180,6 +180,8 @@ class Relay:
         """The request is over (finished, cut or timed out): meter nothing more into its record."""
         self.stopped = True
         self.backlog.clear()
+        if self.meter is not None:
+            self.meter.release()
 
     async def run(self, ex: Exchange) -> None:
         """Until the body is complete and metered (raises UpstreamError if the upstream broke it), or
