@@ -7,6 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.budget import Budget
 from tokenpace.gateway.config import Upstream
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.outcome import Outcome
@@ -60,7 +61,7 @@ def stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
 
 
 def client_head(
-    ex, record: RequestRecord | None, dialect, now: int
+    ex, record: RequestRecord | None, dialect, now: int, budget: Budget | None = None
 ) -> tuple[web.StreamResponse, Meter | None]:
     """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
     generation request's successful body."""
@@ -71,6 +72,7 @@ def client_head(
         if ex.status < 300:
             content_type = header(up_headers, "content-type")
             meter = Meter(record, dialect, content_type, header(up_headers, "content-encoding").lower())
+            meter.budget = budget
     resp = web.StreamResponse(status=ex.status, reason=ex.reason.decode("latin-1") or None)
     for k, v in up_headers:
         lower = k.lower()

@@ -239,9 +239,7 @@ class Gateway:
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await send(origin, request.method, payload)
-            resp, meter = client_head(ex, record, dialect, conn.now)
-            if meter is not None:
-                meter.budget = self.budget
+            resp, meter = client_head(ex, record, dialect, conn.now, self.budget)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
