@@ -209,6 +209,9 @@ class RecordSink:
                 await asyncio.wait_for(
                     self._worker().run(_finish, self.writer), max(0.0, deadline - loop.time())
                 )
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
 
     def _take_all(self) -> list[Item]:
         items: list[Item] = [*self.records, *self.events]
@@ -224,7 +227,8 @@ class DaemonWorker:
     pool threads, which are joined at exit."""
 
     def __init__(self, name: str) -> None:
-        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], asyncio.Future[None]]] = queue.SimpleQueue()
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], asyncio.Future[None]] | None]
+        self._jobs = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
@@ -233,9 +237,13 @@ class DaemonWorker:
         self._jobs.put((lambda: fn(*args), future))
         return future
 
+    def stop(self) -> None:
+        """The thread ends once the jobs before this one are done (a hung one keeps it, harmlessly)."""
+        self._jobs.put(None)
+
     def _serve(self) -> None:
-        while True:
-            job, future = self._jobs.get()
+        while (item := self._jobs.get()) is not None:
+            job, future = item
             error: BaseException | None = None
             try:
                 job()
