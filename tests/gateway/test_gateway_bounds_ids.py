@@ -77,9 +77,16 @@ def test_odd_header_bytes_reach_the_upstream_byte_for_byte() -> None:
 def test_a_reused_request_id_cannot_move_another_clients_events(tmp_path) -> None:
     async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
         chat = orjson.loads(BODY.replace(b"plain-header", b"healthy"))
-        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers={"x-user-id": "alice"}) as r:
+        alice_headers = {"x-user-id": "alice", "x-request-id": "alice-1"}
+        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=alice_headers) as r:
             await r.read()
             alice_id = r.headers["x-request-id"]
+        assert gw.gateway.recent.get("alice-1") == gw.gateway.recent.get(alice_id)  # her own id joins
+        # mallory reuses alice's own id: it joins nothing from now on, never mallory's arm
+        mallory = {"x-user-id": "mallory", "x-request-id": "alice-1"}
+        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=mallory) as r:
+            await r.read()
+        assert gw.gateway.recent.get("alice-1") is None
         # mallory sends alice's id as her own: the gateway mints another for her request
         headers = {"x-user-id": "mallory", "x-request-id": alice_id}
         async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=headers) as r:
@@ -92,8 +99,8 @@ def test_a_reused_request_id_cannot_move_another_clients_events(tmp_path) -> Non
 
     records = run_bounds(tmp_path, body)
     ids = [r.request_id for r in records]
-    assert len(set(ids)) == len(ids) == 2
-    assert records[1].labels["client_request_id"] == records[0].request_id
+    assert len(set(ids)) == len(ids) == 3
+    assert records[2].labels["client_request_id"] == records[0].request_id
 
 
 PASSWORD = "pw-0123456789-hunter2"

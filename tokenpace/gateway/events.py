@@ -45,19 +45,31 @@ def user_hash(key: bytes) -> str:
 
 
 class RecentRequests:
-    """Bounded: request id -> (arm, upstream, user hash) for the newest ``capacity`` requests."""
+    """Bounded: request id -> (arm, upstream, user hash) for the newest ``capacity`` requests.
+
+    Ids are the gateway's own. A client's own ``x-request-id`` is an alias, honoured only while it
+    is unambiguous: a second request sending the same one (a client reusing another's id) makes it
+    join nothing, so no client can move another's events to its own arm."""
 
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
         self._map: OrderedDict[str, tuple[str, str, str | None]] = OrderedDict()
+        self._aliases: OrderedDict[str, str | None] = OrderedDict()  # client id -> ours (None: reused)
 
-    def add(self, request_id: str, arm: str, upstream: str, user: str | None) -> None:
+    def add(self, request_id: str, arm: str, upstream: str, user: str | None, client_id: str = "") -> None:
         self._map[request_id] = (arm, upstream, user)
         if len(self._map) > self.capacity:
             self._map.popitem(last=False)
+        if client_id:
+            self._aliases[client_id] = None if client_id in self._aliases else request_id
+            if len(self._aliases) > self.capacity:
+                self._aliases.popitem(last=False)
 
     def get(self, request_id: str) -> tuple[str, str, str | None] | None:
-        return self._map.get(request_id)
+        known = self._map.get(request_id)
+        if known is None and (ours := self._aliases.get(request_id)) is not None:
+            known = self._map.get(ours)
+        return known
 
     def __len__(self) -> int:
         return len(self._map)

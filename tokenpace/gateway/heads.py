@@ -32,7 +32,8 @@ HOP = frozenset(
 
 
 # Always ours: events join on it, so a client reusing another's id cannot move that client's
-# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs.
+# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs,
+# and joins events only while no other request sent it too (events.RecentRequests).
 HOP_AND_AUTH = HOP | {"authorization"}
 REQUEST_ID = "x-request-id"
 CLIENT_REQUEST_ID = "client_request_id"

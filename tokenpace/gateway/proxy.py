@@ -216,7 +216,7 @@ class Gateway:
                 dispatched_ns=start,
                 sent_ns=start,
             )
-            self.recent.add(record.request_id, upstream.arm, upstream.name, user)
+            self.recent.add(record.request_id, upstream.arm, upstream.name, user, client_id)
         self.metrics.in_flight.inc()
         try:
             return await self._forward(request, body, upstream, record, dialect)
