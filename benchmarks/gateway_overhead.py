@@ -20,6 +20,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -86,9 +87,12 @@ def wait_port(port: int, timeout_s: float = 30.0) -> None:
 
 
 @contextmanager
-def servers(pin: list[str | None], workers: int = 1) -> Iterator[tuple[str, str, int]]:
+def servers(
+    pin: list[str | None], workers: int = 1, store: str | None = None
+) -> Iterator[tuple[str, str, int]]:
     up_port, gw_port = free_port(), free_port()
-    gateway = [sys.executable, "-m", "tokenpace", "gateway", "--no-store", "--listen", f"127.0.0.1:{gw_port}"]
+    keep = ["--store", store] if store else ["--no-store"]  # the store on is what users run by default
+    gateway = [sys.executable, "-m", "tokenpace", "gateway", *keep, "--listen", f"127.0.0.1:{gw_port}"]
     gateway += ["--workers", str(workers)] if workers > 1 else []
     gateway += ["--upstream", f"up=http://127.0.0.1:{up_port}/v1"]
     procs = [
@@ -140,16 +144,27 @@ async def rounds(s, url: str, conc: int, n: int, tokens: int) -> list[tuple[floa
 
 
 async def main(
-    requests: int, tokens: int, pin: list[str | None], streams: list[int], workers: int = 1
+    requests: int,
+    tokens: int,
+    pin: list[str | None],
+    streams: list[int],
+    workers: int = 1,
+    store: bool = False,
 ) -> None:
-    with servers(pin, workers) as (up_url, gw_base, gw_pid):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        servers(pin, workers, os.path.join(tmp, "runs.db") if store else None) as (up_url, gw_base, gw_pid),
+    ):
         conn = aiohttp.TCPConnector(limit=0)
         async with aiohttp.ClientSession(connector=conn) as s:
             direct_url = up_url + "/chat/completions"
             gw_url = gw_base + "/chat/completions"
             await rounds(s, direct_url, 100, 200, tokens)
             await rounds(s, gw_url, 100, 200, tokens)  # warm both connection pools
-            print(f"load average before: {os.getloadavg()[0]:.2f}; cores (upstream, gateway, client): {pin}")
+            print(
+                f"load average before: {os.getloadavg()[0]:.2f}; cores (upstream, gateway, client): {pin}; "
+                f"store {'on' if store else 'off'}"
+            )
             print("| streams | metric | direct P50 | via gateway P50 | added P50 | added P99 |")
             print("|---|---|---|---|---|---|")
             cpu_notes: list[str] = []
@@ -190,6 +205,7 @@ if __name__ == "__main__":
     parser.add_argument("--pin", default=None, help="cores for upstream,gateway,client, e.g. 0,1,0")
     parser.add_argument("--streams", default="1,100", help="concurrent streams per step, e.g. 1,16,100")
     parser.add_argument("--workers", type=int, default=1, help="gateway --workers (CPU: all its processes)")
+    parser.add_argument("--store", action="store_true", help="the gateway writes its run store (the default)")
     args = parser.parse_args()
     cores: list[str | None] = list(args.pin.split(",")) if args.pin else [None, None, None]
     if len(cores) != 3:
@@ -203,4 +219,4 @@ if __name__ == "__main__":
     except ImportError:
         pass
     streams = [int(x) for x in args.streams.split(",")]
-    asyncio.run(main(args.requests, args.tokens, cores, streams, args.workers))
+    asyncio.run(main(args.requests, args.tokens, cores, streams, args.workers, args.store))

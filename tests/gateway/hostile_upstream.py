@@ -9,11 +9,17 @@ odd-N      one odd-shaped chunk (ODD[N]) between healthy ones; the stream then e
 malformed  a broken JSON chunk between healthy ones; the stream then ends normally with [DONE]
 reset      two tokens, then a TCP reset
 endless-head  response headers that never end
+flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
+plain-*    the healthy stream (a name of the test's own to find its records by)
+echo-auth  one token, then an error event echoing its Authorization, Basic decoded
+big        BIG_BYTES of token events as fast as the reader takes them, then [DONE]
+liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import socket
 import struct
@@ -29,6 +35,12 @@ HEALTHY = [
     b"data: [DONE]\n\n",
 ]
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":"tok"}}]}\n\n'
+FLOOD_TOKENS = 20_000
+BIG_BYTES = 8 * 1024 * 1024
+BIG_TOKEN = TOKEN.replace(b'"tok"', b'"' + b"t" * 4000 + b'"')
+LIAR_TOKENS = 10**12
+_LIAR_USAGE = b'"completion_tokens":%d' % LIAR_TOKENS
+LIAR = [*HEALTHY[:4], HEALTHY[4].replace(b'"completion_tokens":3', _LIAR_USAGE), HEALTHY[5]]
 ODD = [
     b'{"choices":5}',
     b"[null]",
@@ -54,11 +66,24 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
+def _echo_auth(head: bytes) -> bytes:
+    """An error event that repeats the request's credentials, as a careless upstream might."""
+    auth = b""
+    for line in head.split(b"\r\n"):
+        if line.lower().startswith(b"authorization:"):
+            auth = line.split(b":", 1)[1].strip()
+    if auth.lower().startswith(b"basic "):
+        auth = base64.b64decode(auth[6:])
+    message = orjson.dumps({"error": {"message": "rejected credentials " + auth.decode(errors="replace")}})
+    return b"data: " + message + b"\n\n"
+
+
 class HostileUpstream:
     def __init__(self) -> None:
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
         self.seen_models: list[str] = []
+        self.seen_heads: list[bytes] = []  # each request head as it arrived
 
     @property
     def url(self) -> str:
@@ -80,6 +105,7 @@ class HostileUpstream:
         ):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
+                self.seen_heads.append(head)
                 length = 0
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):
@@ -93,6 +119,11 @@ class HostileUpstream:
                     await asyncio.sleep(5)
                     return
                 writer.write(_HEAD)
+                if model == "echo-auth":
+                    writer.write(_chunk(HEALTHY[0]) + _chunk(TOKEN) + _chunk(_echo_auth(head)))
+                    writer.write(b"0\r\n\r\n")
+                    await writer.drain()
+                    continue
                 if not await self._play(model, writer):
                     return
                 writer.write(b"0\r\n\r\n")
@@ -104,12 +135,29 @@ class HostileUpstream:
         if model.startswith("odd-"):
             pieces = odd_stream(int(model[4:]))
         else:
-            pieces = {"healthy": HEALTHY, "malformed": MALFORMED}.get(model, [])
+            pieces = {"healthy": HEALTHY, "malformed": MALFORMED, "liar": LIAR}.get(model, [])
+            pieces = HEALTHY if model.startswith("plain-") else pieces
         if pieces:
             for piece in pieces:
                 writer.write(_chunk(piece))
                 await writer.drain()
                 await asyncio.sleep(0.005)
+            return True
+        if model == "flood":
+            writer.write(_chunk(HEALTHY[0]))
+            batch = _chunk(TOKEN * 1000)
+            for _ in range(FLOOD_TOKENS // 1000):
+                writer.write(batch)
+                await writer.drain()
+            writer.write(_chunk(HEALTHY[3]) + _chunk(HEALTHY[5]))
+            return True
+        if model == "big":  # big events: cheap to meter, many bytes
+            writer.write(_chunk(HEALTHY[0]))
+            batch = _chunk(BIG_TOKEN * 16)
+            for _ in range(BIG_BYTES // (len(BIG_TOKEN) * 16)):
+                writer.write(batch)
+                await writer.drain()
+            writer.write(_chunk(HEALTHY[3]) + _chunk(HEALTHY[5]))
             return True
         if model == "endless":
             line = _chunk(b"data: " + b"x" * 65536)

@@ -42,8 +42,8 @@ def test_events_join_the_arm_are_counted_and_stored(tmp_path: Path) -> None:
             gw = RunningGateway(config, writer=StoreRecordWriter(store, config, "s1"))
             async with gw, aiohttp.ClientSession() as s:
                 ids = {u: await _chat(s, gw.url, u) for u in (f"user-{i}" for i in range(20))}
-                mine = await _chat(s, gw.url, "user-x", rid="app-req-1")  # the client's own id is kept
-                assert mine == "app-req-1"
+                mine = await _chat(s, gw.url, "user-x", rid="app-req-1")  # the client's own id
+                assert mine != "app-req-1"  # is kept apart: events join on the gateway's
                 events: list[dict[str, object]] = [
                     {"request_id": rid, "event": "accepted"} for rid in ids.values()
                 ]

@@ -66,3 +66,30 @@ def test_scraper_rotates_at_the_bound_and_no_scrape_is_lost(tmp_path: Path) -> N
     assert Path(str(path) + ".1").exists()  # it did rotate ...
     assert biggest < 2000 + 400  # ... at the bound (plus at most one line)
     assert sorted(os.listdir(tmp_path)) == ["scrapes.jsonl", "scrapes.jsonl.1"]
+
+
+def test_a_metrics_page_past_the_bound_is_not_read_nor_parsed() -> None:
+    import http.server
+    import threading
+
+    from tokenpace.adapters.servermetrics.scraper import MAX_PAGE_BYTES, scrape_once
+
+    class Huge(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            line = b'vllm:num_requests_running{engine="0",model_name="m",i="%d"} 1\n'
+            page = b"".join(line % i for i in range(MAX_PAGE_BYTES // 50))
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(page)))
+            self.end_headers()
+            self.wfile.write(page)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Huge)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        got = scrape_once(f"http://127.0.0.1:{server.server_port}/metrics", 10.0)
+    finally:
+        server.shutdown()
+    assert "samples" not in got and got["error"].startswith("metrics page over 2 MiB")

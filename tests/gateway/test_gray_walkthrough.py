@@ -33,7 +33,7 @@ STEP_50 = FRAME + f"  --upstream a={OLD},weight=50,version=v1 \\\n  --upstream b
 STEP_100 = FRAME + f"  --upstream b={NEW},version=v2"
 CURL_REQUEST = (
     "curl -s http://127.0.0.1:9100/tokenpace/events -d "
-    '\'{"request_id": "req-42", "event": "task_completed"}\''
+    '\'{"request_id": "REQUEST_ID", "event": "task_completed"}\''
 )
 CURL_USER = 'curl -s http://127.0.0.1:9100/tokenpace/events -d \'{"user_id": "alice", "event": "complaint"}\''
 ARMS = (
@@ -98,13 +98,13 @@ def _arm_of(users: list[str], weights: tuple[int, int]) -> dict[str, str]:
     return {u: router.choose(None, u.encode()).arm for u in users}
 
 
-async def _one_request(url: str, headers: dict[str, str]) -> int:
+async def _one_request(url: str, headers: dict[str, str]) -> tuple[int, str]:
     async with (
         aiohttp.ClientSession() as s,
         s.post(url + "/v1/chat/completions", json=CHAT, headers=headers) as r,
     ):
         await r.read()
-        return r.status
+        return r.status, r.headers["x-request-id"]
 
 
 def test_the_documented_gray_release(tmp_path: Path) -> None:
@@ -124,10 +124,9 @@ def test_the_documented_gray_release(tmp_path: Path) -> None:
             asyncio.run(
                 users_with_outcomes(step.url, admin, users, rates, _arm_of(users, (99, 1)), per_user=1)
             )
-            assert (
-                asyncio.run(_one_request(step.url, {"x-request-id": "req-42", "x-user-id": "alice"})) == 200
-            )
-            for command in (CURL_REQUEST, CURL_USER):  # req-42 is known: the client's own id
+            status, rid = asyncio.run(_one_request(step.url, {"x-user-id": "alice"}))
+            assert status == 200
+            for command in (CURL_REQUEST.replace("REQUEST_ID", rid), CURL_USER):  # the id it got back
                 assert orjson.loads(_curl(command, step.admin)) == {"accepted": 1, "unknown_request_ids": 0}
         finally:
             step.stop()
@@ -147,6 +146,6 @@ def test_the_documented_gray_release(tmp_path: Path) -> None:
 
         step = Gateway(STEP_100, tmp_path, urls)  # 100 %: b alone
         try:
-            assert asyncio.run(_one_request(step.url, {"x-user-id": "bob"})) == 200
+            assert asyncio.run(_one_request(step.url, {"x-user-id": "bob"}))[0] == 200
         finally:
             assert "records: 1 written, 0 dropped" in step.stop()

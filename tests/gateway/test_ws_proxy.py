@@ -63,7 +63,7 @@ def test_a_session_with_the_sim_is_relayed_and_each_response_measured():
     (events, prom), records = asyncio.run(asyncio.wait_for(main(), 30))
     assert events[0]["type"] == "session.created"
     assert sum(e["type"] == "response.output_text.delta" for e in events) == 10
-    assert [r.request_id for r in records] == ["c7-1", "c7-2"]  # the client's id, per response
+    assert [r.labels["client_request_id"] for r in records] == ["c7-1", "c7-2"]  # the client's id, kept apart
     for rec in records:
         assert rec.labels["api"] == "realtime" and rec.status is Status.OK and rec.http_status == 101
         assert rec.labels["model"] == "m" and rec.output_tokens_server == 5 and rec.prompt_tokens

@@ -13,7 +13,7 @@ from typing import Any
 from tokenpace import __version__
 from tokenpace.app.bench_config import BenchConfig
 from tokenpace.core.metrics import Summary
-from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.record import MAX_OUTPUT_TOKENS, MAX_TOKENS_PER_CHUNK, RequestRecord, Status, TokenSource
 from tokenpace.wire.dialects import get_dialect
 
 
@@ -99,7 +99,14 @@ def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None
             f"{tok.tokens_per_chunk or 0:.2f} tokens on average"
         )
     ok = summary.counts.get("ok", 0)
-    if ok and tok.output_sources.get("server", 0) < ok:
+    implausible = tok.output_sources.get(TokenSource.USAGE_IMPLAUSIBLE.value, 0)
+    if implausible:
+        out.append(
+            f"{implausible} requests reported usage beyond what they streamed (over "
+            f"{MAX_TOKENS_PER_CHUNK} tokens per chunk, or {MAX_OUTPUT_TOKENS:.0e}): not believed, "
+            "their output tokens were counted as one per chunk"
+        )
+    if ok and tok.output_sources.get("server", 0) + implausible < ok:
         out.append("some requests had no server usage: their output tokens were counted as one per chunk")
     return out
 

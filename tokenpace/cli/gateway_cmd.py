@@ -126,6 +126,25 @@ from tokenpace.cli.parsing import slo as parse_slo
 )
 @click.option("--admin-key-file", default=None, help="Admin keys, one per line.")
 @click.option(
+    "--shutdown-timeout",
+    default="10s",
+    show_default=True,
+    help="At SIGTERM: open requests get half of it, writing queued records the rest; then it exits.",
+)
+@click.option(
+    "--event",
+    "event_names",
+    multiple=True,
+    metavar="NAME",
+    help="A declared outcome event name: always its own metric label (repeat; 'complaint' always is).",
+)
+@click.option(
+    "--events-rate",
+    default=200.0,
+    show_default=True,
+    help="Outcome events one client address may post per second (bursts of 10x); more get a 429.",
+)
+@click.option(
     "--emit-rules", "emit_dir", default=None, help="Write alert rules + Grafana JSON here and exit."
 )
 def gateway(
@@ -160,6 +179,9 @@ def gateway(
     admin_listen: str | None,
     admin_keys: tuple[str, ...],
     admin_key_file: str | None,
+    shutdown_timeout: str,
+    event_names: tuple[str, ...],
+    events_rate: float,
     emit_dir: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
@@ -240,6 +262,10 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
             mirrors=tuple(parse_mirror(m) for m in o["mirrors"]),
             mirror_queue=o["mirror_queue"],
             mirror_concurrency=o["mirror_concurrency"],
+            shutdown_timeout_s=duration_s(o["shutdown_timeout"]),
+            event_names=frozenset(o["event_names"]),
+            events_per_client_s=o["events_rate"],
+            events_burst=o["events_rate"] * 10,
         )
     except ValueError as exc:
         die("gateway", str(exc))

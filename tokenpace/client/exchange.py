@@ -2,8 +2,9 @@
 timestamps on the record.
 
 Its ``on_*`` methods run inside the connection's ``data_received``: no logging, no per-token objects
-beyond the one int appended to ``token_ns``, JSON parsed once per chunk. A compressed body is
-inflated a bounded step at a time, with the same caps as a plain one (tokenpace.wire.inflate).
+beyond the one int appended to ``token_ns`` (capped: ``TOKEN_TIMESTAMPS_KEPT``), JSON parsed once per
+chunk. A compressed body is inflated a bounded step at a time, with the same caps as a plain one
+(tokenpace.wire.inflate).
 """
 
 from __future__ import annotations
@@ -172,7 +173,8 @@ class Measure:
         total = rec.output_tokens_server or 0
         if rec.chunk_tokens is None:
             rec.chunk_tokens = []
-        rec.chunk_tokens.append(total - (self._prev_server_tokens or 0))
+        if not rec.token_ns_dropped:  # one entry per kept timestamp: capped with them
+            rec.chunk_tokens.append(total - (self._prev_server_tokens or 0))
         self._prev_server_tokens = total
 
     def _read_full(self, now: int) -> None:

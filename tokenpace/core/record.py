@@ -34,10 +34,24 @@ FAILURE_STATUSES = frozenset(
 )
 
 
+# Token timestamps kept per request: past it chunks are still counted (``output_tokens_counted``)
+# and ``token_ns_dropped`` says how many timestamps were not kept. 8192 ints is about 300 KB held
+# per request at worst; a stream flooding tiny events can no longer grow one request without bound.
+TOKEN_TIMESTAMPS_KEPT = 8192
+
+
+# A streamed chunk carries a token, a few with speculative decoding or batched deltas: a server's
+# usage past this many per counted chunk, or past MAX_OUTPUT_TOKENS at all, is not believed (a
+# broken or hostile server's 10^12 once made a headline of 1.4e15 tokens/s); the chunks count.
+MAX_TOKENS_PER_CHUNK = 64
+MAX_OUTPUT_TOKENS = 10_000_000
+
+
 class TokenSource(str, Enum):
     SERVER = "server"  # the server's usage report
     CHUNKS = "chunks"  # counted: one token per token-carrying chunk
     NONE = "none"  # nothing to count (failed before any output)
+    USAGE_IMPLAUSIBLE = "chunks_usage_implausible"  # counted: the server's usage was not believable
 
 
 @dataclass(slots=True)
@@ -62,7 +76,8 @@ class RequestRecord:
     headers_ns: int | None = None  # response headers received
     first_token_ns: int | None = None  # first chunk carrying generated output, any channel
     first_answer_ns: int | None = None  # first chunk carrying answer text or a tool call
-    token_ns: list[int] = field(default_factory=list)  # every token-carrying chunk
+    token_ns: list[int] = field(default_factory=list)  # token chunks, the first TOKEN_TIMESTAMPS_KEPT
+    token_ns_dropped: int = 0  # token-carrying chunks past the cap: counted, their timestamps not kept
     chunk_tokens: list[int] | None = None  # tokens per chunk, only when the server says so
     end_ns: int | None = None  # stream finished, failed or was cancelled
 
@@ -92,7 +107,10 @@ class RequestRecord:
 
     def note_token_chunk(self, now: int, answer: bool) -> None:
         """A chunk carrying generated output arrived at ``now``: answer text/tool call, or reasoning."""
-        self.token_ns.append(now)
+        if len(self.token_ns) < TOKEN_TIMESTAMPS_KEPT:
+            self.token_ns.append(now)
+        else:
+            self.token_ns_dropped += 1
         self.output_tokens_counted += 1
         if self.first_token_ns is None:
             self.first_token_ns = now
@@ -103,16 +121,26 @@ class RequestRecord:
             self.reasoning_chunks += 1
 
     @property
+    def usage_implausible(self) -> bool:
+        """The server reported more output tokens than it could have sent (see MAX_TOKENS_PER_CHUNK)."""
+        server = self.output_tokens_server
+        if server is None:
+            return False
+        if server < 0 or server > MAX_OUTPUT_TOKENS:
+            return True
+        return bool(self.output_tokens_counted) and server > self.output_tokens_counted * MAX_TOKENS_PER_CHUNK
+
+    @property
     def output_tokens(self) -> int:
-        """Best output-token count: the server's when it reported one, else counted chunks."""
-        if self.output_tokens_server is not None:
+        """Best output-token count: the server's when it reported a plausible one, else counted chunks."""
+        if self.output_tokens_server is not None and not self.usage_implausible:
             return self.output_tokens_server
         return self.output_tokens_counted
 
     @property
     def output_tokens_source(self) -> TokenSource:
         if self.output_tokens_server is not None:
-            return TokenSource.SERVER
+            return TokenSource.USAGE_IMPLAUSIBLE if self.usage_implausible else TokenSource.SERVER
         if self.output_tokens_counted:
             return TokenSource.CHUNKS
         return TokenSource.NONE

@@ -39,7 +39,7 @@ def token_accounting(ok: Sequence[RequestRecord]) -> TokenAccounting:
     prompt_ratio_sum = 0.0
     for r in ok:
         sources[r.output_tokens_source.value] += 1
-        if r.output_tokens_server is not None and r.output_tokens_counted:
+        if r.output_tokens_server is not None and r.output_tokens_counted and not r.usage_implausible:
             compared += 1
             diff = abs(r.output_tokens_counted - r.output_tokens_server)
             mismatched += diff > 0

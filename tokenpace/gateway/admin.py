@@ -7,6 +7,7 @@ Prometheus expects) and /tokenpace/* follows the client keys, when there are any
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import os
 from collections.abc import Callable, Iterable
@@ -20,6 +21,7 @@ from prometheus_client.multiprocess import MultiProcessCollector
 from tokenpace.gateway import errors
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.guard import Guard
+from tokenpace.gateway.header_bytes import raw
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -29,7 +31,7 @@ def bearer_ok(request: web.Request, keys: Iterable[str]) -> bool:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not given:
         return False
-    token = given.strip().encode()
+    token = raw(given.strip())  # any byte a client sent: a non-ASCII key is just a wrong key
     ok = False
     for key in keys:
         ok |= hmac.compare_digest(token, key.encode())
@@ -62,7 +64,10 @@ class AdminPages:
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.admin_keys and not bearer_ok(request, self.admin_keys):
             return self._refuse(request)
-        resp = web.Response(body=generate_latest(exposed(self.registry)))
+        # Rendered in a thread: tens of ms for a big registry, which on the loop would be added to
+        # the TTFT of every stream in flight (the metrics take their own locks).
+        body = await asyncio.to_thread(generate_latest, exposed(self.registry))
+        resp = web.Response(body=body)
         resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
         return resp
 

@@ -8,10 +8,11 @@ from urllib.parse import urlsplit
 
 from tokenpace.core.credentials import has_control, redact_userinfo
 from tokenpace.core.metrics import Slo
+from tokenpace.gateway.secrets import known_secrets, upstream_key
 from tokenpace.wire.endpoint import Endpoint, EndpointError, parse_endpoint
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics")
+_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics", "key_env", "key_file")
 
 
 def parse_duration_s(text: str) -> float:
@@ -57,7 +58,7 @@ class Upstream:
 
 
 def parse_upstream(text: str) -> Upstream:
-    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R]``.
+    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R][,key_env=VAR|key_file=PATH]``.
 
     Messages never echo a URL's ``user:password`` (shown as ``***@``)."""
     shown = redact_userinfo(text)
@@ -71,7 +72,7 @@ def parse_upstream(text: str) -> Upstream:
         endpoint = parse_endpoint(url)  # the wire's one URL parser: credentials split off
     except EndpointError:
         raise ValueError(f"{name}=...: not an http(s) URL") from None  # it may hold credentials
-    url, auth = endpoint.url, endpoint.auth
+    url, url_auth = endpoint.url, endpoint.auth
     kv: dict[str, str] = {}
     for part in parts[1:]:
         key, sep, value = part.partition("=")
@@ -85,6 +86,10 @@ def parse_upstream(text: str) -> Upstream:
         raise ValueError(f"{shown!r}: weight must be a number") from None
     if not 0 <= weight < float("inf"):
         raise ValueError(f"{shown!r}: weight must be a number >= 0")
+    auth = upstream_key(kv, shown)
+    if auth is not None and url_auth is not None:
+        raise ValueError(f"{shown!r}: credentials in the URL and key_env=/key_file=: give one")
+    auth = auth or url_auth
     ramp = parse_duration_s(kv["ramp"]) if "ramp" in kv else 0.0
     labels: dict[str, str] = {k: kv[k] for k in ("version", "region") if k in kv}
     metrics = kv.get("metrics")
@@ -141,6 +146,17 @@ class GatewayConfig:
     mirror_queue: int = 256  # copies waiting, per gateway process; past it they are dropped, counted
     mirror_concurrency: int = 16  # copies in flight at once, per gateway process
     mirror_max_bytes: int = 64 * 1024 * 1024  # request bytes queued or in flight for all mirrors
+    # bounds against hostile peers (docs/gateway.md "Bounds")
+    event_queue: int = 10_000  # outcome events waiting to be written (apart from the records)
+    events_per_client_s: float = 200.0  # outcome events one client address may post per second
+    events_burst: float = 2000.0  # ... at once (two full POSTs of 1000)
+    event_names: frozenset[str] = frozenset()  # declared event names: always their own label
+    shutdown_timeout_s: float = 10.0  # longest wait to write what is queued at exit
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Every key and credential given, in the forms an upstream may echo: scrubbed by value."""
+        return known_secrets(self.client_keys | self.admin_keys, (u.auth for u in self.upstreams))
 
     def __repr__(self) -> str:  # never show client keys
         return f"GatewayConfig(upstreams={[u.name for u in self.upstreams]}, port={self.port})"
@@ -156,6 +172,10 @@ class GatewayConfig:
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "stall_timeout_s"):
             if not getattr(self, name) > 0:  # also refuses nan
                 raise ValueError(f"--{name.removesuffix('_s').replace('_', '-')} must be more than 0")
+        if not self.shutdown_timeout_s >= 0:
+            raise ValueError("--shutdown-timeout must be 0 or more")
+        if not (self.events_per_client_s > 0 and self.events_burst >= 1):
+            raise ValueError("--events-rate must be more than 0")
         if self.max_connections < 1:
             raise ValueError("--max-connections must be at least 1")
         if self.workers < 1:

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -137,6 +138,7 @@ class EngineWatch:
             ENGINE_QUEUE, "Engine's mean queue time over the window", ("upstream",), registry=registry
         )
         self._task: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()  # one reader of the scrape files at a time
 
     def add(self, rec: RequestRecord) -> None:
         """A finished record (hot path: one dict lookup and a deque append)."""
@@ -151,28 +153,51 @@ class EngineWatch:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
+        """Reading and parsing the scrape files (bounded: two 4 MiB files) runs in a thread, so a
+        big page never holds the loop; the records it joins are copied on the loop first."""
         while True:
             await asyncio.sleep(self.interval_s)
-            self.refresh()
+            for name, w in self.watched.items():
+                records = list(w.records)
+                view = await asyncio.to_thread(self._analyse, w, records)
+                if view is not None:
+                    self._publish(name, w, view)
 
     def refresh(self) -> None:
+        """On the loop (the /tokenpace/upstreams page): when the thread is at it, the last view stands."""
         for name, w in self.watched.items():
+            view = self._analyse(w, list(w.records), wait=False)
+            if view is not None:
+                self._publish(name, w, view)
+
+    def _analyse(self, w: _Watched, records: list[RequestRecord], wait: bool = True) -> dict[str, Any] | None:
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
             w.scrapes.extend(w.tail.read())
             if not w.scrapes:
-                continue
+                return None
             first_ns = w.scrapes[0]["t_ns"]
-            while w.records and (w.records[0].first_token_ns or 0) < first_ns:
-                w.records.popleft()  # older than the window
-            view = analyse(list(w.scrapes), list(w.records), self.start_ns)
-            view.pop("series", None)
-            w.view = view
-            d = view.get("decomposition")
-            if d:
-                self.engine_ttft.labels(name).set(d["engine_ttft_mean_ms"] / 1000)
-                self.gateway_ttft.labels(name).set(d["client_ttft_mean_ms"] / 1000)
-                self.network.labels(name).set(d["network_and_client_ms"] / 1000)
-                if d.get("engine_queue_mean_ms") is not None:
-                    self.queue.labels(name).set(d["engine_queue_mean_ms"] / 1000)
+            recent = [r for r in records if (r.first_token_ns or 0) >= first_ns]  # in the window
+            view = analyse(list(w.scrapes), recent, self.start_ns)
+            view["_first_ns"] = first_ns
+        finally:
+            self._lock.release()
+        view.pop("series", None)
+        return view
+
+    def _publish(self, name: str, w: _Watched, view: dict[str, Any]) -> None:
+        first_ns = view.pop("_first_ns", 0)
+        while w.records and (w.records[0].first_token_ns or 0) < first_ns:
+            w.records.popleft()  # older than the window
+        w.view = view
+        d = view.get("decomposition")
+        if d:
+            self.engine_ttft.labels(name).set(d["engine_ttft_mean_ms"] / 1000)
+            self.gateway_ttft.labels(name).set(d["client_ttft_mean_ms"] / 1000)
+            self.network.labels(name).set(d["network_and_client_ms"] / 1000)
+            if d.get("engine_queue_mean_ms") is not None:
+                self.queue.labels(name).set(d["engine_queue_mean_ms"] / 1000)
 
     def snapshot(self) -> dict[str, Any]:
         """Per upstream: engine, window, engine latencies and the TTFT decomposition (JSON-ready).
@@ -196,6 +221,7 @@ class EngineWatch:
     def _stop_scrapers(self) -> None:
         for w in self.watched.values():
             w.scraper.stop()
-            w.scrapes.extend(w.tail.read())
-            w.tail.close()
+            with self._lock:  # a refresh thread may still be reading
+                w.scrapes.extend(w.tail.read())
+                w.tail.close()
         self._dir.cleanup()

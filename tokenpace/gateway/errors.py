@@ -39,3 +39,10 @@ def unauthorized() -> web.Response:
     )  # fmt: skip
     resp.headers["WWW-Authenticate"] = "Bearer"
     return resp
+
+
+def busy(message: str) -> web.Response:
+    """503 with Retry-After: the gateway cannot take this now; the same request may succeed later."""
+    resp = error_response(503, message, "server_error", "overloaded")
+    resp.headers["Retry-After"] = "1"
+    return resp

@@ -7,8 +7,9 @@ requests, joined to the request's arm and stored beside the records.
 - A request id the gateway does not remember (evicted, another ``--workers`` process, a typo) is
   counted (``arm="unknown"``) and stored with its request id: ``tokenpace arms`` joins it to the
   stored record later. Nothing reported is lost.
-- Events leave through the record sink (same queue, same writer thread, same store transaction
-  path); the proxy never waits on the store.
+- Events leave through the record sink (their own bounded queue, behind the records', same writer
+  thread and store transaction path); the proxy never waits on the store. Each client address
+  may post ``ClientRate`` events per second (a burst above that): more get a 429, counted.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import orjson
 from aiohttp import web
@@ -26,10 +27,16 @@ from prometheus_client import CollectorRegistry, Counter
 
 from tokenpace.core.events import UNKNOWN_ARM, EventError, EventInput, OutcomeEvent, parse_events
 from tokenpace.gateway import errors
+from tokenpace.gateway.client_rate import ClientRate
+from tokenpace.gateway.header_bytes import raw
 
 EVENTS = "tokenpace_gateway_outcome_events_total"
+EVENTS_DROPPED = "tokenpace_gateway_outcome_events_dropped_total"
 MAX_EVENTS_BODY = 256 * 1024
-MAX_EVENT_LABELS = 32  # distinct event names as Prometheus labels; the rest are "other"
+# Distinct undeclared event names as Prometheus labels; the rest are "other". Declared names
+# (--event, and the guard-rails' own) always keep their label and take no slot.
+MAX_EVENT_LABELS = 32
+DROP_REASONS = ("rate_limited", "queue_full")
 
 
 def user_hash(key: bytes) -> str:
@@ -38,35 +45,59 @@ def user_hash(key: bytes) -> str:
 
 
 class RecentRequests:
-    """Bounded: request id -> (arm, upstream, user hash) for the newest ``capacity`` requests."""
+    """Bounded: request id -> (arm, upstream, user hash) for the newest ``capacity`` requests.
+
+    Ids are the gateway's own. A client's own ``x-request-id`` is an alias, honoured only while it
+    is unambiguous: a second request sending the same one (a client reusing another's id) makes it
+    join nothing, so no client can move another's events to its own arm."""
 
     def __init__(self, capacity: int = 100_000) -> None:
         self.capacity = capacity
         self._map: OrderedDict[str, tuple[str, str, str | None]] = OrderedDict()
+        self._aliases: OrderedDict[str, str | None] = OrderedDict()  # client id -> ours (None: reused)
 
-    def add(self, request_id: str, arm: str, upstream: str, user: str | None) -> None:
+    def add(self, request_id: str, arm: str, upstream: str, user: str | None, client_id: str = "") -> None:
         self._map[request_id] = (arm, upstream, user)
         if len(self._map) > self.capacity:
             self._map.popitem(last=False)
+        if client_id:
+            self._aliases[client_id] = None if client_id in self._aliases else request_id
+            if len(self._aliases) > self.capacity:
+                self._aliases.popitem(last=False)
 
     def get(self, request_id: str) -> tuple[str, str, str | None] | None:
-        return self._map.get(request_id)
+        known = self._map.get(request_id)
+        if known is None and (ours := self._aliases.get(request_id)) is not None:
+            known = self._map.get(ours)
+        return known
 
     def __len__(self) -> int:
         return len(self._map)
 
 
 class EventMetrics:
-    def __init__(self, registry: CollectorRegistry) -> None:
+    def __init__(self, registry: CollectorRegistry, declared: Iterable[str] = ()) -> None:
         self.events = Counter(
             EVENTS.removesuffix("_total"),
             'Business outcome events reported, by arm and event (arm="unknown": request id not known)',
             ("arm", "event"),
             registry=registry,
         )
-        self._names: set[str] = set()
+        self.dropped = Counter(
+            EVENTS_DROPPED.removesuffix("_total"),
+            "Outcome events not kept: over a client's rate, or their queue full",
+            ("reason",),
+            registry=registry,
+        )
+        for reason in DROP_REASONS:
+            self.dropped.labels(reason)
+        self._declared = frozenset(declared)
+        self._names: set[str] = set()  # undeclared names given a label of their own, first come
 
     def count(self, arm: str, event: str) -> None:
+        if event in self._declared:
+            self.events.labels(arm, event).inc()
+            return
         if event not in self._names and len(self._names) < MAX_EVENT_LABELS:
             self._names.add(event)
         self.events.labels(arm, event if event in self._names else "other").inc()
@@ -94,7 +125,9 @@ class EventsPage:
         metrics: EventMetrics,
         authorized: Callable[[web.Request], web.Response | None],
         body_timeout_s: float = 30.0,
+        rate: ClientRate | None = None,
     ) -> None:
+        self.rate = rate  # events per client address
         self.body_timeout_s = body_timeout_s
         self.recent = recent
         self.route = route
@@ -119,18 +152,25 @@ class EventsPage:
             resp = errors.bad_request("incomplete request body")
         else:
             if body is not None:
-                return self._accept(body)
+                return self._accept(body, request.remote or "")
             resp = errors.too_large(MAX_EVENTS_BODY)
         resp.force_close()  # the rest of the body is unread: this connection is done
         return resp
 
-    def _accept(self, body: bytes) -> web.Response:
+    def _accept(self, body: bytes, client: str) -> web.Response:
         try:
             inputs = parse_events(orjson.loads(body))
         except orjson.JSONDecodeError:
             return errors.bad_request("body is not valid JSON")
         except EventError as exc:
             return errors.bad_request(str(exc))
+        if self.rate is not None and not self.rate.take(client, len(inputs)):
+            self.metrics.dropped.labels("rate_limited").inc(len(inputs))
+            resp = errors.error_response(
+                429, "too many events from this client; retry later", "rate_limit_error", "rate_limited"
+            )
+            resp.headers["Retry-After"] = "1"
+            return resp
         now = time.time()
         unknown = 0
         for item in inputs:
@@ -148,7 +188,7 @@ class EventsPage:
             if known is not None:
                 arm, upstream, user = known
         if item.user_id is not None:
-            user = user_hash(item.user_id.encode())
+            user = user_hash(raw(item.user_id))
             if item.request_id is None:
-                arm, upstream = self.route(item.user_id.encode())
+                arm, upstream = self.route(raw(item.user_id))
         return OutcomeEvent(item.event, arm, now, item.request_id, user, upstream, item.value)

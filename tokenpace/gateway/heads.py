@@ -1,12 +1,13 @@
-"""The client's side of a proxied response: the head it gets (the upstream's, less hop-by-hop
-headers, with the gateway's request id), the meter of a generation's body, and the outcome of a
-finished stream."""
+"""What the proxy sends and answers around the body: the upstream request (the client's headers
+less hop-by-hop ones, with the upstream's credentials), the client's response head, and the outcome
+a complete body leaves."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.budget import Budget
 from tokenpace.gateway.config import Upstream
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.outcome import Outcome
@@ -33,9 +34,33 @@ HOP = frozenset(
     )
 )
 
-
-REQUEST_ID = "x-request-id"  # the client's own (bounded), else ours: events are reported against it
+# Always ours: events join on it, so a client reusing another's id cannot move that client's
+# events to its own arm. The client's own id is kept apart (label CLIENT_REQUEST_ID) for its logs,
+# and joins events only while no other request sent it too (events.RecentRequests).
+HOP_AND_AUTH = HOP | {"authorization"}
+REQUEST_ID = "x-request-id"
+CLIENT_REQUEST_ID = "client_request_id"
 UPSTREAM_REQUEST_ID = "x-upstream-request-id"
+_WITH_BODY = ("POST", "PUT", "PATCH")  # methods that say their (even empty) body's length
+
+
+def upstream_headers(request: web.Request, upstream: Upstream, client_keys: bool) -> list[tuple[str, str]]:
+    """The client's headers less hop-by-hop ones, with the upstream's credentials. With client keys
+    the client's Authorization is the gateway's own key: never sent on."""
+    hop = HOP_AND_AUTH if client_keys else HOP
+    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in hop]
+    if upstream.auth is not None and (client_keys or "Authorization" not in request.headers):
+        headers.append(("Authorization", upstream.auth))  # key_env=/key_file=, or the URL's
+    return headers
+
+
+def upstream_request(
+    request: web.Request, body: bytes, headers: list[tuple[str, str]], upstream: Upstream, host: str
+) -> bytes:
+    """The request's bytes for the upstream (``headers`` from ``upstream_headers``)."""
+    target = upstream.base_path + request.rel_url.raw_path_qs
+    head = request_head(request.method, target, host, headers)
+    return request_bytes(head, body if body or request.method in _WITH_BODY else None)
 
 
 def stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
@@ -50,7 +75,11 @@ def stream_outcome(meter: Meter) -> tuple[Outcome, str | None]:
 
 
 def response_head(
-    ex: Exchange, conn: HttpConnection, record: RequestRecord | None, dialect: Dialect | None
+    ex: Exchange,
+    conn: HttpConnection,
+    record: RequestRecord | None,
+    dialect: Dialect | None,
+    budget: Budget | None = None,
 ) -> tuple[web.StreamResponse, Meter | None]:
     """The client's response head (the upstream's, less hop-by-hop headers), and the meter of a
     generation request's successful body."""
@@ -61,6 +90,7 @@ def response_head(
         if ex.status < 300:
             content_type = ex.content_type.decode("latin-1")
             meter = Meter(record, dialect, content_type, ex.encoding.decode("latin-1"))
+            meter.budget = budget
     resp = web.StreamResponse(status=ex.status, reason=conn.reason.decode("latin-1") or None)
     for k, v in up_headers:
         lower = k.lower()
@@ -73,24 +103,3 @@ def response_head(
     if ex.length is not None and not ex.chunked:
         resp.content_length = ex.length
     return resp, meter
-
-
-def header(headers: list[tuple[str, str]], name: str) -> str:
-    for k, v in headers:
-        if k.lower() == name:
-            return v
-    return ""
-
-
-_WITH_BODY = ("POST", "PUT", "PATCH")  # methods that say their (even empty) body's length
-
-
-def upstream_request(request: web.Request, body: bytes, upstream: Upstream, host: str) -> bytes:
-    """The request's bytes for the upstream: the client's headers less hop-by-hop ones, and the
-    upstream's own credentials (from its URL's user:password) when the client sent none."""
-    headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP]
-    if upstream.auth is not None and "Authorization" not in request.headers:
-        headers.append(("Authorization", upstream.auth))
-    target = upstream.base_path + request.rel_url.raw_path_qs
-    head = request_head(request.method, target, host, headers)
-    return request_bytes(head, body if body or request.method in _WITH_BODY else None)

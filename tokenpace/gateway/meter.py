@@ -10,6 +10,7 @@ from __future__ import annotations
 import orjson
 
 from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.budget import Budget
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
 from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, supported
 from tokenpace.wire.sse import DONE, SseParser, parse_data
@@ -23,6 +24,7 @@ class Meter:
     __slots__ = (
         "_body",
         "_inflate",
+        "budget",
         "dialect",
         "done",
         "error",
@@ -37,6 +39,7 @@ class Meter:
         self.dialect = dialect
         self.sse = SseParser() if content_type.startswith("text/event-stream") else None
         self._body = bytearray()
+        self.budget: Budget | None = None  # bytes held by all meters together (budget.py)
         self.done = False  # [DONE] seen
         self.error: str | None = None  # the upstream reported an error inside the stream
         self.protocol_error: str | None = None  # the first thing the meter could not read
@@ -69,6 +72,10 @@ class Meter:
         sse = self.sse
         if sse is None:
             if self.protocol_error is None and len(self._body) < _BODY_LIMIT:
+                if self.budget is not None and not self.budget.take(len(data)):
+                    self.release()
+                    self.protocol_error = "body past the gateway's memory budget: not measured"
+                    return
                 self._body += data
             return
         payloads = sse.feed(data)  # framing goes on after an error: the event bound still holds
@@ -102,6 +109,12 @@ class Meter:
         if sse.error is not None and self.overflow is None:
             self.overflow = sse.error
             self.protocol_error = self.protocol_error or sse.error
+
+    def release(self) -> None:
+        """The request is over: the body kept to measure it goes back to the budget."""
+        if self.budget is not None:
+            self.budget.give_back(len(self._body))
+        self._body = bytearray()
 
     @property
     def saw_token(self) -> bool:

@@ -18,6 +18,8 @@ class Outcome(str, Enum):
     # then cut); it takes the blame over what followed (the client leaving, a missing [DONE]).
     PROTOCOL_ERROR = "protocol_error"
     CLIENT_DISCONNECT = "client_disconnect"  # the client went away; the upstream request was cancelled
+    # The client read nothing for the stall timeout while the upstream waited on it: cut, its doing.
+    CLIENT_SLOW = "client_slow"
 
 
 STATUS = {
@@ -29,4 +31,5 @@ STATUS = {
     Outcome.UPSTREAM_ABORT_MID_STREAM: Status.STREAM_INTERRUPTED,
     Outcome.PROTOCOL_ERROR: Status.PROTOCOL_ERROR,
     Outcome.CLIENT_DISCONNECT: Status.CANCELLED,
+    Outcome.CLIENT_SLOW: Status.CANCELLED,
 }

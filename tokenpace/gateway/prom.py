@@ -6,12 +6,15 @@ wire.dialects.APIS), outcome. Never a user, key or path.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from tokenpace.core.metrics import Slo, e2e_ns, itl_gaps_ns, tpot_ns, ttft_ns
+from tokenpace.core.metrics import Slo, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.buckets import TOKEN_BUCKETS, latency_buckets
 from tokenpace.gateway.outcome import Outcome
+from tokenpace.gateway.stream_stats import ItlCounts, bounds_ns
 
 NS = 1e9
 LABELS = ("model", "upstream", "arm", "api")
@@ -31,19 +34,33 @@ ERROR_OUTCOMES = (
 
 
 class ModelLabels:
-    """Maps request model names onto at most ``limit`` label values; the rest become "other"."""
+    """Maps request model names onto label values. Configured models (an upstream's ``model=``,
+    or listed at its /v1/models: ``reserve``) always keep their own; any other name a client sends
+    takes one of ``limit`` overflow slots, first come, then becomes "other". When half the slots
+    are taken, ``on_filling`` runs once (the gateway then asks its upstreams which models they list)."""
 
-    def __init__(self, configured: set[str], limit: int) -> None:
-        self.seen = set(configured)
-        self.limit = max(limit, len(configured))
+    def __init__(
+        self, configured: set[str], limit: int, on_filling: Callable[[], None] | None = None
+    ) -> None:
+        self.reserved = set(configured)
+        self.seen: set[str] = set()  # unconfigured names given a slot
+        self.limit = limit
+        self.on_filling = on_filling
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Configured from now on (the caller bounds how many: model_list.MAX_LISTED per upstream)."""
+        self.reserved.update(names)
 
     def __call__(self, model: str | None) -> str:
         if not model:
             return "unknown"
-        if model in self.seen:
+        if model in self.reserved or model in self.seen:
             return model
         if len(self.seen) < self.limit:
             self.seen.add(model)
+            if len(self.seen) >= self.limit // 2 and self.on_filling is not None:
+                self.on_filling()
+                self.on_filling = None
             return model
         return "other"
 
@@ -77,6 +94,7 @@ class GatewayMetrics:
             registry=r,
             buckets=self.e2e_buckets,
         )
+        self._itl_bounds_ns = bounds_ns(self.tpot_buckets)
         self.itl = Histogram(
             ITL,
             "Gaps between token-carrying chunks (a chunk may carry several tokens)",
@@ -104,8 +122,13 @@ class GatewayMetrics:
             IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
         )
 
-    def observe(self, rec: RequestRecord) -> None:
-        """One finished generation request. Latency histograms take ok requests only (as offline)."""
+    def itl_counts(self) -> ItlCounts:
+        """A request's inter-token gaps, bucketed as they arrive (``observe`` adds them at its end)."""
+        return ItlCounts(self._itl_bounds_ns)
+
+    def observe(self, rec: RequestRecord, itl: ItlCounts | None = None) -> None:
+        """One finished generation request. Latency histograms take ok requests only (as offline);
+        its inter-token gaps come bucketed already (``itl``): no per-gap work at the end."""
         lab = rec.labels
         key = (lab.get("model", "unknown"), lab.get("upstream", ""), lab.get("arm", ""), lab.get("api", ""))
         outcome = lab.get("outcome", Outcome.OK.value)
@@ -121,11 +144,8 @@ class GatewayMetrics:
         tp = tpot_ns(rec)
         if tp is not None:
             self.tpot.labels(*key).observe(tp / NS)
-        gaps = itl_gaps_ns(rec)
-        if gaps:
-            h = self.itl.labels(*key)
-            for g in gaps:
-                h.observe(g / NS)
+        if itl is not None:
+            itl.add_to(self.itl.labels(*key))
         if rec.prompt_tokens is not None:
             self.tokens.labels(*key, "input").observe(rec.prompt_tokens)
         if rec.output_tokens:
@@ -149,6 +169,7 @@ REJECT_REASONS = (
     "bad_header",
     "line_too_long",
     "malformed_http",
+    "memory_budget",  # a non-streamed request while response bodies held fill the budget (503)
     "internal_error",  # a bug of ours: 500, one log line, never a traceback
 )
 CLOSE_REASONS = ("header_timeout", "body_timeout", "idle_timeout", "max_connections")

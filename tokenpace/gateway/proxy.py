@@ -7,7 +7,6 @@ import asyncio
 import contextlib
 import itertools
 import time
-import uuid
 from collections.abc import Callable
 
 import orjson
@@ -20,23 +19,36 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.prompt_shape import prompt_shape
 from tokenpace.gateway import errors
 from tokenpace.gateway.admin import AdminPages, bearer_ok, not_here, upstreams_view
+from tokenpace.gateway.arm_watch import COMPLAINT_EVENT
+from tokenpace.gateway.budget import Budget
+from tokenpace.gateway.client_rate import ClientRate
 from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.engine_watch import EngineWatch
-from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, user_hash
+from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests
 from tokenpace.gateway.guard import Guard, GuardLimits
-from tokenpace.gateway.heads import HOP as _HOP
-from tokenpace.gateway.heads import REQUEST_ID, response_head, stream_outcome, upstream_request
+from tokenpace.gateway.header_bytes import raw
+from tokenpace.gateway.heads import (
+    HOP,
+    REQUEST_ID,
+    response_head,
+    stream_outcome,
+    upstream_headers,
+    upstream_request,
+)
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
+from tokenpace.gateway.model_list import listed_models
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.realtime_meter import RealtimeMeter
+from tokenpace.gateway.records import RecordMaker
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
+from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
 from tokenpace.wire.connection import HttpConnection
@@ -48,6 +60,7 @@ from tokenpace.wire.pool import Pool
 perf_ns = time.perf_counter_ns
 
 
+HOP_AND_ID = HOP | {REQUEST_ID}  # a shadow copy carries its own id
 KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
 OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
 OptDialect = Dialect | None
@@ -64,9 +77,12 @@ class Gateway:
         worker: int = 0,
     ) -> None:
         self.config = config
+        self.secrets = config.secrets
+        self.budget = Budget()  # response bytes held to measure them, all requests together
         self.worker = worker  # which of --workers, written into each record
         self.metrics = GatewayMetrics(config.slo)
-        self.models = ModelLabels({u.model for u in config.upstreams if u.model}, config.max_model_labels)
+        configured = {u.model for u in config.upstreams if u.model}
+        self.models = ModelLabels(configured, config.max_model_labels, self._list_models)
         self.router = Router(config.upstreams, time.monotonic)
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
@@ -80,7 +96,8 @@ class Gateway:
             )
         self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
         self.shadow_metrics = ShadowMetrics(self.metrics.registry, tuple(m.name for m in config.mirrors))
-        self.mirrors = Mirrors.of(config, self._finish_shadow, self.shadow_metrics.drop)
+        emit = self.shadow_metrics.emitter(self.sink.put, on_record)
+        self.mirrors = Mirrors.of(config, emit, self.shadow_metrics.drop)
         limits = GuardLimits(
             config.header_timeout_s, config.body_timeout_s, config.idle_timeout_s, config.max_connections
         )
@@ -96,9 +113,13 @@ class Gateway:
             self.admin_guard if apart else self.guard,
         )
         self.recent = RecentRequests()
-        event_metrics = EventMetrics(self.metrics.registry)
+        self.new_record = RecordMaker(worker, self.models, self.recent)
+        event_metrics = EventMetrics(self.metrics.registry, {COMPLAINT_EVENT, *config.event_names})
+        self.sink.events_maxsize = config.event_queue
+        self.sink.on_event_drop = event_metrics.dropped.labels("queue_full").inc
+        rate = ClientRate(config.events_per_client_s, config.events_burst, time.monotonic)
         self.events = EventsPage(
-            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow
+            self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow, rate=rate
         )
         self.admin_app: web.Application | None = None
         if apart:
@@ -111,6 +132,8 @@ class Gateway:
             self.admin.add_to(self.app)
             self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle, expect_handler=self._expect)
+        self.stop_deadline: float | None = None  # loop time by which stopping must be done
+        self.models_listed: asyncio.Task[None] | None = None  # the upstreams' /v1/models, at start
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
 
@@ -121,7 +144,18 @@ class Gateway:
         if self.mirrors is not None:
             self.mirrors.start()
 
+    def _list_models(self) -> None:
+        """Half the model label slots are taken: learn which names the upstreams serve, so that
+        random names cannot take the labels of real models (asked once, in the background)."""
+        self.models_listed = asyncio.get_running_loop().create_task(self._reserve_listed_models())
+
+    async def _reserve_listed_models(self) -> None:
+        for names in await asyncio.gather(*(listed_models(u) for u in self.config.upstreams)):
+            self.models.reserve(names)
+
     async def _cleanup(self, _app: web.Application) -> None:
+        if self.models_listed is not None:
+            self.models_listed.cancel()
         for origin in self.origins.values():
             origin.close()
         await self.ws_upstreams.close()
@@ -129,7 +163,10 @@ class Gateway:
             await self.mirrors.close()
         if self.engines is not None:
             await self.engines.close()
-        await self.sink.close()
+        left = self.config.shutdown_timeout_s
+        if self.stop_deadline is not None:  # what the open requests left of the shutdown timeout
+            left = max(0.0, self.stop_deadline - asyncio.get_running_loop().time())
+        await self.sink.close(left)
         if self.traces is not None:
             await asyncio.to_thread(self.traces.close)
 
@@ -203,16 +240,18 @@ class Gateway:
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
             shape = prompt_shape(parsed, self.config.keep_prompts)
+            if parsed.get("stream") is not True and self.budget.exhausted:  # refused before any work
+                return self._refuse(request, "memory_budget", errors.busy("gateway memory budget in use"))
         sticky = request.headers.get(self.config.sticky_header)
-        key = sticky.encode() if sticky else (user.encode() if isinstance(user, str) and user else None)
+        key = raw(sticky) if sticky else (raw(user) if isinstance(user, str) and user else None)
         upstream = self.router.choose(model, key)
         record = None
         if dialect is not None:
-            record = self._new_record(request, upstream, dialect, model, key, start)
+            record = self.new_record(request, upstream, dialect, model, key, start)
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
             record.prompt_text = shape.text
             if self.mirrors is not None:  # O(1) per mirror, never waits
-                drop = _HOP | ({REQUEST_ID, "authorization"} if self.config.client_keys else {REQUEST_ID})
+                drop = HOP_AND_ID | ({"authorization"} if self.config.client_keys else set())
                 self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
         self.metrics.in_flight.inc()
         try:
@@ -220,47 +259,16 @@ class Gateway:
         finally:
             self.metrics.in_flight.dec()
 
-    def _new_record(
-        self,
-        request: web.Request,
-        upstream: Upstream,
-        dialect: Dialect,
-        model: str | None,
-        key: bytes | None,
-        start: int,
-        nth: int = 0,
-    ) -> RequestRecord:
-        user = user_hash(key) if key else None
-        # the client's own id (bounded), so its logs join these records; "-n": a session's nth response
-        client_id = (request.headers.get("x-request-id") or "")[:128]
-        record = RequestRecord(
-            request_id=(client_id + (f"-{nth}" if nth else "")) if client_id else uuid.uuid4().hex,
-            worker=self.worker,
-            labels={
-                "model": self.models(upstream.model or model),
-                "upstream": upstream.name,
-                "arm": upstream.arm,
-                "api": dialect.api,
-                **upstream.labels,
-                **({"user": user} if user else {}),
-            },
-            scheduled_ns=start,
-            dispatched_ns=start,
-            sent_ns=start,
-        )
-        self.recent.add(record.request_id, upstream.arm, upstream.name, user)
-        return record
-
     async def _websocket(self, request: web.Request, dialect: Dialect, start: int) -> web.StreamResponse:
         """A Realtime session: proxied whole, one record per response (see ws_proxy.py)."""
         sticky = request.headers.get(self.config.sticky_header)
-        key = sticky.encode() if sticky else None
+        key = raw(sticky) if sticky else None
         model = request.query.get("model")
         upstream = self.router.choose(model, key)
         nth = itertools.count(1)
         meter = RealtimeMeter(
             dialect,
-            lambda now: self._new_record(request, upstream, dialect, model, key, now, next(nth)),
+            lambda now: self.new_record(request, upstream, dialect, model, key, now, next(nth)),
             lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
             start,
         )
@@ -275,24 +283,26 @@ class Gateway:
     ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        payload = upstream_request(request, body, upstream, origin.endpoint.host_header)
+        payload = upstream_request(request, body, upstream_headers(request, upstream, bool(cfg.client_keys)),
+                                   upstream, origin.endpoint.host_header)  # fmt: skip
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
         conn: HttpConnection | None = None
-        outcome = Outcome.OK
-        error: str | None = None
+        relay: Relay | None = None
+        outcome, error = Outcome.OK, None
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
             conn, ex = await origin.request(payload, request.method == "HEAD", cfg.connect_timeout_s)
-            resp, meter = response_head(ex, conn, record, dialect)
+            resp, meter = response_head(ex, conn, record, dialect, self.budget)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
             transport = request.transport
             if transport is None:
                 raise ConnectionResetError("client transport gone")
             framed = resp.headers.get("Transfer-Encoding", "") == "chunked"
-            relay = Relay(transport, conn, meter, record, dog, framed)
+            itl = self.metrics.itl_counts() if meter is not None else None
+            relay = Relay(transport, conn, meter, record, dog, framed, itl, request.writer.drain)
             await relay.run(ex)
             dog.cancel()
             if relay.client_gone:
@@ -309,7 +319,7 @@ class Gateway:
             conn = None
         except asyncio.CancelledError:
             if dog.fired is None:
-                dog.cancel()
+                dog.cancel()  # (the relay is stopped in ``finally``, before any other callback runs)
                 if conn is not None:
                     origin.drop(conn)
                 self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
@@ -331,9 +341,11 @@ class Gateway:
             outcome, error = Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
         finally:
             dog.cancel()
+            if relay is not None:
+                relay.stop()
             if conn is not None:
                 origin.drop(conn)
-        self._finish(record, outcome, error, meter, dialect)
+        self._finish(record, outcome, error, meter, dialect, relay.itl if relay is not None else None)
         if resp is None:
             if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
                 resp = errors.gateway_timeout(upstream.name)
@@ -347,14 +359,6 @@ class Gateway:
             request.transport.abort()
         return resp
 
-    def _finish_shadow(self, record: RequestRecord) -> None:
-        """A shadow copy's record: its own series and arm in the store, never the live metrics."""
-        self.shadow_metrics.observe(record)
-        self.sink.put(record)
-        if self.on_record is not None:
-            with contextlib.suppress(Exception):
-                self.on_record(record)
-
     def _finish(
         self,
         record: RequestRecord | None,
@@ -362,6 +366,7 @@ class Gateway:
         error: str | None,
         meter: Meter | None,
         dialect: Dialect | None = None,
+        itl: ItlCounts | None = None,
     ) -> None:
         if record is None:
             return
@@ -373,8 +378,9 @@ class Gateway:
             outcome, error = Outcome.PROTOCOL_ERROR, (meter.protocol_error + then)[:200]
         record.status = STATUS[outcome]
         record.labels["outcome"] = outcome.value
-        record.error = scrub_secrets(error)  # an upstream may echo a key back in its error
-        self.metrics.observe(record)
+        # an upstream may echo a key back in its error: the ones we hold by value, others by pattern
+        record.error = scrub_secrets(error, self.secrets)
+        self.metrics.observe(record, itl)
         self.sink.put(record)
         if self.engines is not None:
             self.engines.add(record)

@@ -52,8 +52,13 @@ class RunningGateway:
         # upstream request at once instead of at the next write. aiohttp's own keep-alive timer
         # is only a backstop behind the guard's idle and header timeouts.
         backstop = cfg.idle_timeout_s + cfg.header_timeout_s + 1.0
+        # At stop, open requests get half the shutdown timeout, the records' writer what is left.
         self._runner = web.AppRunner(
-            gw.app, handler_cancellation=True, access_log=None, keepalive_timeout=backstop
+            gw.app,
+            handler_cancellation=True,
+            access_log=None,
+            keepalive_timeout=backstop,
+            shutdown_timeout=cfg.shutdown_timeout_s / 2,
         )
         await self._runner.setup()
         reuse = self.worker is not None
@@ -68,6 +73,7 @@ class RunningGateway:
         return self
 
     async def stop(self) -> None:
+        self.gateway.stop_deadline = asyncio.get_running_loop().time() + self.config.shutdown_timeout_s
         for listener in self._listeners:
             listener.close()  # no new connections; open ones are closed by the runners' cleanup
         self._listeners.clear()

@@ -5,6 +5,8 @@ three drop reasons, and the live model labels (already bounded by ``ModelLabels`
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from tokenpace.core.metrics import e2e_ns, tpot_ns, ttft_ns
@@ -70,3 +72,17 @@ class ShadowMetrics:
         tp = tpot_ns(rec)
         if tp is not None:
             self.tpot.labels(name, model).observe(tp / NS)
+
+    def emitter(
+        self, put: Callable[[RequestRecord], None], also: Callable[[RequestRecord], None] | None
+    ) -> Callable[[RequestRecord], None]:
+        """A shadow copy's record goes to its own series and to the store (its own run), never to
+        the live metrics; ``also`` (tests) sees it too."""
+
+        def emit(record: RequestRecord) -> None:
+            self.observe(record)
+            put(record)
+            if also is not None:
+                also(record)
+
+        return emit

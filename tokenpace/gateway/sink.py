@@ -1,13 +1,19 @@
 """Records leave the hot path through a bounded queue; a writer task stores them in batches.
 
 The proxy never waits on its own bookkeeping: when the queue is full the record is dropped and
-counted (``tokenpace_gateway_records_dropped_total``), and the writing itself runs in a thread.
+counted (``tokenpace_gateway_records_dropped_total``; events apart, see RecordSink), and the
+writing itself runs in a daemon thread.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import queue
+import stat
+import threading
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +22,7 @@ import orjson
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
-# Records, and the outcome events reported against them (POST /tokenpace/events), share one queue.
+# Records, and the outcome events reported against them (POST /tokenpace/events), share one writer.
 Item = RequestRecord | OutcomeEvent
 BatchWriter = Callable[[list[Item]], None]
 
@@ -26,13 +32,20 @@ def records_in(batch: list[Item]) -> list[RequestRecord]:
 
 
 def jsonl_writer(path: str | Path) -> BatchWriter:
-    """Appends one JSON object per record to ``path``."""
+    """Appends one JSON object per record to ``path``, opened anew per batch (rotation-friendly).
+
+    Opened without blocking: a path since replaced by a FIFO with no reader fails at once (and the
+    batch is counted dropped) instead of hanging the writer thread; only a regular file is written.
+    """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
 
     def write(batch: list[Item]) -> None:  # records only: events live in the store
         data = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in records_in(batch))
-        with target.open("ab") as fh:
+        fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+        with open(fd, "ab") as fh:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError(f"{target} is not a regular file")
             fh.write(data)
 
     return write
@@ -73,81 +86,177 @@ def _finish(writer: BatchWriter) -> None:
 
 
 class RecordSink:
+    """Two bounded queues, records first: outcome events (which any client may post) wait in their
+    own, so a flood of them can drop only events, never a request record. Drops are counted by kind.
+    Batches are written in a daemon thread, so a writer hung in ``open()`` (a FIFO, a dead network
+    disk) cannot keep the process from exiting: ``close`` waits a bounded time and says what it left.
+    """
+
     def __init__(
         self,
         writer: BatchWriter | None,
         maxsize: int = 10_000,
         batch: int = 500,
         on_drop: Callable[[], None] | None = None,
+        events_maxsize: int = 10_000,
+        on_event_drop: Callable[[], None] | None = None,
     ) -> None:
         self.writer = writer
-        self.queue: asyncio.Queue[Item] = asyncio.Queue(maxsize)
+        self.records: deque[RequestRecord] = deque()  # at most ``maxsize``
+        self.events: deque[OutcomeEvent] = deque()  # at most ``events_maxsize``
+        self.maxsize = maxsize
+        self.events_maxsize = events_maxsize
         self.batch = batch
         self.on_drop = on_drop
-        self.dropped = 0
+        self.on_event_drop = on_event_drop
+        self.dropped = 0  # request records not written (queue full, write failed, shutdown)
+        self.events_dropped = 0
         self.written = 0
         self.events_written = 0
         self.write_errors = 0
+        self._ready = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
         self._task: asyncio.Task[None] | None = None
+        self._thread: DaemonWorker | None = None
+
+    def _worker(self) -> DaemonWorker:
+        if self._thread is None:
+            self._thread = DaemonWorker("tokenpace-records")
+        return self._thread
 
     def start(self) -> None:
         if self.writer is not None and self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def put(self, rec: Item) -> None:
+    def put(self, item: Item) -> None:
         if self.writer is None:
             return
-        try:
-            self.queue.put_nowait(rec)
-        except asyncio.QueueFull:
-            self.dropped += 1
-            if self.on_drop is not None:
-                self.on_drop()
+        if isinstance(item, RequestRecord):
+            if len(self.records) < self.maxsize:
+                self.records.append(item)
+            else:
+                self._drop([item])
+                return
+        elif len(self.events) < self.events_maxsize:
+            self.events.append(item)
+        else:
+            self._drop([item])
+            return
+        self._idle.clear()
+        self._ready.set()
+
+    def _drop(self, items: list[Item]) -> None:
+        for item in items:
+            if isinstance(item, RequestRecord):
+                self.dropped += 1
+                if self.on_drop is not None:
+                    self.on_drop()
+            else:
+                self.events_dropped += 1
+                if self.on_event_drop is not None:
+                    self.on_event_drop()
+
+    def _take(self) -> list[Item]:
+        """Up to ``batch`` items, records first."""
+        out: list[Item] = []
+        while self.records and len(out) < self.batch:
+            out.append(self.records.popleft())
+        while self.events and len(out) < self.batch:
+            out.append(self.events.popleft())
+        return out
 
     async def _run(self) -> None:
-        assert self.writer is not None
         while True:
-            batch = [await self.queue.get()]
-            while len(batch) < self.batch and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            try:
+            await self._ready.wait()
+            self._ready.clear()
+            while batch := self._take():
                 await self._write(batch)
-            finally:
-                for _ in batch:
-                    self.queue.task_done()
+            self._idle.set()
 
     async def _write(self, batch: list[Item]) -> None:
         assert self.writer is not None
         try:
-            await asyncio.to_thread(self.writer, batch)
+            await self._worker().run(self.writer, batch)
             self.written += len(records_in(batch))  # "records written"; events are counted apart
             self.events_written += len(batch) - len(records_in(batch))
+        except asyncio.CancelledError:  # shutdown gave up on it: it may still land, counted lost
+            self._drop(batch)
+            raise
         except Exception:  # a failing store must not stop the proxy; the loss is counted
             self.write_errors += 1
-            self.dropped += len(batch)
-            if self.on_drop is not None:
-                for _ in batch:
-                    self.on_drop()
+            self._drop(batch)
 
-    async def close(self, timeout_s: float = 30.0) -> None:
-        """Flush what is queued (waiting up to ``timeout_s``), then stop the writer.
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Flush what is queued, the writer's ``finish`` included, within ``timeout_s`` in all.
 
-        The writer is never cancelled mid-batch: a batch handed to its thread is finished and
-        counted, and no second write starts beside it. What is still queued after the timeout is
-        dropped and counted.
+        A batch handed to the writer thread is not interrupted; past the timeout it is left to its
+        daemon thread and counted dropped, with everything still queued, and ``close`` returns.
         """
         if self._task is None:
             return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self.queue.join(), timeout_s)
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await self._task
         self._task = None
-        while not self.queue.empty():
-            self.queue.get_nowait()
-            self.dropped += 1
-            if self.on_drop is not None:
-                self.on_drop()
+        self._drop(self._take_all())
         if self.writer is not None:
-            await asyncio.to_thread(_finish, self.writer)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(
+                    self._worker().run(_finish, self.writer), max(0.0, deadline - loop.time())
+                )
+        if self._thread is not None:
+            self._thread.stop()
+            self._thread = None
+
+    def _take_all(self) -> list[Item]:
+        items: list[Item] = [*self.records, *self.events]
+        self.records.clear()
+        self.events.clear()
+        return items
+
+
+class DaemonWorker:
+    """One long-lived daemon thread running jobs in order (a thread started per job would make the
+    loop wait for the new thread to be scheduled, milliseconds on a busy machine). Being a daemon,
+    a job hung in ``open()`` never holds up the interpreter's exit, unlike ``asyncio.to_thread``'s
+    pool threads, which are joined at exit."""
+
+    def __init__(self, name: str) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], asyncio.Future[None]] | None]
+        self._jobs = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
+        self._thread.start()
+
+    def run(self, fn: Callable[..., None], *args: object) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._jobs.put((lambda: fn(*args), future))
+        return future
+
+    def stop(self) -> None:
+        """The thread ends once the jobs before this one are done (a hung one keeps it, harmlessly)."""
+        self._jobs.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            job, future = item
+            error: BaseException | None = None
+            try:
+                job()
+            except BaseException as exc:  # handed to the awaiting task
+                error = exc
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
+                future.get_loop().call_soon_threadsafe(_settle, future, error)
+
+
+def _settle(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():  # cancelled: shutdown stopped waiting for it
+        return
+    if error is None:
+        future.set_result(None)
+    else:
+        future.set_exception(error)

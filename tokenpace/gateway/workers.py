@@ -35,7 +35,7 @@ from tokenpace.gateway.sink import BatchWriter, fan_out, jsonl_writer, records_i
 # Runs a coroutine on a fresh event loop to its end: asyncio.run, or the app's run_event_loop (uvloop)
 LoopRunner = Callable[[Coroutine[Any, Any, None]], None]
 START_TIMEOUT_S = 60.0
-STOP_TIMEOUT_S = 40.0  # each worker flushes its record queue (up to 30 s) before it exits
+STOP_MARGIN_S = 5.0  # past each worker's own --shutdown-timeout, before it is killed
 
 
 class WorkerPool:
@@ -137,7 +137,7 @@ class WorkerPool:
         for proc in self._procs:
             if proc.exitcode is None:
                 proc.terminate()  # SIGTERM: the worker stops and flushes its records to us
-        deadline = time.monotonic() + STOP_TIMEOUT_S
+        deadline = time.monotonic() + self.config.shutdown_timeout_s + STOP_MARGIN_S
         for proc in self._procs:
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.exitcode is None:
@@ -146,8 +146,8 @@ class WorkerPool:
         self._procs.clear()
         if self._queue is not None:
             self._queue.put(None)
-            if self._drain is not None:
-                self._drain.join()
+            if self._drain is not None:  # a writer hung (a dead disk) is left to its daemon thread
+                self._drain.join(self.config.shutdown_timeout_s)
             self._queue.close()
             self._queue = None
         if self._held is not None:

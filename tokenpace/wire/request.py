@@ -10,7 +10,9 @@ def request_head(method: str, target: str, host: str, headers: Iterable[tuple[st
     """``METHOD target HTTP/1.1``, ``Host`` and ``headers``, each line ended by CRLF; no blank line
     yet (``request_bytes`` ends the head)."""
     lines = [f"{method} {target} HTTP/1.1", f"Host: {host}", *(f"{k}: {v}" for k, v in headers), ""]
-    return "\r\n".join(lines).encode("latin-1")
+    # UTF-8, with any byte that arrived as a lone surrogate (obs-text a proxied client sent, decoded
+    # by aiohttp with surrogateescape) written back as that byte: forwarded unchanged, never a 500.
+    return "\r\n".join(lines).encode("utf-8", "surrogateescape")
 
 
 def request_bytes(head: bytes, body: bytes | None) -> bytes:

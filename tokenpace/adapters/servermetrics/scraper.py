@@ -26,6 +26,9 @@ import orjson
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 
 AUTH_ENV = "TOKENPACE_SCRAPE_AUTHORIZATION"  # set by ScraperProcess: credentials stay off argv
+# An engine's page is tens to hundreds of KiB; a bigger one (200 k series: 13.5 MB seen) is not
+# read past this, nor parsed: the scrape is recorded as an error, the scraper's memory stays small.
+MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 
 def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict[str, Any]:
@@ -33,8 +36,13 @@ def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict[str
     request = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            text = resp.read().decode("utf-8", "replace")
-        return {"t_ns": t_ns, "samples": parse_metrics(text)}
+            page = resp.read(MAX_PAGE_BYTES + 1)
+        if len(page) > MAX_PAGE_BYTES:
+            return {
+                "t_ns": t_ns,
+                "error": f"metrics page over {MAX_PAGE_BYTES // (1024 * 1024)} MiB: not read",
+            }
+        return {"t_ns": t_ns, "samples": parse_metrics(page.decode("utf-8", "replace"))}
     except (OSError, urllib.error.URLError, ValueError) as exc:
         return {"t_ns": t_ns, "error": str(exc)[:200]}
 
@@ -57,12 +65,15 @@ def main(argv: list[str]) -> int:
     try:
         next_at = time.monotonic()
         while not stopping:
-            out.write(orjson.dumps(scrape_once(url, timeout_s, auth)) + b"\n")
-            out.flush()
-            if rotate_bytes and out.tell() >= rotate_bytes:
+            line = orjson.dumps(scrape_once(url, timeout_s, auth)) + b"\n"
+            if rotate_bytes and len(line) > rotate_bytes // 2:  # one scrape may not fill a file
+                line = orjson.dumps({"t_ns": time.perf_counter_ns(), "error": "scrape too large"}) + b"\n"
+            if rotate_bytes and out.tell() + len(line) > rotate_bytes:  # rotated before the bound
                 out.close()
                 os.replace(out_path, out_path + ".1")
                 out = open(out_path, "wb")  # noqa: SIM115
+            out.write(line)
+            out.flush()
             next_at += interval_s
             if next_at < time.monotonic():  # a slow server: keep the cadence, skip what was missed
                 next_at = time.monotonic()

@@ -1,0 +1,57 @@
+"""A generation request's record as the gateway opens it: its id (always the gateway's own: events
+join on it), the client's own id kept apart for its logs, and the labels every series and stored
+run is split by (model, upstream, arm, api, the upstream's version and region, the user's hash)."""
+
+from __future__ import annotations
+
+import uuid
+
+from aiohttp import web
+
+from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config import Upstream
+from tokenpace.gateway.events import RecentRequests, user_hash
+from tokenpace.gateway.header_bytes import printable
+from tokenpace.gateway.heads import CLIENT_REQUEST_ID, REQUEST_ID
+from tokenpace.gateway.prom import ModelLabels
+from tokenpace.wire.dialects.base import Dialect
+
+
+class RecordMaker:
+    def __init__(self, worker: int, models: ModelLabels, recent: RecentRequests) -> None:
+        self.worker = worker  # which of --workers, written into each record
+        self.models = models
+        self.recent = recent
+
+    def __call__(
+        self,
+        request: web.Request,
+        upstream: Upstream,
+        dialect: Dialect,
+        model: str | None,
+        key: bytes | None,
+        start: int,
+        nth: int = 0,
+    ) -> RequestRecord:
+        user = user_hash(key) if key else None
+        # the client's own id (bounded) kept apart for its logs; "-n" for a Realtime session's nth
+        client_id = printable(request.headers.get(REQUEST_ID, ""))[:128]
+        client_id += f"-{nth}" if client_id and nth else ""
+        record = RequestRecord(
+            request_id=uuid.uuid4().hex,
+            worker=self.worker,
+            labels={
+                "model": self.models(upstream.model or model),
+                "upstream": upstream.name,
+                "arm": upstream.arm,
+                "api": dialect.api,
+                **upstream.labels,
+                **({"user": user} if user else {}),
+                **({CLIENT_REQUEST_ID: client_id} if client_id else {}),
+            },
+            scheduled_ns=start,
+            dispatched_ns=start,
+            sent_ns=start,
+        )
+        self.recent.add(record.request_id, upstream.arm, upstream.name, user, client_id)
+        return record

@@ -1,0 +1,56 @@
+"""The secrets the gateway itself holds, and the upstream keys it reads from outside argv.
+
+- ``upstream_key``: an upstream's ``key_env=VAR`` / ``key_file=PATH`` option as a Bearer header
+  value, so no key has to sit in the URL (where ``ps`` shows it).
+- ``known_secrets``: every key and password the gateway was given, in each form it may come back
+  in (an upstream echoing the decoded Basic credentials in an error): scrubbed by value from what
+  is recorded, beyond the pattern-based scrubbing (core.credentials.scrub_secrets).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from collections.abc import Iterable
+
+
+def upstream_key(options: dict[str, str], shown: str) -> str | None:
+    """``Bearer KEY`` from ``key_env=VAR`` or ``key_file=PATH`` (the first key line), else None."""
+    if "key_env" in options and "key_file" in options:
+        raise ValueError(f"{shown!r}: give key_env= or key_file=, not both")
+    if "key_env" in options:
+        name = options["key_env"]
+        key = os.environ.get(name, "").strip()
+        if not key:
+            raise ValueError(f"{shown!r}: environment variable {name} is not set")
+        return f"Bearer {key}"
+    if "key_file" in options:
+        path = options["key_file"]
+        try:
+            with open(path, encoding="utf-8") as fh:
+                keys = [s for line in fh if (s := line.strip()) and not s.startswith("#")]
+        except OSError as exc:
+            raise ValueError(f"{shown!r}: cannot read {path}: {exc.strerror}") from None
+        if not keys:
+            raise ValueError(f"{shown!r}: {path} holds no key")
+        return f"Bearer {keys[0]}"
+    return None
+
+
+def known_secrets(keys: Iterable[str], auth_values: Iterable[str | None]) -> tuple[str, ...]:
+    """Each key, and for each Authorization value: itself, its token, and for Basic the decoded
+    ``user:password`` and password."""
+    out = {k for k in keys if k}
+    for value in auth_values:
+        if not value:
+            continue
+        scheme, _, token = value.partition(" ")
+        out.update((value, token))
+        if scheme.lower() == "basic":
+            try:
+                decoded = base64.b64decode(token, validate=True).decode("utf-8")
+            except (binascii.Error, UnicodeDecodeError):
+                continue
+            out.update((decoded, decoded.partition(":")[2]))
+    return tuple(s for s in out if s)
