@@ -104,7 +104,7 @@ class BenchRun:
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
-        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
@@ -142,6 +142,7 @@ class BenchRun:
             + ([f"connections: {sender.keepalive.stopped}"] if sender.keepalive.stopped else [])
             + health.warnings,
             observed,
+            texts=ctx.texts,
         )
 
     # --- request stream ---

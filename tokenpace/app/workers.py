@@ -156,7 +156,7 @@ class WorkerRun:
         """Summarised over every worker's records, as ``BenchRun`` summarises its own."""
         cfg = self.config
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
-        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
         summary.extra.update(workloads.summary_extra(workload, self.records))
         conditions["workers"] = self._describe_workers()

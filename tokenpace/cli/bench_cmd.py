@@ -12,7 +12,7 @@ from rich.console import Console
 from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
 from tokenpace.app.bench_job import REFUSALS, run_bench_job
 from tokenpace.app.outputs import ExitStatus, RunOutputs
-from tokenpace.cli import parsing, vllm_opts, workload_opts
+from tokenpace.cli import parsing, vllm_opts, vllm_target, workload_opts
 from tokenpace.cli.dashboard import render
 from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.client import EndpointError
@@ -23,7 +23,14 @@ from tokenpace.core.workload.arrivals import ARRIVALS
 EXIT_BAD_INPUT = 2
 
 
-@click.command()
+class VllmArgs(click.Command):
+    """Takes vLLM's several-values flags (``--goodput ttft:500 tpot:50``) as argparse does."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, vllm_target.expand_variadic(args))
+
+
+@click.command(cls=VllmArgs)
 @click.option(
     "--url",
     help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. "
@@ -129,7 +136,8 @@ EXIT_BAD_INPUT = 2
     "--out",
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json).",
+    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json). "
+    "-: the result JSON on standard output (the dashboard on standard error).",
 )
 @click.option(
     "--server-metrics",
@@ -177,16 +185,19 @@ EXIT_BAD_INPUT = 2
 @vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
 def bench(**opts) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
+    to_stdout = stdout_out(opts)  # --out - : the result JSON on stdout, the dashboard on stderr
+    console = Console(stderr=to_stdout)
     try:
-        vllm_opts.apply(opts)
+        identity = vllm_opts.apply(opts)
         config = bench_config(opts)
         config.extra_body = vllm_opts.extra_body(opts)
         config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
         config.validate()
-        vllm_export = vllm_opts.export(opts)
+        vllm_export = vllm_opts.export(opts, identity)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    console = Console()
+    for note in identity["notes"]:
+        console.print(note, style="dim", highlight=False)
     outputs = RunOutputs(
         out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
     )
@@ -197,11 +208,26 @@ def bench(**opts) -> None:
     result = outcome.result
     render(result.to_dict(), console)
     console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+    if to_stdout and outcome.out is not None:
+        sys.stdout.buffer.write(outcome.out.read_bytes().rstrip(b"\n") + b"\n")
+        sys.stdout.flush()
     print_saved(console, outcome.saved, "bench", outcome.out)
     decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
         sys.exit(int(decision.code))
+
+
+STDOUT_NAMES = ("-", "/dev/stdout")
+
+
+def stdout_out(o: dict) -> bool:
+    """``--out -`` (or /dev/stdout): the result JSON goes to standard output, and the result file
+    with its records to the default place (results/TIME-ID.json), named in the JSON."""
+    if o.get("out") is not None and str(o["out"]) in STDOUT_NAMES:
+        o["out"] = None
+        return True
+    return False
 
 
 def bench_config(o: dict) -> BenchConfig:
@@ -257,6 +283,8 @@ def bench_config(o: dict) -> BenchConfig:
         ca_cert=o["ca_cert"],
         workers=parsing.workers(o.get("workers") or "1"),
         ray=o.get("ray"),
+        ramp=o.get("ramp"),
+        keep_texts=bool(o.get("save_detailed")),
     )
     return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 
