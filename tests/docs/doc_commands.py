@@ -56,6 +56,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "--workers", "tests/gateway/test_gateway_workers.py"),
     ("docs/gateway.md", "arms --session", "tests/gateway/test_gray_walkthrough.py"),
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
+    ("docs/vllm.md", "--model", "tests/cli/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/test_gray_release.py"),
 )
 

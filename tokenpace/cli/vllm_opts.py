@@ -89,6 +89,11 @@ def vllm_options(f: Callable[..., Any]) -> Callable[..., Any]:
     return f
 
 
+def _given(key: str) -> bool:
+    ctx = click.get_current_context(silent=True)
+    return ctx is not None and ctx.get_parameter_source(key) is click.core.ParameterSource.COMMANDLINE
+
+
 def _same(o: dict[str, Any], ours: str, theirs: str, value: Any, flag: str) -> None:
     if value is None:
         return
@@ -106,6 +111,8 @@ def apply(o: dict[str, Any]) -> dict[str, Any]:
     vllm_data.apply_dataset(o)
     _ramp(o)
     _same(o, "requests", "num_prompts", o["num_prompts"], "--num-prompts")
+    if o["burstiness"] != 1.0 and not _given("arrival"):
+        o["arrival"] = "gamma"  # vLLM: --burstiness is the gamma shape of every finite rate
     if o["num_warmups"] is not None:
         o["warmup"] = o["num_warmups"]
     if o["request_rate"] is not None:
