@@ -16,7 +16,7 @@ from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.sweep import SweepConfig
 from tokenpace.app.sweep_job import run_sweep_job
-from tokenpace.cli.bench_cmd import bench, bench_config
+from tokenpace.cli.bench_cmd import bench, bench_config, stdout_out
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import SweepView
 from tokenpace.client import EndpointError
@@ -80,17 +80,18 @@ def load_list(text: str, what: str) -> list[float] | None:
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Sweep JSON (steps in the bench --out format, knee, plan); step records beside it "
-    "(default results/sweep-TIME-ID.json).",
+    "(default results/sweep-TIME-ID.json). -: the sweep JSON on standard output.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(**opts: Any) -> None:
     """Sweep the load: one full bench run per step, then the knee, max goodput and the capacity plan."""
+    to_stdout = stdout_out(opts)  # --out - : the sweep JSON on stdout, everything else on stderr
     try:
         config = _sweep_config(opts)
         config.validate()
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    console = Console()
+    console = Console(stderr=to_stdout)
     outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
     view = SweepView(console, opts["quiet"])
     try:
@@ -101,6 +102,9 @@ def sweep(**opts: Any) -> None:
     out = outcome.out
     assert out is not None
     console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
+    if to_stdout:
+        sys.stdout.buffer.write(out.read_bytes().rstrip(b"\n") + b"\n")
+        sys.stdout.flush()
     decision = outcome.exit_decision
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace sweep: {decision.reason} (exit {int(decision.code)})", err=True)
