@@ -243,6 +243,9 @@ def _notes(result: dict[str, Any]) -> Text | None:
             "~ marks a percentile with fewer than 5 samples beyond it: "
             "treat it as noise (see ci95 in the JSON)"
         )
+    template = _template_note(s.get("prompt_tokens_check") or {})
+    if template:
+        lines.append(template)
     src = s["tokens"]["output_sources"]
     if src:
         lines.append(_output_token_sources(src))
@@ -251,6 +254,17 @@ def _notes(result: dict[str, Any]) -> Text | None:
     if not lines:
         return None
     return Text("\n".join(f"note: {line}" for line in lines), style="dim")
+
+
+def _template_note(check: dict[str, Any]) -> str:
+    """Information, not a warning: the server counts a chat template's tokens that were not asked."""
+    overhead = check.get("template_overhead_tokens")
+    if not overhead or check.get("mismatch"):
+        return ""
+    return (
+        f"prompt tokens: the server counted {overhead} more per request than asked, the same on every "
+        "request: what a chat template adds around a prompt (role markers); the rest matches"
+    )
 
 
 def _output_token_sources(src: dict[str, int]) -> str:

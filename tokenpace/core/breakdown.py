@@ -116,13 +116,14 @@ def prompt_check(records: Iterable[RequestRecord], tolerance: float = PROMPT_MIS
     asked = sum(a for a, _ in pairs)
     server = sum(s for _, s in pairs)
     ratio = server / asked
-    # A chat template adds the same few tokens to every request: when the difference stays that
-    # constant across different asked lengths, it is the template's and not a tokenization error,
-    # and the check is on the rest. (With one asked length the two cannot be told apart.)
+    # A chat template adds the same few tokens to every request: when the difference is that
+    # constant (within a token) and that small, it is taken as the template's, and the check is on
+    # the rest. Across different asked lengths that is certain; at one asked length a tokenizer
+    # off by the same few tokens on every prompt would look the same ("constant at one length").
     diffs = sorted(s - a for a, s in pairs)
     overhead = diffs[len(diffs) // 2]
     lengths_vary = len({a for a, _ in pairs}) > 1
-    if not (lengths_vary and diffs[-1] - diffs[0] <= 1 and 0 < overhead <= MAX_TEMPLATE_TOKENS):
+    if not (diffs[-1] - diffs[0] <= 1 and 0 < overhead <= MAX_TEMPLATE_TOKENS):
         overhead = 0
     residual = (server - overhead * len(pairs)) / asked
     per_request = [abs(s - overhead - a) / a for a, s in pairs]
@@ -132,6 +133,9 @@ def prompt_check(records: Iterable[RequestRecord], tolerance: float = PROMPT_MIS
         "server_total": server,
         "server_over_asked": ratio,
         "template_overhead_tokens": overhead,
+        "template_overhead_basis": ("varied lengths" if lengths_vary else "constant at one length")
+        if overhead
+        else None,
         "server_over_asked_without_template": residual,
         "mean_abs_diff_tokens": sum(abs(s - a) for a, s in pairs) / len(pairs),
         "requests_off_by_more": sum(d > tolerance for d in per_request),
