@@ -60,11 +60,11 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     click.echo(
         f"virtual run: profile {profile.name}, network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
-        f"seed {load.seed}"
+        f"seed {load.seed}; latencies in ms"
     )
     click.echo(
         f"{'step':>10}  {'n':>6}  {'TTFT p50':>9} {'p95':>9} {'p99':>9}  {'TPOT p50':>8} {'p95':>8}  "
-        f"{'E2E p50':>9}  {'req/s':>7} {'out tok/s':>9}   (ms)"
+        f"{'E2E p50':>9}  {'req/s':>7} {'out tok/s':>9}"
     )
     steps: list[tuple[str, VirtualSummary]] = []
     for label, step_results in steps_of(load, results):

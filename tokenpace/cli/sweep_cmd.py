@@ -157,12 +157,17 @@ def _input_len_steps(text: str | None) -> list[int] | None:
     return [int(p) for p in parts]
 
 
+def _tokens(mean: float | None) -> str:
+    """A mean token count as the whole number people read beside others (1,035, not 267.0)."""
+    return "-" if mean is None else f"{mean:,.0f}"
+
+
 def render_prefill_fit(doc: dict[str, Any], console: Console) -> None:
     """An input-length sweep: TTFT per length, and the fit of TTFT on input tokens."""
     for step in doc["steps"]:
         s = step["summary"]
         console.print(
-            f"  input {fmt((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
+            f"  input {_tokens((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
             f"TTFT P50 {fmt(s['ttft_ms'].get('p50'))} ms, P95 {fmt(s['ttft_ms'].get('p95'))} ms"
         )
     fit = doc.get("prefill_fit")
