@@ -20,6 +20,7 @@ from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, SIGTERM_ST
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Endpoint, Sender, parse_endpoint, tls_context
 from tokenpace.client.dialects import get_dialect
+from tokenpace.core.asked_percentiles import asked_percentiles
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -106,6 +107,8 @@ class BenchRun:
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
         steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        if cfg.percentiles:  # --percentiles: each with its 95 % interval
+            summary.extra["percentiles"] = asked_percentiles(self.records, cfg.percentiles)
         summary.extra.update(workloads.summary_extra(workload, self.records))
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]

@@ -60,6 +60,7 @@ class BenchConfig:
     workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
     ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
     ramp: Ramp | None = None  # ramp-up of the rate or the users (core.workload.ramp)
+    percentiles: tuple[float, ...] | None = None  # --percentiles: shown with intervals (None: P50-P99)
     keep_texts: bool = False  # keep each answer's text (vLLM's --save-detailed generated_texts)
 
     @property

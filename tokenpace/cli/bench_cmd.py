@@ -18,6 +18,7 @@ from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.client import EndpointError
 from tokenpace.client.dialects import DIALECTS
 from tokenpace.client.dialects.base import Sampling
+from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.workload.arrivals import ARRIVALS
 
 EXIT_BAD_INPUT = 2
@@ -124,6 +125,12 @@ class VllmArgs(click.Command):
     help="Nucleus sampling top_p sent with every request (recorded).",
 )
 @click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
+@click.option(
+    "--percentiles",
+    metavar="P,P,...",
+    help="Percentiles shown, each with its 95% confidence interval, e.g. 50,90,99,99.9 "
+    "(default P50, P90, P95, P99).",
+)
 @click.option(
     "--label",
     "labels",
@@ -285,6 +292,7 @@ def bench_config(o: dict) -> BenchConfig:
         ray=o.get("ray"),
         ramp=o.get("ramp"),
         keep_texts=bool(o.get("save_detailed")),
+        percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
     )
     return workload_opts.apply(config, o)  # reads the workload files: errors before any load
 

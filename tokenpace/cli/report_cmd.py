@@ -14,6 +14,7 @@ from tokenpace.adapters.report.tables import is_sweep
 from tokenpace.adapters.results import read_records, read_result
 from tokenpace.adapters.safe_files import check_output, write_atomic
 from tokenpace.cli.plan_cmd import die
+from tokenpace.core.asked_percentiles import asked_percentiles, parse_percentiles
 from tokenpace.core.record import RequestRecord
 
 
@@ -54,20 +55,45 @@ def load_report(path: Path) -> tuple[dict[str, Any], list[Step]]:
         die("report", f"{path}: malformed result ({exc})")
 
 
+def _recompute_percentiles(steps: list[Step], text: str) -> None:
+    """--percentiles: each run's asked percentiles and intervals, from its records."""
+    try:
+        asked = parse_percentiles(text)
+    except ValueError as exc:
+        die("report", str(exc))
+    for step in steps:
+        if not step.records:
+            die("report", "--percentiles needs each run's records (RESULT.records.jsonl beside it)")
+        step.result["summary"]["percentiles"] = asked_percentiles(step.records, asked)
+
+
 @click.command()
 @click.argument("source", type=click.Path(path_type=Path), metavar="RESULT_OR_SWEEP")
 @click.option("--html", "html_out", type=click.Path(dir_okay=False, path_type=Path), help="HTML report.")
 @click.option("--md", "md_out", type=click.Path(dir_okay=False, path_type=Path), help="Markdown tables.")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="CSV table.")
 @click.option("--title", help="Report title.")
+@click.option(
+    "--percentiles",
+    metavar="P,P,...",
+    help="Percentiles shown, each with its 95% interval, e.g. 50,90,99,99.9 (from the records beside "
+    "the result; default: the run's own).",
+)
 def report(
-    source: Path, html_out: Path | None, md_out: Path | None, csv_out: Path | None, title: str | None
+    source: Path,
+    html_out: Path | None,
+    md_out: Path | None,
+    csv_out: Path | None,
+    title: str | None,
+    percentiles: str | None,
 ) -> None:
     """Report a bench result or a sweep: offline HTML (--html), Markdown (--md), CSV (--csv).
 
     With no output option the Markdown goes to standard output.
     """
     doc, steps = load_report(source)
+    if percentiles is not None:
+        _recompute_percentiles(steps, percentiles)
     try:
         for flag, path in (("--html", html_out), ("--md", md_out), ("--csv", csv_out)):
             if path:

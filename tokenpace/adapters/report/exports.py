@@ -7,11 +7,14 @@ import io
 from typing import Any
 
 from tokenpace.adapters.report.tables import (
+    INTERVAL_NOTE,
+    LATENCY_METRICS,
     Table,
     conditions_table,
     fmt,
     is_sweep,
     latency_table,
+    percentile_points,
     plan_lines,
     steps_table,
     throughput_table,
@@ -38,7 +41,14 @@ def to_markdown(doc: dict[str, Any]) -> str:
         first = doc["steps"][0] if doc.get("steps") else None
     else:
         out = [f"# tokenpace run {doc.get('run_id', '')}", ""]
-        out += ["## Latency", "", _md_table(latency_table(doc["summary"])), ""]
+        out += [
+            "## Latency",
+            "",
+            _md_table(latency_table(doc["summary"], with_ci=True)),
+            "",
+            INTERVAL_NOTE,
+            "",
+        ]
         out += ["## Throughput", "", _md_table(throughput_table(doc["summary"]))]
         first = doc
     if first is not None:
@@ -58,9 +68,13 @@ def to_csv(doc: dict[str, Any]) -> str:
         return buf.getvalue()
     w.writerow(["section", "metric", "stat", "value"])
     headers, rows = latency_table(doc["summary"])
+    key_of = dict(LATENCY_METRICS)
     for row in rows:
         for h, v in zip(headers[1:], row[1:], strict=True):
             w.writerow(["latency_ms", row[0], h, _cell(v)])
+        for point in percentile_points(doc["summary"], key_of[row[0]]):
+            for side, bound in zip(("low", "high"), point["ci95"] or (None, None), strict=True):
+                w.writerow(["latency_ms", row[0], f"{point['name']}_ci95_{side}", _cell(bound)])
     for name, value in throughput_table(doc["summary"])[1]:
         w.writerow(["throughput", name, "value", _cell(value)])
     return buf.getvalue()

@@ -39,14 +39,61 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def latency_table(summary: dict[str, Any]) -> Table:
-    headers = ["metric (ms)", *LATENCY_COLUMNS, "n"]
+DEFAULT_PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+def percentile_names(summary: dict[str, Any]) -> list[str]:
+    """The percentiles shown: those asked with --percentiles, else P50, P90, P95 and P99."""
+    asked = (summary.get("percentiles") or {}).get("metrics") or {}
+    for points in asked.values():
+        return [p["name"] for p in points]
+    return list(DEFAULT_PERCENTILES)
+
+
+def percentile_points(summary: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """Each shown percentile of one metric: {"name", "value", "ci95" ([lo, hi] or None), "low_sample"};
+    from the asked block when it has the metric, else from the metric's distribution."""
+    names = percentile_names(summary)
+    asked = ((summary.get("percentiles") or {}).get("metrics") or {}).get(key)
+    if asked:
+        return list(asked)
+    dist = summary.get(key) or {}
+    cis = dist.get("ci95") or {}
+    low = set(dist.get("low_sample") or [])
+    return [{"name": n, "value": dist.get(n), "ci95": cis.get(n), "low_sample": n in low} for n in names]
+
+
+def interval(ci: Any) -> str:
+    """A 95 % interval as people read it: [11.9, 13.0] ("" when there is none)."""
+    if not ci or ci[0] is None:
+        return ""
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+INTERVAL_NOTE = (
+    "[a, b]: the 95 % confidence interval of the percentile (distribution-free, from the order "
+    "statistics); ~ marks a percentile with fewer than 5 samples beyond it"
+)
+
+
+def latency_table(summary: dict[str, Any], with_ci: bool = False) -> Table:
+    """Mean, the shown percentiles, max and n per metric; ``with_ci``: each percentile as text with
+    its interval (Markdown and HTML), else raw numbers (CSV)."""
+    names = percentile_names(summary)
+    headers = ["metric (ms)", "mean", *names, "max", "n"]
     rows = []
     for label, key in LATENCY_METRICS:
         dist = summary.get(key) or {}
         if not dist.get("n"):
             continue
-        rows.append([label, *(dist.get(c) for c in LATENCY_COLUMNS), dist["n"]])
+        cells: list[Any] = []
+        for point in percentile_points(summary, key):
+            if with_ci:
+                mark = "~" if point["low_sample"] else ""
+                cells.append(f"{mark}{fmt(point['value'])} {interval(point['ci95'])}".strip())
+            else:
+                cells.append(point["value"])
+        rows.append([label, dist.get("mean"), *cells, dist.get("max"), dist["n"]])
     return headers, rows
 
 
