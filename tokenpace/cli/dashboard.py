@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenpace.adapters.report.tables import fmt as _fmt
-from tokenpace.adapters.report.tables import percentile_names, percentile_points
+from tokenpace.adapters.report.tables import interval, percentile_names, percentile_points
 from tokenpace.cli import workload_view
 
 _LATENCY_ROWS = (
@@ -32,7 +32,7 @@ def _latency_table(summary: dict[str, Any], rows: tuple[tuple[str, str], ...], t
     table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
     table.add_column("metric", style="bold")
     for col in ("mean", *percentile_names(summary), "max"):
-        table.add_column(col, justify="right")
+        table.add_column(col, justify="right", overflow="fold")  # an interval wraps, never cut
     table.add_column("n", justify="right", style="dim")
     for label, key in rows:
         dist = summary.get(key) or {}
@@ -49,10 +49,8 @@ def _latency_table(summary: dict[str, Any], rows: tuple[tuple[str, str], ...], t
 
 
 def _ci_cell(ci: Any) -> Text:
-    """The interval compactly: 11.9-13.0 (low-high)."""
-    if not ci or ci[0] is None:
-        return Text("")
-    return Text(f"{_fmt(ci[0])}-{_fmt(ci[1])}", style="dim")
+    """The interval, dim: [11.9, 13.0] (on a narrow terminal it wraps at its space)."""
+    return Text(interval(ci), style="dim")
 
 
 def render(result: dict[str, Any], console: Console) -> None:

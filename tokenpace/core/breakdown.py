@@ -37,8 +37,9 @@ def _latency(rs: Sequence[RequestRecord]) -> dict[str, Any]:
     ok = [r for r in rs if r.status is Status.OK]
 
     def pct(fn: Callable[[RequestRecord], float | None]) -> dict[str, Any]:
-        d = describe([v / NS_PER_MS for v in (fn(r) for r in ok) if v is not None], with_ci=False)
-        return {"n": d.n, "p50": d.p50, "p90": d.p90, "p99": d.p99, "mean": d.mean}
+        d = describe([v / NS_PER_MS for v in (fn(r) for r in ok) if v is not None])
+        cis = {k: list(d.ci95[k]) for k in ("p50", "p90", "p99") if k in d.ci95}
+        return {"n": d.n, "p50": d.p50, "p90": d.p90, "p99": d.p99, "mean": d.mean, "ci95": cis}
 
     return {
         "n": len(rs),

@@ -6,6 +6,7 @@ import csv
 import io
 from typing import Any
 
+from tokenpace.adapters.report.breakdowns import breakdowns
 from tokenpace.adapters.report.tables import (
     INTERVAL_NOTE,
     LATENCY_METRICS,
@@ -50,6 +51,8 @@ def to_markdown(doc: dict[str, Any]) -> str:
             "",
         ]
         out += ["## Throughput", "", _md_table(throughput_table(doc["summary"]))]
+        for b in breakdowns(doc["summary"]):
+            out += ["", f"## {b.title} (ms)", "", _md_table(b.table())]
         first = doc
     if first is not None:
         out += ["", "## Test conditions", "", _md_table(conditions_table(first))]

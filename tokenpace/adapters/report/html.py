@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from tokenpace.adapters.report import figures as F
+from tokenpace.adapters.report.breakdowns import breakdowns
 from tokenpace.adapters.report.tables import (
     INTERVAL_NOTE,
     Table,
@@ -167,6 +168,8 @@ def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = No
             + f'<p class="sub">{html.escape(INTERVAL_NOTE)}</p>'
             + _table(throughput_table(doc["summary"]))
         )
+        for b in breakdowns(doc["summary"]):
+            page.add(f"<h2>{html.escape(b.title)} (ms)</h2>" + _table(b.table()))
     page.add("<h2>Test conditions</h2>" + _table(conditions_table(first, doc if sweep else None)))
     if not any(st.records for st in steps):
         page.add('<p class="warn">No records file found: distributions and timelines are missing.</p>')
