@@ -93,7 +93,8 @@ def sweep(**opts: Any) -> None:
         _die(str(exc))
     console = Console(stderr=to_stdout)
     outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
-    view = SweepView(console, opts["quiet"])
+    planned = len(config.steps) if config.steps and not config.auto else None
+    view = SweepView(console, opts["quiet"], planned)
     try:
         outcome = run_sweep_job(config, outputs, opts["sim_profile"], view)
     except REFUSALS as exc:

@@ -5,6 +5,7 @@ Every table is (headers, rows) with raw values (None for missing); ``fmt`` rende
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Table = tuple[list[str], list[list[Any]]]
@@ -172,6 +173,24 @@ def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
     return (summary.get(metric) or {}).get(p)
 
 
+def step_numbers(sweep: dict[str, Any]) -> dict[int, int]:
+    """Each curve step's place (1-based, what the analysis counts) -> the number its progress line,
+    its run id and its records file carry (probe steps and short attempts rerun longer by --auto
+    take numbers too), so every table and sentence names a step as the progress did."""
+    return {
+        i + 1: int((step.get("sweep_step") or {}).get("index") or i + 1)
+        for i, step in enumerate(sweep.get("steps") or [])
+    }
+
+
+_STEP_WORD = re.compile(r"\b(step )(\d+)\b")
+
+
+def _renumber(line: str, numbers: dict[int, int]) -> str:
+    """'step 5' (a curve place) -> 'step 7' (its number in the progress lines and files)."""
+    return _STEP_WORD.sub(lambda m: m.group(1) + str(numbers.get(int(m.group(2)), m.group(2))), line)
+
+
 def steps_table(sweep: dict[str, Any]) -> Table:
     """One row per curve step, with the knee, SLO verdict and Little's-law status beside it. Throughput
     is over the step's steady window (ramp-up and drain excluded; shown) when it has one."""
@@ -205,6 +224,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         headers.append("SLO")
     headers.append("note")
     rows = []
+    numbers = step_numbers(sweep)
     for i, step in enumerate(sweep.get("steps") or []):
         s = step["summary"]
         notes = []
@@ -219,7 +239,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             notes.append("short")
         use_steady = steady.get("request_throughput") is not None and not steady.get("short")
         row = [
-            i + 1,
+            numbers[i + 1],
             load_label(step),
             steady_rps(s),
             steady["output_token_throughput"] if use_steady else s.get("output_token_throughput"),
@@ -246,11 +266,11 @@ def steps_table(sweep: dict[str, Any]) -> Table:
     return headers, rows
 
 
-def _steps_basis(a: dict[str, Any]) -> list[str]:
+def _steps_basis(a: dict[str, Any], numbers: dict[int, int]) -> list[str]:
     used = a.get("used_steps")
     if used is None:  # a sweep file from before steps were left out
         return []
-    out = [f"Figures rest on step(s) {', '.join(map(str, used)) or 'none'}"]
+    out = [f"Figures rest on step(s) {', '.join(str(numbers.get(s, s)) for s in used) or 'none'}"]
     for item in a.get("left_out_steps") or []:
         out.append(f"Left out: step {item['step']} ({', '.join(item['reasons'])})")
     return out
@@ -312,7 +332,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     """The capacity conclusions in sentences, each with the step it rests on."""
     a = sweep.get("analysis") or {}
     p = sweep.get("plan") or {}
-    out = _steps_basis(a)
+    numbers = step_numbers(sweep)
+    out = _steps_basis(a, numbers)
     out.append(_knee_line(a))
     ms = a.get("max_sustainable") or {}
     if ms.get("load_rps") is not None:
@@ -332,7 +353,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
             if c["status"] in ("inconsistent", "overloaded"):
                 out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
     out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(("SLO held up", "left out"))]
-    return out
+    # the analysis counts curve places; people read the numbers of the progress lines and files
+    return [line if line.startswith("Figures rest on") else _renumber(line, numbers) for line in out]
 
 
 def _validity(result: dict[str, Any]) -> str | None:
