@@ -178,3 +178,16 @@ def test_append_result_appends_a_line(tmp_path):
 def test_a_flag_tokenpace_cannot_honour_is_refused_by_name(args, says):
     r = run_cli("bench", *args)
     assert r.returncode == 2 and says in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_sweep_takes_vllms_dataset_and_slo_flags_and_refuses_its_load_flags(tmp_path):
+    r = run_cli("sweep", "--concurrency", "1,2", "--dataset-name", "random", "--random-input-len", "40",
+                "--random-output-len", "4", "--num-prompts", "4", "--goodput", "ttft:500", "tpot:50",
+                "--no-store", "-q", "--out", "s.json", cwd=str(tmp_path), timeout=240)  # fmt: skip
+    assert r.returncode in (0, 3), r.stderr
+    step = json.loads((tmp_path / "s.json").read_text())["steps"][0]
+    assert step["conditions"]["api"] == "openai-completions"  # vLLM's default backend
+    assert step["conditions"]["workload"]["input_len"]["spec"] == "40"
+    assert step["summary"]["slo"] == {"ttft_ms": 500.0, "tpot_ms": 50.0}
+    refused = run_cli("sweep", "--concurrency", "1,2", "--request-rate", "5")
+    assert refused.returncode == 2 and "--request-rate: a sweep sets the load" in refused.stderr

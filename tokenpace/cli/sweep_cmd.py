@@ -16,7 +16,8 @@ from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.sweep import SweepConfig
 from tokenpace.app.sweep_job import run_sweep_job
-from tokenpace.cli.bench_cmd import bench, bench_config, stdout_out
+from tokenpace.cli import vllm_opts
+from tokenpace.cli.bench_cmd import VllmArgs, bench, bench_config, stdout_out
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import SweepView
 from tokenpace.client import EndpointError
@@ -48,7 +49,7 @@ def load_list(text: str, what: str) -> list[float] | None:
     return values
 
 
-@click.command()
+@click.command(cls=VllmArgs)
 @click.option("--concurrency", "-c", "concurrency_steps", help="Closed-loop steps: 1,2,4,8,16 (or auto).")
 @click.option("--rate", "-r", "rate_steps", help="Open-loop steps in requests/s, e.g. 1,2,5,10 (or auto).")
 @click.option(
@@ -117,6 +118,7 @@ sweep.params = [p for p in bench.params if p.name not in _NOT_SHARED] + sweep.pa
 
 
 def _sweep_config(o: dict[str, Any]) -> SweepConfig:
+    vllm_opts.apply_for_sweep(o)  # vLLM's dataset, target and sampling flags mean the same per step
     conc, rate = o["concurrency_steps"], o["rate_steps"]
     if conc and rate:
         raise click.BadParameter("--concurrency and --rate are two sweeps: pick one")

@@ -102,21 +102,45 @@ def _same(o: dict[str, Any], ours: str, theirs: str, value: Any, flag: str) -> N
     o[ours] = value
 
 
+# vLLM flags a sweep has no use for: it sets the load per step and writes its own sweep JSON
+_NOT_IN_A_SWEEP = (
+    "request_rate", "ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps", "ramp_up", "vllm_json",
+    "save_result", "save_detailed", "append_result", "result_dir", "result_filename", "metadata",
+)  # fmt: skip
+
+
 def apply(o: dict[str, Any]) -> dict[str, Any]:
     """Turn the vLLM names into tokenpace's own options (before the config is built); returns what
     names vLLM's result (its label and model id)."""
+    identity = _apply_shared(o)
+    _ramp(o)
+    if o["request_rate"] is not None:
+        _request_rate(o)
+    return identity
+
+
+def apply_for_sweep(o: dict[str, Any]) -> None:
+    """The vLLM flags that mean the same for every step of a sweep (target, dataset, sampling, SLOs,
+    counts); those that set the load or vLLM's result file are refused by name."""
+    for key in _NOT_IN_A_SWEEP:
+        if o.get(key) not in (None, False, ()):
+            raise click.BadParameter(
+                f"--{key.replace('_', '-')}: a sweep sets the load of each step and writes its own "
+                "sweep JSON; use it with `tokenpace bench`"
+            )
+    _apply_shared(o)
+
+
+def _apply_shared(o: dict[str, Any]) -> dict[str, Any]:
     vllm_target.refuse_unhonoured(o)
     identity = vllm_target.apply_identity(o)
     vllm_target.apply_target(o)
     vllm_data.apply_dataset(o)
-    _ramp(o)
     _same(o, "requests", "num_prompts", o["num_prompts"], "--num-prompts")
     if o["burstiness"] != 1.0 and not _given("arrival"):
         o["arrival"] = "gamma"  # vLLM: --burstiness is the gamma shape of every finite rate
     if o["num_warmups"] is not None:
         o["warmup"] = o["num_warmups"]
-    if o["request_rate"] is not None:
-        _request_rate(o)
     if o["goodput"]:
         if o["slo"]:
             raise click.BadParameter("--slo and --goodput both set SLOs: give one")
