@@ -38,7 +38,14 @@ def to_markdown(doc: dict[str, Any]) -> str:
     if is_sweep(doc):
         out = [f"# tokenpace sweep {doc.get('sweep_id', '')}", "", "## Capacity", ""]
         out += [f"- {line}" for line in plan_lines(doc)]
-        out += ["", "## Steps (latency in ms)", "", _md_table(steps_table(doc), ("errors",))]
+        out += [
+            "",
+            "## Steps (latency in ms)",
+            "",
+            _md_table(steps_table(doc, with_ci=True), ("errors",)),
+            "",
+            INTERVAL_NOTE,
+        ]
         first = doc["steps"][0] if doc.get("steps") else None
     else:
         out = [f"# tokenpace run {doc.get('run_id', '')}", ""]

@@ -213,9 +213,13 @@ def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
     page.add(f'<h2>Capacity</h2><ul class="lines">{items}</ul>')
     if doc.get("stop_reason") not in (None, "completed"):
         page.add(f"<p>Sweep stopped: {html.escape(str(doc['stop_reason']))}</p>")
-    headers, rows = steps_table(doc)
+    headers, rows = steps_table(doc, with_ci=True)
     knee_rows = {i: "knee" for i, r in enumerate(rows) if "knee" in str(r[-1])}
-    page.add("<h2>Steps</h2>" + _table((headers, rows), knee_rows, pct_cols=("errors",)))
+    page.add(
+        "<h2>Steps</h2>"
+        + _table((headers, rows), knee_rows, pct_cols=("errors",))
+        + f'<p class="sub">{html.escape(INTERVAL_NOTE)}</p>'
+    )
     page.add("<h2>Curves against load</h2>")
     page.grid(
         [

@@ -169,8 +169,12 @@ def steady_rps(summary: dict[str, Any]) -> Any:
     return summary.get("request_throughput")
 
 
-def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
-    return (summary.get(metric) or {}).get(p)
+def _pct(summary: dict[str, Any], metric: str, p: str, with_ci: bool = False) -> Any:
+    """A step's percentile: the number, or (``with_ci``) the text with its 95 % interval."""
+    dist = summary.get(metric) or {}
+    if not with_ci or dist.get(p) is None:
+        return dist.get(p)
+    return f"{fmt(dist[p])} {interval((dist.get('ci95') or {}).get(p))}".strip()
 
 
 def step_numbers(sweep: dict[str, Any]) -> dict[int, int]:
@@ -191,7 +195,7 @@ def _renumber(line: str, numbers: dict[int, int]) -> str:
     return _STEP_WORD.sub(lambda m: m.group(1) + str(numbers.get(int(m.group(2)), m.group(2))), line)
 
 
-def steps_table(sweep: dict[str, Any]) -> Table:
+def steps_table(sweep: dict[str, Any], with_ci: bool = False) -> Table:
     """One row per curve step, with the knee, SLO verdict and Little's-law status beside it. Throughput
     is over the step's steady window (ramp-up and drain excluded; shown) when it has one."""
     analysis = sweep.get("analysis") or {}
@@ -247,14 +251,14 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             steady.get("excluded_ramp_up_s"),
             steady.get("excluded_drain_s"),
             s.get("request_throughput"),
-            _pct(s, "ttft_ms", "p50"),
-            _pct(s, "ttft_ms", "p95"),
-            _pct(s, "ttft_ms", "p99"),
-            _pct(s, "tpot_ms", "p50"),
-            _pct(s, "tpot_ms", "p95"),
-            _pct(s, "e2e_ms", "p50"),
-            _pct(s, "e2e_ms", "p95"),
-            _pct(s, "e2e_ms", "p99"),
+            _pct(s, "ttft_ms", "p50", with_ci),
+            _pct(s, "ttft_ms", "p95", with_ci),
+            _pct(s, "ttft_ms", "p99", with_ci),
+            _pct(s, "tpot_ms", "p50", with_ci),
+            _pct(s, "tpot_ms", "p95", with_ci),
+            _pct(s, "e2e_ms", "p50", with_ci),
+            _pct(s, "e2e_ms", "p95", with_ci),
+            _pct(s, "e2e_ms", "p99", with_ci),
             s.get("goodput"),
             s.get("error_rate"),
             little.get(i + 1),
