@@ -137,6 +137,12 @@ def refuse_unhonoured(o: dict[str, Any]) -> None:
             raise click.BadParameter(f"--{key.replace('_', '-')}: {reason}")
     if o.get("backend") in BACKENDS_REFUSED:
         raise click.BadParameter(f"--backend {o['backend']}: {BACKENDS_REFUSED[o['backend']]}")
+    old = o.get("endpoint_type")
+    if old is not None:
+        if old in BACKENDS_REFUSED:
+            raise click.BadParameter(f"--endpoint-type {old}: {BACKENDS_REFUSED[old]}")
+        if old not in BACKENDS:
+            raise click.BadParameter(f"--endpoint-type {old!r}: choose from {', '.join(BACKENDS)}")
 
 
 def apply_target(o: dict[str, Any]) -> None:
