@@ -11,7 +11,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
+from tokenpace.adapters.report.tables import fmt, interval, plan_lines, steps_table
 from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.sweep import SweepConfig
@@ -169,9 +169,13 @@ def render_prefill_fit(doc: dict[str, Any], console: Console) -> None:
     """An input-length sweep: TTFT per length, and the fit of TTFT on input tokens."""
     for step in doc["steps"]:
         s = step["summary"]
+        ttft = s["ttft_ms"]
+        cis = ttft.get("ci95") or {}
         console.print(
             f"  input {_tokens((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
-            f"TTFT P50 {fmt(s['ttft_ms'].get('p50'))} ms, P95 {fmt(s['ttft_ms'].get('p95'))} ms"
+            f"TTFT P50 {fmt(ttft.get('p50'))} {interval(cis.get('p50'))} ms, "
+            f"P95 {fmt(ttft.get('p95'))} {interval(cis.get('p95'))} ms",
+            highlight=False,
         )
     fit = doc.get("prefill_fit")
     if fit is None:
