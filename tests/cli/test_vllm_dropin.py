@@ -191,3 +191,21 @@ def test_a_sweep_takes_vllms_dataset_and_slo_flags_and_refuses_its_load_flags(tm
     assert step["summary"]["slo"] == {"ttft_ms": 500.0, "tpot_ms": 50.0}
     refused = run_cli("sweep", "--concurrency", "1,2", "--request-rate", "5")
     assert refused.returncode == 2 and "--request-rate: a sweep sets the load" in refused.stderr
+
+
+def test_burstgpt_lengths_served_name_host_and_a_hub_tokenizer(sim_port, tmp_path):
+    csv = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
+    csv += "".join(f"{i},ChatGPT,{20 + i},{0 if i == 2 else 4 + i},0,Conversation log\n" for i in range(6))
+    (tmp_path / "burst.csv").write_text(csv)
+    r = run_cli("bench", "--host", "127.0.0.1", "--port", str(sim_port), "--model", "org/Some-Model-7B",
+                "--served-model-name", "m", "--tokenizer", "org/Some-Model-7B", "--dataset-name", "burstgpt",
+                "--dataset-path", "burst.csv", "--num-prompts", "5", "--save-result", "--result-filename",
+                "v.json", "--no-store", "-q", "--out", "run.json", cwd=str(tmp_path))  # fmt: skip
+    assert r.returncode in (0, 3), r.stderr
+    assert "--tokenizer org/Some-Model-7B: not a local file or folder" in r.stdout
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["conditions"]["model"] == "m" and run["conditions"]["workload"]["kind"] == "lengths_from_log"
+    saved = json.loads((tmp_path / "v.json").read_text())
+    assert (saved["model_id"], saved["tokenizer_id"], saved["backend"]) == ("org/Some-Model-7B",) * 2 + (
+        "openai",
+    )
