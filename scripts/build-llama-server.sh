@@ -14,6 +14,33 @@
 # tests skip), anything else a failed build (log in the cache folder).
 set -euo pipefail
 
+# The compiler's progress lines ("[ 42%] ..." from make, "[123/456] ..." from ninja) with the time so
+# far and an ETA at the pace so far appended; other lines dropped. `--progress-filter` runs only this
+# on standard input (for tests). $1: the compile's start in $SECONDS.
+progress_with_eta() {
+  local t0=$1 line pct elapsed left
+  while IFS= read -r line; do
+    if [[ $line =~ ^\[\ *([0-9]+)%\] ]]; then
+      pct=${BASH_REMATCH[1]}
+    elif [[ $line =~ ^\[([0-9]+)/([0-9]+)\] ]] && ((BASH_REMATCH[2] > 0)); then
+      pct=$((BASH_REMATCH[1] * 100 / BASH_REMATCH[2]))
+    else
+      continue
+    fi
+    elapsed=$((SECONDS - t0))
+    if ((pct > 0 && pct < 100)); then
+      left=$((elapsed * (100 - pct) / pct))
+      echo "$line  [${elapsed}s so far, ETA $((left / 60))m$(printf %02d $((left % 60)))s]"
+    else
+      echo "$line  [${elapsed}s so far]"
+    fi
+  done
+}
+if [ "${1:-}" = "--progress-filter" ]; then
+  progress_with_eta "$SECONDS"
+  exit 0
+fi
+
 VERSION="${LLAMA_CPP_PYTHON_VERSION:-0.3.36}"
 CACHE="${TOKENPACE_CACHE:-$HOME/.cache/tokenpace}"
 JOBS="${BUILD_JOBS:-2}"
@@ -86,9 +113,10 @@ cmake -S "$src" -B "$WORK/build" "${generator[@]}" \
   -DLLAMA_BUILD_SERVER=ON >>"$LOG" 2>&1 || fail "cmake configure"
 say "step 3/3: compiling with $JOBS jobs: usually 10-18 minutes on 2 cores (5 on 8); the compiler's progress follows"
 # Every line to the log; the progress lines ("[ 42%] Building ..." or "[123/456] Building ...") also to
-# the screen, so a long build is seen moving.
+# the screen with an ETA, so a long build is seen moving and its end can be planned for.
+compile_start=$SECONDS
 cmake --build "$WORK/build" --target llama-server -j "$JOBS" 2>&1 | tee -a "$LOG" |
-  { grep --line-buffered -E '^\[ *[0-9]+(%|/[0-9]+)\]' >&2 || true; } || fail "compile"
+  { progress_with_eta "$compile_start" >&2 || true; } || fail "compile"
 
 built="$WORK/build/bin/llama-server"
 "$built" --version >>"$LOG" 2>&1

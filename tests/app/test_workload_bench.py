@@ -140,11 +140,12 @@ def test_server_tokenizer_is_resolved_before_the_load(tmp_path):
     assert all(r.prompt_tokens == r.prompt_tokens_requested == 16 for r in result.records)
 
 
-def test_chat_template_overhead_is_flagged_as_a_prompt_mismatch():
+def test_chat_template_overhead_is_information_not_a_warning():
     result, _ = run_sim({"requests": 4})  # the sim adds 7 template tokens to a 16-token chat prompt
     check = result.to_dict()["summary"]["prompt_tokens_check"]
-    assert check["mismatch"] is True and check["server_over_asked"] == pytest.approx(23 / 16)
-    assert any("prompt tokens" in w for w in result.warnings)
+    assert check["mismatch"] is False and check["server_over_asked"] == pytest.approx(23 / 16)
+    assert check["template_overhead_tokens"] == 7
+    assert not any("prompt tokens" in w for w in result.warnings)
 
 
 def train_tokenizer(path):

@@ -8,7 +8,7 @@ from rich.console import Console
 
 from tokenpace.app.run_info import not_found_hint
 from tokenpace.app.workloads import warnings as workload_warnings
-from tokenpace.cli.dashboard import _decomposition, _throughput
+from tokenpace.cli.dashboard import _decomposition, _template_note, _throughput
 from tokenpace.core.analysis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
 
@@ -60,8 +60,7 @@ def prompt_extra(overhead: int) -> dict:
 
 def test_template_tokens_are_said_aside_only_when_they_were():
     (none_aside,) = workload_warnings(prompt_extra(0))
-    assert "template tokens aside" not in none_aside and "nothing set aside" in none_aside
-    assert "vary --input-len" in none_aside
+    assert "set aside" not in none_aside and "not a chat template's constant few" in none_aside
     (aside,) = workload_warnings(prompt_extra(9))
     assert "with a chat template's 9 tokens a request set aside" in aside
 
@@ -110,3 +109,11 @@ def test_the_prefix_cache_hit_rate_that_compare_warns_about_is_on_the_dashboard(
     }
     text = _server(result)
     assert text is not None and "prefix-cache hit rate 100%: TTFT here is a warm-cache figure" in text.plain
+
+
+def test_a_chat_templates_tokens_are_said_once_as_information():
+    check = {"mismatch": False, "template_overhead_tokens": 14, "server_over_asked": 1.027}
+    note = _template_note(check)
+    assert "14 more per request" in note and "chat template" in note and "%" not in note
+    assert workload_warnings({"prompt_tokens_check": check}) == []  # no warning besides
+    assert _template_note({**check, "mismatch": True}) == ""

@@ -19,7 +19,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "vllm.md"
 
 
 def _doc_command() -> list[str]:
-    (line,) = [ln for ln in DOC.read_text().splitlines() if ln.startswith("tokenpace bench")]
+    (line,) = [
+        ln for ln in DOC.read_text().splitlines() if ln.startswith("tokenpace bench") and "--vllm-json" in ln
+    ]
     return shlex.split(line)[1:]
 
 

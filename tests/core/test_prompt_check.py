@@ -31,6 +31,12 @@ def test_small_spread_within_tolerance_is_fine():
     assert check["template_overhead_tokens"] == 4 and check["mismatch"] is False
 
 
-def test_one_asked_length_cannot_tell_template_from_error():
-    check = prompt_check(recs([(16, 23), (16, 23)]))
+def test_a_constant_few_at_one_asked_length_is_taken_as_a_template_and_said_so():
+    check = prompt_check(recs([(512, 526), (512, 526), (512, 527)]))  # 102.7 %: vLLM's chat template
+    assert check["template_overhead_tokens"] == 14 and check["mismatch"] is False
+    assert check["template_overhead_basis"] == "constant at one length"
+
+
+def test_a_difference_beyond_a_template_at_one_length_is_still_a_mismatch():
+    check = prompt_check(recs([(16, 60), (16, 60)]))
     assert check["template_overhead_tokens"] == 0 and check["mismatch"] is True

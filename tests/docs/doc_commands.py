@@ -61,6 +61,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/workloads.md", "captured.jsonl", "tests/app/test_replay_captured.py"),
     ("docs/workloads.md", "store:gateway_session", "tests/app/test_replay_captured.py"),
     ("", "check --baseline", "tests/cli/test_check_docs.py"),
+    ("docs/vllm.md", "--model", "tests/cli/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/test_gray_release.py"),
 )
 

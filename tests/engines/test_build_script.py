@@ -71,3 +71,18 @@ def test_a_build_says_its_steps_how_long_they_take_and_shows_the_compilers_progr
     assert "[ 50%] Building CXX object step50.o" in done.stderr  # the compiler's progress, on screen
     assert "noise" not in done.stderr  # the rest goes to the log only
     assert "noise 50" in (cache / "build-llama-server-9.9.8.log").read_text()
+
+
+def test_compile_progress_lines_carry_an_eta_and_noise_is_dropped() -> None:
+    lines = "[ 10%] Building a.o\nnoise\n[ 50%] Building b.o\n[3/4] Linking\n[100%] Built target\n"
+    done = subprocess.run(
+        ["bash", str(BUILD_SCRIPT), "--progress-filter"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    out = done.stdout.splitlines()
+    assert done.returncode == 0 and len(out) == 4 and not any("noise" in line for line in out)
+    assert all("so far, ETA " in line for line in out[:3])  # make's % and ninja's N/M both
+    assert out[3].startswith("[100%] Built target") and "ETA" not in out[3]

@@ -18,6 +18,7 @@ import pytest
 from engines.engines_support import assert_exact_counts, bench, http_json, stop_process, wait_http
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.core.workload.lengths import parse_length
+from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
@@ -84,7 +85,12 @@ def test_open_loop_counts_equal_server_usage(vllm_server: VllmServer, tmp_path: 
         vllm_server, tmp_path, "-r", "4", "-n", "12", "--input-len", "48", "--output-len", "12"
     )
     assert_exact_counts(result, records, 12)
-    assert all(r["prompt_tokens"] == 48 + TEMPLATE_OVERHEAD for r in records)
+    # Every prompt starts with the run's salt (core/workload/salt.py), counted in what was asked:
+    # 48 tokens asked, the salt's few before them, and the chat template's around both.
+    salt = result["conditions"]["workload"]["prompt_salt"]["tokens"]
+    assert salt == SALT_TOKENS
+    assert all(r["prompt_tokens_requested"] == 48 + salt for r in records)
+    assert all(r["prompt_tokens"] == 48 + salt + TEMPLATE_OVERHEAD for r in records)
 
 
 def test_tokenize_endpoint_counts_synthetic_prompts_exactly(vllm_server: VllmServer) -> None:

@@ -21,6 +21,7 @@ from tokenpace.app.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, RunContext
 from tokenpace.app.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.client import Sender
 from tokenpace.core.analysis.silence import silence_summary
+from tokenpace.core.asked_percentiles import asked_percentiles
 from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
@@ -106,8 +107,10 @@ class BenchRun:
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
-        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        if cfg.percentiles:  # --percentiles: each with its 95 % interval
+            summary.extra["percentiles"] = asked_percentiles(self.records, cfg.percentiles)
         summary.extra.update(workloads.summary_extra(workload, self.records))
         summary.extra["silences"], silent = silence_summary(self.records)  # a server stall, any loop
         chunks = sum(len(r.token_ns) for r in self.records)
@@ -146,6 +149,7 @@ class BenchRun:
             + health.warnings
             + silent,
             observed,
+            texts=ctx.texts,
         )
 
     # --- request stream ---

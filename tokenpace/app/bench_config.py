@@ -13,6 +13,7 @@ from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import LengthDist, parse_length
+from tokenpace.core.workload.ramp import Ramp
 from tokenpace.wire.dialects.base import Sampling
 
 # What a run does when neither a load nor a bound is given (the CLI's defaults too).
@@ -58,6 +59,9 @@ class BenchConfig:
     ca_cert: str | None = None
     workers: int | str = 1  # worker processes sending the load, or "auto" (app.workers)
     ray: str | None = None  # run the workers as Ray actors: a cluster address or "auto"
+    ramp: Ramp | None = None  # ramp-up of the rate or the users (core.workload.ramp)
+    percentiles: tuple[float, ...] | None = None  # --percentiles: shown with intervals (None: P50-P99)
+    keep_texts: bool = False  # keep each answer's text (vLLM's --save-detailed generated_texts)
 
     @property
     def open_loop(self) -> bool:
@@ -92,6 +96,8 @@ class BenchConfig:
             raise ValueError("--workers must be a whole number of at least 1, or auto")
         if self.workers != 1 and self.workload_opts is not None and self.workload_opts.sessions:
             raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
+        if self.keep_texts and self.workers != 1:
+            raise ValueError("--save-detailed keeps the answers' texts in one process: drop --workers")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
         turns = self.workload_opts.turns if self.workload_opts is not None else 1
@@ -99,7 +105,30 @@ class BenchConfig:
             raise ValueError(
                 f"--turns rebuilds the history from chat answers: use --api chat, not {self.api}"
             )
+        self._validate_ramp()
         self._validate_headers()
+
+    @property
+    def ramp_excluded_s(self) -> float:
+        """How long after the first send the steady window must wait for the ramp to end."""
+        return self.ramp.excluded_s if self.ramp is not None else 0.0
+
+    def _validate_ramp(self) -> None:
+        if self.ramp is None:
+            return
+        self.ramp.validate()
+        if self.ramp.of_rate and not self.open_loop:
+            raise ValueError(
+                "a rate ramp (--ramp-up-start-rps/--ramp-up-end-rps) is open loop: drop --concurrency"
+            )
+        if not self.ramp.of_rate and self.open_loop:
+            raise ValueError("an open loop ramps its rate: give --ramp-up-start-rps and --ramp-up-end-rps")
+        if self.ramp.duration_s is None and self.requests is None:
+            raise ValueError("a ramp over the whole run needs --num-prompts (or give --ramp-up DURATION)")
+        if self.workers != 1:
+            raise ValueError("--ramp-up runs in one worker process: drop --workers")
+        if self.workload_opts is not None and (self.workload_opts.sessions or self.workload_opts.trace):
+            raise ValueError("--ramp-up does not combine with --turns or --trace")
 
     def _validate_headers(self) -> None:
         """Before any load: a CR or LF in a value would smuggle in a header (values never shown)."""
@@ -127,6 +156,7 @@ class BenchResult:
     stop_reason: str
     warnings: list[str]
     observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
+    texts: dict[str, str] = field(default_factory=dict)  # answers by request id (keep_texts only)
 
     @property
     def invalid_reasons(self) -> list[str]:

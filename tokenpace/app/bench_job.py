@@ -16,7 +16,7 @@ from tokenpace.adapters.results import (
     write_result,
 )
 from tokenpace.adapters.safe_files import OutputPathError
-from tokenpace.adapters.vllm_json import vllm_result
+from tokenpace.adapters.vllm_json import check_export, vllm_result, write_export
 from tokenpace.app.bench import BenchConfig, BenchResult
 from tokenpace.app.exit_status import ExitDecision, run_exit_status
 from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
@@ -65,8 +65,8 @@ def run_bench_job(
     out = (outputs.out or default_result_path(run_id)) if outputs.write_files else None
     if out is not None:
         check_result_paths(out)  # a device, a pipe or a read-only folder: refused before any load
-    if outputs.vllm_json is not None:
-        check_result_paths(outputs.vllm_json)
+    if outputs.vllm is not None:
+        check_export(outputs.vllm)
     store = open_for_run(outputs.store_url, outputs.save)  # before any load is sent
     try:
         if config.url:
@@ -76,15 +76,14 @@ def run_bench_job(
             with SimProcess(sim_profile) as url:
                 config.url = url
                 result = _measure(config, run_id, out, progress or NoProgress())
-        if outputs.vllm_json is not None:
+        if outputs.vllm is not None:
+            export = outputs.vllm
+            texts = result.texts if result.texts or config.keep_texts else None
             vllm = vllm_result(
-                result.records,
-                result.summary,
-                result.conditions,
-                outputs.vllm_metrics,
-                outputs.vllm_percentiles,
-            )
-            write_result(outputs.vllm_json, vllm)
+                result.records, result.summary, result.conditions, export.metrics, export.percentiles,
+                export, texts,
+            )  # fmt: skip
+            write_export(export, vllm)
         saved = save_run(store, result) if store is not None else None  # also when interrupted
     finally:
         if store is not None:

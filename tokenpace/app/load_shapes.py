@@ -19,6 +19,7 @@ import numpy as np
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.arrivals import arrival_offsets_s
+from tokenpace.core.workload.ramp import ramp_offsets_s, user_start_offsets_s
 from tokenpace.core.workload.sessions import SessionWorkload
 
 if TYPE_CHECKING:
@@ -37,16 +38,23 @@ class LoadShape(Protocol):
 
 
 class ClosedLoop:
-    def __init__(self, requests: Requests, users: int, first_user: int = 0) -> None:
+    def __init__(
+        self, requests: Requests, users: int, first_user: int = 0, joins_s: list[float] | None = None
+    ) -> None:
         self.requests = requests
         self.users = users
         self.first_user = first_user  # a worker process's users are numbered after the others'
+        self.joins_s = joins_s  # a user ramp: when each user starts (s after t0); None: all at once
 
     async def drive(self, ctx: RunContext, t0: int, deadline_ns: int | None) -> None:
         items = self.requests
 
         async def user(worker: int) -> None:
             try:
+                if self.joins_s:  # a ramp of users: this one joins later
+                    await asyncio.sleep(
+                        max(0.0, t0 / 1e9 + self.joins_s[worker - first] - perf_counter_ns() / 1e9)
+                    )
                 for record, payload in items:
                     if not record.warmup:
                         await ctx.warmed_up()  # measure warm, not alongside the warm-up
@@ -125,7 +133,9 @@ def choose(config: BenchConfig, workload: Any, requests: Requests, sender: Sende
         return Sessions(config, workload, sender, prefix)
     if config.open_loop:
         return OpenLoop(requests, open_loop_offsets(config, workload), config.max_concurrency)
-    return ClosedLoop(requests, config.concurrency or 1)
+    users = config.concurrency or 1
+    joins = user_start_offsets_s(config.ramp, users) if config.ramp is not None else None
+    return ClosedLoop(requests, users, joins_s=joins)
 
 
 def open_loop_offsets(config: BenchConfig, workload: Any) -> Iterator[float]:
@@ -135,4 +145,7 @@ def open_loop_offsets(config: BenchConfig, workload: Any) -> Iterator[float]:
         offsets: Iterator[float] = workload.offsets()
         return offsets
     rng = np.random.default_rng(config.seed + 1)
+    if config.ramp is not None and config.ramp.of_rate:
+        total = (config.requests or 0) + config.warmup
+        return ramp_offsets_s(config.ramp, total, rng, config.burstiness)
     return arrival_offsets_s(config.rate or 1.0, config.arrival, rng, config.burstiness)

@@ -10,6 +10,7 @@ from enum import IntEnum
 from pathlib import Path
 
 from tokenpace.adapters.results import records_path_for
+from tokenpace.adapters.vllm_json import VllmExport
 
 RESULTS_DIR = Path("results")
 
@@ -38,10 +39,8 @@ class RunOutputs:
     write_files: bool = True
     store_url: str | None = None  # None: $TOKENPACE_STORE, else the user's default store
     save: bool = True  # False: --no-store
-    # --vllm-json: the run also written with `vllm bench serve --save-result` keys
-    vllm_json: Path | None = None
-    vllm_metrics: tuple[str, ...] = ("ttft", "tpot", "itl")
-    vllm_percentiles: tuple[float, ...] = (99.0,)
+    # --vllm-json / --save-result: the run also written with `vllm bench serve --save-result` keys
+    vllm: VllmExport | None = None
 
 
 def new_run_id() -> str:

@@ -58,7 +58,7 @@ def run_repeated_bench(
     if not 2 <= repeats <= MAX_REPEATS:
         raise ValueError(f"--repeat must be between 2 and {MAX_REPEATS}")
     outputs = outputs or RunOutputs()
-    if outputs.vllm_json is not None:
+    if outputs.vllm is not None:
         raise ValueError("--repeat writes one result per run: --vllm-json is not supported with it")
     group_id = new_run_id()
     config = dataclasses.replace(config, labels={**config.labels, REPEAT_LABEL: group_id})

@@ -14,9 +14,19 @@ from tokenpace.adapters.report.html import render_html
 from tokenpace.adapters.report.tables import is_sweep
 from tokenpace.adapters.results import read_records, read_result, write_result
 from tokenpace.adapters.safe_files import check_output, write_atomic
+from tokenpace.core.asked_percentiles import asked_percentiles, parse_percentiles
 from tokenpace.core.record import RequestRecord
 
-__all__ = ["ReportError", "Step", "load_report", "load_sweep", "markdown", "write_plan", "write_reports"]
+__all__ = [
+    "ReportError",
+    "Step",
+    "load_report",
+    "load_sweep",
+    "markdown",
+    "recompute_percentiles",
+    "write_plan",
+    "write_reports",
+]
 
 
 class ReportError(ValueError):
@@ -114,3 +124,15 @@ def write_reports(
 
 def markdown(doc: dict[str, Any]) -> str:
     return to_markdown(doc)
+
+
+def recompute_percentiles(steps: list[Step], text: str) -> None:
+    """``--percentiles``: each run's asked percentiles and their intervals, from its records."""
+    try:
+        asked = parse_percentiles(text)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
+    for step in steps:
+        if not step.records:
+            raise ReportError("--percentiles needs each run's records (RESULT.records.jsonl beside it)")
+        step.result["summary"]["percentiles"] = asked_percentiles(step.records, asked)

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from time import perf_counter_ns
 from typing import TYPE_CHECKING, Any
 
+from tokenpace.app.answers import answer_text
 from tokenpace.app.outputs import USER_STOP
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
@@ -35,6 +36,9 @@ class RunContext:
         self.total_planned = (config.requests + config.warmup) if config.requests else None
         self.sender: Sender | None = None  # set by the run once it has connected
         self.stop_reason = ""
+        # generated text per request id, only with config.keep_texts (bounded by the run's requests
+        # times their max_tokens, as the records are)
+        self.texts: dict[str, str] = {}
         self.interrupted = False
         self.secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
         self._stop = asyncio.Event()
@@ -82,6 +86,8 @@ class RunContext:
     # --- requests ---
     async def send(self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None) -> None:
         self.records.append(record)  # before sending: a cancelled request is still a record
+        if self.config.keep_texts and capture is None:  # vLLM's --save-detailed: generated_texts
+            capture = []
         try:
             await self.sender.send(record, payload, capture)  # type: ignore[union-attr]
         finally:
@@ -91,6 +97,8 @@ class RunContext:
                 record.error = "cancelled by the user"
             if record.status is Status.CANCELLED and self.stop_reason not in ("", USER_STOP):
                 record.error = f"cancelled: the run was {self.stop_reason}"  # not the user's doing
+            if self.config.keep_texts and capture is not None and not record.warmup:
+                self.texts[record.request_id] = answer_text(capture)
             self._after(record)
 
     def not_sent(self, record: RequestRecord, reason: str) -> None:

@@ -46,6 +46,7 @@ def run_conditions(
             "duration_s": cfg.duration_s,
             "warmup": cfg.warmup,
             "timeout_s": cfg.timeout_s,
+            "ramp": cfg.ramp.to_dict() if cfg.ramp is not None else None,
         },
         "workload": workload,
         "sampling": cfg.sampling.to_dict(),

@@ -16,8 +16,8 @@ from time import perf_counter_ns
 from typing import TYPE_CHECKING
 
 import numpy as np
-import orjson
 
+from tokenpace.app.answers import answer_text
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.arrivals import arrival_offsets_s
@@ -27,25 +27,6 @@ if TYPE_CHECKING:
     from tokenpace.app.bench_config import BenchConfig
     from tokenpace.app.run_context import RunContext
     from tokenpace.client import Sender
-
-
-def answer_text(chunks: list[bytes]) -> str:
-    """The answer text of captured chunks (chat deltas, completion text or a whole response);
-    reasoning text is left out, as chat clients leave it out of the history."""
-    parts: list[str] = []
-    for raw in chunks:
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            continue
-        for choice in (obj.get("choices") or []) if isinstance(obj, dict) else []:
-            msg = choice.get("delta") or choice.get("message") or {}
-            text = msg.get("content") if isinstance(msg, dict) else None
-            if text is None:
-                text = choice.get("text")
-            if isinstance(text, str):
-                parts.append(text)
-    return "".join(parts)
 
 
 class Sessions:

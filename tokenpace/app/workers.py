@@ -33,6 +33,7 @@ from tokenpace.app.worker_health import combined_health
 from tokenpace.app.worker_lost import WorkerLink, lost_records
 from tokenpace.app.worker_proc import WorkerSpec, clock_identity, worker_main
 from tokenpace.core.analysis.silence import silence_summary
+from tokenpace.core.asked_percentiles import asked_percentiles
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
@@ -138,8 +139,10 @@ class WorkerRun:
         """Summarised over every worker's records, as ``BenchRun`` summarises its own."""
         cfg = self.config
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
-        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency)
+        steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        if cfg.percentiles:  # --percentiles: each with its 95 % interval
+            summary.extra["percentiles"] = asked_percentiles(self.records, cfg.percentiles)
         summary.extra.update(workloads.summary_extra(workload, self.records))
         summary.extra["silences"], silent = silence_summary(self.records)  # a server stall, any loop
         conditions["workers"] = self._describe_workers()

@@ -153,9 +153,9 @@ def warnings(extra: dict[str, Any]) -> list[str]:
         if overhead:
             aside = f"with a chat template's {overhead} tokens a request set aside"
             hint = "--tokenizer gives exact prompts"
-        else:  # one asked length: a template's constant few cannot be told from a tokenization error
-            aside = "nothing set aside: a chat template's few tokens are counted in"
-            hint = "vary --input-len to separate a template's constant few; --tokenizer gives exact prompts"
+        else:  # the difference varies, or is more than a template adds: nothing to set aside
+            aside = "the difference is not a chat template's constant few tokens"
+            hint = "--tokenizer gives exact prompts"
         out.append(
             f"prompt tokens: the server counted {check['server_over_asked_without_template']:.1%} "
             f"of the asked ({aside}; "

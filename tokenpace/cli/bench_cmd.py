@@ -13,10 +13,11 @@ from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, Be
 from tokenpace.app.bench_job import REFUSALS, BenchOutcome, run_bench_job
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.repeat_job import run_repeated_bench
-from tokenpace.cli import parsing, vllm_opts, workload_opts
+from tokenpace.cli import parsing, vllm_opts, vllm_target, workload_opts
 from tokenpace.cli.dashboard import render
 from tokenpace.cli.repeat_view import show_repeat_noise
 from tokenpace.cli.run_view import STORE_HELP, BenchProgress, print_saved
+from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.workload.arrivals import ARRIVALS
 from tokenpace.wire.dialects import DIALECTS
 from tokenpace.wire.dialects.base import Sampling
@@ -25,7 +26,14 @@ from tokenpace.wire.endpoint import EndpointError
 EXIT_BAD_INPUT = 2
 
 
-@click.command()
+class VllmArgs(click.Command):
+    """Takes vLLM's several-values flags (``--goodput ttft:500 tpot:50``) as argparse does."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, vllm_target.expand_variadic(args))
+
+
+@click.command(cls=VllmArgs)
 @click.option(
     "--url",
     help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. "
@@ -120,6 +128,12 @@ EXIT_BAD_INPUT = 2
 )
 @click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
 @click.option(
+    "--percentiles",
+    metavar="P,P,...",
+    help="Percentiles shown, each with its 95% confidence interval, e.g. 50,90,99,99.9 "
+    "(default P50, P90, P95, P99).",
+)
+@click.option(
     "--label",
     "labels",
     multiple=True,
@@ -131,7 +145,8 @@ EXIT_BAD_INPUT = 2
     "--out",
     "out",
     type=click.Path(dir_okay=False, path_type=Path),
-    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json).",
+    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json). "
+    "-: the result JSON on standard output (the dashboard on standard error).",
 )
 @click.option(
     "--server-metrics",
@@ -188,15 +203,18 @@ EXIT_BAD_INPUT = 2
 @vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
 def bench(**opts: Any) -> None:
     """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
+    to_stdout = stdout_out(opts)  # --out - : the result JSON on stdout, the dashboard on stderr
+    console = Console(stderr=to_stdout)
     try:
-        vllm_opts.apply(opts)
+        identity = vllm_opts.apply(opts)
         config = bench_config(opts)
         config.extra_body = vllm_opts.extra_body(opts)
         config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
-        vllm_export = vllm_opts.export(opts)
+        vllm_export = vllm_opts.export(opts, identity)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    console = Console()
+    for note in identity["notes"]:
+        console.print(note, style="dim", highlight=False)
     outputs = RunOutputs(
         out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
     )
@@ -210,6 +228,9 @@ def bench(**opts: Any) -> None:
     result = outcome.result
     render(result.to_dict(), console)
     console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+    if to_stdout and outcome.out is not None:
+        sys.stdout.buffer.write(outcome.out.read_bytes().rstrip(b"\n") + b"\n")
+        sys.stdout.flush()
     print_saved(console, outcome.saved, "bench", outcome.out)
     decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
     if decision.code is not ExitStatus.OK:
@@ -234,6 +255,18 @@ def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], cons
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
         sys.exit(int(decision.code))
+
+
+STDOUT_NAMES = ("-", "/dev/stdout")
+
+
+def stdout_out(o: dict[str, Any]) -> bool:
+    """``--out -`` (or /dev/stdout): the result JSON goes to standard output, and the result file
+    with its records to the default place (results/TIME-ID.json), named in the JSON."""
+    if o.get("out") is not None and str(o["out"]) in STDOUT_NAMES:
+        o["out"] = None
+        return True
+    return False
 
 
 def bench_config(o: dict[str, Any]) -> BenchConfig:
@@ -289,6 +322,9 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         ca_cert=o["ca_cert"],
         workers=parsing.workers(o.get("workers") or "1"),
         ray=o.get("ray"),
+        ramp=o.get("ramp"),
+        keep_texts=bool(o.get("save_detailed")),
+        percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
     )
     with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load
     return with_workload

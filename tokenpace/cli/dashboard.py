@@ -9,8 +9,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from tokenpace.adapters.report.tables import LATENCY_COLUMNS as _COLUMNS
 from tokenpace.adapters.report.tables import fmt as _fmt
+from tokenpace.adapters.report.tables import interval, percentile_names, percentile_points
 from tokenpace.cli import workload_view
 from tokenpace.cli.fit import whole
 
@@ -29,22 +29,29 @@ _SCHEDULED_ROWS = (
 
 
 def _latency_table(summary: dict[str, Any], rows: tuple[tuple[str, str], ...], title: str) -> Table:
+    """Mean, the shown percentiles (each with its 95 % interval on a dim row below), max and n."""
     table = Table(title=title, title_justify="left", expand=False, pad_edge=False)
     table.add_column("metric", style="bold")
-    for col in _COLUMNS:
-        table.add_column(col, justify="right")
+    for col in ("mean", *percentile_names(summary), "max"):
+        table.add_column(col, justify="right", overflow="fold")  # an interval wraps, never cut
     table.add_column("n", justify="right", style="dim")
     for label, key in rows:
         dist = summary.get(key) or {}
         if not dist.get("n"):
             continue
-        low = set(dist.get("low_sample") or [])
-        cells = []
-        for col in _COLUMNS:
-            text = _fmt(dist.get(col))
-            cells.append(Text(f"~{text}", style="yellow") if col in low else Text(text))
-        table.add_row(label, *cells, str(dist["n"]))
+        points = percentile_points(summary, key)
+        cells = [Text(_fmt(dist.get("mean")))]
+        for point in points:
+            text = _fmt(point["value"])
+            cells.append(Text(f"~{text}", style="yellow") if point["low_sample"] else Text(text))
+        table.add_row(label, *cells, Text(_fmt(dist.get("max"))), str(dist["n"]))
+        table.add_row(Text("  ci95", style="dim"), "", *(_ci_cell(p["ci95"]) for p in points), "", "")
     return table
+
+
+def _ci_cell(ci: Any) -> Text:
+    """The interval, dim: [11.9, 13.0] (on a narrow terminal it wraps at its space)."""
+    return Text(interval(ci), style="dim")
 
 
 def render(result: dict[str, Any], console: Console) -> None:
@@ -254,8 +261,11 @@ def _notes(result: dict[str, Any]) -> Text | None:
     if any((s.get(k) or {}).get("low_sample") for k, _ in (("ttft_ms", 0), ("e2e_ms", 0))):
         lines.append(
             "~ marks a percentile with fewer than 5 samples beyond it: "
-            "treat it as noise (see ci95 in the JSON)"
+            "treat it as noise (its ci95 row shows how wide it is)"
         )
+    template = _template_note(s.get("prompt_tokens_check") or {})
+    if template:
+        lines.append(template)
     src = s["tokens"]["output_sources"]
     if src:
         lines.append(_output_token_sources(src))
@@ -264,6 +274,17 @@ def _notes(result: dict[str, Any]) -> Text | None:
     if not lines:
         return None
     return Text("\n".join(f"note: {line}" for line in lines), style="dim")
+
+
+def _template_note(check: dict[str, Any]) -> str:
+    """Information, not a warning: the server counts a chat template's tokens that were not asked."""
+    overhead = check.get("template_overhead_tokens")
+    if not overhead or check.get("mismatch"):
+        return ""
+    return (
+        f"prompt tokens: the server counted {overhead} more per request than asked, the same on every "
+        "request: what a chat template adds around a prompt (role markers); the rest matches"
+    )
 
 
 def _output_token_sources(src: dict[str, int]) -> str:

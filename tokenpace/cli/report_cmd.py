@@ -6,7 +6,13 @@ from pathlib import Path
 
 import click
 
-from tokenpace.app.report_files import ReportError, load_report, markdown, write_reports
+from tokenpace.app.report_files import (
+    ReportError,
+    load_report,
+    markdown,
+    recompute_percentiles,
+    write_reports,
+)
 from tokenpace.cli.plan_cmd import die
 
 
@@ -20,8 +26,19 @@ def _note(text: str) -> None:
 @click.option("--md", "md_out", type=click.Path(dir_okay=False, path_type=Path), help="Markdown tables.")
 @click.option("--csv", "csv_out", type=click.Path(dir_okay=False, path_type=Path), help="CSV table.")
 @click.option("--title", help="Report title.")
+@click.option(
+    "--percentiles",
+    metavar="P,P,...",
+    help="Percentiles shown, each with its 95% interval, e.g. 50,90,99,99.9 (from the records beside "
+    "the result; default: the run's own).",
+)
 def report(
-    source: Path, html_out: Path | None, md_out: Path | None, csv_out: Path | None, title: str | None
+    source: Path,
+    html_out: Path | None,
+    md_out: Path | None,
+    csv_out: Path | None,
+    title: str | None,
+    percentiles: str | None,
 ) -> None:
     """Report a bench result or a sweep: offline HTML (--html), Markdown (--md), CSV (--csv).
 
@@ -30,6 +47,8 @@ def report(
     outputs = {"--html": html_out, "--md": md_out, "--csv": csv_out}
     try:
         doc, steps = load_report(source, _note)
+        if percentiles is not None:
+            recompute_percentiles(steps, percentiles)
         write_reports(source, doc, steps, outputs, title, click.echo)
     except ReportError as exc:
         die("report", str(exc))

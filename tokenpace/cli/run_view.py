@@ -4,13 +4,14 @@ run's own event loop (no refresh thread competing with the client), and the stor
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
-from tokenpace.adapters.report.tables import fmt
+from tokenpace.adapters.report.tables import fmt, interval
 from tokenpace.app.sweep_lengthen import is_short, step_rps
 from tokenpace.core.record import RequestRecord, Status
 
@@ -25,34 +26,72 @@ STORE_HELP = (
 REFRESH_S = 0.25
 
 
-class BenchProgress:
-    """A ``RunProgress`` drawn with rich: requests done of those planned, ok and failed."""
+def clock(seconds: float) -> str:
+    """12s, 3m05s, 1h02m."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
-    def __init__(self, console: Console, quiet: bool) -> None:
+
+def eta_s(elapsed_s: float, done: int, total: int | None, duration_s: float | None) -> float | None:
+    """Seconds left: by the pace so far toward ``total`` requests, or to the end of ``duration_s``,
+    whichever comes first (None before there is a pace to go by)."""
+    left = []
+    if total and done:
+        left.append(elapsed_s * (total - done) / done)
+    if duration_s:
+        left.append(duration_s - elapsed_s)
+    return max(0.0, min(left)) if left else None
+
+
+class BenchProgress:
+    """A ``RunProgress`` drawn with rich: requests done of those planned (or the time of a run bounded
+    by duration), ok and failed, elapsed and an ETA."""
+
+    def __init__(self, console: Console, quiet: bool, label: str = "bench") -> None:
         self.quiet = quiet
         self.progress = Progress(
-            TextColumn("[bold]bench"),
+            TextColumn(f"[bold]{label}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[status]}"),
             TimeElapsedColumn(),
+            TextColumn("{task.fields[eta]}"),
             console=console,
             auto_refresh=False,
             transient=True,
         )
         self.task: TaskID | None = None
         self.ok = self.failed = 0
+        self.total: int | None = None
+        self.duration_s: float | None = None
+        self.t0 = 0.0
         self._ticker: asyncio.Task[Any] | None = None
 
     def started(self, total: int | None, duration_s: float | None) -> None:
+        self.total, self.duration_s, self.t0 = total, duration_s, time.monotonic()
         if self.quiet:
             return
         self.progress.start()
-        self.task = self.progress.add_task("bench", total=total, status="")
+        bar_total = total if total else duration_s  # a run bounded by duration only: a bar of time
+        self.task = self.progress.add_task("bench", total=bar_total, status="", count="", eta="")
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
         while True:
+            if self.task is not None:
+                elapsed = time.monotonic() - self.t0
+                done = self.ok + self.failed
+                left = eta_s(elapsed, done, self.total, self.duration_s)
+                fields = {"eta": f"ETA {clock(left)}" if left is not None else "", "count": f"{done}"}
+                if self.total:
+                    fields["count"] = f"{done}/{self.total}"
+                else:
+                    self.progress.update(self.task, completed=min(elapsed, self.duration_s or 0.0))
+                self.progress.update(self.task, **fields)  # type: ignore[arg-type]
             self.progress.refresh()
             await asyncio.sleep(REFRESH_S)
 
@@ -64,7 +103,7 @@ class BenchProgress:
         if self.task is not None:
             self.progress.update(
                 self.task,
-                advance=1,
+                advance=1 if self.total else 0,
                 status=f"{self.ok} ok" + (f", {self.failed} failed" if self.failed else ""),
             )
 
@@ -79,19 +118,35 @@ class BenchProgress:
 class SweepView:
     """A ``SweepProgress``: a line and a progress bar per step, then the step's numbers."""
 
-    def __init__(self, console: Console, quiet: bool) -> None:
+    def __init__(self, console: Console, quiet: bool, planned_steps: int | None = None) -> None:
         self.console = console
         self.quiet = quiet
+        self.planned = planned_steps  # the listed steps (None: --auto places them as it goes)
         self.bar: BenchProgress | None = None
+        self.t0: float | None = None
+        self.curve_done = 0  # curve steps finished (probes and short attempts take time, not places)
 
     def step_started(
         self, index: int, phase: str, mode: str, load: float, total: int | None, duration_s: float | None
     ) -> None:
+        if self.t0 is None:
+            self.t0 = time.monotonic()
         if not self.quiet:
             probe = {"probe": " (probe)", "revisit": " (revisit: drift check)"}.get(phase, "")
-            self.console.print(f"[bold]step {index}[/]{probe} {load_label(mode, load)} ...", highlight=False)
-        self.bar = BenchProgress(self.console, self.quiet)
+            self.console.print(
+                f"[bold]step {index}[/]{probe} {load_label(mode, load)} ...{self._overall()}", highlight=False
+            )
+        self.bar = BenchProgress(self.console, self.quiet, label=f"step {index}")
         self.bar.started(total, duration_s)
+
+    def _overall(self) -> str:
+        """The sweep so far, and its ETA when the steps are listed (by the pace of those done)."""
+        elapsed = time.monotonic() - (self.t0 or time.monotonic())
+        if not self.planned:
+            return f"  ({self.curve_done} steps done, {clock(elapsed)} so far)" if self.curve_done else ""
+        left = eta_s(elapsed, self.curve_done, self.planned, None)
+        eta = f", sweep ETA {clock(left)}" if left is not None else ""
+        return f"  ({self.curve_done} of {self.planned} steps done{eta})"
 
     def record(self, record: RequestRecord) -> None:
         if self.bar is not None:
@@ -100,6 +155,8 @@ class SweepView:
     def step_finished(self, step: SweepStep, store_problem: str | None) -> None:
         if self.bar is not None:
             self.bar.finished()
+        if step.phase == "step" and not step.superseded:
+            self.curve_done += 1
         self.console.print(step_line(step), highlight=False)
         if store_problem is not None:
             self.console.print(
@@ -113,13 +170,18 @@ def load_label(mode: str, load: float) -> str:
     return f"c={int(load)}" if mode == "concurrency" else f"{load:g} req/s"
 
 
+def _p95(dist: Any) -> str:
+    """P95 with its 95 % interval, compactly: 19.5 [14.4, 20.4]."""
+    return f"{fmt(dist.p95)} {interval(dist.ci95.get('p95'))}".strip()
+
+
 def step_line(step: SweepStep) -> str:
     s = step.result.summary
     phase = f" ({step.phase})" if step.phase in ("probe", "revisit") else ""
     line = (
         f"  step {step.index}{phase} {load_label(step.mode, step.load)}: {step_rps(step.result):.2f} req/s, "
-        f"TTFT P95 {fmt(s.ttft_ms.p95)} ms, TPOT P95 {fmt(s.tpot_ms.p95)} ms, "
-        f"E2E P95 {fmt(s.e2e_ms.p95)} ms, errors {s.error_rate:.1%}"
+        f"TTFT P95 {_p95(s.ttft_ms)} ms, TPOT P95 {_p95(s.tpot_ms)} ms, "
+        f"E2E P95 {_p95(s.e2e_ms)} ms, errors {s.error_rate:.1%}"
     )
     if not step.result.health.valid:
         line += "  [client NOT VALID]"

@@ -50,11 +50,15 @@ def list_runs(
             click.echo(orjson.dumps(data).decode())
         return
     table = Table(header_style="bold")
-    for col in ("run", "started (UTC)", "model", "labels", "records", "ok", "TTFT p95 ms", "E2E p95 ms", ""):
+    notes = [
+        (("interrupted " if r.interrupted else "") + ("invalid" if not r.valid else "")).strip()
+        for r in found
+    ]
+    columns = ["run", "started (UTC)", "model", "labels", "records", "ok", "TTFT p95 ms", "E2E p95 ms"]
+    for col in columns + (["note"] if any(notes) else []):  # no empty column when no run has one
         table.add_column(col)
-    for r in found:
+    for r, note in zip(found, notes, strict=True):
         counts = r.summary.get("counts") or {}
-        flags = ("interrupted " if r.interrupted else "") + ("invalid" if not r.valid else "")
         table.add_row(
             r.id,
             r.started_at[:19].replace("T", " "),
@@ -64,10 +68,10 @@ def list_runs(
             str(counts.get("ok", "-")),
             _num(r.summary, "ttft_ms"),
             _num(r.summary, "e2e_ms"),
-            flags.strip(),
+            *([note] if any(notes) else []),
         )
     console = Console()
-    show_table(console, table, optional=("labels", "started (UTC)", "model", "ok"))
+    show_table(console, table, optional=("labels", "started (UTC)", "model", "ok", "note"))
     console.print(f"{len(found)} run(s) in {store.display_url}", highlight=False)
 
 

@@ -39,7 +39,7 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     click.echo(
         f"virtual run: profile {profile.name}, network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
-        f"seed {load.seed}"
+        f"seed {load.seed}; latencies in ms"
     )
     table = Table(title="latency in ms", title_justify="left")
     for name in _COLUMNS:

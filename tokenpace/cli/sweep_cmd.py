@@ -11,12 +11,14 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.adapters.report.tables import fmt, plan_lines, steps_table
+from tokenpace.adapters.report.plan_lines import plan_lines
+from tokenpace.adapters.report.tables import fmt, interval, steps_table
 from tokenpace.app.bench_job import REFUSALS
 from tokenpace.app.outputs import ExitStatus, RunOutputs
 from tokenpace.app.sweep import SweepConfig
 from tokenpace.app.sweep_job import run_sweep_job
-from tokenpace.cli.bench_cmd import bench, bench_config
+from tokenpace.cli import vllm_opts
+from tokenpace.cli.bench_cmd import VllmArgs, bench, bench_config, stdout_out
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.run_view import SweepView
 from tokenpace.wire.endpoint import EndpointError
@@ -48,7 +50,7 @@ def load_list(text: str, what: str) -> list[float] | None:
     return values
 
 
-@click.command()
+@click.command(cls=VllmArgs)
 @click.option("--concurrency", "-c", "concurrency_steps", help="Closed-loop steps: 1,2,4,8,16 (or auto).")
 @click.option("--rate", "-r", "rate_steps", help="Open-loop steps in requests/s, e.g. 1,2,5,10 (or auto).")
 @click.option(
@@ -87,18 +89,20 @@ def load_list(text: str, what: str) -> list[float] | None:
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     help="Sweep JSON (steps in the bench --out format, knee, plan); step records beside it "
-    "(default results/sweep-TIME-ID.json).",
+    "(default results/sweep-TIME-ID.json). -: the sweep JSON on standard output.",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 def sweep(**opts: Any) -> None:
     """Sweep the load: one full bench run per step, then the knee, max goodput and the capacity plan."""
+    to_stdout = stdout_out(opts)  # --out - : the sweep JSON on stdout, everything else on stderr
     try:
         config = _sweep_config(opts)
     except (click.BadParameter, ValueError, EndpointError) as exc:
         _die(str(exc))
-    console = Console()
+    console = Console(stderr=to_stdout)
     outputs = RunOutputs(out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"])
-    view = SweepView(console, opts["quiet"])
+    planned = len(config.steps) if config.steps and not config.auto else None
+    view = SweepView(console, opts["quiet"], planned)
     try:
         outcome = run_sweep_job(config, outputs, opts["sim_profile"], view)
     except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
@@ -107,6 +111,9 @@ def sweep(**opts: Any) -> None:
     out = outcome.out
     assert out is not None
     console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
+    if to_stdout:
+        sys.stdout.buffer.write(out.read_bytes().rstrip(b"\n") + b"\n")
+        sys.stdout.flush()
     decision = outcome.exit_decision
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace sweep: {decision.reason} (exit {int(decision.code)})", err=True)
@@ -118,6 +125,7 @@ sweep.params = [p for p in bench.params if p.name not in _NOT_SHARED] + sweep.pa
 
 
 def _sweep_config(o: dict[str, Any]) -> SweepConfig:
+    vllm_opts.apply_for_sweep(o)  # vLLM's dataset, target and sampling flags mean the same per step
     conc, rate = o["concurrency_steps"], o["rate_steps"]
     if conc and rate:
         raise click.BadParameter("--concurrency and --rate are two sweeps: pick one")
@@ -160,13 +168,22 @@ def _input_len_steps(text: str | None) -> list[int] | None:
     return [int(p) for p in parts]
 
 
+def _tokens(mean: float | None) -> str:
+    """A mean token count as the whole number people read beside others (1,035, not 267.0)."""
+    return "-" if mean is None else f"{mean:,.0f}"
+
+
 def render_prefill_fit(doc: dict[str, Any], console: Console) -> None:
     """An input-length sweep: TTFT per length, and the fit of TTFT on input tokens."""
     for step in doc["steps"]:
         s = step["summary"]
+        ttft = s["ttft_ms"]
+        cis = ttft.get("ci95") or {}
         console.print(
-            f"  input {fmt((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
-            f"TTFT P50 {fmt(s['ttft_ms'].get('p50'))} ms, P95 {fmt(s['ttft_ms'].get('p95'))} ms"
+            f"  input {_tokens((s.get('prompt_tokens') or {}).get('mean'))} tokens: "
+            f"TTFT P50 {fmt(ttft.get('p50'))} {interval(cis.get('p50'))} ms, "
+            f"P95 {fmt(ttft.get('p95'))} {interval(cis.get('p95'))} ms",
+            highlight=False,
         )
     fit = doc.get("prefill_fit")
     if fit is None:

@@ -11,11 +11,13 @@ from typing import Any
 import click
 
 from tokenpace.adapters.datasets import DATASET_FORMATS, load_dataset, read_length_pairs
+from tokenpace.adapters.datasets.sonnet import sonnet_entries
 from tokenpace.app.replay_source import keep_api, load_trace
 from tokenpace.app.workloads import TRACE_ARRIVAL, WorkloadOptions
 from tokenpace.cli import parsing
 
 FILE = click.Path(dir_okay=False, path_type=Path)
+DEFAULT_SONNET_PROMPTS = 1000  # sonnet prompts made for a run bounded by --duration only
 
 OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
@@ -117,6 +119,20 @@ def options_from(o: dict[str, Any]) -> WorkloadOptions:
         opts.counter = load_tokenizer(tok)
     if o.get("dataset"):
         opts.dataset, opts.source = load_dataset(o["dataset"], o.get("dataset_format") or "auto")
+        if o.get("dataset_output_len"):  # vLLM's --sharegpt-output-len / --custom-output-len
+            opts.dataset = [replace(e, output_len=o["dataset_output_len"]) for e in opts.dataset]
+    if o.get("sonnet"):  # vLLM's --dataset-name sonnet (cli.vllm_data)
+        s = o["sonnet"]
+        count = o.get("requests") or DEFAULT_SONNET_PROMPTS
+        opts.dataset, opts.source = sonnet_entries(
+            s["path"],
+            count,
+            s["input_len"],
+            s["output_len"],
+            s["prefix_len"],
+            o.get("seed") or 0,
+            opts.counter,
+        )
     if o.get("lengths_from"):
         opts.length_pairs, opts.source = read_length_pairs(o["lengths_from"])
     if o.get("trace"):
@@ -165,4 +181,6 @@ def apply(config: Any, o: dict[str, Any]) -> Any:
             requests=requests,
             workload_opts=opts,
         )
+    if o.get("no_oversample") and opts.dataset is not None and config.requests is not None:
+        config = replace(config, requests=min(config.requests, len(opts.dataset)))  # vLLM's meaning
     return replace(config, workload_opts=opts)

@@ -37,8 +37,9 @@ def _latency(rs: Sequence[RequestRecord]) -> dict[str, Any]:
     ok = [r for r in rs if r.status is Status.OK]
 
     def pct(fn: Callable[[RequestRecord], float | None]) -> dict[str, Any]:
-        d = describe([v / NS_PER_MS for v in (fn(r) for r in ok) if v is not None], with_ci=False)
-        return {"n": d.n, "p50": d.p50, "p90": d.p90, "p99": d.p99, "mean": d.mean}
+        d = describe([v / NS_PER_MS for v in (fn(r) for r in ok) if v is not None])
+        cis = {k: list(d.ci95[k]) for k in ("p50", "p90", "p99") if k in d.ci95}
+        return {"n": d.n, "p50": d.p50, "p90": d.p90, "p99": d.p99, "mean": d.mean, "ci95": cis}
 
     return {
         "n": len(rs),
@@ -116,13 +117,14 @@ def prompt_check(records: Iterable[RequestRecord], tolerance: float = PROMPT_MIS
     asked = sum(a for a, _ in pairs)
     server = sum(s for _, s in pairs)
     ratio = server / asked
-    # A chat template adds the same few tokens to every request: when the difference stays that
-    # constant across different asked lengths, it is the template's and not a tokenization error,
-    # and the check is on the rest. (With one asked length the two cannot be told apart.)
+    # A chat template adds the same few tokens to every request: when the difference is that
+    # constant (within a token) and that small, it is taken as the template's, and the check is on
+    # the rest. Across different asked lengths that is certain; at one asked length a tokenizer
+    # off by the same few tokens on every prompt would look the same ("constant at one length").
     diffs = sorted(s - a for a, s in pairs)
     overhead = diffs[len(diffs) // 2]
     lengths_vary = len({a for a, _ in pairs}) > 1
-    if not (lengths_vary and diffs[-1] - diffs[0] <= 1 and 0 < overhead <= MAX_TEMPLATE_TOKENS):
+    if not (diffs[-1] - diffs[0] <= 1 and 0 < overhead <= MAX_TEMPLATE_TOKENS):
         overhead = 0
     residual = (server - overhead * len(pairs)) / asked
     per_request = [abs(s - overhead - a) / a for a, s in pairs]
@@ -132,6 +134,9 @@ def prompt_check(records: Iterable[RequestRecord], tolerance: float = PROMPT_MIS
         "server_total": server,
         "server_over_asked": ratio,
         "template_overhead_tokens": overhead,
+        "template_overhead_basis": ("varied lengths" if lengths_vary else "constant at one length")
+        if overhead
+        else None,
         "server_over_asked_without_template": residual,
         "mean_abs_diff_tokens": sum(abs(s - a) for a, s in pairs) / len(pairs),
         "requests_off_by_more": sum(d > tolerance for d in per_request),

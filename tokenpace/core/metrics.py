@@ -63,9 +63,10 @@ DEFINITIONS = {
     "protocol_error) over requests sent; cancelled requests are counted but are not errors",
     "timeout_rate": "timeouts over requests sent",
     "interrupted_rate": "stream interruptions over requests sent",
-    "percentiles": "linear interpolation (numpy default); ci95 by bootstrap over requests "
-    "(order-statistic interval for very large samples); low_sample lists percentiles with fewer "
-    "than 5 samples beyond them",
+    "percentiles": "linear interpolation (numpy default); ci95: the distribution-free "
+    "order-statistic interval (the ranks that bracket the percentile with 95% confidence, from the "
+    "binomial distribution; exact up to 2,000 samples, its normal approximation beyond); "
+    "low_sample lists percentiles with fewer than 5 samples beyond them",
     "output_tokens": "server usage when reported, else one token per token-carrying chunk",
     "steady": steady.DEFINITION,
 }

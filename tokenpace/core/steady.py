@@ -32,7 +32,8 @@ NS_PER_S = 1_000_000_000
 
 DEFINITION = (
     "steady window: from when the load was reached (closed loop: the C-th user's first send; open "
-    "loop: the first send) and the first requests completed (closed loop: C of them), to the last "
+    "loop: the first send), the first requests completed (closed loop: C of them) and any ramp-up "
+    "asked for (--ramp-up) ended, to the last "
     "send (after it, the run drains); throughput = successful completions inside it per second of "
     "it. short: steady window "
     f"under {MIN_STEADY_FRACTION:.0%} of the wall time or fewer than {MIN_STEADY_COMPLETIONS} "
@@ -86,9 +87,12 @@ def _empty(reason: str, wall_s: float = 0.0, span_s: float = 0.0, sends: int = 0
     return SteadyState(wall_s, wall_s, 0.0, 0.0, span_s, 0, None, None, True, reason, sends)
 
 
-def steady_state(records: Iterable[RequestRecord], concurrency: int | None = None) -> SteadyState:
+def steady_state(
+    records: Iterable[RequestRecord], concurrency: int | None = None, ramp_s: float = 0.0
+) -> SteadyState:
     """The steady window of a run's measured records; ``concurrency`` for a closed loop, None for an
-    open loop."""
+    open loop; ``ramp_s``: a ramp-up asked for (--ramp-up) lasting this long after the first send is
+    left out too (inf: the whole run was a ramp)."""
     measured = [r for r in records if not r.warmup and r.sent_ns]
     ends = [r.end_ns for r in measured if r.end_ns is not None]
     if not measured or not ends:
@@ -104,6 +108,15 @@ def steady_state(records: Iterable[RequestRecord], concurrency: int | None = Non
     done = sorted(ends)
     first_wave = done[min(concurrency or 1, len(done)) - 1]  # closed loop: every user's first completion
     start = max(load_reached, first_wave)
+    if math.isinf(ramp_s):
+        return _empty(
+            "the whole run was a ramp (--ramp-up-strategy over every request, as vLLM does): no steady "
+            "load; give --ramp-up DURATION to hold the end rate after the ramp",
+            wall_s,
+            span_s,
+            len(sends),
+        )
+    start = max(start, first_send + int(ramp_s * NS_PER_S))
     end = last_send
     if end <= start:
         return _empty(

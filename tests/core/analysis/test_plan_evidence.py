@@ -5,7 +5,7 @@ count, a suspicious curve shape is a warning, and the words say what was (not) c
 from __future__ import annotations
 
 from core.analysis.test_plan_basis import points, step
-from tokenpace.adapters.report.tables import plan_lines
+from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.app.sweep import capacity
 from tokenpace.core.analysis.plan import analyze, little_check, make_plan, point_from_result
 

@@ -204,9 +204,11 @@ def test_turn_and_prefix_breakdowns():
 def test_prompt_check_flags_more_than_two_percent():
     ok = [rec(i, 10, 100, 5, prompt_tokens=101) for i in range(5)]
     assert prompt_check(ok)["mismatch"] is False
-    off = [rec(i, 10, 100, 5, prompt_tokens=110) for i in range(5)]
+    off = [rec(i, 10, 100 * (i + 1), 5, prompt_tokens=110 * (i + 1)) for i in range(5)]  # 10 % of each
     check = prompt_check(off)
     assert check["mismatch"] is True and check["server_over_asked"] == pytest.approx(1.1)
+    template = prompt_check([rec(i, 10, 100, 5, prompt_tokens=110) for i in range(5)])  # the same 10 each
+    assert template["mismatch"] is False and template["template_overhead_tokens"] == 10
     failed = [rec(0, 10, 100, 5, prompt_tokens=500, status=Status.HTTP_ERROR)]
     assert prompt_check(failed)["compared"] == 0
 

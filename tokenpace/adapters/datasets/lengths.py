@@ -23,7 +23,10 @@ LENGTH_FIELDS = (
     ("input_len", "output_len"),
     ("input_length", "output_length"),  # Mooncake traces
     ("ContextTokens", "GeneratedTokens"),  # Azure LLM inference traces
+    ("Request tokens", "Response tokens"),  # BurstGPT (vLLM's --dataset-name burstgpt)
 )
+# BurstGPT logs failed requests with 0 response tokens: skipped, as vLLM's reader skips them
+_SKIP_ZERO_OUTPUT = {"Response tokens"}
 __doc__ = (__doc__ or "") + "\n".join(f"    {a}, {b}" for a, b in LENGTH_FIELDS) + "\n"
 
 
@@ -48,6 +51,8 @@ def read_length_pairs(path: str | Path) -> tuple[np.ndarray, dict[str, Any]]:
         a, b = fields
         if lookup(obj, a) is None or lookup(obj, b) is None:
             raise fail(path, line, f"missing {a if lookup(obj, a) is None else b}")
+        if b in _SKIP_ZERO_OUTPUT and str(lookup(obj, b)).strip() in ("0", "0.0"):
+            continue
         pairs.append(
             (whole_number(lookup(obj, a), path, line, a), whole_number(lookup(obj, b), path, line, b))
         )

@@ -6,13 +6,17 @@ import csv
 import io
 from typing import Any
 
+from tokenpace.adapters.report.breakdowns import breakdowns
+from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import (
+    INTERVAL_NOTE,
+    LATENCY_METRICS,
     Table,
     conditions_table,
     fmt,
     is_sweep,
     latency_table,
-    plan_lines,
+    percentile_points,
     steps_table,
     throughput_table,
 )
@@ -34,12 +38,28 @@ def to_markdown(doc: dict[str, Any]) -> str:
     if is_sweep(doc):
         out = [f"# tokenpace sweep {doc.get('sweep_id', '')}", "", "## Capacity", ""]
         out += [f"- {line}" for line in plan_lines(doc)]
-        out += ["", "## Steps (latency in ms)", "", _md_table(steps_table(doc), ("errors",))]
+        out += [
+            "",
+            "## Steps (latency in ms)",
+            "",
+            _md_table(steps_table(doc, with_ci=True), ("errors",)),
+            "",
+            INTERVAL_NOTE,
+        ]
         first = doc["steps"][0] if doc.get("steps") else None
     else:
         out = [f"# tokenpace run {doc.get('run_id', '')}", ""]
-        out += ["## Latency", "", _md_table(latency_table(doc["summary"])), ""]
+        out += [
+            "## Latency",
+            "",
+            _md_table(latency_table(doc["summary"], with_ci=True)),
+            "",
+            INTERVAL_NOTE,
+            "",
+        ]
         out += ["## Throughput", "", _md_table(throughput_table(doc["summary"]))]
+        for b in breakdowns(doc["summary"]):
+            out += ["", f"## {b.title} (ms)", "", _md_table(b.table())]
         first = doc
     if first is not None:
         out += ["", "## Test conditions", "", _md_table(conditions_table(first))]
@@ -58,9 +78,13 @@ def to_csv(doc: dict[str, Any]) -> str:
         return buf.getvalue()
     w.writerow(["section", "metric", "stat", "value"])
     headers, rows = latency_table(doc["summary"])
+    key_of = dict(LATENCY_METRICS)
     for row in rows:
         for h, v in zip(headers[1:], row[1:], strict=True):
             w.writerow(["latency_ms", row[0], h, _cell(v)])
+        for point in percentile_points(doc["summary"], key_of[row[0]]):
+            for side, bound in zip(("low", "high"), point["ci95"] or (None, None), strict=True):
+                w.writerow(["latency_ms", row[0], f"{point['name']}_ci95_{side}", _cell(bound)])
     for name, value in throughput_table(doc["summary"])[1]:
         w.writerow(["throughput", name, "value", _cell(value)])
     return buf.getvalue()

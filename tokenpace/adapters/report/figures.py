@@ -202,7 +202,26 @@ def ttft_timeline(steps: list[Step]) -> go.Figure:
                     marker={"size": 4, "symbol": "x" if warm else "circle"},
                 )
             )  # fmt: skip
+        _draw_ramp(fig, st, t0)
     return fig
+
+
+def _draw_ramp(fig: go.Figure, st: Step, t0: int) -> None:
+    """A ramp-up asked for (--ramp-up, vLLM's --ramp-up-strategy) as a shaded band: it is no steady
+    load, and the steady window leaves it out."""
+    ramp = ((st.result.get("conditions") or {}).get("load") or {}).get("ramp")
+    sends = [r.sent_ns for r in st.records if not r.warmup and r.sent_ns]
+    if not ramp or not sends:
+        return
+    start = (min(sends) - t0) / 1e9
+    end = start + ramp["duration_s"] if ramp.get("duration_s") else (max(sends) - t0) / 1e9
+    what = f"{ramp['strategy']} ramp-up of the {ramp.get('of', 'rate')}"
+    if ramp.get("start_rps") is not None:
+        what += f", {ramp['start_rps']:g} to {ramp['end_rps']:g} req/s"
+    fig.add_vrect(
+        x0=start, x1=end, fillcolor="orange", opacity=0.15, line_width=0,
+        annotation_text=f"{what} (not in the steady window)", annotation_position="top left",
+    )  # fmt: skip
 
 
 def prefill_scatter(steps: list[Step]) -> go.Figure:

@@ -13,13 +13,17 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
 from tokenpace.adapters.report import figures as F
+from tokenpace.adapters.report.breakdowns import breakdowns
+from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import (
+    INTERVAL_NOTE,
     Table,
     conditions_table,
     fmt,
+    interval,
     is_sweep,
     latency_table,
-    plan_lines,
+    percentile_points,
     steps_table,
     throughput_table,
 )
@@ -71,10 +75,13 @@ def _headline(result: dict[str, Any]) -> str:
         d = s.get(key) or {}
         if not d.get("n"):
             return ""
+        points = percentile_points(s, key)
         return _card(
-            f"{name} P50 / P95 / P99",
-            f"{fmt(d.get('p50'))} / {fmt(d.get('p95'))} / {fmt(d.get('p99'))} ms",
-            f"n={d['n']}, mean {fmt(d.get('mean'))} ms",
+            f"{name} {' / '.join(p['name'].upper() for p in points)}",
+            f"{' / '.join(fmt(p['value']) for p in points)} ms",
+            "95% CI "
+            + ", ".join(f"{p['name'].upper()} {interval(p['ci95'])}" for p in points)
+            + f"; n={d['n']}, mean {fmt(d.get('mean'))} ms",
         )
 
     cards = [lat("ttft_ms", "TTFT"), lat("tpot_ms", "TPOT"), lat("itl_ms", "ITL"), lat("e2e_ms", "E2E")]
@@ -156,7 +163,13 @@ def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = No
             reasons = "; ".join(doc.get("invalid_reasons") or [])
             page.add(f'<p class="bad">NOT VALID for the load asked: {html.escape(reasons)}</p>')
         page.add("<h2>Headline</h2>" + _headline(doc))
-        page.add(_table(latency_table(doc["summary"])) + _table(throughput_table(doc["summary"])))
+        page.add(
+            _table(latency_table(doc["summary"], with_ci=True))
+            + f'<p class="sub">{html.escape(INTERVAL_NOTE)}</p>'
+            + _table(throughput_table(doc["summary"]))
+        )
+        for b in breakdowns(doc["summary"]):
+            page.add(f"<h2>{html.escape(b.title)} (ms)</h2>" + _table(b.table()))
     page.add("<h2>Test conditions</h2>" + _table(conditions_table(first, doc if sweep else None)))
     if not any(st.records for st in steps):
         page.add('<p class="warn">No records file found: distributions and timelines are missing.</p>')
@@ -200,9 +213,13 @@ def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
     page.add(f'<h2>Capacity</h2><ul class="lines">{items}</ul>')
     if doc.get("stop_reason") not in (None, "completed"):
         page.add(f"<p>Sweep stopped: {html.escape(str(doc['stop_reason']))}</p>")
-    headers, rows = steps_table(doc)
+    headers, rows = steps_table(doc, with_ci=True)
     knee_rows = {i: "knee" for i, r in enumerate(rows) if "knee" in str(r[-1])}
-    page.add("<h2>Steps</h2>" + _table((headers, rows), knee_rows, pct_cols=("errors",)))
+    page.add(
+        "<h2>Steps</h2>"
+        + _table((headers, rows), knee_rows, pct_cols=("errors",))
+        + f'<p class="sub">{html.escape(INTERVAL_NOTE)}</p>'
+    )
     page.add("<h2>Curves against load</h2>")
     page.grid(
         [

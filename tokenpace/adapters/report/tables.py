@@ -5,6 +5,7 @@ Every table is (headers, rows) with raw values (None for missing); ``fmt`` rende
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 Table = tuple[list[str], list[list[Any]]]
@@ -39,14 +40,61 @@ def fmt(value: Any, digits: int = 1) -> str:
     return str(value)
 
 
-def latency_table(summary: dict[str, Any]) -> Table:
-    headers = ["metric (ms)", *LATENCY_COLUMNS, "n"]
+DEFAULT_PERCENTILES = ("p50", "p90", "p95", "p99")
+
+
+def percentile_names(summary: dict[str, Any]) -> list[str]:
+    """The percentiles shown: those asked with --percentiles, else P50, P90, P95 and P99."""
+    asked = (summary.get("percentiles") or {}).get("metrics") or {}
+    for points in asked.values():
+        return [p["name"] for p in points]
+    return list(DEFAULT_PERCENTILES)
+
+
+def percentile_points(summary: dict[str, Any], key: str) -> list[dict[str, Any]]:
+    """Each shown percentile of one metric: {"name", "value", "ci95" ([lo, hi] or None), "low_sample"};
+    from the asked block when it has the metric, else from the metric's distribution."""
+    names = percentile_names(summary)
+    asked = ((summary.get("percentiles") or {}).get("metrics") or {}).get(key)
+    if asked:
+        return list(asked)
+    dist = summary.get(key) or {}
+    cis = dist.get("ci95") or {}
+    low = set(dist.get("low_sample") or [])
+    return [{"name": n, "value": dist.get(n), "ci95": cis.get(n), "low_sample": n in low} for n in names]
+
+
+def interval(ci: Any) -> str:
+    """A 95 % interval as people read it: [11.9, 13.0] ("" when there is none)."""
+    if not ci or ci[0] is None:
+        return ""
+    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+
+
+INTERVAL_NOTE = (
+    "[a, b]: the 95 % confidence interval of the percentile (distribution-free, from the order "
+    "statistics); ~ marks a percentile with fewer than 5 samples beyond it"
+)
+
+
+def latency_table(summary: dict[str, Any], with_ci: bool = False) -> Table:
+    """Mean, the shown percentiles, max and n per metric; ``with_ci``: each percentile as text with
+    its interval (Markdown and HTML), else raw numbers (CSV)."""
+    names = percentile_names(summary)
+    headers = ["metric (ms)", "mean", *names, "max", "n"]
     rows = []
     for label, key in LATENCY_METRICS:
         dist = summary.get(key) or {}
         if not dist.get("n"):
             continue
-        rows.append([label, *(dist.get(c) for c in LATENCY_COLUMNS), dist["n"]])
+        cells: list[Any] = []
+        for point in percentile_points(summary, key):
+            if with_ci:
+                mark = "~" if point["low_sample"] else ""
+                cells.append(f"{mark}{fmt(point['value'])} {interval(point['ci95'])}".strip())
+            else:
+                cells.append(point["value"])
+        rows.append([label, dist.get("mean"), *cells, dist.get("max"), dist["n"]])
     return headers, rows
 
 
@@ -121,11 +169,33 @@ def steady_rps(summary: dict[str, Any]) -> Any:
     return summary.get("request_throughput")
 
 
-def _pct(summary: dict[str, Any], metric: str, p: str) -> Any:
-    return (summary.get(metric) or {}).get(p)
+def _pct(summary: dict[str, Any], metric: str, p: str, with_ci: bool = False) -> Any:
+    """A step's percentile: the number, or (``with_ci``) the text with its 95 % interval."""
+    dist = summary.get(metric) or {}
+    if not with_ci or dist.get(p) is None:
+        return dist.get(p)
+    return f"{fmt(dist[p])} {interval((dist.get('ci95') or {}).get(p))}".strip()
 
 
-def steps_table(sweep: dict[str, Any]) -> Table:
+def step_numbers(sweep: dict[str, Any]) -> dict[int, int]:
+    """Each curve step's place (1-based, what the analysis counts) -> the number its progress line,
+    its run id and its records file carry (probe steps and short attempts rerun longer by --auto
+    take numbers too), so every table and sentence names a step as the progress did."""
+    return {
+        i + 1: int((step.get("sweep_step") or {}).get("index") or i + 1)
+        for i, step in enumerate(sweep.get("steps") or [])
+    }
+
+
+_STEP_WORD = re.compile(r"\b(step )(\d+)\b")
+
+
+def _renumber(line: str, numbers: dict[int, int]) -> str:
+    """'step 5' (a curve place) -> 'step 7' (its number in the progress lines and files)."""
+    return _STEP_WORD.sub(lambda m: m.group(1) + str(numbers.get(int(m.group(2)), m.group(2))), line)
+
+
+def steps_table(sweep: dict[str, Any], with_ci: bool = False) -> Table:
     """One row per curve step, with the knee, SLO verdict and Little's-law status beside it. Throughput
     is over the step's steady window (ramp-up and drain excluded; shown) when it has one."""
     analysis = sweep.get("analysis") or {}
@@ -158,6 +228,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         headers.append("SLO")
     headers.append("note")
     rows = []
+    numbers = step_numbers(sweep)
     for i, step in enumerate(sweep.get("steps") or []):
         s = step["summary"]
         notes = []
@@ -172,7 +243,7 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             notes.append("short")
         use_steady = steady.get("request_throughput") is not None and not steady.get("short")
         row = [
-            i + 1,
+            numbers[i + 1],
             load_label(step),
             steady_rps(s),
             steady["output_token_throughput"] if use_steady else s.get("output_token_throughput"),
@@ -180,14 +251,14 @@ def steps_table(sweep: dict[str, Any]) -> Table:
             steady.get("excluded_ramp_up_s"),
             steady.get("excluded_drain_s"),
             s.get("request_throughput"),
-            _pct(s, "ttft_ms", "p50"),
-            _pct(s, "ttft_ms", "p95"),
-            _pct(s, "ttft_ms", "p99"),
-            _pct(s, "tpot_ms", "p50"),
-            _pct(s, "tpot_ms", "p95"),
-            _pct(s, "e2e_ms", "p50"),
-            _pct(s, "e2e_ms", "p95"),
-            _pct(s, "e2e_ms", "p99"),
+            _pct(s, "ttft_ms", "p50", with_ci),
+            _pct(s, "ttft_ms", "p95", with_ci),
+            _pct(s, "ttft_ms", "p99", with_ci),
+            _pct(s, "tpot_ms", "p50", with_ci),
+            _pct(s, "tpot_ms", "p95", with_ci),
+            _pct(s, "e2e_ms", "p50", with_ci),
+            _pct(s, "e2e_ms", "p95", with_ci),
+            _pct(s, "e2e_ms", "p99", with_ci),
             s.get("goodput"),
             s.get("error_rate"),
             little.get(i + 1),
@@ -197,122 +268,6 @@ def steps_table(sweep: dict[str, Any]) -> Table:
         row.append(", ".join(notes))
         rows.append(row)
     return headers, rows
-
-
-def _steps_basis(a: dict[str, Any]) -> list[str]:
-    used = a.get("used_steps")
-    if used is None:  # a sweep file from before steps were left out
-        return []
-    out = [f"Figures rest on step(s) {', '.join(map(str, used))}" if used else "No usable step: no figure"]
-    for item in a.get("left_out_steps") or []:
-        out.append(f"Left out: step {item['step']} ({', '.join(item['reasons'])})")
-    return out
-
-
-def _knee_line(a: dict[str, Any]) -> str:
-    knee = a.get("knee")
-    if not knee:
-        reason = (a.get("knee_ttft_p95") or {}).get("reason", "no analysis").removeprefix("no knee: ")
-        return f"Knee: none — {reason}"
-    line = (
-        f"Knee: {knee['load_rps']:.3g} req/s ({knee['metric']} {knee['latency_ms']:.0f} ms, "
-        f"step {knee['index'] + 1}); method: Kneedle on P95 latency vs achieved load"
-    )
-    if knee.get("at_highest_load"):
-        line += "; it is the highest load tried: extend the sweep"
-    return line
-
-
-def _slo_line(slo: dict[str, Any]) -> str:
-    limits = ", ".join(f"{k[:-3]} <= {v:g} ms" for k, v in slo["slo"].items())
-    basis = " from the scheduled time" if slo.get("latency_from") == "scheduled" else ""
-    what = f"{slo['percentile'].upper()} {limits}{basis}"
-    if slo.get("max_load_rps") is None:
-        return f"SLO ({what}) held at no usable step"
-    if slo.get("ceiling_reached") is False:
-        return (
-            f"SLO ({what}) held up to the highest load tried ({slo['max_load_rps']:.3g} req/s, step "
-            f"{slo['step']}); the ceiling is above it: extend the sweep"
-        )
-    broken = f", broken at step {slo['broken_at_step']}" if slo.get("broken_at_step") else ""
-    return (
-        f"Max load under the SLO ({what}): {slo['max_load_rps']:.3g} req/s (step {slo['step']}{broken}), "
-        f"goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
-    )
-
-
-def _plan_figures(p: dict[str, Any]) -> list[str]:
-    out = []
-    bound = bool(p.get("ceiling_is_lower_bound"))
-    if p.get("watermark_rps_per_replica") is not None:
-        step = f", step {p['ceiling_step']}" if p.get("ceiling_step") else ""
-        ceiling = "a lower bound of the ceiling" if bound else "the ceiling"
-        line = (
-            f"Safe watermark per replica: {'at least ' if bound else ''}"
-            f"{p['watermark_rps_per_replica']:.3g} req/s ({p['headroom']:.0%} headroom under {ceiling} "
-            f"({p['ceiling_from'].replace('_', ' ')}{step}) of {p['ceiling_rps_per_replica']:.3g} req/s)"
-        )
-        if p.get("watermark_in_flight_per_replica") is not None:
-            line += f", about {p['watermark_in_flight_per_replica']:.1f} requests in flight"
-        out.append(line)
-    if p.get("replicas") is not None:
-        line = f"Replicas for a peak of {p['peak_rps']:g} req/s: {p['replicas']}"
-        out.append(line + (" at most (the ceiling is a lower bound)" if bound else ""))
-    return out
-
-
-def plan_lines(sweep: dict[str, Any]) -> list[str]:
-    """The capacity conclusions in sentences, each with the step it rests on."""
-    a = sweep.get("analysis") or {}
-    p = sweep.get("plan") or {}
-    out = _steps_basis(a)
-    out.append(_knee_line(a))
-    ms = a.get("max_sustainable") or {}
-    if ms.get("load_rps") is not None:
-        at_least = "at least " if ms.get("lower_bound") else ""
-        out.append(
-            f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
-            f"errors <= {ms['max_error_rate']:.0%})"
-        )
-    drifting = bool((a.get("drift") or {}).get("latency_moved_with_time"))
-    if (
-        a.get("slo_capacity") and drifting
-    ):  # a step's verdict stands (the table); a load read from them does not
-        out.append("SLO: each step's verdict is in the table; no SLO load is read from a sweep that drifted")
-    elif a.get("slo_capacity"):
-        out.append(_slo_line(a["slo_capacity"]))
-    out += _plan_figures(p)
-    out += _drift_lines(a)
-    little = a.get("littles_law") or {}
-    if little:
-        checked = little.get("checked_steps")
-        if checked == []:
-            out.append("Little's law (in flight = rate x latency): no step could be checked")
-        elif little.get("consistent"):
-            where = f"step(s) {', '.join(map(str, checked))}" if checked else "every checked step"
-            out.append(f"Little's law (in flight = rate x latency): consistent at {where}")
-        for c in little.get("steps", []):
-            if c["status"] in ("inconsistent", "overloaded"):
-                out.append(f"Little's law, step {c['step']} {c['status']}: {c['note']}")
-    shown_above = ("SLO held up", "left out", "latency moved with time")
-    out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(shown_above)]
-    return out
-
-
-def _drift_lines(a: dict[str, Any]) -> list[str]:
-    drift = a.get("drift")
-    if not drift:  # a sweep file from before the drift check
-        return []
-    if drift.get("latency_moved_with_time"):
-        return [f"Drift: latency moved with time ({'; '.join(drift['reasons'])})"]
-    revisit = drift.get("revisit")
-    if revisit:
-        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged"]
-    if drift.get("revisit_not_compared"):
-        return [
-            f"Drift check: no revisit compared: {drift['revisit_not_compared']}; trends inside steps only"
-        ]
-    return ["Drift check: no step revisited (sweep --revisit, 3 steps or more); trends inside steps only"]
 
 
 def _validity(result: dict[str, Any]) -> str | None:
