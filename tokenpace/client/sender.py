@@ -76,14 +76,20 @@ class Sender:
         self._head = ("\r\n".join(lines) + "\r\n").encode("latin-1")
 
     def prepare(
-        self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
+        self,
+        prompt: str,
+        max_tokens: int,
+        request_id: str,
+        messages: list[dict[str, str]] | None = None,
+        traceparent: str | None = None,
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
         fields = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
         if self.extra_body:
             fields.update(self.extra_body)
         body = orjson.dumps(fields)
-        tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n\r\n"
+        trace = f"traceparent: {traceparent}\r\n" if traceparent else ""
+        tail = f"Content-Length: {len(body)}\r\nx-request-id: {request_id}\r\n{trace}\r\n"
         return self._head + tail.encode("latin-1") + body
 
     async def send(

@@ -34,6 +34,7 @@ from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.upstream import Origin, UpstreamConnection, UpstreamError, request_bytes, send
 from tokenpace.gateway.watchdog import Watchdog
+from tokenpace.wire import tracecontext as tc
 from tokenpace.wire.dialects import OpenAIChat
 
 perf_ns = time.perf_counter_ns
@@ -225,6 +226,10 @@ class Gateway:
                 prefix_hashes=list(shape.block_hashes),
                 prompt_text=shape.text,
             )
+            if self.traces is not None:  # continue the client's trace, or start one
+                incoming = tc.parse_traceparent(request.headers.get(tc.HEADER))
+                record.trace_id, record.parent_span_id = incoming or (tc.new_trace_id(), None)
+                record.span_id = tc.new_span_id()
             self.recent.add(record.request_id, upstream.arm, upstream.name, user)
             if self.mirrors is not None:  # O(1) per mirror, never waits
                 drop = (
@@ -241,6 +246,9 @@ class Gateway:
         cfg = self.config
         origin = self.origins[upstream.name]
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
+        if record is not None and record.span_id is not None:  # our span is the upstream's parent
+            headers = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
+            headers.append((tc.HEADER, tc.format_traceparent(record.trace_id or "", record.span_id)))
         if upstream.auth is not None and "Authorization" not in request.headers:
             headers.append(("Authorization", upstream.auth))  # from the URL's user:password
         target = upstream.base_path + request.rel_url.raw_path_qs
