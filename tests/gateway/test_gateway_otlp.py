@@ -1,4 +1,5 @@
-"""Optional OTLP traces: a span per generation request with an event at the first token."""
+"""Optional OTLP traces: a span per generation request with its hops (upstream first byte, first
+token, last token) as events."""
 
 from __future__ import annotations
 
@@ -43,9 +44,15 @@ def test_span_per_request_with_first_token_event_and_no_content() -> None:
     assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m"
     assert attrs["tokenpace.outcome"] == "ok" and attrs["gen_ai.usage.output_tokens"] == 7
     assert attrs["tokenpace.request_id"] == rec.request_id
-    (event,) = span.events
-    assert event.name == FIRST_TOKEN_EVENT
-    assert span.start_time < event.timestamp < span.end_time  # type: ignore[operator]
+    names = [e.name for e in span.events]
+    assert names == ["upstream first byte", FIRST_TOKEN_EVENT, "last token"]  # in time order
+    stamps = [span.start_time] + [e.timestamp for e in span.events] + [span.end_time]
+    assert stamps == sorted(stamps)  # every hop inside the span, in order
+    event = span.events[1]
+    off = span.start_time - rec.sent_ns  # type: ignore[operator]
+    assert event.timestamp == rec.first_token_ns + off  # type: ignore[operator]
+    assert span.events[2].timestamp == rec.token_ns[-1] + off  # type: ignore[operator]
+    assert span.parent is None and span.context.trace_id == int(rec.trace_id or "0", 16)  # a root
     ttft = (rec.first_token_ns - rec.sent_ns) / 1e9  # type: ignore[operator]
     assert event.attributes["gen_ai.server.time_to_first_token"] == pytest.approx(ttft)  # type: ignore[index]
     text = repr(attrs) + repr(dict(event.attributes or {}))
