@@ -155,6 +155,12 @@ def _run(coro: Any) -> Any:
     show_default=True,
     help="Seed of the simulator's randomness (faults, lengths, arrivals).",
 )
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    help="Export engine spans (vLLM's llm_request with queue/prefill/decode) per finished request to "
+    "this OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
+)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
 @click.option(
     "--input-len",
@@ -296,11 +302,16 @@ async def _serve(o: dict[str, Any], profile: Any, network: Any, faults: Any) -> 
         faults=faults,
         network=network,
         seed=o["seed"],
+        otlp_endpoint=o["otlp_endpoint"],
     )
+    from tokenpace.adapters.otlp import MissingExtra
+
     try:
         await srv.start()
     except OSError as e:
         _fail(f"cannot listen on {o['host']}:{o['port']}: {e.strerror or e}")
+    except MissingExtra as e:
+        _fail(str(e))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
