@@ -64,7 +64,11 @@ def spans_of(request: ExportTraceServiceRequest) -> list[dict[str, Any]]:
                         "end_ns": s.end_time_unix_nano,
                         "attributes": _attributes(s.attributes),
                         "events": [
-                            {"name": e.name, "time_ns": e.time_unix_nano, "attributes": _attributes(e.attributes)}
+                            {
+                                "name": e.name,
+                                "time_ns": e.time_unix_nano,
+                                "attributes": _attributes(e.attributes),
+                            }
                             for e in s.events
                         ],
                     }
@@ -81,7 +85,7 @@ class OtlpReceiver:
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 if self.headers.get("content-encoding") == "gzip":
                     body = gzip.decompress(body)
