@@ -50,7 +50,9 @@ def engine_spans(req: SimRequest, traceparent: str | None, model: str, offset_ns
     if req.finish_t is None or req.first_token_t is None:
         return []
     arrival, first, finish = req.arrival_t, req.first_token_t, req.finish_t
-    scheduled = req.scheduled_t if req.scheduled_t is not None else arrival
+    # A step's model start can precede an arrival that came while the loop caught up: such a request
+    # did not queue, so its queue phase is empty rather than negative.
+    scheduled = max(req.scheduled_t if req.scheduled_t is not None else arrival, arrival)
     incoming = tc.parse_traceparent(traceparent)
     trace_id, parent = incoming or (tc.new_trace_id(), None)
     span_id = tc.new_span_id()
