@@ -117,3 +117,13 @@ def _shows_the_slowest_hop_by_hop(tmp_path: Path, line: str, env: dict[str, str]
     for row, rec in zip(rows, slowest, strict=True):  # slowest first, each with all its hops
         assert rec.trace_id[:16] in row and "-" not in row.split(rec.trace_id[:16])[1].split(), row
     assert "without a whole trace" not in shown.stdout
+    # bad input: one line on stderr, exit 2, never a traceback
+    (tmp_path / "bad.jsonl").write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}]}]}\n')
+    argv = shlex.split(line)[1:]
+    for args, says in (
+        (argv[: argv.index("--traces")], "--slowest N and --traces FILE go together"),
+        ([*argv[:-1], "bad.jsonl"], "bad.jsonl:1: not an OTLP JSON or span line"),
+        ([*argv[:-1], "absent.jsonl"], "absent.jsonl"),
+    ):
+        bad = run_cli(*args, env=env, cwd=str(tmp_path))
+        assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
