@@ -14,12 +14,28 @@ from typing import Any
 
 from tokenpace.adapters.otlp import SERVER, MissingExtra, SpanExport, SpanOut
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire import tracecontext as tc
 from tokenpace.wire.tracecontext import new_span_id, new_trace_id
 
 SCOPE = "tokenpace.gateway"
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
 
-__all__ = ["FIRST_TOKEN_EVENT", "MissingExtra", "Traces"]
+__all__ = ["FIRST_TOKEN_EVENT", "MissingExtra", "Traces", "join_trace", "with_traceparent"]
+
+
+def join_trace(record: RequestRecord, traceparent: str | None) -> None:
+    """This hop's span of the request: in the incoming trace (its span the parent), or a new one."""
+    incoming = tc.parse_traceparent(traceparent)
+    record.trace_id, record.parent_span_id = incoming or (new_trace_id(), None)
+    record.span_id = new_span_id()
+
+
+def with_traceparent(headers: list[tuple[str, str]], record: RequestRecord | None) -> list[tuple[str, str]]:
+    """The upstream request's headers with our span as the parent (when the request is traced)."""
+    if record is None or record.span_id is None or record.trace_id is None:
+        return headers
+    kept = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
+    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, record.span_id))]
 
 
 class Traces:

@@ -24,7 +24,7 @@ from tokenpace.gateway.events import EventMetrics, EventsPage, RecentRequests, u
 from tokenpace.gateway.guard import Guard, GuardLimits
 from tokenpace.gateway.meter import Meter, dialect_for
 from tokenpace.gateway.mirror import Mirrors
-from tokenpace.gateway.otlp import Traces
+from tokenpace.gateway.otlp import Traces, join_trace, with_traceparent
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
@@ -227,9 +227,7 @@ class Gateway:
                 prompt_text=shape.text,
             )
             if self.traces is not None:  # continue the client's trace, or start one
-                incoming = tc.parse_traceparent(request.headers.get(tc.HEADER))
-                record.trace_id, record.parent_span_id = incoming or (tc.new_trace_id(), None)
-                record.span_id = tc.new_span_id()
+                join_trace(record, request.headers.get(tc.HEADER))
             self.recent.add(record.request_id, upstream.arm, upstream.name, user)
             if self.mirrors is not None:  # O(1) per mirror, never waits
                 drop = (
@@ -246,9 +244,7 @@ class Gateway:
         cfg = self.config
         origin = self.origins[upstream.name]
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP]
-        if record is not None and record.span_id is not None:  # our span is the upstream's parent
-            headers = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
-            headers.append((tc.HEADER, tc.format_traceparent(record.trace_id or "", record.span_id)))
+        headers = with_traceparent(headers, record)
         if upstream.auth is not None and "Authorization" not in request.headers:
             headers.append(("Authorization", upstream.auth))  # from the URL's user:password
         target = upstream.base_path + request.rel_url.raw_path_qs
