@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from tokenpace.app.trace_tail import TailRequest
+from tokenpace.cli.fit import show_table
 
 COLUMNS = (
     ("ttft ms", "client's TTFT"),
@@ -45,7 +46,7 @@ def show_tail(console: Console, rows: list[TailRequest], traces: Path) -> None:
             )
             cells = [_ms(row.ttft_ms), *(_ms(v) for v in vals)]
         table.add_row(row.record.request_id, (row.record.trace_id or "")[:16], *cells)
-    console.print(table)
+    show_table(console, table, optional=("request", "decode"))
     if missing:
         console.print(
             f"{missing} request(s) without a whole trace (client, engine) in {traces}", highlight=False
