@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from docs.test_doc_commands import _Server
 
 from tokenpace.app.store_ops import open_store
 from tokenpace.core.analysis.hops import Span, by_trace, hops, spans_from_json
+from tokenpace.gateway.prom import TTFT
 from tokenpace.testing.procs import FINISHED, free_port, run_cli
 
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
@@ -44,7 +46,14 @@ def _inside(child: Span, parent: Span) -> bool:
     )
 
 
-def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> tuple[str, ...]:
+def _openmetrics(origin: str) -> str:
+    accept = {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+    with urllib.request.urlopen(urllib.request.Request(origin + "/metrics", headers=accept), timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+        return str(r.read().decode())
+
+
+def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> tuple[str, str]:
     sim_line, gateway_line, bench_line, show_line = _doc_lines()
     sim = _Server(shlex.split(sim_line.replace(COLLECTOR, rx.url).replace("8000", "0"))[1:])
     try:
@@ -55,17 +64,18 @@ def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> tu
             line = bench_line.replace(COLLECTOR, rx.url).replace("http://127.0.0.1:9000/v1", gateway.url)
             bench = run_cli(*shlex.split(line)[1:], "-q", env=env, cwd=str(tmp_path))
             assert bench.returncode in FINISHED, bench.stderr
+            metrics = _openmetrics(gateway.origin)
         finally:
             assert gateway.stop() == 0, gateway.lines  # flushes the gateway's spans
     finally:
         assert sim.stop() == 0, sim.lines  # flushes the engine's spans
-    return sim_line, gateway_line, bench_line, show_line
+    return show_line, metrics
 
 
 def test_one_trace_per_request_spans_client_gateway_and_engine(tmp_path: Path) -> None:
     env = {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
     with OtlpReceiver() as rx:
-        *_, show_line = _run_documented(tmp_path, rx, env)
+        show_line, metrics = _run_documented(tmp_path, rx, env)
         raw = rx.wait_for(30, until=lambda s: len(s) >= N * 6)  # client, gateway, engine + 3 phases
         rx.write_jsonl(tmp_path / "traces.jsonl")
     store = open_store(env["TOKENPACE_STORE"], existing=True)
@@ -105,6 +115,11 @@ def test_one_trace_per_request_spans_client_gateway_and_engine(tmp_path: Path) -
         parts = h.client_gateway_ms + h.to_engine_ms + h.queue_ms + h.prefill_ms + h.from_engine_ms
         assert parts == pytest.approx(h.client_ttft_ms, abs=1e-3)
         assert h.client_ttft_ms == pytest.approx(client_ttft, abs=1e-3)
+    # the gateway's TTFT histogram links its buckets to traces: OpenMetrics exemplars
+    exemplars = re.findall(
+        rf'^{TTFT}_bucket{{.*}} \d+(?:\.\d+)? # {{trace_id="([0-9a-f]{{32}})"}}', metrics, re.M
+    )
+    assert exemplars and set(exemplars) <= {r.trace_id for r in records}, metrics
     _shows_the_slowest_hop_by_hop(tmp_path, show_line, env, records)
 
 

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tokenpace.gateway import errors
@@ -61,8 +62,10 @@ class AdminPages:
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.admin_keys and not bearer_ok(request, self.admin_keys):
             return self._refuse(request)
-        resp = web.Response(body=generate_latest(exposed(self.registry)))
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        # OpenMetrics when the scraper asks for it: the only format that carries exemplars (trace ids)
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        resp = web.Response(body=encode(exposed(self.registry)))
+        resp.headers["Content-Type"] = content_type
         return resp
 
     def allow(self, request: web.Request) -> web.Response | None:
