@@ -91,3 +91,13 @@ def test_spans_reach_an_otlp_http_collector() -> None:
 
     got = asyncio.run(asyncio.wait_for(main(), 40))
     assert got and all(p == "/v1/traces" and ct == "application/x-protobuf" and n > 0 for p, ct, n in got)
+
+
+def test_the_dashboards_ttft_panel_shows_exemplars_and_only_it() -> None:
+    from tokenpace.core.metrics import Slo
+    from tokenpace.gateway.grafana import dashboard
+
+    panels = dashboard(Slo(ttft_ms=800))["panels"]
+    ttft = next(p for p in panels if p["title"] == "TTFT (gateway)")
+    assert ttft["targets"] and all(t["exemplar"] is True for t in ttft["targets"])  # P50/P95/P99 -> traces
+    assert not any(t.get("exemplar") for p in panels if p is not ttft for t in p.get("targets", []))
