@@ -1,4 +1,5 @@
-"""Optional OTLP traces: a span per generation request with an event at the first token."""
+"""Optional OTLP traces: a span per generation request with its hops (upstream first byte, first
+token, last token) as events."""
 
 from __future__ import annotations
 
@@ -43,9 +44,16 @@ def test_span_per_request_with_first_token_event_and_no_content() -> None:
     assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m"
     assert attrs["tokenpace.outcome"] == "ok" and attrs["gen_ai.usage.output_tokens"] == 7
     assert attrs["tokenpace.request_id"] == rec.request_id
-    (event,) = span.events
-    assert event.name == FIRST_TOKEN_EVENT
-    assert span.start_time < event.timestamp < span.end_time  # type: ignore[operator]
+    names = [e.name for e in span.events]
+    assert names == ["upstream first byte", FIRST_TOKEN_EVENT, "last token"]  # in time order
+    stamps = [span.start_time] + [e.timestamp for e in span.events] + [span.end_time]
+    assert all(t is not None for t in stamps)
+    assert stamps == sorted(stamps)  # type: ignore[type-var]  # every hop inside the span, in order
+    event = span.events[1]
+    off = span.start_time - rec.sent_ns  # type: ignore[operator]
+    assert event.timestamp == rec.first_token_ns + off  # type: ignore[operator]
+    assert span.events[2].timestamp == rec.token_ns[-1] + off  # type: ignore[operator]
+    assert span.parent is None and span.context.trace_id == int(rec.trace_id or "0", 16)  # a root
     ttft = (rec.first_token_ns - rec.sent_ns) / 1e9  # type: ignore[operator]
     assert event.attributes["gen_ai.server.time_to_first_token"] == pytest.approx(ttft)  # type: ignore[index]
     text = repr(attrs) + repr(dict(event.attributes or {}))
@@ -84,3 +92,13 @@ def test_spans_reach_an_otlp_http_collector() -> None:
 
     got = asyncio.run(asyncio.wait_for(main(), 40))
     assert got and all(p == "/v1/traces" and ct == "application/x-protobuf" and n > 0 for p, ct, n in got)
+
+
+def test_the_dashboards_ttft_panel_shows_exemplars_and_only_it() -> None:
+    from tokenpace.core.metrics import Slo
+    from tokenpace.gateway.grafana import dashboard
+
+    panels = dashboard(Slo(ttft_ms=800))["panels"]
+    ttft = next(p for p in panels if p["title"] == "TTFT (gateway)")
+    assert ttft["targets"] and all(t["exemplar"] is True for t in ttft["targets"])  # P50/P95/P99 -> traces
+    assert not any(t.get("exemplar") for p in panels if p is not ttft for t in p.get("targets", []))

@@ -30,6 +30,7 @@ from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.endpoint import Endpoint, parse_endpoint, tls_context
+from tokenpace.wire.tracecontext import format_traceparent, new_span_id, new_trace_id
 
 __all__ = [
     "MAX_CONSECUTIVE_CONNECT_ERRORS",
@@ -181,7 +182,14 @@ def build_requests(
         if total_planned is not None and item.index >= total_planned:
             return
         record = new_record(cfg, item, prefix)
-        yield record, sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages)
+        traceparent = None
+        if cfg.otlp_endpoint:  # this request's trace: the client's span is the root
+            record.trace_id, record.span_id = new_trace_id(), new_span_id()
+            traceparent = format_traceparent(record.trace_id, record.span_id)
+        yield (
+            record,
+            sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages, traceparent),
+        )
 
 
 @dataclass

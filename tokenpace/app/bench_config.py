@@ -52,6 +52,7 @@ class BenchConfig:
     server_metrics_interval_s: float = 1.0
     connect_probe: bool = False
     new_connection_per_request: bool = False
+    otlp_endpoint: str | None = None  # a trace per request (traceparent sent), client spans exported here
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body

@@ -18,6 +18,7 @@ from tokenpace.adapters.results import (
 from tokenpace.adapters.safe_files import OutputPathError
 from tokenpace.adapters.vllm_json import check_export, vllm_result, write_export
 from tokenpace.app.bench import BenchConfig, BenchResult
+from tokenpace.app.client_traces import check_tracing, export_client_spans
 from tokenpace.app.exit_status import ExitDecision, run_exit_status
 from tokenpace.app.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.preflight import PreflightError
@@ -60,6 +61,7 @@ def run_bench_job(
     """Run one benchmark against ``config.url``, or the simulated engine (``sim_profile``) when it
     is empty. Raises one of ``REFUSALS`` (or ValueError for a bad config) before any load."""
     config.validate()
+    check_tracing(config.otlp_endpoint)
     outputs = outputs or RunOutputs()
     run_id = run_id or new_run_id()
     out = (outputs.out or default_result_path(run_id)) if outputs.write_files else None
@@ -76,6 +78,8 @@ def run_bench_job(
             with SimProcess(sim_profile) as url:
                 config.url = url
                 result = _measure(config, run_id, out, progress or NoProgress())
+        if config.otlp_endpoint:
+            export_client_spans(result.records, config.otlp_endpoint, config.model or "")
         if outputs.vllm is not None:
             export = outputs.vllm
             texts = result.texts if result.texts or config.keep_texts else None

@@ -33,10 +33,12 @@ def serve_sim(
     host: str,
     port: int,
     seed: int,
+    otlp_endpoint: str | None = None,
     say: Callable[[str], None] = _to_stdout,
 ) -> None:
-    """Serve until SIGINT/SIGTERM; raises SimRefused before listening."""
-    run_event_loop(_serve(profile, network, faults, host, port, seed, say))
+    """Serve until SIGINT/SIGTERM (engine spans to ``otlp_endpoint`` when given); raises SimRefused
+    before listening."""
+    run_event_loop(_serve(profile, network, faults, host, port, seed, otlp_endpoint, say))
 
 
 async def _serve(
@@ -46,15 +48,21 @@ async def _serve(
     host: str,
     port: int,
     seed: int,
+    otlp_endpoint: str | None,
     say: Callable[[str], None],
 ) -> None:
+    from tokenpace.adapters.otlp import MissingExtra
     from tokenpace.sim.server import SimServer
 
-    srv = SimServer(profile, host=host, port=port, faults=faults, network=network, seed=seed)
+    srv = SimServer(
+        profile, host=host, port=port, faults=faults, network=network, seed=seed, otlp_endpoint=otlp_endpoint
+    )
     try:
         await srv.start()
     except OSError as e:
         raise SimRefused(f"cannot listen on {host}:{port}: {e.strerror or e}") from None
+    except MissingExtra as e:
+        raise SimRefused(str(e)) from None
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

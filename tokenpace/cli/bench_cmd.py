@@ -171,6 +171,12 @@ class VllmArgs(click.Command):
     help="Resend once a request that a reused connection dropped unanswered even when the server "
     "may have read it (default: only when its TCP provably never received it). Recorded as attempts.",
 )
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Start a trace per request (W3C traceparent sent to the server) and export the client's span "
+    "to this OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); the otlp extra.",
+)
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
 @click.option(
@@ -318,6 +324,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         connect_probe=o["connect_probe"],
         new_connection_per_request=o["new_connection_per_request"],
         resend_unanswered=o.get("resend_unanswered", False),
+        otlp_endpoint=o.get("otlp_endpoint"),
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
         workers=parsing.workers(o.get("workers") or "1"),

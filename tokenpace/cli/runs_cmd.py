@@ -78,12 +78,29 @@ def list_runs(
 @runs.command("show")
 @click.argument("ref")
 @click.option("--json", "as_json", is_flag=True, help="The stored run as JSON (without records).")
+@click.option(
+    "--slowest", type=int, default=None, help="The N slowest traced requests, hop by hop (--traces)."
+)
+@click.option(
+    "--traces",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Trace file for --slowest: JSON lines (OTLP JSON as the Collector's file exporter writes).",
+)
 @store_option
 @guarded("runs show")
-def show(ref: str, as_json: bool, store_url: str | None) -> None:
+def show(ref: str, as_json: bool, slowest: int | None, traces: Path | None, store_url: str | None) -> None:
     """One run: conditions, labels, summary and its stored records by status."""
     store = open_or_fail("runs show", store_url)
     run = store.resolve(ref)
+    if slowest is not None or traces is not None:
+        if slowest is None or traces is None:
+            raise ValueError("--slowest N and --traces FILE go together")
+        from tokenpace.app.trace_tail import follow_tail
+        from tokenpace.cli.tail_view import show_tail
+
+        show_tail(Console(), follow_tail(store.load_records(run.id), slowest, traces), traces)
+        return
     counts = store.record_counts(run.id)
     if as_json:
         click.echo(orjson.dumps(run.to_dict() | {"stored_records": counts}, option=orjson.OPT_INDENT_2))

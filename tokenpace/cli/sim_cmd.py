@@ -139,6 +139,12 @@ def _positive_duration(text: str) -> float:
     show_default=True,
     help="Seed of the simulator's randomness (faults, lengths, arrivals).",
 )
+@click.option(
+    "--otlp-endpoint",
+    default=None,
+    help="Export engine spans (vLLM's llm_request with queue/prefill/decode) per finished request to "
+    "this OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
+)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
 @click.option(
     "--input-len",
@@ -209,6 +215,6 @@ def sim(**o: Any) -> None:
     from tokenpace.app.sim_serving import SimRefused, serve_sim
 
     try:
-        serve_sim(profile, network, faults, o["host"], o["port"], o["seed"])
+        serve_sim(profile, network, faults, o["host"], o["port"], o["seed"], o["otlp_endpoint"])
     except SimRefused as e:
         _fail(str(e))

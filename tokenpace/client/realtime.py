@@ -61,7 +61,12 @@ class RealtimeSender(Sender):
         self._all: set[_Ws] = set()
 
     def prepare(
-        self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
+        self,
+        prompt: str,
+        max_tokens: int,
+        request_id: str,
+        messages: list[dict[str, str]] | None = None,
+        traceparent: str | None = None,  # a WebSocket event has no headers: not propagated
     ) -> bytes:
         event = self.dialect.body(prompt, max_tokens, self.model, self.sampling, True, messages)
         if self.extra_body:

@@ -69,13 +69,20 @@ class Sender:
         return self.pool.connections_opened
 
     def prepare(
-        self, prompt: str, max_tokens: int, request_id: str, messages: list[dict[str, str]] | None = None
+        self,
+        prompt: str,
+        max_tokens: int,
+        request_id: str,
+        messages: list[dict[str, str]] | None = None,
+        traceparent: str | None = None,
     ) -> bytes:
         """The request's bytes, built before its send time so building never delays sending."""
         fields = self.dialect.body(prompt, max_tokens, self.model, self.sampling, self.stream, messages)
         if self.extra_body:
             fields.update(self.extra_body)
         head = self._head + b"x-request-id: %b\r\n" % request_id.encode("latin-1")
+        if traceparent:
+            head += b"traceparent: %b\r\n" % traceparent.encode("latin-1")
         return request_bytes(head, orjson.dumps(fields))
 
     async def send(

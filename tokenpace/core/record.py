@@ -99,6 +99,11 @@ class RequestRecord:
     prefix_hashes: list[int] | None = None  # chained hashes of its 2048-character blocks (prompt_shape)
     prompt_text: str | None = None  # the prompt itself: only when the operator opted in (--keep-prompts)
 
+    # --- W3C trace context (issue 29): this hop's span of the request's trace ---
+    trace_id: str | None = None  # 32 hex digits, shared by every hop of the request
+    span_id: str | None = None  # this hop's span (sent on as the parent in ``traceparent``)
+    parent_span_id: str | None = None  # the span of the hop before (the client's, at the gateway)
+
     # --- outcome ---
     status: Status = Status.OK
     http_status: int | None = None

@@ -15,7 +15,8 @@ from typing import Any
 
 import orjson
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from tokenpace.gateway import errors
@@ -64,11 +65,13 @@ class AdminPages:
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.admin_keys and not bearer_ok(request, self.admin_keys):
             return self._refuse(request)
-        # Rendered in a thread: tens of ms for a big registry, which on the loop would be added to
-        # the TTFT of every stream in flight (the metrics take their own locks).
-        body = await asyncio.to_thread(generate_latest, exposed(self.registry))
+        # OpenMetrics when the scraper asks for it: the only format that carries exemplars (trace
+        # ids). Rendered in a thread: tens of ms for a big registry, which on the loop would be
+        # added to the TTFT of every stream in flight (the metrics take their own locks).
+        encode, content_type = choose_encoder(request.headers.get("Accept", ""))
+        body = await asyncio.to_thread(encode, exposed(self.registry))
         resp = web.Response(body=body)
-        resp.headers["Content-Type"] = CONTENT_TYPE_LATEST
+        resp.headers["Content-Type"] = content_type
         return resp
 
     def allow(self, request: web.Request) -> web.Response | None:

@@ -52,10 +52,19 @@ def _quantiles(metric: str, extra: str = "") -> list[tuple[str, str]]:
     ]
 
 
+def _with_exemplars(panel: dict[str, Any]) -> dict[str, Any]:
+    """Show the histogram's exemplars (trace ids of requests in each bucket) on the panel: with the
+    Prometheus data source's trace link (``exemplarTraceIdDestinations``, label ``trace_id``) a P95
+    point opens the traces behind it."""
+    for target in panel["targets"]:
+        target["exemplar"] = True
+    return panel
+
+
 def dashboard(slo: Slo) -> dict[str, Any]:
     s = lambda ms: None if ms is None else ms / 1000  # noqa: E731
     panels = [
-        _panel(1, "TTFT (gateway)", _quantiles(prom.TTFT), "s", 0, 0, s(slo.ttft_ms)),
+        _with_exemplars(_panel(1, "TTFT (gateway)", _quantiles(prom.TTFT), "s", 0, 0, s(slo.ttft_ms))),
         _panel(2, "Time per output token", _quantiles(prom.TPOT), "s", 12, 0, s(slo.tpot_ms)),
         _panel(3, "E2E (ok requests)", _quantiles(prom.E2E, 'outcome="ok"'), "s", 0, 8, s(slo.e2e_ms)),
         _panel(

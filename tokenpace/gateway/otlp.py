@@ -1,10 +1,10 @@
-"""Optional OTLP traces: one span per generation request, an event at the first token.
+"""Optional OTLP traces: the gateway's hop of each generation request's trace.
 
-Needs the ``otlp`` extra (``pip install 'tokenpace[otlp]'``: opentelemetry-sdk and the OTLP/HTTP
-exporter). Spans are built when a request finishes, from the record's own timestamps, so the
-streaming path does no tracing work; the SDK's batch processor exports them from its own thread.
-Attributes follow the OpenTelemetry GenAI conventions where they exist; like the metrics, they
-carry no prompt, completion, user or key.
+The gateway continues the trace its client started (W3C ``traceparent``; it starts one when none
+came), sends its own span on as the parent to the upstream, and exports one SERVER span per
+request with its hops as events: upstream first byte, first token, last token. Spans are built when
+a request finishes, from the record's own timestamps, so the streaming path does no tracing work
+(see adapters/otlp.py). Attributes carry no prompt, completion, user or key.
 """
 
 from __future__ import annotations
@@ -12,14 +12,30 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from tokenpace.adapters.otlp import SERVER, MissingExtra, SpanExport, SpanOut
 from tokenpace.core.record import RequestRecord
+from tokenpace.wire import tracecontext as tc
+from tokenpace.wire.tracecontext import new_span_id, new_trace_id
 
 SCOPE = "tokenpace.gateway"
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
 
+__all__ = ["FIRST_TOKEN_EVENT", "MissingExtra", "Traces", "join_trace", "with_traceparent"]
 
-class MissingExtra(RuntimeError):
-    pass
+
+def join_trace(record: RequestRecord, traceparent: str | None) -> None:
+    """This hop's span of the request: in the incoming trace (its span the parent), or a new one."""
+    incoming = tc.parse_traceparent(traceparent)
+    record.trace_id, record.parent_span_id = incoming or (new_trace_id(), None)
+    record.span_id = new_span_id()
+
+
+def with_traceparent(headers: list[tuple[str, str]], record: RequestRecord | None) -> list[tuple[str, str]]:
+    """The upstream request's headers with our span as the parent (when the request is traced)."""
+    if record is None or record.span_id is None or record.trace_id is None:
+        return headers
+    kept = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
+    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, record.span_id))]
 
 
 class Traces:
@@ -28,24 +44,7 @@ class Traces:
     ) -> None:
         """``endpoint``: the collector's OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces);
         ``exporter``: any SpanExporter instead (tests)."""
-        try:
-            from opentelemetry.sdk.resources import Resource
-            from opentelemetry.sdk.trace import TracerProvider
-            from opentelemetry.sdk.trace.export import BatchSpanProcessor
-            from opentelemetry.trace import SpanKind, Status, StatusCode
-        except ImportError:
-            raise MissingExtra(
-                "--otlp-endpoint needs opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http "
-                "(pip install 'tokenpace[otlp]')"
-            ) from None
-        if exporter is None:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-
-            exporter = OTLPSpanExporter(endpoint=endpoint)
-        self._kind, self._status, self._code = SpanKind.SERVER, Status, StatusCode
-        self.provider = TracerProvider(resource=Resource.create({"service.name": service_name}))
-        self.provider.add_span_processor(BatchSpanProcessor(exporter))
-        self.tracer = self.provider.get_tracer(SCOPE)
+        self.export = SpanExport(endpoint, service_name, exporter)
         self.offset_ns = time.time_ns() - time.perf_counter_ns()  # record clock -> Unix time
 
     def record(self, rec: RequestRecord, operation: str) -> None:
@@ -69,21 +68,37 @@ class Traces:
             attrs["gen_ai.usage.output_tokens"] = rec.output_tokens
         if rec.finish_reason:
             attrs["gen_ai.response.finish_reasons"] = (rec.finish_reason,)
-        span = self.tracer.start_span(
-            f"{operation} {model}", kind=self._kind, attributes=attrs, start_time=rec.sent_ns + off
-        )
+        events: list[tuple[str, int, dict[str, Any]]] = []
+        if rec.headers_ns is not None:
+            events.append(("upstream first byte", rec.headers_ns + off, {}))
         if rec.first_token_ns is not None:
-            span.add_event(
-                FIRST_TOKEN_EVENT,
-                {"gen_ai.server.time_to_first_token": (rec.first_token_ns - rec.sent_ns) / 1e9},
-                timestamp=rec.first_token_ns + off,
-            )
+            ttft = {"gen_ai.server.time_to_first_token": (rec.first_token_ns - rec.sent_ns) / 1e9}
+            events.append((FIRST_TOKEN_EVENT, rec.first_token_ns + off, ttft))
+        if len(rec.token_ns) > 1:
+            events.append(("last token", rec.token_ns[-1] + off, {}))
+        events.sort(key=lambda e: e[1])
         outcome = lab.get("outcome", "ok")
+        error = None
         if outcome != "ok":
-            span.set_attribute("error.type", outcome)
-            span.set_status(self._status(self._code.ERROR, rec.error or outcome))
-        span.end(end_time=(rec.end_ns or rec.sent_ns) + off)
+            attrs["error.type"] = outcome
+            error = rec.error or outcome
+        if rec.trace_id is None:  # a gateway without a trace context on the request: a root span
+            rec.trace_id, rec.span_id = new_trace_id(), new_span_id()
+        self.export.add(
+            SpanOut(
+                f"{operation} {model}",
+                rec.trace_id,
+                rec.span_id or new_span_id(),
+                rec.parent_span_id,
+                rec.sent_ns + off,
+                (rec.end_ns or rec.sent_ns) + off,
+                SERVER,
+                attrs,
+                events,
+                error,
+            )
+        )
 
     def close(self) -> None:
         """Export what is queued, then stop (blocking: call from a thread)."""
-        self.provider.shutdown()
+        self.export.close()

@@ -140,7 +140,8 @@ class GatewayMetrics:
             return
         t = ttft_ns(rec)
         if t is not None:
-            self.ttft.labels(*key).observe(t / NS)
+            exemplar = {"trace_id": rec.trace_id} if rec.trace_id else None  # alert -> its traces
+            self.ttft.labels(*key).observe(t / NS, exemplar=exemplar)
         tp = tpot_ns(rec)
         if tp is not None:
             self.tpot.labels(*key).observe(tp / NS)

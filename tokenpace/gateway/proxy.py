@@ -38,7 +38,7 @@ from tokenpace.gateway.heads import (
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.model_list import listed_models
-from tokenpace.gateway.otlp import Traces
+from tokenpace.gateway.otlp import Traces, join_trace, with_traceparent
 from tokenpace.gateway.outcome import STATUS, Outcome
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
@@ -51,6 +51,7 @@ from tokenpace.gateway.sink import BatchWriter, RecordSink
 from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
+from tokenpace.wire import tracecontext as tc
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
@@ -250,6 +251,8 @@ class Gateway:
             record = self.new_record(request, upstream, dialect, model, key, start)
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
             record.prompt_text = shape.text
+            if self.traces is not None:  # continue the client's trace, or start one
+                join_trace(record, request.headers.get(tc.HEADER))
             if self.mirrors is not None:  # O(1) per mirror, never waits
                 drop = HOP_AND_ID | ({"authorization"} if self.config.client_keys else set())
                 self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
@@ -283,8 +286,8 @@ class Gateway:
     ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        payload = upstream_request(request, body, upstream_headers(request, upstream, bool(cfg.client_keys)),
-                                   upstream, origin.endpoint.host_header)  # fmt: skip
+        headers = with_traceparent(upstream_headers(request, upstream, bool(cfg.client_keys)), record)
+        payload = upstream_request(request, body, headers, upstream, origin.endpoint.host_header)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None

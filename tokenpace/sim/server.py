@@ -38,6 +38,7 @@ from tokenpace.sim.embeddings_api import EmbeddingsFormat, parse_embeddings
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
+from tokenpace.sim.otlp import EngineTraces
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.realtime_api import RealtimeFormat, RealtimeSession, accept_session
 from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
@@ -72,6 +73,7 @@ class SimServer:
         faults: FaultConfig | None = None,
         network: Network | None = None,
         seed: int = 0,
+        otlp_endpoint: str | None = None,  # export engine spans per finished request (sim/otlp.py)
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.host, self.port = host, port
@@ -92,6 +94,8 @@ class SimServer:
         self._wake = asyncio.Event()
         self._started = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.otlp_endpoint = otlp_endpoint
+        self.traces: EngineTraces | None = None
         # Signed lateness of each recent step's last and first written token against its model end
         # time, for exact quantiles of the sim's own timing error.
         self.lag_samples: deque[float] = deque(maxlen=50_000)
@@ -105,6 +109,8 @@ class SimServer:
 
     async def start(self) -> SimServer:
         loop = self._loop = asyncio.get_running_loop()
+        if self.otlp_endpoint and self.traces is None:  # first: a missing extra fails before listening
+            self.traces = EngineTraces(self.otlp_endpoint, self.profile.served_model_name)
         self._wake = asyncio.Event()
         self._server = await loop.create_server(
             lambda: ServerConnection(self._handle, self._conns.add, self._conns.discard),
@@ -141,6 +147,9 @@ class SimServer:
         if self._server is not None:
             await self._server.wait_closed()
             self._server = None
+        if self.traces is not None:  # flush the queued spans (blocking: off the loop)
+            traces, self.traces = self.traces, None
+            await asyncio.to_thread(traces.close)
 
     async def __aenter__(self) -> SimServer:
         return await self.start()
@@ -178,7 +187,8 @@ class SimServer:
             out = eng.complete(end)
             t_first = time.monotonic()
             if out:
-                deliver(out, end, self.metrics, self.engine.abort)
+                on_finish = self.traces.finished if self.traces is not None else None
+                deliver(out, end, self.metrics, self.engine.abort, on_finish)
             t_last = time.monotonic()
             if out:
                 write_cost = 0.8 * write_cost + 0.2 * (t_last - t_first) / len(out)
@@ -328,6 +338,7 @@ class SimServer:
         rid = f"sim-{next(self._ids)}"
         fmt = make_format(gen, rid, int(time.time()))
         stream = ResponseStream(req.conn, gen, fmt, [*SSE, *headers[1:]] if gen.stream else headers)
+        stream.traceparent = req.headers.get("traceparent")
         rtt = sample_rtt(self.network, self._rng)
         assert self._loop is not None
         if rtt > 0:

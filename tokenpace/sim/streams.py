@@ -50,6 +50,7 @@ class ResponseStream:
     last_t: float = 0.0  # when the previous token was written (model time), for ITL
     chunk_from: int = 1  # first token (1-based) not yet written, when chunks hold several tokens
     plain: bool = False  # one answer token per chunk, the common case: delivered on the short path
+    traceparent: str | None = None  # the request's W3C trace context, as it came (read after finish)
 
     def __post_init__(self) -> None:
         g = self.gen
@@ -70,9 +71,14 @@ class ResponseStream:
 
 
 def deliver(
-    out: list[SimRequest], end: float, metrics: SimMetrics, abort: Callable[[SimRequest], None]
+    out: list[SimRequest],
+    end: float,
+    metrics: SimMetrics,
+    abort: Callable[[SimRequest], None],
+    on_finish: Callable[[SimRequest], None] | None = None,
 ) -> None:
-    """Write the tokens one engine step produced; `end` is the step's model end time."""
+    """Write the tokens one engine step produced; `end` is the step's model end time. `on_finish`
+    gets each finished request (once per request: the tracing hand-off)."""
     itl_observe = metrics.itl.observe
     tpot_observe = metrics.tpot.observe
     for req in out:
@@ -90,6 +96,8 @@ def deliver(
         metrics.generation_tokens += 1
         if req.finished:
             _observe_finished(req, metrics)
+            if on_finish is not None:
+                on_finish(req)
         if conn.closed:
             continue
         if not s.gen.stream:

@@ -1,0 +1,144 @@
+"""docs/gateway.md's tracing commands, run as written (ports and the collector's URL replaced): a
+bench run through the gateway in front of the simulator, all three exporting to one real OTLP/HTTP
+receiver, yields one trace per request with the client's, the gateway's and the engine's spans,
+linked parent to child, with consistent timing; and ``runs show --slowest --traces`` explains the
+slowest requests hop by hop."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from docs.test_doc_commands import _Server
+
+from tokenpace.app.store_ops import open_store
+from tokenpace.core.analysis.hops import Span, by_trace, hops, spans_from_json
+from tokenpace.gateway.prom import TTFT
+from tokenpace.testing.procs import FINISHED, free_port, run_cli
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+from tokenpace.testing.otlp_receiver import OtlpReceiver
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
+COLLECTOR = "http://127.0.0.1:4318/v1/traces"
+N = 10
+# The sim writes a step's tokens centred on the step's model end time (its first_token_t), so a
+# token can leave up to half a write burst (microseconds) before the time the engine reports.
+ORDER_SLACK_MS = 1.0
+CLOCK_SLACK_NS = 5_000_000  # each process maps its monotonic clock to Unix time once, on its own
+
+
+def _doc_lines() -> list[str]:
+    text = DOC.read_text()
+    section = text[text.index("## Tracing: one trace per request") :]
+    start = section.index("```sh\n") + 6
+    block = section[start : section.index("```\n", start)]
+    return [line for line in block.splitlines() if line.startswith("tokenpace ")]
+
+
+def _inside(child: Span, parent: Span) -> bool:
+    return (
+        child.start_ns >= parent.start_ns - CLOCK_SLACK_NS and child.end_ns <= parent.end_ns + CLOCK_SLACK_NS
+    )
+
+
+def _openmetrics(origin: str) -> str:
+    accept = {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
+    with urllib.request.urlopen(urllib.request.Request(origin + "/metrics", headers=accept), timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("application/openmetrics-text")
+        return str(r.read().decode())
+
+
+def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> tuple[str, str]:
+    sim_line, gateway_line, bench_line, show_line = _doc_lines()
+    sim = _Server(shlex.split(sim_line.replace(COLLECTOR, rx.url).replace("8000", "0"))[1:])
+    try:
+        port = free_port()
+        line = gateway_line.replace(COLLECTOR, rx.url).replace("127.0.0.1:9000", f"127.0.0.1:{port}")
+        gateway = _Server(shlex.split(line.replace("http://127.0.0.1:8000/v1", sim.url))[1:], env, tmp_path)
+        try:
+            line = bench_line.replace(COLLECTOR, rx.url).replace("http://127.0.0.1:9000/v1", gateway.url)
+            bench = run_cli(*shlex.split(line)[1:], "-q", env=env, cwd=str(tmp_path))
+            assert bench.returncode in FINISHED, bench.stderr
+            metrics = _openmetrics(gateway.origin)
+        finally:
+            assert gateway.stop() == 0, gateway.lines  # flushes the gateway's spans
+    finally:
+        assert sim.stop() == 0, sim.lines  # flushes the engine's spans
+    return show_line, metrics
+
+
+def test_one_trace_per_request_spans_client_gateway_and_engine(tmp_path: Path) -> None:
+    env = {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
+    with OtlpReceiver() as rx:
+        show_line, metrics = _run_documented(tmp_path, rx, env)
+        raw = rx.wait_for(30, until=lambda s: len(s) >= N * 6)  # client, gateway, engine + 3 phases
+        rx.write_jsonl(tmp_path / "traces.jsonl")
+    store = open_store(env["TOKENPACE_STORE"], existing=True)
+    run = store.resolve("trial=traced")
+    records = [r for r in store.load_records(run.id) if not r.warmup]
+    assert len(records) == N and len({r.trace_id for r in records}) == N
+    traces = by_trace(s for d in raw for s in spans_from_json(d))
+    assert len(raw) == N * 6 and set(traces) == {r.trace_id for r in records}  # nothing else, nothing lost
+    for rec in records:
+        trace = traces[rec.trace_id or ""]
+        by_service: dict[str, list[Span]] = {}
+        for s in trace:
+            by_service.setdefault(s.service, []).append(s)
+        (client,) = by_service["tokenpace-client"]
+        (gateway,) = by_service["tokenpace-gateway"]
+        engine_spans = {s.name: s for s in by_service["tokenpace-sim"]}
+        assert sorted(engine_spans) == ["decode", "llm_request", "prefill", "queue"]
+        engine = engine_spans["llm_request"]
+        # parent links: client (root) -> gateway -> llm_request -> queue, prefill, decode
+        assert (client.kind, client.parent_id, client.span_id) == ("client", None, rec.span_id)
+        assert (gateway.kind, gateway.parent_id) == ("server", client.span_id)
+        assert (engine.kind, engine.parent_id) == ("server", gateway.span_id)
+        phases = [engine_spans[n] for n in ("queue", "prefill", "decode")]
+        assert all(p.parent_id == engine.span_id for p in phases)
+        assert phases[0].start_ns == engine.start_ns and phases[-1].end_ns == engine.end_ns
+        assert phases[0].end_ns == phases[1].start_ns and phases[1].end_ns == phases[2].start_ns
+        assert _inside(gateway, client) and _inside(engine, gateway)
+        # TTFT shrinks hop by hop: client >= gateway >= engine
+        client_ttft = ((rec.first_token_ns or 0) - rec.sent_ns) / 1e6
+        gateway_ttft = ((gateway.event_ns("gen_ai.first_token") or 0) - gateway.start_ns) / 1e6
+        engine_ttft = float(engine.attributes["gen_ai.latency.time_to_first_token"]) * 1e3
+        assert client_ttft >= gateway_ttft - ORDER_SLACK_MS and gateway_ttft >= engine_ttft - ORDER_SLACK_MS
+        assert engine.attributes["gen_ai.usage.completion_tokens"] == rec.output_tokens
+        # the hops add up to the client's TTFT (the client span's own, from its event)
+        h = hops(trace)
+        assert h is not None and h.client_gateway_ms is not None
+        parts = h.client_gateway_ms + h.to_engine_ms + h.queue_ms + h.prefill_ms + h.from_engine_ms
+        assert parts == pytest.approx(h.client_ttft_ms, abs=1e-3)
+        assert h.client_ttft_ms == pytest.approx(client_ttft, abs=1e-3)
+    # the gateway's TTFT histogram links its buckets to traces: OpenMetrics exemplars
+    exemplars = re.findall(
+        rf'^{TTFT}_bucket{{.*}} \d+(?:\.\d+)? # {{trace_id="([0-9a-f]{{32}})"}}', metrics, re.M
+    )
+    assert exemplars and set(exemplars) <= {r.trace_id for r in records}, metrics
+    _shows_the_slowest_hop_by_hop(tmp_path, show_line, env, records)
+
+
+def _shows_the_slowest_hop_by_hop(tmp_path: Path, line: str, env: dict[str, str], records: list[Any]) -> None:
+    shown = run_cli(*shlex.split(line)[1:], env=env, cwd=str(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    slowest = sorted(records, key=lambda r: r.first_token_ns - r.sent_ns, reverse=True)[:3]
+    rows = [ln for ln in shown.stdout.splitlines() if re.search(r"[0-9a-f]{16}", ln)]
+    assert len(rows) == 3, shown.stdout
+    for row, rec in zip(rows, slowest, strict=True):  # slowest first, each with all its hops
+        assert rec.trace_id[:16] in row and "-" not in row.split(rec.trace_id[:16])[1].split(), row
+    assert "without a whole trace" not in shown.stdout
+    # bad input: one line on stderr, exit 2, never a traceback
+    (tmp_path / "bad.jsonl").write_text('{"resourceSpans": [{"scopeSpans": [{"spans": [{}]}]}]}\n')
+    argv = shlex.split(line)[1:]
+    for args, says in (
+        (argv[: argv.index("--traces")], "--slowest N and --traces FILE go together"),
+        ([*argv[:-1], "bad.jsonl"], "bad.jsonl:1: not an OTLP JSON or span line"),
+        ([*argv[:-1], "absent.jsonl"], "absent.jsonl"),
+    ):
+        bad = run_cli(*args, env=env, cwd=str(tmp_path))
+        assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
