@@ -148,8 +148,11 @@ class Engine:
         """How many requests the packed step will give a token to (partial prefills give none)."""
         return sum(1 for r, n in self._step if r.num_computed + n == r.num_tokens)
 
-    def complete(self, end: float) -> list[SimRequest]:
-        """Finish the packed step at time `end`; returns the requests that produced a token."""
+    def complete(self, end: float, only_finished: bool = False) -> list[SimRequest]:
+        """Finish the packed step at time `end`; returns the requests that produced a token.
+
+        With `only_finished`, only those that finished (the virtual runner needs no per-token list).
+        """
         # The hottest loop of a virtual run (once per request per step): attributes in locals, and the
         # prefix-cache registration skipped once a request's prompt blocks are all registered.
         out: list[SimRequest] = []
@@ -179,7 +182,10 @@ class Engine:
                     req.finish_t = end
                     self._release(req, FINISHED)
                     any_left = True
-                out.append(req)
+                    if only_finished:
+                        out.append(req)
+                if not only_finished:
+                    out.append(req)
         self._step = []
         if any_left:
             self.running = [r for r in self.running if r.state == RUNNING]
@@ -319,9 +325,10 @@ class Engine:
             elif n > budget and not (first_may_exceed and not step):
                 break
             need = kv.blocks_for(start + n) - len(hit)
-            if need > kv.num_free - kv.count_free_among(hit) - self.watermark and self.running:
+            free = kv.num_free - kv.count_free_among(hit)
+            if need > free - self.watermark and self.running:
                 break  # KV full: wait for running requests to finish
-            if need > kv.num_free - kv.count_free_among(hit):
+            if need > free:
                 break  # does not fit even in an empty engine's free space right now
             self.waiting.popleft()
             kv.touch(hit)

@@ -19,7 +19,7 @@ import numpy as np
 
 from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import RequestRecord
-from tokenpace.sim.engine import FINISHED, Engine, SimRequest
+from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
 
@@ -177,9 +177,8 @@ class _VirtualRun:
                 self.t = max(self.t, heap[0][0])
                 continue
             self.t += d
-            for req in engine.complete(self.t):
-                if req.state == FINISHED:
-                    self._finish(req)
+            for req in engine.complete(self.t, only_finished=True):
+                self._finish(req)
         return self.results
 
     def _admit_arrivals(self) -> None:
