@@ -73,7 +73,7 @@ def _digest(results: list[VirtualResult]) -> str:
     return h.hexdigest()[:16]
 
 
-def _percentiles(results: list[VirtualResult]) -> list[float]:
+def _percentiles(results: list[VirtualResult]) -> list[float | None]:
     s = summarize_virtual(results, with_ci=False)
     c = s.client
     return [
