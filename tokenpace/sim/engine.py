@@ -267,8 +267,9 @@ class Engine:
         chunked, chunk_cap = self.chunked, self.chunk_cap
         preempted = False
         decode_seqs = decode_context = 0  # summed here, added to `work` once (integers: order-free)
-        i = 0
-        while i < len(running) and budget > 0:
+        append = step.append
+        i, n_running = 0, len(running)
+        while i < n_running and budget > 0:
             req = running[i]
             total = req.prompt_len + req.generated
             computed = req.num_computed
@@ -280,6 +281,7 @@ class Engine:
                 while need > kv.num_free:
                     # Out of KV: recompute-preempt the newest running request, as vLLM does.
                     victim = running.pop()
+                    n_running -= 1
                     self._preempt(victim)
                     preempted = True
                     if victim is req:
@@ -288,7 +290,7 @@ class Engine:
                     break
                 req.blocks += kv.allocate(need)
             if n == 1 and computed + 1 == total and req.generated > 0:
-                step.append((req, 1))
+                append((req, 1))
                 decode_seqs += 1
                 decode_context += total
             else:
