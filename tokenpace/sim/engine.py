@@ -87,6 +87,7 @@ class Engine:
         self.running: list[SimRequest] = []
         self.num_preemptions = 0
         self._step: list[tuple[SimRequest, int]] = []
+        self._aborted_running = 0  # aborts of running requests since the last sweep (0: skip the scan)
 
     # ---- requests in and out -------------------------------------------------------------------
     def add(self, req: SimRequest, now: float) -> None:
@@ -110,6 +111,8 @@ class Engine:
         if req.state in (FINISHED, ABORTED):
             return
         req.aborted = True
+        if req.state == RUNNING:
+            self._aborted_running += 1
         if req.state == WAITING:
             with contextlib.suppress(ValueError):
                 self.waiting.remove(req)
@@ -145,23 +148,32 @@ class Engine:
         """How many requests the packed step will give a token to (partial prefills give none)."""
         return sum(1 for r, n in self._step if r.num_computed + n == r.num_tokens)
 
-    def complete(self, end: float) -> list[SimRequest]:
-        """Finish the packed step at time `end`; returns the requests that produced a token."""
+    def complete(self, end: float, only_finished: bool = False) -> list[SimRequest]:
+        """Finish the packed step at time `end`; returns the requests that produced a token.
+
+        With `only_finished`, only those that finished (the virtual runner needs no per-token list).
+        """
+        # The hottest loop of a virtual run (once per request per step): attributes in locals, and the
+        # prefix-cache registration skipped once a request's prompt blocks are all registered.
         out: list[SimRequest] = []
         kv = self.kv
         bs = self.block_size
+        any_left = False
         for req, n in self._step:
             if req.state != RUNNING:
+                any_left = True
                 continue
-            req.num_computed += n
-            full = min(req.num_computed // bs, len(req.hashes))
-            while req.registered < full:
-                kv.register(req.blocks[req.registered], req.hashes[req.registered])
-                req.registered += 1
+            computed = req.num_computed = req.num_computed + n
+            if req.registered < len(req.hashes):
+                full = min(computed // bs, len(req.hashes))
+                while req.registered < full:
+                    kv.register(req.blocks[req.registered], req.hashes[req.registered])
+                    req.registered += 1
             if req.aborted:
                 self._release(req, ABORTED)
+                any_left = True
                 continue
-            if req.num_computed == req.num_tokens:
+            if computed == req.prompt_len + req.generated:
                 req.generated += 1
                 if req.first_token_t is None:
                     req.first_token_t = end
@@ -169,9 +181,13 @@ class Engine:
                 if req.generated >= req.target_len:
                     req.finish_t = end
                     self._release(req, FINISHED)
-                out.append(req)
+                    any_left = True
+                    if only_finished:
+                        out.append(req)
+                if not only_finished:
+                    out.append(req)
         self._step = []
-        if any(r.state != RUNNING for r in self.running):
+        if any_left:
             self.running = [r for r in self.running if r.state == RUNNING]
         return out
 
@@ -188,7 +204,9 @@ class Engine:
         if (
             (self.waiting and len(run) < self.max_num_seqs)
             or len(run) == 0
-            or any(r.num_computed != r.num_tokens - 1 or r.aborted for r in run)
+            # Newest first: a request still prefilling is most likely at the end of the batch.
+            or any(r.num_computed != r.prompt_len + r.generated - 1 for r in reversed(run))
+            or (self._aborted_running and any(r.aborted for r in run))
         ):
             return now, []
         k = min(r.target_len - r.generated for r in run)
@@ -225,6 +243,9 @@ class Engine:
 
     # ---- internals -----------------------------------------------------------------------------
     def _drop_aborted(self) -> None:
+        if not self._aborted_running:
+            return
+        self._aborted_running = 0
         if any(r.aborted for r in self.running):
             for r in self.running:
                 if r.aborted:
@@ -237,30 +258,48 @@ class Engine:
             req.blocks = []
         req.state = state
 
-    def _schedule_running(self, step: list[Any], work: StepWork, budget: int) -> tuple[int, bool]:
+    def _schedule_running(
+        self, step: list[tuple[SimRequest, int]], work: StepWork, budget: int
+    ) -> tuple[int, bool]:
         kv = self.kv
+        bs = self.block_size
+        running = self.running
+        chunked, chunk_cap = self.chunked, self.chunk_cap
         preempted = False
-        i = 0
-        while i < len(self.running) and budget > 0:
-            req = self.running[i]
-            n = req.num_tokens - req.num_computed
-            if self.chunked:
-                n = min(n, budget, self.chunk_cap or n)
-            need = kv.blocks_for(req.num_computed + n) - len(req.blocks)
-            while need > kv.num_free:
-                # Out of KV: recompute-preempt the newest running request, as vLLM does.
-                victim = self.running.pop()
-                self._preempt(victim)
-                preempted = True
-                if victim is req:
-                    break
-            if req.state != RUNNING:
-                break
+        decode_seqs = decode_context = 0  # summed here, added to `work` once (integers: order-free)
+        append = step.append
+        i, n_running = 0, len(running)
+        while i < n_running and budget > 0:
+            req = running[i]
+            total = req.prompt_len + req.generated
+            computed = req.num_computed
+            n = total - computed
+            if chunked and n > 1:
+                n = min(n, budget, chunk_cap or n)
+            need = -(-(computed + n) // bs) - len(req.blocks)
             if need > 0:
+                while need > kv.num_free:
+                    # Out of KV: recompute-preempt the newest running request, as vLLM does.
+                    victim = running.pop()
+                    n_running -= 1
+                    self._preempt(victim)
+                    preempted = True
+                    if victim is req:
+                        break
+                if req.state != RUNNING:
+                    break
                 req.blocks += kv.allocate(need)
-            self._add_work(step, work, req, n)
+            if n == 1 and computed + 1 == total and req.generated > 0:
+                append((req, 1))
+                decode_seqs += 1
+                decode_context += total
+            else:
+                self._add_work(step, work, req, n)
             budget -= n
             i += 1
+        work.seqs += decode_seqs
+        work.decode_seqs += decode_seqs
+        work.decode_context += decode_context
         return budget, preempted
 
     def _preempt(self, req: SimRequest) -> None:
@@ -288,9 +327,10 @@ class Engine:
             elif n > budget and not (first_may_exceed and not step):
                 break
             need = kv.blocks_for(start + n) - len(hit)
-            if need > kv.num_free - kv.count_free_among(hit) - self.watermark and self.running:
+            free = kv.num_free - kv.count_free_among(hit)
+            if need > free - self.watermark and self.running:
                 break  # KV full: wait for running requests to finish
-            if need > kv.num_free - kv.count_free_among(hit):
+            if need > free:
                 break  # does not fit even in an empty engine's free space right now
             self.waiting.popleft()
             kv.touch(hit)

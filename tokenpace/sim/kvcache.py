@@ -73,24 +73,26 @@ class KVCache:
     def allocate(self, n: int) -> list[int]:
         if n > len(self._free):
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        out = []
+        out: list[int] = []
+        popitem, hashes, ref = self._free.popitem, self._hash, self._ref
         for _ in range(n):
-            b, _ = self._free.popitem(last=False)
-            h = self._hash[b]
+            b = popitem(last=False)[0]
+            h = hashes[b]
             if h is not None:  # evict its cached contents
                 if self._cached.get(h) == b:
                     del self._cached[h]
-                self._hash[b] = None
-            self._ref[b] = 1
+                hashes[b] = None
+            ref[b] = 1
             out.append(b)
         return out
 
     def free(self, blocks: Sequence[int]) -> None:
         # Reverse order: a sequence's tail blocks are the least likely to be shared, so evict them first.
+        ref, free = self._ref, self._free
         for b in reversed(blocks):
-            self._ref[b] -= 1
-            if self._ref[b] == 0:
-                self._free[b] = None
+            ref[b] -= 1
+            if ref[b] == 0:
+                free[b] = None
 
     def register(self, block: int, h: int) -> None:
         if self.prefix_caching and self._hash[block] is None and h not in self._cached:

@@ -177,9 +177,8 @@ class _VirtualRun:
                 self.t = max(self.t, heap[0][0])
                 continue
             self.t += d
-            for req in engine.complete(self.t):
-                if req.finished:
-                    self._finish(req)
+            for req in engine.complete(self.t, only_finished=True):
+                self._finish(req)
         return self.results
 
     def _admit_arrivals(self) -> None:
