@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tokenpace.sim.profile import Network, Profile
-from tokenpace.sim.virtual import run_virtual
+from tokenpace.sim.replicas import run_replicated
 from tokenpace.sim.virtual_load import VirtualLoad
 from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
 
@@ -56,9 +56,13 @@ def _row(label: str, summary: VirtualSummary) -> str:
 
 def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> None:
     load = virtual_load_from_options(o)
-    results = run_virtual(load, profile, network)
+    replicas = o.get("replicas") or 1
+    results = run_replicated(load, profile, network, replicas)
+    if profile.calibrated:
+        click.echo(f"predicted: {profile.name} is a calibrated profile ({profile.calibration})")
     click.echo(
-        f"virtual run: profile {profile.name}, network {network.name} "
+        f"virtual run: profile {profile.name}{f' x {replicas} replicas' if replicas > 1 else ''}, "
+        f"network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
         f"seed {load.seed}"
     )

@@ -1,0 +1,149 @@
+"""Use case: calibrate the simulator from measured runs (`tokenpace sim --calibrate`).
+
+Reads sweeps and bench runs (their JSON and the records beside them), turns each load step into a
+`MeasuredLoad` with what the server's metrics said about it, fits the step-cost model
+(tokenpace.core.analysis.engine_fit) and writes the calibrated profile as TOML with its provenance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from tokenpace.adapters.results import read_records, read_result
+from tokenpace.adapters.safe_files import write_atomic
+from tokenpace.core.analysis.engine_fit import EngineFit, fit_engine
+from tokenpace.core.analysis.engine_obs import MeasuredLoad
+from tokenpace.sim.calibrated import calibrated_profile, fit_provenance
+from tokenpace.sim.profile import Profile
+from tokenpace.sim.profile_file import profile_to_toml
+from tokenpace.sim.replay import Prediction, predict
+
+MAX_RUN_FILES = 64  # --calibrate / --validate files in one command
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRun:
+    """One run file: its loads, and what identifies it in a profile's provenance."""
+
+    path: str
+    ident: str  # sweep_id or run_id
+    engine: str  # what the server's metrics said it is ("" when not scraped)
+    model: str
+    loads: tuple[MeasuredLoad, ...]
+    docs: tuple[dict[str, Any], ...]  # each load's run document (conditions, summary)
+
+
+def load_runs(paths: list[str]) -> list[LoadedRun]:
+    """Every load of the given sweeps and bench runs; ValueError with one clear line on bad input."""
+    if len(paths) > MAX_RUN_FILES:
+        raise ValueError(f"at most {MAX_RUN_FILES} run files at once")
+    return [_load_run(Path(p)) for p in paths]
+
+
+def _load_run(path: Path) -> LoadedRun:
+    try:
+        doc = read_result(path)
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except ValueError:
+        raise ValueError(f"{path}: not a tokenpace result (not JSON)") from None
+    if not isinstance(doc, dict) or not ("steps" in doc or "records" in doc):
+        raise ValueError(f"{path}: not a tokenpace sweep or bench result")
+    steps = doc.get("steps", [doc])
+    loads, docs = [], []
+    for k, step in enumerate(steps):
+        rec = (step.get("records") or {}).get("path")
+        if not rec:
+            raise ValueError(f"{path}: step {k + 1} has no records file (run without --no-records)")
+        rec_path = path.parent / rec
+        try:
+            records = read_records(rec_path)
+        except OSError as e:
+            raise ValueError(f"cannot read {rec_path}: {e.strerror or e}") from None
+        loads.append(measured_load(step, tuple(records)))
+        docs.append(step)
+    first = steps[0] if steps else {}
+    cond = first.get("conditions", {})
+    return LoadedRun(
+        path=str(path),
+        ident=str(doc.get("sweep_id") or doc.get("run_id") or path.stem),
+        engine=str((first.get("server_metrics") or {}).get("engine") or ""),
+        model=str(cond.get("model") or ""),
+        loads=tuple(loads),
+        docs=tuple(docs),
+    )
+
+
+def load_label(cond: dict[str, Any]) -> str:
+    load = cond.get("load", {})
+    spec = ((cond.get("workload") or {}).get("input_len") or {}).get("spec", "")
+    where = f"c={load['concurrency']}" if load.get("rate") is None else f"{load['rate']:g}/s"
+    return f"{where} in={spec}" if spec else where
+
+
+def measured_load(step: dict[str, Any], records: tuple) -> MeasuredLoad:
+    cond = step.get("conditions", {})
+    load = cond.get("load", {})
+    sm = step.get("server_metrics") or {}
+    series = sm.get("series") or {}
+    running, waiting = series.get("running") or [], series.get("waiting") or []
+    busy = [r[1] for r, w in zip(running, waiting, strict=False) if w[1] > 0]
+    kv = [v for _, v in series.get("kv_usage") or []]
+    network = (sm.get("decomposition") or {}).get("network_and_client_ms")
+    return MeasuredLoad(
+        label=load_label(cond),
+        records=records,
+        concurrency=load.get("concurrency") if load.get("rate") is None else None,
+        rate=load.get("rate"),
+        server_max_running_when_waiting=max(busy) if busy else None,
+        server_max_kv_usage=max(kv) if kv else None,
+        server_network_ms=float(network) if network is not None else None,
+    )
+
+
+def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tuple[Profile, EngineFit]:
+    """Fit, build and write the profile; returns it with the fit (for the report)."""
+    runs = load_runs(paths)
+    fit = fit_engine([ld for run in runs for ld in run.loads], max_num_seqs=max_num_seqs)
+    engines = sorted({r.engine for r in runs if r.engine})
+    model = next((r.model for r in runs if r.model), "calibrated")
+    provenance = {
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "engine": ", ".join(engines) or "unknown (no server metrics scraped)",
+        "model": model,
+        "runs": [f"{r.path} ({r.ident}: {', '.join(ld.label for ld in r.loads)})" for r in runs],
+        "method": "tokenpace sim --calibrate: step-cost fit to the client's records (docs/sim.md)",
+        **fit_provenance(fit),
+    }
+    profile = calibrated_profile(fit, Path(out).stem, model, provenance)
+    header = (
+        "tokenpace engine profile, calibrated by `tokenpace sim --calibrate` from measured runs.\n"
+        "An effective engine: its roofline reproduces the fitted step costs (see [provenance]);\n"
+        "what it predicts is a prediction. Serve it with `tokenpace sim --profile THIS.toml`."
+    )
+    try:
+        write_atomic(Path(out), profile_to_toml(profile, header).encode())
+    except OSError as e:
+        raise ValueError(f"cannot write {out}: {e.strerror or e}") from None
+    return profile, fit
+
+
+def validate(profile: Profile, paths: list[str]) -> list[Prediction]:
+    """The profile's predictions for every load of the given (held-out) runs, beside what was measured."""
+    residuals = (profile.provenance.get("residuals") or {}) if profile.provenance else {}
+    fit_error = max(float(residuals.get("prefill_rel_rms", 0.0)), float(residuals.get("decode_rel_rms", 0.0)))
+    out: list[Prediction] = []
+    for run in load_runs(paths):
+        for measured, doc in zip(run.loads, run.docs, strict=True):
+            load = (doc.get("conditions") or {}).get("load") or {}
+            out += predict(
+                profile,
+                measured,
+                arrival=load.get("arrival") or "poisson",
+                burstiness=float(load.get("burstiness") or 1.0),
+                fit_error=fit_error,
+            )
+    return out

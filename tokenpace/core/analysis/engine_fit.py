@@ -1,0 +1,165 @@
+"""Fit the simulator's step-cost model to measured loads: what a calibration identifies, and how.
+
+Pure. The simulator prices one engine step as
+    F + seqs x S + max(compute, memory),  compute = tokens x a + attention pairs x p,
+                                          memory  = W + decoding context x k
+(tokenpace.sim.costmodel). From the client's records (engine_obs) this fits, in order:
+
+1. prefill: TTFT of requests alone in flight = I + max(a x n + p x n(n+1)/2, W) against the prompt
+   length n; a flat start (short prompts all as slow) is the memory-bound plateau and gives W;
+2. decode: time per output token = F + b x S + W + k x context against the batch b and its context;
+3. the round trip R and the weights' time W: a prefill step and a decode step share F + S, so
+   TTFT's intercept I = R + F + S and a decode step at batch 1 = F + S + W. Without a plateau or the
+   server's own TTFT one of R, W is not identified; the gap is given to whichever it must be;
+4. F and S again by least squares with a, p, W, k held, over both kinds of observation;
+5. the scheduler limit: the most requests ever decoding at once, where a load asked for more (or the
+   server's running gauge while requests waited).
+
+Each parameter says whether the data identified it, and how, or why it was left at a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from tokenpace.core.analysis.engine_costs import (
+    EngineFit,
+    Param,
+    Prefill,
+    StepCosts,
+    groups,
+    significant,
+    wls,
+)
+from tokenpace.core.analysis.engine_obs import (
+    DecodeObs,
+    MeasuredLoad,
+    PrefillObs,
+    decode_observations,
+    max_decoding_at_once,
+    prefill_observations,
+    timeline,
+)
+from tokenpace.core.analysis.engine_solve import solve
+
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
+    if not obs:
+        raise ValueError(
+            "no request was alone in flight: calibration needs a low-load step (concurrency 1, or a "
+            "low rate) to see the prefill"
+        )
+    g = np.asarray(groups([((o.prompt_tokens,), o.prompt_tokens, o.ttft_s) for o in obs]))
+    n, t, w = g[:, 0], g[:, 1], g[:, 2]
+    n_range = (float(n.min()), float(n.max()))
+    if len(n) < 2 or n.max() < 1.5 * n.min():
+        why = "needs an input-length ladder (prompts differing by 1.5x or more); TTFT kept as a constant"
+        return Prefill(
+            float(np.average(t, weights=w)),
+            0.0,
+            0.0,
+            None,
+            {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
+            n_range,
+            [tuple(row) for row in g.tolist()],
+        )
+    order = np.argsort(n)
+    n, t, w = n[order], t[order], w[order]
+    best = _line_after(n, t, w, 0)
+    for j in range(1, len(n) - 1):  # j shortest prompts on the memory-bound floor
+        cand = _line_after(n, t, w, j)
+        if cand is not None and best is not None and cand[3] < 0.5 * best[3]:
+            best = cand
+    assert best is not None
+    intercept, per_token, per_pair, _, plateau, with_pairs = best
+    notes = {
+        "prefill_per_token": Param(
+            "prefill_per_token", per_token * 1e6, "ms/1k tokens", True,
+            f"slope of TTFT over {n_range[0]:.0f}-{n_range[1]:.0f}-token prompts, requests alone in flight",
+        ),
+        "attention_per_pair": Param(
+            "attention_per_pair", per_pair * 1e9, "ns/pair", with_pairs,
+            "curvature of TTFT over the ladder" if with_pairs
+            else "no significant curvature of TTFT over the ladder (attention cost folded into the slope)",
+        ),
+    }  # fmt: skip
+    return Prefill(
+        intercept, per_token, per_pair, plateau, notes, n_range, [tuple(row) for row in g.tolist()]
+    )
+
+
+def _line_after(
+    n: np.ndarray, t: np.ndarray, w: np.ndarray, j: int
+) -> tuple[float, float, float, float, float | None, bool] | None:
+    """TTFT = I + a n (+ p pairs) on prompts j.., a flat floor before; (I, a, p, sse, floor, pairs)."""
+    nn, tt, ww = n[j:], t[j:], w[j:]
+    if len(nn) < 2 or nn.max() < 1.5 * nn.min():
+        return None
+    pairs = nn * (nn + 1) / 2
+    with_pairs = False
+    fit = wls(np.column_stack([np.ones_like(nn), nn]), tt, ww)
+    if len(nn) >= 3:
+        quad = wls(np.column_stack([np.ones_like(nn), nn, pairs]), tt, ww)
+        if significant(quad, 2) and quad.coef[1] > 0:
+            fit, with_pairs = quad, True
+    c = fit.coef
+    if c[1] <= 0:
+        return None
+    p = float(c[2]) if with_pairs else 0.0
+    pred = c[0] + c[1] * nn + p * pairs
+    sse = float((ww * (tt - pred) ** 2).sum())
+    floor = None
+    if j:
+        level = float(np.average(t[:j], weights=w[:j]))
+        floor = level - float(c[0])
+        if floor <= c[1] * n[j - 1] * 0.9:  # the floor must sit above the line it cuts off
+            return None
+        sse += float((w[:j] * (t[:j] - level) ** 2).sum())
+    return float(c[0]), float(c[1]), p, sse, floor, with_pairs
+
+
+def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -> EngineFit:
+    """The cost model and scheduler limit that explain the loads; ValueError when they cannot."""
+    timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
+    if not timelines:
+        raise ValueError("no successful streamed request with two or more tokens in the runs given")
+    prefill = _fit_prefill([o for _, tl in timelines for o in prefill_observations(tl)])
+    costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
+    result = None
+    for _ in range(3):  # joining prefills are priced with the previous round's costs
+        decode: list[DecodeObs] = []
+        for ld, tl in timelines:
+            decode += decode_observations(tl, ld.label, costs.joining_prefill)
+        result = solve(prefill, decode, loads, costs)
+        costs = result.costs
+    assert result is not None
+    limit = _scheduler_limit(timelines, max_num_seqs)
+    return replace(result, max_num_seqs=int(limit.value), params=(*result.params, limit))
+
+
+def _scheduler_limit(timelines: list, given: int | None) -> Param:
+    name = "max_num_seqs"
+    if given is not None:
+        return Param(name, given, "requests", True, "given (--max-num-seqs)")
+    server = [ld.server_max_running_when_waiting for ld, _ in timelines]
+    server = [v for v in server if v is not None and v > 0]
+    if server:
+        return Param(name, max(server), "requests", True, "server's running gauge while requests waited")
+    seen = [(ld, max_decoding_at_once(tl)) for ld, tl in timelines]
+    saturated = [m for ld, m in seen if ld.concurrency is not None and m < ld.concurrency]
+    most = max(m for _, m in seen)
+    if saturated:
+        return Param(
+            name, most, "requests", True,
+            f"never more than {most} decoding at once although a load kept more requests in flight",
+        )  # fmt: skip
+    return Param(
+        name, max(DEFAULT_MAX_NUM_SEQS, most), "requests", False,
+        f"no load asked for more than ran ({most} at most at once); loads past that are predicted "
+        "without a queue (pass --max-num-seqs, or sweep further)",
+    )  # fmt: skip

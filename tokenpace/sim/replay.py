@@ -1,0 +1,134 @@
+"""Replay a measured load in virtual time on a profile: what the profile predicts for it, and how sure.
+
+The replay sends what the measured run sent: the same closed loop (users, request count) or open loop
+(rate, arrival process, duration), with prompt and output lengths drawn from the lengths the run
+actually had. Each replay runs with several seeds (arrival times and length draws change); the
+prediction is the median over seeds and its interval runs from the lowest to the highest seed's value,
+widened by twice the calibration's relative fit residual (the model's own error where it was fitted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenpace.core.analysis.engine_obs import MeasuredLoad, prompt_of, usable
+from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
+from tokenpace.core.workload.lengths import LengthDist
+from tokenpace.sim.profile import Profile
+from tokenpace.sim.virtual import VirtualResult, run_virtual
+from tokenpace.sim.virtual_load import VirtualLoad
+
+METRICS = ("ttft", "tpot", "e2e")
+PERCENTILES = (50, 95)
+REPLAY_SEEDS = 5
+MAX_DISTINCT_LENGTHS = 512  # a length mix wider than this is binned to this many values
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    load: str
+    metric: str  # ttft | tpot | e2e
+    percentile: int
+    predicted_ms: float
+    low_ms: float
+    high_ms: float
+    measured_ms: float
+
+    @property
+    def rel_error(self) -> float:
+        return (self.predicted_ms - self.measured_ms) / self.measured_ms if self.measured_ms else 0.0
+
+    @property
+    def inside(self) -> bool:
+        return self.low_ms <= self.measured_ms <= self.high_ms
+
+
+def empirical_lengths(values: Sequence[int], label: str) -> LengthDist:
+    """The lengths a run had, as a weighted mix (exact when few distinct values)."""
+    counts = Counter(int(v) for v in values)
+    if len(counts) > MAX_DISTINCT_LENGTHS:
+        edges = np.quantile(np.asarray(values, dtype=float), np.linspace(0, 1, MAX_DISTINCT_LENGTHS))
+        counts = Counter(round(float(v)) for v in edges)
+    keys = sorted(counts)
+    return LengthDist("mix", tuple(float(k) for k in keys), tuple(float(counts[k]) for k in keys), label)
+
+
+def replay_load(
+    measured: MeasuredLoad, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> VirtualLoad:
+    """The virtual load that sends what the measured load sent."""
+    ok = usable(measured.records)
+    if not ok:
+        raise ValueError(f"{measured.label}: no successful streamed request to replay")
+    inputs = empirical_lengths([prompt_of(r) for r in ok], "measured prompts")
+    outputs = empirical_lengths([r.output_tokens for r in ok], "measured outputs")
+    if measured.rate:
+        sends = sorted(r.sent_ns for r in ok)
+        duration = (sends[-1] - sends[0]) / NS_PER_S + 1.0 / measured.rate
+        return VirtualLoad(
+            inputs, outputs, rates=(measured.rate,), arrival=arrival, burstiness=burstiness,
+            step_duration_s=duration, seed=seed,
+        )  # fmt: skip
+    users = measured.concurrency or 1
+    return VirtualLoad(inputs, outputs, concurrency=users, requests=len(ok), seed=seed)
+
+
+def _percentiles_ms(values: list[float]) -> dict[int, float]:
+    arr = np.asarray(values, dtype=float)
+    return {p: float(np.percentile(arr, p)) for p in PERCENTILES} if len(arr) else {}
+
+
+def _virtual_values(results: list[VirtualResult]) -> dict[str, list[float]]:
+    tpot = [r.tpot for r in results]
+    return {
+        "ttft": [r.ttft * 1e3 for r in results],
+        "tpot": [t * 1e3 for t in tpot if t is not None],
+        "e2e": [r.e2e * 1e3 for r in results],
+    }
+
+
+def _measured_values(measured: MeasuredLoad) -> dict[str, list[float]]:
+    ok = usable(measured.records)
+    return {
+        "ttft": [(ttft_ns(r) or 0) / 1e6 for r in ok],
+        "tpot": [t / 1e6 for r in ok if (t := tpot_ns(r)) is not None],
+        "e2e": [(e2e_ns(r) or 0) / 1e6 for r in ok],
+    }
+
+
+def predict(
+    profile: Profile, measured: MeasuredLoad, arrival: str = "poisson", burstiness: float = 1.0,
+    fit_error: float = 0.0, seeds: int = REPLAY_SEEDS,
+) -> list[Prediction]:  # fmt: skip
+    """Per metric and percentile: the replays' median, their range widened by 2 x fit_error, and
+    the measured value."""
+    per_seed = []
+    for seed in range(seeds):
+        load = replay_load(measured, arrival, burstiness, seed)
+        per_seed.append(
+            {m: _percentiles_ms(v) for m, v in _virtual_values(run_virtual(load, profile)).items()}
+        )
+    meas = {m: _percentiles_ms(v) for m, v in _measured_values(measured).items()}
+    out = []
+    for m in METRICS:
+        for p in PERCENTILES:
+            vals = [s[m][p] for s in per_seed if s.get(m)]
+            if not vals or p not in meas.get(m, {}):
+                continue
+            widen = 1 + 2 * fit_error
+            out.append(
+                Prediction(
+                    measured.label,
+                    m,
+                    p,
+                    float(np.median(vals)),
+                    min(vals) / widen,
+                    max(vals) * widen,
+                    meas[m][p],
+                )
+            )
+    return out
