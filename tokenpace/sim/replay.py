@@ -3,8 +3,9 @@
 The replay sends what the measured run sent: the same closed loop (users, request count) or open loop
 (rate, arrival process, duration), with prompt and output lengths drawn from the lengths the run
 actually had. Each replay runs with several seeds (arrival times and length draws change); the
-prediction is the median over seeds and its interval runs from the lowest to the highest seed's value,
-widened by twice the calibration's relative fit residual (the model's own error where it was fitted).
+prediction is the mean over seeds and its interval is the 95 % prediction interval of one more run's
+value (mean +- t x sd x sqrt(1 + 1/seeds)), widened by twice the calibration's relative fit residual
+(the model's own error where it was fitted).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.engine_obs import MeasuredLoad, prompt_of, usable
+from tokenpace.core.analysis.prefill_fit import _t975 as t975
 from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.workload.lengths import LengthDist
 from tokenpace.sim.profile import Profile
@@ -119,16 +121,16 @@ def predict(
             vals = [s[m][p] for s in per_seed if s.get(m)]
             if not vals or p not in meas.get(m, {}):
                 continue
-            widen = 1 + 2 * fit_error
-            out.append(
-                Prediction(
-                    measured.label,
-                    m,
-                    p,
-                    float(np.median(vals)),
-                    min(vals) / widen,
-                    max(vals) * widen,
-                    meas[m][p],
-                )
-            )
+            low, mid, high = _interval(vals, fit_error)
+            out.append(Prediction(measured.label, m, p, mid, low, high, meas[m][p]))
     return out
+
+
+def _interval(vals: list[float], fit_error: float) -> tuple[float, float, float]:
+    """(low, mean, high): where one more run's value falls (95 %), widened by the fit's error."""
+    mid = float(np.mean(vals))
+    half = 0.0
+    if len(vals) > 1:
+        half = t975(len(vals) - 1) * float(np.std(vals, ddof=1)) * (1 + 1 / len(vals)) ** 0.5
+    widen = 1 + 2 * fit_error
+    return (mid - half) / widen, mid, (mid + half) * widen

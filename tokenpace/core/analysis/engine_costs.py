@@ -46,9 +46,12 @@ class StepCosts:
         memory = self.weights + self.per_context * context
         return self.fixed + self.per_seq * batch + max(compute, memory)
 
-    def joining_prefill(self, n: float) -> float:
-        """What a prefill of n tokens adds to a decode step it joins."""
-        return self.per_seq + max(0.0, self.per_token * n + self.per_pair * n * (n + 1) / 2 - self.weights)
+    def joining_prefill(self, prompts: list[float], batch: float, context: float) -> float:
+        """What prefills of these prompts add to the decode step (of that batch and context) they join."""
+        joined = sum(self.per_token * n + self.per_pair * n * (n + 1) / 2 for n in prompts)
+        compute = self.per_token * batch + self.per_pair * context
+        memory = self.weights + self.per_context * context
+        return self.per_seq * len(prompts) + max(compute + joined, memory) - max(compute, memory)
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,8 @@ from tokenpace.core.record import RequestRecord, Status
 # Requests of one load used (the pairwise overlaps cost O(n^2) time): the first ones, in send order.
 MAX_REQUESTS_PER_LOAD = 3000
 
-PrefillCost = Callable[[float], float]  # prompt tokens -> seconds a joining prefill adds to a step
+# (prompts that joined one step, the decode batch, its context) -> seconds they added to that step
+PrefillCost = Callable[[list[float], float, float], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +134,24 @@ def decode_observations(tl: _Timeline, load: str, joining_prefill: PrefillCost) 
         made = np.clip((0.5 * (lo + hi) - f) / np.maximum(span, 1e-12), 0.0, 1.0) * tl.out
         batch = overlap.sum() / span[i]
         context = float((overlap * (tl.prompt + made)).sum() / span[i])
-        joined = (f > f[i] + tol) & (f < e[i] - tol)
-        extra = sum(joining_prefill(float(p)) for p in tl.prompt[joined])
+        joined = np.flatnonzero((f > f[i] + tol) & (f < e[i] + tol))  # steps (f_i, e_i]
+        extra = sum(joining_prefill(step, float(batch), context) for step in _by_step(f, tl.prompt, joined, tol))
         step = (span[i] - extra) / (tl.out[i] - 1)
         if step > 0:
             out.append(DecodeObs(load, float(batch), context, float(step), float(tl.prompt[i])))
     return out
+
+
+def _by_step(first: np.ndarray, prompt: np.ndarray, idx: np.ndarray, tol: float) -> list[list[float]]:
+    """Prompts of the joining requests, grouped by the step their first token ended."""
+    steps: list[list[float]] = []
+    last = -np.inf
+    for j in idx[np.argsort(first[idx])]:
+        if first[j] - last > tol:
+            steps.append([])
+        steps[-1].append(float(prompt[j]))
+        last = first[j]
+    return steps
 
 
 def max_decoding_at_once(tl: _Timeline) -> int:
