@@ -216,6 +216,12 @@ def _run(coro: Any) -> Any:
     help="Virtual: write summary and per-request results as JSON. --calibrate: the profile to write.",
 )
 @click.option(
+    "--predicted-sweep",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Virtual: also write the steps as a sweep JSON marked predicted (tokenpace plan reads it).",
+)
+@click.option(
     "--calibrate",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),

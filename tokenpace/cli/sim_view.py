@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from tokenpace.adapters.results import write_result
+from tokenpace.sim.predicted_sweep import predicted_sweep_doc
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.replicas import run_replicated
 from tokenpace.sim.virtual_load import VirtualLoad
@@ -71,7 +73,8 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
         f"{'E2E p50':>9}  {'req/s':>7} {'out tok/s':>9}   (ms)"
     )
     steps: list[tuple[str, VirtualSummary]] = []
-    for label, step_results in steps_of(load, results):
+    per_step = steps_of(load, results)
+    for label, step_results in per_step:
         summary = summarize_virtual(step_results)
         steps.append((label, summary))
         click.echo(_row(label, summary))
@@ -79,3 +82,7 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
         doc = virtual_run_doc(load, profile, network, results, steps)
         Path(o["out_path"]).write_text(json.dumps(doc, indent=1), encoding="utf-8")
         click.echo(f"wrote {o['out_path']}")
+    if o.get("predicted_sweep"):
+        sweep = predicted_sweep_doc(load, profile, network, [r for _, r in per_step], replicas)
+        write_result(Path(o["predicted_sweep"]), sweep)
+        click.echo(f"wrote {o['predicted_sweep']} (a sweep of predicted steps: tokenpace plan reads it)")

@@ -135,7 +135,9 @@ def decode_observations(tl: _Timeline, load: str, joining_prefill: PrefillCost) 
         batch = overlap.sum() / span[i]
         context = float((overlap * (tl.prompt + made)).sum() / span[i])
         joined = np.flatnonzero((f > f[i] + tol) & (f < e[i] + tol))  # steps (f_i, e_i]
-        extra = sum(joining_prefill(step, float(batch), context) for step in _by_step(f, tl.prompt, joined, tol))
+        extra = sum(
+            joining_prefill(step, float(batch), context) for step in _by_step(f, tl.prompt, joined, tol)
+        )
         step = (span[i] - extra) / (tl.out[i] - 1)
         if step > 0:
             out.append(DecodeObs(load, float(batch), context, float(step), float(tl.prompt[i])))
