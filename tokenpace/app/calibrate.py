@@ -15,7 +15,7 @@ from typing import Any
 from tokenpace.adapters.results import read_records, read_result
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.core.analysis.engine_fit import EngineFit, fit_engine
-from tokenpace.core.analysis.engine_obs import MeasuredLoad
+from tokenpace.core.analysis.engine_obs import MeasuredLoad, max_decoding_at_once, timeline
 from tokenpace.sim.calibrated import calibrated_profile, fit_provenance
 from tokenpace.sim.profile import Profile
 from tokenpace.sim.profile_file import profile_to_toml
@@ -131,19 +131,53 @@ def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tu
     return profile, fit
 
 
-def validate(profile: Profile, paths: list[str]) -> list[Prediction]:
+@dataclass(frozen=True, slots=True)
+class Validation:
+    rows: list[Prediction]
+    notes: dict[str, list[str]]  # per load: where it lies outside what the profile was fitted on
+
+
+def validate(profile: Profile, paths: list[str]) -> Validation:
     """The profile's predictions for every load of the given (held-out) runs, beside what was measured."""
     residuals = (profile.provenance.get("residuals") or {}) if profile.provenance else {}
     fit_error = max(float(residuals.get("prefill_rel_rms", 0.0)), float(residuals.get("decode_rel_rms", 0.0)))
-    out: list[Prediction] = []
+    rows: list[Prediction] = []
+    notes: dict[str, list[str]] = {}
     for run in load_runs(paths):
         for measured, doc in zip(run.loads, run.docs, strict=True):
             load = (doc.get("conditions") or {}).get("load") or {}
-            out += predict(
+            rows += predict(
                 profile,
                 measured,
                 arrival=load.get("arrival") or "poisson",
                 burstiness=float(load.get("burstiness") or 1.0),
                 fit_error=fit_error,
             )
+            notes[measured.label] = outside_the_fit(profile, measured)
+    return Validation(rows, notes)
+
+
+def outside_the_fit(profile: Profile, measured: MeasuredLoad) -> list[str]:
+    """Where a load goes past what the calibration saw: there the model extrapolates."""
+    seen = (profile.provenance.get("observed") or {}) if profile.provenance else {}
+    tl = timeline(measured.records)
+    out: list[str] = []
+    if tl is None or not seen:
+        return out
+    batch = min(max_decoding_at_once(tl), profile.engine.max_num_seqs)
+    fitted_batch = float((seen.get("batch") or [0, 0])[1])
+    if batch > fitted_batch + 0.5:
+        out.append(
+            f"decodes up to {batch} at once, fitted up to {fitted_batch:.1f}: per-sequence cost extrapolated"
+        )
+    prompt = float(tl.prompt.max())
+    fitted_prompt = float((seen.get("prompt_tokens") or [0, 0])[1])
+    if prompt > fitted_prompt * 1.05:
+        out.append(
+            f"prompts up to {prompt:.0f} tokens, fitted up to {fitted_prompt:.0f}: prefill extrapolated"
+        )
+    if measured.server_max_kv_usage is not None and measured.server_max_kv_usage >= 0.9:
+        out.append(
+            f"KV cache at {measured.server_max_kv_usage:.0%}: near its limit, which was not calibrated"
+        )
     return out

@@ -37,7 +37,8 @@ def validate_cli(o: dict[str, Any]) -> None:
             "--validate PROFILE needs one or more held-out runs: tokenpace sim --validate P RUN..."
         )
     profile = get_profile(o["validate"])
-    rows = validate(profile, runs)
+    result = validate(profile, runs)
+    rows = result.rows
     kind = "calibrated, predicted" if profile.calibrated else "shipped profile, predicted"
     click.echo(f"validation of {profile.name} ({kind}) on {len(runs)} held-out run file(s); times in ms")
     click.echo(
@@ -49,6 +50,9 @@ def validate_cli(o: dict[str, Any]) -> None:
             f"{p.load:<22} {p.metric.upper() + ' P' + str(p.percentile):<8} {p.predicted_ms:>10.2f} "
             f"{p.measured_ms:>10.2f} {p.rel_error:>+8.1%}  {interval:>19}  {'yes' if p.inside else 'no'}"
         )
+    for load, lines in result.notes.items():
+        for line in lines or ["within what the profile was fitted on"]:
+            click.echo(f"{load}: {line}")
     worst = max((abs(p.rel_error) for p in rows), default=0.0)
     inside = sum(p.inside for p in rows)
     click.echo(f"largest error {worst:.1%}; measured value inside the interval for {inside} of {len(rows)}")
