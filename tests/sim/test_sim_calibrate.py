@@ -28,7 +28,7 @@ def _measured(src: Profile, label: str, load: VirtualLoad) -> MeasuredLoad:
 def _short_sweep(src: Profile) -> list[MeasuredLoad]:
     """An input-length ladder at concurrency 1, then concurrency 2 and 4: what a user would run."""
     out = []
-    for n in (16, 128, 512, 1024, 2048):
+    for n in (16, 128, 256, 512, 1024, 2048):
         load = VirtualLoad(parse_length(str(n)), parse_length("32"), concurrency=1, requests=8)
         out.append(_measured(src, f"c=1 in={n}", load))
     for c in (2, 4):

@@ -96,14 +96,18 @@ def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
 def _line_after(
     n: np.ndarray, t: np.ndarray, w: np.ndarray, j: int
 ) -> tuple[float, float, float, float, float | None, bool] | None:
-    """TTFT = I + a n (+ p pairs) on prompts j.., a flat floor before; (I, a, p, sse, floor, pairs)."""
+    """TTFT = I + a n (+ p pairs) on prompts j.., a flat floor before; (I, a, p, sse, floor, pairs).
+
+    A floor must leave a line of three lengths or more and sit clearly above that line's extension
+    (three residual deviations, and 2 %), so noise at the short end is not taken for one; the
+    curvature p needs four lengths and a significant coefficient."""
     nn, tt, ww = n[j:], t[j:], w[j:]
-    if len(nn) < 2 or nn.max() < 1.5 * nn.min():
+    if len(nn) < (3 if j else 2) or nn.max() < 1.5 * nn.min():
         return None
     pairs = nn * (nn + 1) / 2
     with_pairs = False
     fit = wls(np.column_stack([np.ones_like(nn), nn]), tt, ww)
-    if len(nn) >= 3:
+    if len(nn) >= 4:
         quad = wls(np.column_stack([np.ones_like(nn), nn, pairs]), tt, ww)
         if significant(quad, 2) and quad.coef[1] > 0:
             fit, with_pairs = quad, True
@@ -116,9 +120,12 @@ def _line_after(
     floor = None
     if j:
         level = float(np.average(t[:j], weights=w[:j]))
-        floor = level - float(c[0])
-        if floor <= c[1] * n[j - 1] * 0.9:  # the floor must sit above the line it cuts off
+        sd = (sse / max(1.0, float(ww.sum()) - len(c))) ** 0.5
+        m = n[j - 1]
+        cut_off = float(c[0] + c[1] * m + p * m * (m + 1) / 2)
+        if level - cut_off <= max(3 * sd, 0.02 * level):
             return None
+        floor = level - float(c[0])
         sse += float((w[:j] * (t[:j] - level) ** 2).sum())
     return float(c[0]), float(c[1]), p, sse, floor, with_pairs
 
