@@ -86,7 +86,7 @@ def calibrated_profile(
         hardware=hardware,
         efficiency=efficiency,
         engine=engine,
-        network=Network(rtt_ms=c.rtt * 1e3, jitter_ms=0.0, name="calibrated"),
+        network=Network(rtt_ms=c.rtt * 1e3, jitter_ms=fit.jitter * 1e3, name="calibrated"),
         calibration=summary,
         sources=tuple(provenance.get("runs", ())),
         provenance=provenance,

@@ -62,6 +62,7 @@ class EngineFit:
     residuals: dict[str, float]  # relative RMS error of the fitted model on what it was fitted to
     holds: tuple[str, ...]  # where the model holds, and where not
     observed: dict[str, list[float]] = field(default_factory=dict)  # ranges the data covered
+    jitter: float = 0.0  # seconds: half-normal scale of the round trip's spread (see engine_fit)
 
 
 @dataclass(slots=True)

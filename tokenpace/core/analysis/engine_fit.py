@@ -135,7 +135,8 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
     if not timelines:
         raise ValueError("no successful streamed request with two or more tokens in the runs given")
-    prefill = _fit_prefill([o for _, tl in timelines for o in prefill_observations(tl)])
+    alone = [o for _, tl in timelines for o in prefill_observations(tl)]
+    prefill = _fit_prefill(alone)
     costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
     result = None
     for _ in range(3):  # joining prefills are priced with the previous round's costs
@@ -146,7 +147,40 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
-    return replace(result, max_num_seqs=int(limit.value), params=(*result.params, limit))
+    result, jitter = _with_jitter(result, alone)
+    return replace(result, max_num_seqs=int(limit.value), params=(*result.params, jitter, limit))
+
+
+HALF_NORMAL_SD = (1 - 2 / np.pi) ** 0.5  # sd of |N(0, s)| over s
+HALF_NORMAL_MEAN = (2 / np.pi) ** 0.5  # its mean over s
+
+
+def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Param]:
+    """TTFT's spread at a given prompt length (robust: 1.4826 x MAD of each request's distance from its
+    length's median, so a misfit of the line is not counted as spread), taken as the
+    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean.
+
+    Without it a replayed closed loop of equal requests stays in lock step for ever, where a real
+    one drifts apart and its newcomers' prefills land inside the others' decodes."""
+    by_length: dict[float, list[float]] = {}
+    for o in alone:
+        by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
+    spreads = [np.asarray(v) - np.median(v) for v in by_length.values() if len(v) > 1]
+    resid = np.concatenate(spreads) if spreads else np.zeros(0)
+    if len(resid) < 8:
+        note = Param(
+            "rtt_jitter", 0.0, "ms", False, "fewer than 8 requests alone in flight: no spread measured"
+        )
+        return fit, note
+    spread = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+    if spread < 1e-6:  # exact data (a virtual run): a jitter of nothing would only break ties
+        return fit, Param("rtt_jitter", 0.0, "ms", True, "TTFT does not vary at equal prompt lengths")
+    scale = spread / HALF_NORMAL_SD
+    rtt = max(0.0, fit.costs.rtt - HALF_NORMAL_MEAN * scale)
+    note = Param(
+        "rtt_jitter", scale * 1e3, "ms", True, "spread of TTFT at equal prompt lengths, alone in flight"
+    )
+    return replace(fit, costs=replace(fit.costs, rtt=rtt), jitter=scale), note
 
 
 def _scheduler_limit(timelines: list, given: int | None) -> Param:
