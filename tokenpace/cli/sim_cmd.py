@@ -246,6 +246,10 @@ def sim(**o: Any) -> None:
         profile, network, faults = _build(o)
     except (ProfileError, ValueError, OSError) as e:
         _fail(str(e))
+    if o["replicas"] > 1 and not o["virtual"]:
+        _fail("--replicas is a virtual-time what-if: add --virtual (a served sim is one engine)")
+    if o["predicted_sweep"] and not o["virtual"]:
+        _fail("--predicted-sweep needs --virtual")
     if o["list_profiles"]:
         from tokenpace.sim.describe import describe_profiles
 
