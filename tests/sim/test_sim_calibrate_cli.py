@@ -66,6 +66,8 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
     rows = [ln for ln in val.stdout.splitlines() if ln.startswith("c=8") and "%" in ln]
     assert len(rows) == 6 and all(re.search(r"[+-]\d+\.\d%", r) for r in rows)
     assert "calibrated, predicted" in val.stdout
+    # Two slots were seen, so eight users decode two at a time: inside what was fitted.
+    assert "c=8 in=256: within what the profile was fitted on" in val.stdout
 
     sweep = measured / "pred.json"
     virt = run_cli(
