@@ -33,7 +33,6 @@ class LoadedRun:
     engine: str  # what the server's metrics said it is ("" when not scraped)
     model: str
     loads: tuple[MeasuredLoad, ...]
-    docs: tuple[dict[str, Any], ...]  # each load's run document (conditions, summary)
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
@@ -53,7 +52,7 @@ def _load_run(path: Path) -> LoadedRun:
     if not isinstance(doc, dict) or not ("steps" in doc or "records" in doc):
         raise ValueError(f"{path}: not a tokenpace sweep or bench result")
     steps = doc.get("steps", [doc])
-    loads, docs = [], []
+    loads = []
     for k, step in enumerate(steps):
         rec = (step.get("records") or {}).get("path")
         if not rec:
@@ -64,7 +63,6 @@ def _load_run(path: Path) -> LoadedRun:
         except OSError as e:
             raise ValueError(f"cannot read {rec_path}: {e.strerror or e}") from None
         loads.append(measured_load(step, tuple(records)))
-        docs.append(step)
     first = steps[0] if steps else {}
     cond = first.get("conditions", {})
     return LoadedRun(
@@ -73,7 +71,6 @@ def _load_run(path: Path) -> LoadedRun:
         engine=str((first.get("server_metrics") or {}).get("engine") or ""),
         model=str(cond.get("model") or ""),
         loads=tuple(loads),
-        docs=tuple(docs),
     )
 
 
@@ -144,15 +141,8 @@ def validate(profile: Profile, paths: list[str]) -> Validation:
     rows: list[Prediction] = []
     notes: dict[str, list[str]] = {}
     for run in load_runs(paths):
-        for measured, doc in zip(run.loads, run.docs, strict=True):
-            load = (doc.get("conditions") or {}).get("load") or {}
-            rows += predict(
-                profile,
-                measured,
-                arrival=load.get("arrival") or "poisson",
-                burstiness=float(load.get("burstiness") or 1.0),
-                fit_error=fit_error,
-            )
+        for measured in run.loads:
+            rows += predict(profile, measured, fit_error=fit_error)
             notes[measured.label] = outside_the_fit(profile, measured)
     return Validation(rows, notes)
 

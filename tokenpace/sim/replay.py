@@ -1,11 +1,12 @@
 """Replay a measured load in virtual time on a profile: what the profile predicts for it, and how sure.
 
-The replay sends what the measured run sent: the same closed loop (users, request count) or open loop
-(rate, arrival process, duration), with prompt and output lengths drawn from the lengths the run
-actually had. Each replay runs with several seeds (arrival times and length draws change); the
-prediction is the mean over seeds and its interval is the 95 % prediction interval of one more run's
-value (mean +- t x sd x sqrt(1 + 1/seeds)), widened by twice the calibration's relative fit residual
-(the model's own error where it was fitted).
+An open loop is replayed as it was sent: the same requests (prompt and output lengths) at the same
+send times, so only the engine model can differ. A closed loop is replayed with the same users and
+request count, lengths drawn from those the run had. Each replay runs with several seeds (the round
+trip's jitter, and a closed loop's length draws, change); the prediction is the mean over seeds and
+its interval the 95 % prediction interval of one more run's value (mean +- t x sd x sqrt(1 + 1/seeds)),
+widened by twice the calibration's relative fit residual (the model's own error where it was fitted)
+and never below zero.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class Prediction:
 
     @property
     def inside(self) -> bool:
-        return self.low_ms <= self.measured_ms <= self.high_ms
+        slack = 1e-6 * abs(self.measured_ms)  # an exact replay differs only by nanosecond rounding
+        return self.low_ms - slack <= self.measured_ms <= self.high_ms + slack
 
 
 def empirical_lengths(values: Sequence[int], label: str) -> LengthDist:
@@ -59,22 +61,17 @@ def empirical_lengths(values: Sequence[int], label: str) -> LengthDist:
     return LengthDist("mix", tuple(float(k) for k in keys), tuple(float(counts[k]) for k in keys), label)
 
 
-def replay_load(
-    measured: MeasuredLoad, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
-) -> VirtualLoad:
+def replay_load(measured: MeasuredLoad, seed: int = 0) -> VirtualLoad:
     """The virtual load that sends what the measured load sent."""
     ok = usable(measured.records)
     if not ok:
         raise ValueError(f"{measured.label}: no successful streamed request to replay")
     inputs = empirical_lengths([prompt_of(r) for r in ok], "measured prompts")
     outputs = empirical_lengths([r.output_tokens for r in ok], "measured outputs")
-    if measured.rate:
-        sends = sorted(r.sent_ns for r in ok)
-        duration = (sends[-1] - sends[0]) / NS_PER_S + 1.0 / measured.rate
-        return VirtualLoad(
-            inputs, outputs, rates=(measured.rate,), arrival=arrival, burstiness=burstiness,
-            step_duration_s=duration, seed=seed,
-        )  # fmt: skip
+    if measured.rate:  # the same requests at the same send times: only the engine model may differ
+        t0 = min(r.sent_ns for r in ok)
+        sends = tuple(((r.sent_ns - t0) / NS_PER_S, prompt_of(r), r.output_tokens) for r in ok)
+        return VirtualLoad(inputs, outputs, sends=tuple(sorted(sends)), seed=seed)
     users = measured.concurrency or 1
     return VirtualLoad(inputs, outputs, concurrency=users, requests=len(ok), seed=seed)
 
@@ -103,14 +100,13 @@ def _measured_values(measured: MeasuredLoad) -> dict[str, list[float]]:
 
 
 def predict(
-    profile: Profile, measured: MeasuredLoad, arrival: str = "poisson", burstiness: float = 1.0,
-    fit_error: float = 0.0, seeds: int = REPLAY_SEEDS,
+    profile: Profile, measured: MeasuredLoad, fit_error: float = 0.0, seeds: int = REPLAY_SEEDS,
 ) -> list[Prediction]:  # fmt: skip
     """Per metric and percentile: the replays' median, their range widened by 2 x fit_error, and
     the measured value."""
     per_seed = []
     for seed in range(seeds):
-        load = replay_load(measured, arrival, burstiness, seed)
+        load = replay_load(measured, seed)
         per_seed.append(
             {m: _percentiles_ms(v) for m, v in _virtual_values(run_virtual(load, profile)).items()}
         )
@@ -133,4 +129,4 @@ def _interval(vals: list[float], fit_error: float) -> tuple[float, float, float]
     if len(vals) > 1:
         half = t975(len(vals) - 1) * float(np.std(vals, ddof=1)) * (1 + 1 / len(vals)) ** 0.5
     widen = 1 + 2 * fit_error
-    return (mid - half) / widen, mid, (mid + half) * widen
+    return max(0.0, (mid - half) / widen), mid, (mid + half) * widen
