@@ -143,7 +143,7 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
             decode += decode_observations(tl, ld.label, costs.joining_prefill)
-        result = solve(prefill, decode, loads, costs)
+        result = solve(prefill, decode, loads)
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)

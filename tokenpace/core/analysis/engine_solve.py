@@ -24,9 +24,8 @@ from tokenpace.core.analysis.engine_costs import (
 from tokenpace.core.analysis.engine_obs import DecodeObs, MeasuredLoad
 
 
-def solve(
-    prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoad], costs: StepCosts
-) -> EngineFit:
+def solve(prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoad]) -> EngineFit:
+    """Steps 2-4 of the fit, given the prefill line and the decode observations."""
     if not decode:
         raise ValueError("no request decoded two or more tokens: nothing to fit the decode step to")
     g = np.asarray(groups([((d.load, round(d.prompt_tokens)), d.batch, d.context, d.step_s) for d in decode]))
