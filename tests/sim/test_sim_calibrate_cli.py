@@ -21,11 +21,12 @@ def _sweep(url: str, out: Path, *args: str) -> None:
 
 @pytest.fixture(scope="module")
 def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A short sweep of a served simulator with two slots: an input-length ladder, concurrency 1, 2, 4,
-    and held-out concurrency 8."""
+    """A short sweep of a served simulator with two slots and a KV cache of 4096 tokens: an
+    input-length ladder, concurrency 1, 2, 4 (its /metrics scraped often), and held-out concurrency 8."""
     d = tmp_path_factory.mktemp("calibrate")
-    with SimProcess(extra_args=["--max-num-seqs", "2"]) as url:
-        _sweep(url, d / "ladder.json", "--input-len", "16,512,2048", "-n", "4", "--output-len", "8")
+    with SimProcess(extra_args=["--max-num-seqs", "2", "--num-gpu-blocks", "256"]) as url:
+        common = ["--input-len", "256", "--output-len", "16"]
+        _sweep(url, d / "ladder.json", "--input-len", "16,256,1024", "-n", "4", "--output-len", "8")
         _sweep(
             url,
             d / "conc.json",
@@ -33,14 +34,11 @@ def measured(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "1,2,4",
             "-n",
             "12",
-            "--input-len",
-            "256",
-            "--output-len",
-            "16",
+            *common,
+            "--server-metrics-interval",
+            "100ms",
         )
-        _sweep(
-            url, d / "held.json", "--concurrency", "8", "-n", "24", "--input-len", "256", "--output-len", "16"
-        )
+        _sweep(url, d / "held.json", "--concurrency", "8", "-n", "24", *common)
     return d
 
 
@@ -58,6 +56,8 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
     assert "where it holds" in done.stdout
     profile = get_profile(str(prof))
     assert profile.calibrated and profile.engine.max_num_seqs == 2
+    # The KV capacity, from the server's usage gauge against the tokens the client saw in flight.
+    assert profile.engine.num_gpu_blocks == pytest.approx(256, rel=0.1)
     assert any("conc.json" in r for r in profile.provenance["runs"])
     assert set(profile.provenance) >= {"created_at", "engine", "fitted", "identified", "residuals", "holds"}
 

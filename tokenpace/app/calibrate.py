@@ -15,7 +15,7 @@ from typing import Any
 from tokenpace.adapters.results import read_records, read_result
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.core.analysis.engine_fit import EngineFit, fit_engine
-from tokenpace.core.analysis.engine_obs import MeasuredLoad, max_decoding_at_once, timeline
+from tokenpace.core.analysis.engine_obs import MAX_KV_SAMPLES, MeasuredLoad, max_decoding_at_once, timeline
 from tokenpace.sim.calibrated import calibrated_profile, fit_provenance
 from tokenpace.sim.profile import Profile
 from tokenpace.sim.profile_file import profile_to_toml
@@ -90,6 +90,10 @@ def measured_load(step: dict[str, Any], records: tuple) -> MeasuredLoad:
     busy = [r[1] for r, w in zip(running, waiting, strict=False) if w[1] > 0]
     kv = [v for _, v in series.get("kv_usage") or []]
     network = (sm.get("decomposition") or {}).get("network_and_client_ms")
+    start_ns = int((cond.get("clock") or {}).get("perf_ns") or 0)
+    kv_samples = tuple(
+        (start_ns + round(t * 1e9), float(v)) for t, v in (series.get("kv_usage") or []) if v is not None
+    )
     return MeasuredLoad(
         label=load_label(cond),
         records=records,
@@ -98,6 +102,7 @@ def measured_load(step: dict[str, Any], records: tuple) -> MeasuredLoad:
         server_max_running_when_waiting=max(busy) if busy else None,
         server_max_kv_usage=max(kv) if kv else None,
         server_network_ms=float(network) if network is not None else None,
+        kv_samples=kv_samples[:MAX_KV_SAMPLES] if start_ns else (),
     )
 
 

@@ -69,7 +69,7 @@ def calibrated_profile(
         chunked_prefill=True,
         prefix_caching=False,  # the sweep's prompts are unique: prefix reuse is not calibrated
         max_model_len=UNLIMITED_MODEL_LEN,
-        num_gpu_blocks=UNLIMITED_KV_BLOCKS,
+        num_gpu_blocks=-(-fit.kv_tokens // 16) if fit.kv_tokens else UNLIMITED_KV_BLOCKS,
     )
     c = fit.costs
     summary = (

@@ -63,6 +63,7 @@ class EngineFit:
     holds: tuple[str, ...]  # where the model holds, and where not
     observed: dict[str, list[float]] = field(default_factory=dict)  # ranges the data covered
     jitter: float = 0.0  # seconds: half-normal scale of the round trip's spread (see engine_fit)
+    kv_tokens: int | None = None  # KV-cache capacity, where the server's gauge showed it
 
 
 @dataclass(slots=True)

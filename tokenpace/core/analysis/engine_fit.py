@@ -39,6 +39,7 @@ from tokenpace.core.analysis.engine_obs import (
     MeasuredLoad,
     PrefillObs,
     decode_observations,
+    kv_capacity_estimates,
     max_decoding_at_once,
     prefill_observations,
     timeline,
@@ -148,7 +149,26 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
     result, jitter = _with_jitter(result, alone)
-    return replace(result, max_num_seqs=int(limit.value), params=(*result.params, jitter, limit))
+    kv = _kv_capacity(loads)
+    return replace(
+        result,
+        max_num_seqs=int(limit.value),
+        kv_tokens=int(kv.value) if kv.identified else None,
+        params=(*result.params, jitter, limit, kv),
+    )
+
+
+def _kv_capacity(loads: Sequence[MeasuredLoad]) -> Param:
+    estimates = [e for ld in loads for e in kv_capacity_estimates(ld)]
+    if len(estimates) < 3:
+        why = (
+            "the server's KV gauge was never 5 % full at three scrapes or more (or is not exported): "
+            "no KV limit in the profile, so past the real one (preemption, refusals) it does not hold"
+        )
+        return Param("kv_capacity", 0.0, "tokens", False, why)
+    value = float(np.median(estimates))
+    how = f"tokens the decoding requests held over the server's KV usage, median of {len(estimates)} scrapes"
+    return Param("kv_capacity", round(value), "tokens", True, how)
 
 
 HALF_NORMAL_SD = (1 - 2 / np.pi) ** 0.5  # sd of |N(0, s)| over s

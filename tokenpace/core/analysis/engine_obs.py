@@ -25,6 +25,9 @@ from tokenpace.core.record import RequestRecord, Status
 MAX_REQUESTS_PER_LOAD = 3000
 
 # (prompts that joined one step, the decode batch, its context) -> seconds they added to that step
+MAX_KV_SAMPLES = 10_000
+MIN_KV_USAGE = 0.05  # below this a gauge's rounding dominates the estimate
+
 PrefillCost = Callable[[list[float], float, float], float]
 
 
@@ -39,6 +42,9 @@ class MeasuredLoad:
     server_max_running_when_waiting: float | None = None  # the server's gauges, where exported
     server_max_kv_usage: float | None = None  # 0..1
     server_network_ms: float | None = None  # client TTFT - engine TTFT (the server's own histogram)
+    # The server's KV-cache usage (0..1) at its scrapes: (perf_counter ns, usage), at most
+    # MAX_KV_SAMPLES of them.
+    kv_samples: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,3 +172,27 @@ def max_decoding_at_once(tl: _Timeline) -> int:
         now += delta
         best = max(best, now)
     return best
+
+
+def kv_capacity_estimates(load: MeasuredLoad) -> list[float]:
+    """KV capacity in tokens, once per scrape that saw the cache at least 5 % full: the tokens the
+    decoding requests held then (prompt plus tokens made so far, from the client's records) over
+    the usage the server reported. Requests still in prefill are not counted (a slight underestimate)."""
+    ok = usable(load.records)
+    out = []
+    for at, usage in load.kv_samples[:MAX_KV_SAMPLES]:
+        if usage < MIN_KV_USAGE:
+            continue
+        held = 0.0
+        for r in ok:
+            first, end = r.first_token_ns or 0, r.end_ns or 0
+            if first <= at < end:
+                made = (
+                    sum(1 for t in r.token_ns if t <= at)
+                    if r.token_ns
+                    else 1 + (r.output_tokens - 1) * (at - first) / (end - first)
+                )
+                held += prompt_of(r) + made
+        if held > 0:
+            out.append(held / usage)
+    return out

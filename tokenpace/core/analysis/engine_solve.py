@@ -146,6 +146,7 @@ def _holds(observed: dict[str, list[float]], loads: Sequence[MeasuredLoad]) -> t
         )
     else:
         out.append(
-            f"the KV cache peaked at {max(kv):.0%}: its limit was not reached; past it the model may not hold"
+            f"the KV cache peaked at {max(kv):.0%}: past its limit the simulator preempts and recomputes "
+            "as vLLM does, which was not calibrated"
         )
     return tuple(out)
