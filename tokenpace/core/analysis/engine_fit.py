@@ -124,8 +124,8 @@ def _line_after(
         sd = (sse / max(1.0, float(ww.sum()) - len(c))) ** 0.5
         m = n[j - 1]
         cut_off = float(c[0] + c[1] * m + p * m * (m + 1) / 2)
-        if level - cut_off <= max(3 * sd, 0.02 * level):
-            return None
+        if c[0] < 0 or level - cut_off <= max(3 * sd, 0.02 * level):
+            return None  # a convex line that dips below zero at short prompts is no floor
         floor = level - float(c[0])
         sse += float((w[:j] * (t[:j] - level) ** 2).sum())
     return float(c[0]), float(c[1]), p, sse, floor, with_pairs
@@ -176,8 +176,8 @@ HALF_NORMAL_MEAN = (2 / np.pi) ** 0.5  # its mean over s
 
 
 def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Param]:
-    """TTFT's spread at a given prompt length (robust: 1.4826 x MAD of each request's distance from its
-    length's median, so a misfit of the line is not counted as spread), taken as the
+    """TTFT's spread at a prompt length (robust: 1.4826 x MAD around the length's median, so a misfit of
+    the line is not counted as spread; the least over lengths with 5 requests or more), taken as the
     round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean.
 
     Without it a replayed closed loop of equal requests stays in lock step for ever, where a real
@@ -185,14 +185,12 @@ def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Pa
     by_length: dict[float, list[float]] = {}
     for o in alone:
         by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
-    spreads = [np.asarray(v) - np.median(v) for v in by_length.values() if len(v) > 1]
-    resid = np.concatenate(spreads) if spreads else np.zeros(0)
-    if len(resid) < 8:
-        note = Param(
-            "rtt_jitter", 0.0, "ms", False, "fewer than 8 requests alone in flight: no spread measured"
-        )
-        return fit, note
-    spread = 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
+    # The least spread of any length: noise that grows with the prefill is the engine's, not the network's.
+    spreads = [_mad_sd(v) for v in by_length.values() if len(v) >= 5]
+    if not spreads:
+        why = "no prompt length had 5 requests alone in flight: no spread measured"
+        return fit, Param("rtt_jitter", 0.0, "ms", False, why)
+    spread = min(spreads)
     if spread < 1e-6:  # exact data (a virtual run): a jitter of nothing would only break ties
         return fit, Param("rtt_jitter", 0.0, "ms", True, "TTFT does not vary at equal prompt lengths")
     scale = spread / HALF_NORMAL_SD
@@ -224,3 +222,9 @@ def _scheduler_limit(timelines: list, given: int | None) -> Param:
         f"no load asked for more than ran ({most} at most at once); loads past that are predicted "
         "without a queue (pass --max-num-seqs, or sweep further)",
     )  # fmt: skip
+
+
+def _mad_sd(values: list[float]) -> float:
+    """A standard deviation that a few stalls cannot inflate: 1.4826 x the median absolute deviation."""
+    arr = np.asarray(values)
+    return 1.4826 * float(np.median(np.abs(arr - np.median(arr))))

@@ -102,7 +102,7 @@ def _split_constants(
             "decode step less the prefill's fixed part",
             True,
         )
-    elif prefill.plateau is not None:
+    elif prefill.plateau is not None and prefill.plateau < d1:  # W is part of every decode step
         weights = prefill.plateau
         rtt = max(0.0, intercept + weights - d1)
         how_r, how_w, ok_w = (
