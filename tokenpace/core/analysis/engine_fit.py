@@ -27,6 +27,7 @@ import numpy as np
 
 from tokenpace.core.analysis.engine_costs import (
     EngineFit,
+    Linear,
     Param,
     Prefill,
     StepCosts,
@@ -110,8 +111,15 @@ def _line_after(
     fit = wls(np.column_stack([np.ones_like(nn), nn]), tt, ww)
     if len(nn) >= 4:
         quad = wls(np.column_stack([np.ones_like(nn), nn, pairs]), tt, ww)
-        if significant(quad, 2) and quad.coef[1] > 0:
+        # A line that starts below zero is a convex curve seen through a straight edge: take the curve.
+        convex = fit.coef[0] < 0 <= quad.coef[0] and quad.coef[2] > 0
+        if (significant(quad, 2) or convex) and quad.coef[1] > 0:
             fit, with_pairs = quad, True
+        elif fit.coef[0] < 0:  # both start below zero: the curve through zero
+            through = wls(np.column_stack([nn, pairs]), tt, ww)
+            if through.coef[0] > 0 and through.coef[1] >= 0:
+                fit = Linear(np.concatenate([[0.0], through.coef]), np.concatenate([[0.0], through.se]))
+                with_pairs = True
     c = fit.coef
     if c[1] <= 0:
         return None

@@ -92,7 +92,7 @@ def _split_constants(
     prefill: Prefill, d1: float, loads: Sequence[MeasuredLoad], notes: dict
 ) -> tuple[float, float]:
     """(R, W): TTFT's intercept I = R + F + S and a decode step at batch 1 = F + S + W."""
-    intercept = prefill.intercept
+    intercept = max(prefill.intercept, 0.0)  # a TTFT line below zero at no prompt is no fixed part
     server = [ld.server_network_ms for ld in loads if ld.server_network_ms is not None]
     if server:
         rtt = max(0.0, float(np.median(server)) / 1e3)
@@ -117,6 +117,7 @@ def _split_constants(
             "TTFT's excess over a decode step is taken as the round trip"
         )
         how_w, ok_w = "decode step at batch 1 less TTFT's intercept", False
+    weights = min(weights, d1)  # the weights' read is part of every decode step
     notes["rtt"] = Param("rtt", rtt * 1e3, "ms", bool(server) or prefill.plateau is not None, how_r)
     notes["weights"] = Param("weights", weights * 1e3, "ms", ok_w, how_w)
     return rtt, weights
