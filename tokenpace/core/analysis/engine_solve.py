@@ -41,21 +41,26 @@ def solve(prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoa
     notes: dict[str, Param] = dict(prefill.notes)
     rtt, weights = _split_constants(prefill, d1, loads, notes)
     a, p = prefill.per_token, prefill.per_pair
-    rows, ys, ws = [], [], []
-    for bi, ci, si, wi in zip(b, ctx, step, w, strict=True):
-        rows.append([1.0, bi] if with_batch else [1.0])
-        ys.append(si - max(a * bi + p * ci, weights + per_context * ci))
-        ws.append(wi)
-    for pn, pt, pw in prefill.groups:
-        rows.append([1.0, 1.0] if with_batch else [1.0])
-        ys.append(pt - rtt - max(a * pn + p * pn * (pn + 1) / 2, weights))
-        ws.append(pw)
-    x, y, wt = np.asarray(rows), np.asarray(ys), np.asarray(ws)
-    coef = wls(x, y, wt).coef
-    fixed, per_seq = float(coef[0]), float(coef[1]) if with_batch else 0.0
-    if per_seq < 0:
-        per_seq, fixed = 0.0, float(np.average(y, weights=wt))
+    # F and S from the decode steps alone: they are many and clean, where a CPU engine's TTFT can bend
+    # in ways the roofline does not (the prefill's shape is a and p; its constant is settled below).
+    for _ in range(3):  # a negative F means W took too much of the decode step's constant: give it back
+        held = StepCosts(0.0, 0.0, weights, per_context, a, p)
+        fixed, per_seq = _fixed_and_per_seq(b, ctx, step, w, with_batch, held)
+        if fixed >= 0 or weights <= 0:
+            break
+        weights = max(0.0, weights + fixed)
     fixed = max(fixed, 0.0)
+    notes["weights"] = Param(
+        "weights", weights * 1e3, "ms", notes["weights"].identified, notes["weights"].how
+    )
+    # TTFT's excess over one prefill step, weighted median over prompt lengths: the round trip plus
+    # any fixed cost a request pays before its first step (parsing, tokenising, queue hand-off).
+    excess = [
+        (pt - fixed - per_seq - max(a * pn + p * pn * (pn + 1) / 2, weights), pw)
+        for pn, pt, pw in prefill.groups
+    ]
+    rtt = max(0.0, _weighted_median(excess))
+    notes["rtt"] = Param("rtt", rtt * 1e3, "ms", notes["rtt"].identified, notes["rtt"].how)
     costs = StepCosts(fixed, per_seq, weights, per_context, a, p, rtt)
     notes["step_fixed"] = Param(
         "step_fixed", fixed * 1e3, "ms", True, "shared constant of prefill and decode steps"
@@ -98,7 +103,7 @@ def _split_constants(
         rtt = max(0.0, float(np.median(server)) / 1e3)
         weights = max(0.0, d1 - (intercept - rtt))
         how_r, how_w, ok_w = (
-            "client TTFT minus the server's own TTFT",
+            f"TTFT's excess over one prefill step (the server's split: {rtt * 1e3:.3g} ms on the network)",
             "decode step less the prefill's fixed part",
             True,
         )
@@ -106,15 +111,15 @@ def _split_constants(
         weights = prefill.plateau
         rtt = max(0.0, intercept + weights - d1)
         how_r, how_w, ok_w = (
-            "short prompts' TTFT floor minus a decode step",
+            "TTFT's excess over one prefill step, with the weights' read from the short prompts' floor",
             "short prompts' TTFT floor",
             True,
         )
     else:
         rtt, weights = max(0.0, intercept - d1), max(0.0, d1 - intercept)
         how_r = (
-            "not told apart from the prefill's fixed part without server metrics or a memory-bound floor; "
-            "TTFT's excess over a decode step is taken as the round trip"
+            "TTFT's excess over one prefill step: the round trip and any fixed prefill cost, not told "
+            "apart without server metrics or a memory-bound floor"
         )
         how_w, ok_w = "decode step at batch 1 less TTFT's intercept", False
     weights = min(weights, d1)  # the weights' read is part of every decode step
@@ -151,3 +156,30 @@ def _holds(observed: dict[str, list[float]], loads: Sequence[MeasuredLoad]) -> t
             "as vLLM does, which was not calibrated"
         )
     return tuple(out)
+
+
+def _weighted_median(pairs: list[tuple[float, float]]) -> float:
+    ordered = sorted(pairs)
+    half = sum(wt for _, wt in ordered) / 2
+    seen = 0.0
+    for value, wt in ordered:
+        seen += wt
+        if seen >= half:
+            return value
+    return 0.0
+
+
+def _fixed_and_per_seq(
+    b: np.ndarray, ctx: np.ndarray, step: np.ndarray, w: np.ndarray, with_batch: bool, held: StepCosts
+) -> tuple[float, float]:
+    """F and S by least squares over the decode groups, the other coefficients held."""
+    rows, ys = [], []
+    for bi, ci, si in zip(b, ctx, step, strict=True):
+        rows.append([1.0, bi] if with_batch else [1.0])
+        ys.append(si - held.decode_step(bi, ci))  # held has F = S = 0: this is the step less max(...)
+    x, y = np.asarray(rows), np.asarray(ys)
+    coef = wls(x, y, w).coef
+    fixed, per_seq = float(coef[0]), float(coef[1]) if with_batch else 0.0
+    if per_seq < 0:
+        per_seq, fixed = 0.0, float(np.average(y, weights=w))
+    return fixed, per_seq
