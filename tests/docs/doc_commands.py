@@ -45,6 +45,9 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
     ),
 )
 
+# docs/sim.md's calibration walkthrough shares these files from one command to the next
+CALIBRATION_FILES = ("ladder.json", "conc.json", "held.json", "mine.toml", "predicted.json")
+
 # Commands that a dedicated test already runs as written, as a sequence sharing files and a store
 # (doc, a text the command holds ("" for every command of the doc), the test that runs it).
 RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
@@ -65,6 +68,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("", "check --baseline", "tests/cli/test_check_docs.py"),
     ("docs/vllm.md", "--model", "tests/cli/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/test_gray_release.py"),
+    *(("docs/sim.md", f, "tests/sim/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
 )
 
 PROFILE = "llama-3.1-8b-h100"
@@ -92,7 +96,7 @@ class DocCommand:
     def is_server(self) -> bool:
         args = set(self.argv)
         if self.subcommand == "sim":
-            return not args & {"--virtual", "--list-profiles"}
+            return not args & {"--virtual", "--list-profiles", "--calibrate", "--validate"}
         return self.subcommand == "gateway" and "--emit-rules" not in args
 
 

@@ -53,8 +53,12 @@ def load_sweep(path: Path) -> dict[str, Any]:
 
 
 def write_plan(out: Path, sweep_file: Path, doc: dict[str, Any]) -> None:
+    """The plan beside its sweep; a simulator's sweep stays marked ``predicted``."""
+    plan = {k: doc[k] for k in ("analysis", "plan")}
+    if doc.get("predicted"):
+        plan["predicted"] = doc["predicted"]
     try:
-        write_result(out, {"sweep": str(sweep_file), **{k: doc[k] for k in ("analysis", "plan")}})
+        write_result(out, {"sweep": str(sweep_file), **plan})
     except OSError as exc:  # a device, a read-only folder
         raise ReportError(str(exc)) from None
 

@@ -9,10 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.results import write_result
 from tokenpace.sim.describe import describe_profiles
 from tokenpace.sim.faults import FaultConfig
+from tokenpace.sim.predicted_sweep import predicted_sweep_doc
 from tokenpace.sim.profile import Network, Profile, get_network, get_profile
-from tokenpace.sim.virtual import VirtualResult, run_virtual
+from tokenpace.sim.replicas import run_replicated
+from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
 from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
 
@@ -120,15 +123,25 @@ class VirtualRun:
     network: Network
     results: list[VirtualResult]
     steps: list[tuple[str, VirtualSummary]]  # (label, summary) per ladder step, in order
+    per_step: list[list[VirtualResult]]  # each step's results, in order
+    replicas: int = 1
 
     def write(self, path: Path) -> None:
         doc = virtual_run_doc(self.load, self.profile, self.network, self.results, self.steps)
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
+    def write_predicted_sweep(self, path: Path) -> None:
+        """The steps as a sweep marked predicted (``tokenpace plan`` reads it)."""
+        doc = predicted_sweep_doc(self.load, self.profile, self.network, self.per_step, self.replicas)
+        write_result(path, doc)
+
 
 def run_virtual_load(o: Mapping[str, Any], profile: Profile, network: Network) -> VirtualRun:
-    """The options' load run in virtual time; ValueError (one line) on a bad load."""
+    """The options' load run in virtual time (on ``--replicas`` engines); ValueError (one line) on
+    a bad load."""
     load = virtual_load_from_options(o)
-    results = run_virtual(load, profile, network)
-    steps = [(label, summarize_virtual(r)) for label, r in steps_of(load, results)]
-    return VirtualRun(load, profile, network, results, steps)
+    replicas = o.get("replicas") or 1
+    results = run_replicated(load, profile, network, replicas)
+    per_step = steps_of(load, results)
+    steps = [(label, summarize_virtual(r)) for label, r in per_step]
+    return VirtualRun(load, profile, network, results, steps, [r for _, r in per_step], replicas)

@@ -64,6 +64,14 @@ def plan(**o: Any) -> None:
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
     console = Console()
+    predicted = doc.get("predicted")
+    if predicted:  # a simulator's sweep: never read as a measurement
+        console.print(
+            f"PREDICTED by the simulator from the {predicted.get('kind', 'profile')} "
+            f"{predicted.get('profile', '?')}: no load was measured",
+            style="bold magenta",
+            highlight=False,
+        )
     render_sweep(doc, console)
     if o["peak_rps"] is None:
         console.print("give --peak-rps to size the fleet", style="dim")

@@ -41,7 +41,12 @@ def _positive_duration(text: str) -> float:
     type=click.IntRange(0, 65535),
     help="Port (0 picks a free one).",
 )
-@click.option("--profile", "profile_name", default=None, help="Engine profile (see --list-profiles).")
+@click.option(
+    "--profile",
+    "profile_name",
+    default=None,
+    help="Engine profile: a name (see --list-profiles) or a profile file, e.g. one from --calibrate.",
+)
 @click.option("--list-profiles", is_flag=True, help="List the profiles, their figures and sources, and exit.")
 @click.option("--network", default=None, help="Network preset: local, lan, edge-wifi, cloud-same-region, ...")
 @click.option("--rtt-ms", type=click.FloatRange(0), default=None, help="Round-trip time added per request.")
@@ -187,20 +192,54 @@ def _positive_duration(text: str) -> float:
 )
 @click.option("--shared-prefix", type=click.IntRange(0), default=0, help="Virtual: tokens shared by all.")
 @click.option(
+    "--replicas",
+    type=click.IntRange(1, 1024),
+    default=1,
+    show_default=True,
+    help="Virtual: engines behind a random router, each taking its share of the load (a what-if).",
+)
+@click.option(
     "--out",
     "out_path",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Virtual: write summary and per-request results as JSON.",
+    help="Virtual: write summary and per-request results as JSON. --calibrate: the profile to write.",
 )
+@click.option(
+    "--predicted-sweep",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Virtual: also write the steps as a sweep JSON marked predicted (tokenpace plan reads it).",
+)
+@click.option(
+    "--calibrate",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Fit a profile to a sweep or bench result (repeatable: a concurrency sweep plus an "
+    "input-length sweep); writes --out PROFILE.toml. --max-num-seqs sets a known scheduler limit.",
+)
+@click.option(
+    "--validate",
+    default=None,
+    metavar="PROFILE",
+    help="Replay held-out runs (the RUN arguments) on PROFILE in virtual time: predicted vs measured.",
+)
+@click.argument("runs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 def sim(**o: Any) -> None:
     """Serve a simulated OpenAI-compatible LLM engine on the wall clock, or run a workload in virtual time."""
     from tokenpace.app.sim_setup import describe_profiles, sim_setup
 
+    if o["calibrate"] or o["validate"] or o["runs"]:
+        _calibrate_or_validate(o)
+        return
     try:
         profile, network, faults = sim_setup(o)
     except (ValueError, OSError) as e:  # a ProfileError is a ValueError
         _fail(str(e))
+    if o["replicas"] > 1 and not o["virtual"]:
+        _fail("--replicas is a virtual-time what-if: add --virtual (a served sim is one engine)")
+    if o["predicted_sweep"] and not o["virtual"]:
+        _fail("--predicted-sweep needs --virtual")
     if o["list_profiles"]:
         click.echo(describe_profiles())
         return
@@ -217,4 +256,24 @@ def sim(**o: Any) -> None:
     try:
         serve_sim(profile, network, faults, o["host"], o["port"], o["seed"], o["otlp_endpoint"])
     except SimRefused as e:
+        _fail(str(e))
+
+
+def _calibrate_or_validate(o: dict[str, Any]) -> None:
+    from tokenpace.cli.sim_calibrate_view import calibrate_cli, validate_cli
+
+    try:
+        if o["calibrate"] and o["validate"]:
+            raise ValueError("give --calibrate or --validate, not both")
+        if o["calibrate"]:
+            if o["runs"]:
+                raise ValueError(
+                    "--calibrate takes its runs as --calibrate FILE (repeat it), not as arguments"
+                )
+            calibrate_cli(o)
+        elif o["validate"]:
+            validate_cli(o)
+        else:
+            raise ValueError("run files are arguments of --validate PROFILE only")
+    except (ValueError, OSError) as e:  # a ProfileError is a ValueError
         _fail(str(e))

@@ -36,8 +36,11 @@ def _row(label: str, summary: VirtualSummary) -> list[str]:
 def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> None:
     run = run_virtual_load(o, profile, network)
     load = run.load
+    if profile.calibrated:
+        click.echo(f"predicted: {profile.name} is a calibrated profile ({profile.calibration})")
     click.echo(
-        f"virtual run: profile {profile.name}, network {network.name} "
+        f"virtual run: profile {profile.name}{f' x {run.replicas} replicas' if run.replicas > 1 else ''}, "
+        f"network {network.name} "
         f"({network.rtt_ms:g} ms RTT), input {load.input_len.text}, output {load.output_len.text}, "
         f"seed {load.seed}; latencies in ms"
     )
@@ -50,3 +53,6 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     if o.get("out_path"):
         run.write(Path(o["out_path"]))
         click.echo(f"wrote {o['out_path']}")
+    if o.get("predicted_sweep"):
+        run.write_predicted_sweep(Path(o["predicted_sweep"]))
+        click.echo(f"wrote {o['predicted_sweep']} (a sweep of predicted steps: tokenpace plan reads it)")

@@ -11,7 +11,10 @@ import json
 from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
+
+from tokenpace.sim.profile_file import ProfileFileError, read_profile_file
 
 GB = 1e9
 
@@ -115,6 +118,13 @@ class Profile:
     network: Network
     calibration: str = ""
     sources: tuple[str, ...] = field(default_factory=tuple)
+    # A calibrated profile's record of how it was made (runs, engine, fit, residuals); see calibrated.py.
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def calibrated(self) -> bool:
+        """Fitted to measured runs (`tokenpace sim --calibrate`): what it predicts is a prediction."""
+        return bool(self.provenance)
 
     @property
     def eff_flops(self) -> float:
@@ -178,21 +188,54 @@ def profile_names() -> list[str]:
     return list(_raw()["profiles"])
 
 
+def is_profile_file(name: str) -> bool:
+    """A profile given as a file (a calibrated profile) rather than a shipped profile's name."""
+    return name.endswith(".toml") or "/" in name
+
+
+def load_profile_file(path: str | Path) -> Profile:
+    """A profile file (TOML, the shipped profiles' schema: e.g. from `tokenpace sim --calibrate`)."""
+    try:
+        name, doc = read_profile_file(path)
+    except ProfileFileError as e:
+        raise ProfileError(str(e)) from None
+    return profile_from_dict(name, doc)
+
+
 def get_profile(name: str | None = None) -> Profile:
+    """A shipped profile by name, or a profile file (TOML, e.g. from `tokenpace sim --calibrate`)."""
     name = name or default_profile_name()
+    if is_profile_file(name):
+        return load_profile_file(name)
     profiles = _raw()["profiles"]
     if name not in profiles:
-        raise ProfileError(f"unknown profile {name!r}; known: {', '.join(profiles)}")
-    p = profiles[name]
-    return Profile(
-        name=name,
-        description=p["description"],
-        served_model_name=p["served_model_name"],
-        model=ModelSpec(**p["model"]),
-        hardware=Hardware(**p["hardware"]),
-        efficiency=Efficiency(**p["efficiency"]),
-        engine=EngineConfig(**p["engine"]),
-        network=get_network(p.get("network", "local")),
-        calibration=p.get("calibration", ""),
-        sources=tuple(p.get("sources", ())),
+        raise ProfileError(
+            f"unknown profile {name!r}; known: {', '.join(profiles)} (or a profile file, PATH.toml)"
+        )
+    return profile_from_dict(name, profiles[name])
+
+
+def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
+    """A profile from its sections; `network` is a preset's name or a table of rtt_ms and jitter_ms."""
+    net = p.get("network", "local")
+    network = (
+        get_network(net)
+        if isinstance(net, str)
+        else Network(float(net["rtt_ms"]), float(net.get("jitter_ms", 0.0)), str(net.get("name", "custom")))
     )
+    try:
+        return Profile(
+            name=name,
+            description=p["description"],
+            served_model_name=p["served_model_name"],
+            model=ModelSpec(**p["model"]),
+            hardware=Hardware(**p["hardware"]),
+            efficiency=Efficiency(**p["efficiency"]),
+            engine=EngineConfig(**p["engine"]),
+            network=network,
+            calibration=p.get("calibration", ""),
+            sources=tuple(p.get("sources", ())),
+            provenance=dict(p.get("provenance", {})),
+        )
+    except (KeyError, TypeError) as e:
+        raise ProfileError(f"profile {name!r}: missing or unknown field ({e})") from None

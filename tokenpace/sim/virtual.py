@@ -137,15 +137,15 @@ class _VirtualRun:
         self.results: list[VirtualResult] = []
         self.issued = 0
         self.t = 0.0
-        self.closed = not load.rates
+        self.closed = not load.rates and not load.sends
         self.limit = load.requests or None  # closed loop: total requests
         self.horizon = None if self.limit else load.step_duration_s  # closed loop: stop sending
 
-    def send(self, at: float, step: int) -> None:
+    def send(self, at: float, step: int, lengths: tuple[int, int] | None = None) -> None:
         idx = self.issued
         self.issued += 1
-        n_out = self.output_draws.next()
-        n_in = max(1, min(self.input_draws.next(), self.engine.capacity_tokens - n_out))
+        n_in, n_out = lengths or (self.input_draws.next(), self.output_draws.next())
+        n_in = max(1, min(n_in, self.engine.capacity_tokens - n_out))
         self.sent[idx] = _Sent(step, at, n_in, n_out)
         heapq.heappush(self.heap, (at + sample_rtt(self.network, self.rtt_rng), idx))
 
@@ -154,6 +154,9 @@ class _VirtualRun:
             users = self.load.concurrency
             for _ in range(min(users, self.limit or users)):
                 self.send(0.0, 0)
+        elif self.load.sends:
+            for at, n_in, n_out in self.load.sends:
+                self.send(at, 0, (n_in, n_out))
         else:
             for at, step in ladder_send_times(self.load, self.arrivals_rng):
                 self.send(at, step)

@@ -32,9 +32,12 @@ class VirtualLoad:
     requests: int = 0  # closed loop: total requests (0: run for step_duration_s)
     shared_prefix: int = 0  # leading prompt tokens shared by every request (a system prompt)
     seed: int = 0
+    # Open loop replayed as it was sent: (send time s, input tokens, output tokens) per request, in
+    # place of rates and length draws (`tokenpace sim --validate` replays a measured run this way).
+    sends: tuple[tuple[float, int, int], ...] = ()
 
     def validate(self) -> None:
-        if not self.rates and self.concurrency <= 0:
+        if not self.rates and self.concurrency <= 0 and not self.sends:
             raise ValueError("give a rate (or a ladder of rates) or a concurrency")
         if any(r <= 0 for r in self.rates):
             raise ValueError("rates must be > 0")

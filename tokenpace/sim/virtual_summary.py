@@ -65,6 +65,7 @@ def virtual_run_doc(
     return {
         "conditions": {
             "profile": profile.name,
+            "predicted_by": "calibrated profile" if profile.calibrated else "shipped profile",
             "network": asdict(network),
             "workload": load.conditions(),
             "clock": "virtual",
