@@ -25,7 +25,7 @@ from tokenpace.gateway.config import GatewayConfig, Upstream, parse_upstream
 from tokenpace.gateway.meter import Meter
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect
-from tokenpace.wire.exchange import Exchange, ExchangeError
+from tokenpace.wire.exchange import BodyReader, Exchange, ExchangeError
 from tokenpace.wire.pool import Pool
 from tokenpace.wire.request import request_bytes, request_head
 
@@ -273,22 +273,13 @@ class Mirrors:
             record.error = meter.error or "stream ended before [DONE]"
 
 
-class _Sink:
+class _Sink(BodyReader):
     """The wire's reader for a shadow answer: every body piece to the meter, or nowhere."""
 
     __slots__ = ("on_body",)
 
     def __init__(self, meter: Meter | None) -> None:
         self.on_body = meter.feed if meter is not None else _discard
-
-    def on_head(self, ex: Exchange, now: int) -> None:
-        pass
-
-    def on_end(self, now: int) -> None:
-        pass
-
-    def on_failed(self, reason: str, now: int, lost: bool) -> None:
-        pass
 
 
 def _discard(data: bytes, now: int) -> None:

@@ -21,14 +21,14 @@ from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.wire.connection import HttpConnection
-from tokenpace.wire.exchange import Exchange
+from tokenpace.wire.exchange import BodyReader, Exchange
 
 HIGH_WATER = 256 * 1024  # client-side buffered bytes before upstream reading pauses
 LOW_WATER = 64 * 1024
 METER_SLICE = 8 * 1024  # bytes metered per loop turn: ~150 tiny events, about a millisecond
 
 
-class Relay:
+class Relay(BodyReader):
     __slots__ = (
         "backlog",
         "client",
@@ -98,15 +98,6 @@ class Relay:
             self._wake()
 
     on_body = feed  # tokenpace.wire.exchange.Reader: the head came before, the end is awaited in run
-
-    def on_head(self, ex: Exchange, now: int) -> None:
-        pass
-
-    def on_end(self, now: int) -> None:
-        pass
-
-    def on_failed(self, reason: str, now: int, lost: bool) -> None:
-        pass
 
     def _meter(self, meter: Meter, data: bytes, now: int) -> bool:
         """Meters one piece; False when the stream was cut (an event past the bound)."""

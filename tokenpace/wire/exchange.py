@@ -40,6 +40,22 @@ class Reader(Protocol):
         """``lost``: the connection ended first (else the response was malformed)."""
 
 
+class BodyReader:
+    """A ``Reader`` for callers that awaited the head already and await ``done`` for the end: only
+    ``on_body`` (its subclass's) does anything."""
+
+    __slots__ = ()
+
+    def on_head(self, ex: Exchange, now: int) -> None:
+        pass
+
+    def on_end(self, now: int) -> None:
+        pass
+
+    def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        pass
+
+
 class Exchange:
     __slots__ = (
         "chunked",
