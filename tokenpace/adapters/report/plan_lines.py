@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.adapters.report.tables import _renumber, fmt, step_numbers
+from tokenpace.adapters.report.tables import fmt, renumber, step_numbers
 
 
 def _steps_basis(a: dict[str, Any], numbers: dict[int, int]) -> list[str]:
@@ -111,7 +111,7 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     shown_above = ("SLO held up", "left out", "latency moved with time")
     out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(shown_above)]
     # the analysis counts curve places; people read the numbers of the progress lines and files
-    return [line if line.startswith("Figures rest on") else _renumber(line, numbers) for line in out]
+    return [line if line.startswith("Figures rest on") else renumber(line, numbers) for line in out]
 
 
 def _drift_lines(a: dict[str, Any]) -> list[str]:

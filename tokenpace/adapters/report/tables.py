@@ -190,7 +190,7 @@ def step_numbers(sweep: dict[str, Any]) -> dict[int, int]:
 _STEP_WORD = re.compile(r"\b(step )(\d+)\b")
 
 
-def _renumber(line: str, numbers: dict[int, int]) -> str:
+def renumber(line: str, numbers: dict[int, int]) -> str:
     """'step 5' (a curve place) -> 'step 7' (its number in the progress lines and files)."""
     return _STEP_WORD.sub(lambda m: m.group(1) + str(numbers.get(int(m.group(2)), m.group(2))), line)
 
