@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from accuracy_analysis import analyze, first_wave
+from accuracy_analysis import _join, analyze, first_wave
 from accuracy_report import MD_PATH, _f, machine, markdown, update_md
 
 HERE = Path(__file__).resolve().parent
@@ -147,6 +147,21 @@ class TruthServer:
 
 
 def run_client(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], profile: bool) -> dict:
+    data, truth = _client_run(kind, sc, workdir, cpus, profile)
+    out = analyze(data, truth)
+    out["first_wave_ttft_ms"] = first_wave(data["records"], sc.concurrency)
+    return out
+
+
+def run_client_raw(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int]) -> Any:
+    """The client's records joined with the server's truth (benchmarks/client_tail.py pools them)."""
+    data, truth = _client_run(kind, sc, workdir, cpus, False)
+    return _join(data["records"], truth)
+
+
+def _client_run(
+    kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], profile: bool
+) -> tuple[dict, dict]:
     out_path = workdir / f"{kind}-{sc.key}.json"
     with TruthServer(workdir, cpus[0], f"{kind}-{sc.key}") as server:
         cmd = [
@@ -175,9 +190,7 @@ def run_client(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], pr
         raise RuntimeError(f"{kind} client failed on {sc.key} (exit {rc})")
     data = orjson.loads(out_path.read_bytes())
     data["process"] = {"cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024, "wall_s": wall}
-    out = analyze(data, truth)
-    out["first_wave_ttft_ms"] = first_wave(data["records"], sc.concurrency)
-    return out
+    return data, truth
 
 
 # --- start-up ---

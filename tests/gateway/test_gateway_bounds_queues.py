@@ -83,7 +83,7 @@ def test_events_wait_in_their_own_queue_behind_the_records() -> None:
         gate.wait(LIVENESS_S)
 
     async def main() -> RecordSink:
-        sink = RecordSink(slow_writer, maxsize=3, events_maxsize=2)
+        sink = RecordSink(slow_writer, maxsize=3, events_maxsize=2, linger_s=0)
         sink.start()
         sink.put(RequestRecord("held"))  # taken by the writer, which then blocks
         await asyncio.sleep(0.05)

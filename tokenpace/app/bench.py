@@ -14,6 +14,7 @@ from time import perf_counter_ns
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
 from tokenpace.app.health import HealthMonitor
+from tokenpace.app.heap import frozen_heap
 from tokenpace.app.observers import RunObservers
 from tokenpace.app.outputs import SIGTERM_STOP, USER_STOP
 from tokenpace.app.preflight import resolve_model_when_ready
@@ -93,18 +94,19 @@ class BenchRun:
         ctx.secrets = secrets_of(conn.headers)  # scrubbed from any error text a record keeps
         monitor = HealthMonitor()
         await conn.observers.start()
-        monitor.start()
-        t0 = perf_counter_ns()
-        deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
-        try:
-            if not ctx.stopping:  # stopped (Ctrl-C) during the preparations: send nothing
-                await shape.drive(ctx, t0, deadline_ns)
-        finally:
+        with frozen_heap():  # no full collection of the start-up heap inside the measured window
+            monitor.start()
+            t0 = perf_counter_ns()
+            deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
             try:
-                await monitor.stop()
-                await sender.close()
+                if not ctx.stopping:  # stopped (Ctrl-C) during the preparations: send nothing
+                    await shape.drive(ctx, t0, deadline_ns)
             finally:
-                observed = await conn.observers.stop(self.records, t0, cfg.stream)
+                try:
+                    await monitor.stop()
+                    await sender.close()
+                finally:
+                    observed = await conn.observers.stop(self.records, t0, cfg.stream)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)

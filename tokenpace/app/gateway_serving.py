@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tokenpace.app.heap import freeze_startup_heap
 from tokenpace.app.run_loop import run_event_loop
 from tokenpace.app.run_store import open_for_run
 from tokenpace.gateway.config import GatewayConfig
@@ -52,6 +53,7 @@ def serve_gateway(
         writer = StoreRecordWriter(store, config, session, labels or {})
 
     def ready(gw: RunningGateway | WorkerPool) -> None:
+        freeze_startup_heap()  # no full collection walks the start-up heap while serving
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
         for m in config.mirrors:

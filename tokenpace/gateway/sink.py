@@ -25,6 +25,10 @@ from tokenpace.core.record import RequestRecord
 # Records, and the outcome events reported against them (POST /tokenpace/events), share one writer.
 Item = RequestRecord | OutcomeEvent
 BatchWriter = Callable[[list[Item]], None]
+# A batch waits up to this long for others to share its write (one SQL transaction, one append):
+# written at once per record, the writer thread's per-transaction cost took the relay's core away
+# often enough to add ~2.5 ms to TTFT P50 at 16 streams. Records are still flushed at shutdown.
+LINGER_S = 1.0
 
 
 def records_in(batch: list[Item]) -> list[RequestRecord]:
@@ -100,8 +104,10 @@ class RecordSink:
         on_drop: Callable[[], None] | None = None,
         events_maxsize: int = 10_000,
         on_event_drop: Callable[[], None] | None = None,
+        linger_s: float = LINGER_S,
     ) -> None:
         self.writer = writer
+        self.linger_s = linger_s
         self.records: deque[RequestRecord] = deque()  # at most ``maxsize``
         self.events: deque[OutcomeEvent] = deque()  # at most ``events_maxsize``
         self.maxsize = maxsize
@@ -115,6 +121,8 @@ class RecordSink:
         self.events_written = 0
         self.write_errors = 0
         self._ready = asyncio.Event()
+        self._linger: asyncio.Future[None] | None = None  # the wait for others to join a batch
+        self._closing = False
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
@@ -170,9 +178,23 @@ class RecordSink:
         while True:
             await self._ready.wait()
             self._ready.clear()
+            if self.linger_s > 0 and not self._closing and len(self.records) + len(self.events) < self.batch:
+                await self._linger_a_while()
             while batch := self._take():
                 await self._write(batch)
             self._idle.set()
+
+    async def _linger_a_while(self) -> None:
+        """Up to ``linger_s`` for more items to share this write; ``close`` ends it early. A plain
+        future, not ``wait_for`` on an event: a cancel arriving as the wait ends is never lost."""
+        loop = asyncio.get_running_loop()
+        self._linger = linger = loop.create_future()
+        timer = loop.call_later(self.linger_s, _settle, linger, None)
+        try:
+            await linger
+        finally:
+            timer.cancel()
+            self._linger = None
 
     async def _write(self, batch: list[Item]) -> None:
         assert self.writer is not None
@@ -197,6 +219,9 @@ class RecordSink:
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        self._closing = True
+        if self._linger is not None:
+            _settle(self._linger, None)
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self._idle.wait(), timeout_s)
         self._task.cancel()
