@@ -15,7 +15,7 @@ import pytest
 from gateway.bounds_harness import MANY_LANES, Beside, assert_healthy_beside, beside, run_bounds
 from gateway.test_gateway_hostile import AUTH, chat, stream, wait_records
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway import proxy, relay
+from tokenpace.gateway import heads, proxy, relay
 from tokenpace.gateway.serve import RunningGateway
 
 LIVENESS_S = 10.0  # "it ended", not a timing measurement
@@ -92,7 +92,7 @@ def test_a_bug_of_ours_still_leaves_one_record_and_the_gateway_serves_on(
     tmp_path, monkeypatch, caplog
 ) -> None:
     monkeypatch.setattr(relay.Relay, "_meter", _fail_for("plain-relay-bug", relay.Relay._meter))
-    monkeypatch.setattr(proxy, "response_head", _fail_for("plain-head-bug", proxy.response_head))
+    monkeypatch.setattr(proxy, "response_head", _fail_for("plain-head-bug", heads.response_head))
 
     async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
         async def hostile() -> tuple[int, bool]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -109,9 +110,10 @@ def _itl_ms(ok: Sequence[RequestRecord]) -> np.ndarray:
     streams = [r.token_ns for r in ok if len(r.token_ns) > 1]
     if not streams:
         return np.empty(0)
-    flat = np.fromiter((t for s in streams for t in s), dtype=np.int64)
+    sizes = [len(s) for s in streams]
+    flat = np.fromiter(chain.from_iterable(streams), dtype=np.int64, count=sum(sizes))
     gaps = np.diff(flat)
-    ends = np.cumsum([len(s) for s in streams])[:-1] - 1  # a gap across two records: not a gap
+    ends = np.cumsum(sizes)[:-1] - 1  # a gap across two records: not a gap
     return np.delete(gaps, ends) / NS_PER_MS
 
 
@@ -188,7 +190,8 @@ class RunningSummary:
             )
 
     def _ok(self, r: RequestRecord, values: dict[str, list[float]]) -> None:
-        for name, ns in (("ttft_ms", ttft_ns(r)), ("e2e_ms", e2e_ns(r)), ("tpot_ms", tpot_ns(r))):
+        tpot = tpot_ns(r)
+        for name, ns in (("ttft_ms", ttft_ns(r)), ("e2e_ms", e2e_ns(r)), ("tpot_ms", tpot)):
             if ns is not None:
                 values[name].append(ns / NS_PER_MS)
         if r.first_answer_ns is not None:
@@ -206,7 +209,7 @@ class RunningSummary:
         self.tokens.add(r)
         if self.slo.is_empty():
             return
-        if self.slo.tpot_ms is not None and r.output_tokens > 1 and tpot_ns(r) is None:
+        if self.slo.tpot_ms is not None and r.output_tokens > 1 and tpot is None:
             self.tpot_unjudged += 1
         self.good_from_send += meets_slo(r, self.slo)
         if self.open_loop:

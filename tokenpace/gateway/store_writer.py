@@ -37,8 +37,9 @@ from tokenpace.gateway.config import GatewayConfig, Upstream
 RUN_KIND = "gateway"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # At the session's end, a run of at most this many records gets the exact summary (loaded and
-# summarised in a few seconds, well inside --shutdown-timeout); a longer one keeps the sketch's.
-EXACT_SUMMARY_MAX_RECORDS = 50_000
+# summarised in about 2 s on a busy 2-core VM, inside the writer's share of --shutdown-timeout);
+# a longer one keeps the sketch's (benchmarks/store_summary.py: 100 000 records took 16 s, 1 GB).
+EXACT_SUMMARY_MAX_RECORDS = 10_000
 
 
 def _safe_url(url: str) -> str:
