@@ -15,6 +15,7 @@ import pytest
 from gateway.bounds_harness import MANY_LANES, Beside, assert_healthy_beside, beside, run_bounds
 from gateway.test_gateway_hostile import AUTH, chat, stream, wait_records
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.workload.prompt_shape import prompt_shape
 from tokenpace.gateway import heads, proxy, relay
 from tokenpace.gateway.serve import RunningGateway
 
@@ -80,7 +81,9 @@ def _fail_for(model: str, original):
     def wrapped(*args, **kw):
         records = [a for a in (*args, *kw.values()) if isinstance(a, RequestRecord)]
         records += [a.record for a in args if isinstance(getattr(a, "record", None), RequestRecord)]
-        if any(r.labels.get("model") == model for r in records):
+        bodies = [a for a in args if isinstance(a, dict)]  # a request's parsed body
+        named = [r.labels.get("model") for r in records] + [b.get("model") for b in bodies]
+        if model in named:
             raise RuntimeError("injected fault")
         return original(*args, **kw)
 
@@ -88,39 +91,41 @@ def _fail_for(model: str, original):
 
 
 @pytest.mark.timing
-def test_a_bug_of_ours_still_leaves_one_record_and_the_gateway_serves_on(
-    tmp_path, monkeypatch, caplog
-) -> None:
+def test_a_bug_of_ours_still_leaves_one_record_and_serving_goes_on(tmp_path, monkeypatch, caplog) -> None:
     monkeypatch.setattr(relay.Relay, "_meter", _fail_for("plain-relay-bug", relay.Relay._meter))
     monkeypatch.setattr(proxy, "response_head", _fail_for("plain-head-bug", heads.response_head))
+    monkeypatch.setattr(proxy, "prompt_shape", _fail_for("plain-shape-bug", prompt_shape))
 
     async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
-        async def hostile() -> tuple[int, bool]:
-            async with s.post(
-                gw.url + "/v1/chat/completions", json=chat("plain-head-bug"), headers=AUTH
-            ) as r:
-                status = r.status
-                await r.read()
+        async def hostile() -> tuple[list[int], bool]:
+            statuses = []
+            for model in ("plain-head-bug", "plain-shape-bug"):
+                async with s.post(gw.url + "/v1/chat/completions", json=chat(model), headers=AUTH) as r:
+                    statuses.append(r.status)
+                    await r.read()
             _, broke = await stream(s, gw.url, "plain-relay-bug")
-            return status, broke
+            return statuses, broke
 
-        (status, broke), healthy = await beside(s, gw.url, gw.admin_url, hostile(), lanes=MANY_LANES)
+        (statuses, broke), healthy = await beside(s, gw.url, gw.admin_url, hostile(), lanes=MANY_LANES)
         assert_healthy_beside(healthy, direct)
-        assert status == 500 and broke  # no head yet: a 500; mid-stream: the stream is cut
-        await wait_records(records, len(healthy.ttft_s) + 2)
+        assert statuses == [500, 500] and broke  # no head yet: a 500; mid-stream: the stream is cut
+        await wait_records(records, len(healthy.ttft_s) + 3)
         got, broke = await stream(s, gw.url, "healthy")  # still serving
         assert got and not broke
         async with s.get(gw.admin_url + "/metrics") as r:
-            assert 'tokenpace_gateway_rejected_requests_total{reason="internal_error"} 2.0' in await r.text()
+            text = await r.text()
+        assert 'tokenpace_gateway_rejected_requests_total{reason="internal_error"} 3.0' in text, [
+            line for line in text.splitlines() if "internal_error" in line
+        ]
 
     with caplog.at_level(logging.INFO):
         records = run_bounds(tmp_path, body, lanes=MANY_LANES)
     bugs = {r.labels["model"]: r for r in records if "bug" in r.labels["model"]}
-    assert len([r for r in records if "bug" in r.labels["model"]]) == 2  # one each, never two
-    head, mid = bugs["plain-head-bug"], bugs["plain-relay-bug"]
-    assert head.labels["outcome"] == mid.labels["outcome"] == "internal_error"
-    assert head.error == mid.error == "internal error (RuntimeError)"
-    assert head.status.value == "http_error" and head.http_status == 500
+    assert len([r for r in records if "bug" in r.labels["model"]]) == 3  # one each, never two
+    head, shape, mid = bugs["plain-head-bug"], bugs["plain-shape-bug"], bugs["plain-relay-bug"]
+    assert head.labels["outcome"] == shape.labels["outcome"] == mid.labels["outcome"] == "internal_error"
+    assert head.error == shape.error == mid.error == "internal error (RuntimeError)"
+    assert head.status.value == shape.status.value == "http_error" and head.http_status == 500
     assert mid.status.value == "stream_interrupted"
     assert all(r.labels["outcome"] == "ok" for r in records if "bug" not in r.labels["model"])
     assert "Traceback" not in caplog.text and "injected fault" not in caplog.text

@@ -247,7 +247,6 @@ class Gateway:
                 return self._refuse(request, "body_not_object", resp)
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
-            shape = prompt_shape(parsed, self.config.keep_prompts)
             if parsed.get("stream") is not True and self.budget.exhausted:  # refused before any work
                 return self._refuse(request, "memory_budget", errors.busy("gateway memory budget in use"))
         sticky = request.headers.get(self.config.sticky_header)
@@ -256,7 +255,8 @@ class Gateway:
         record = None
         if dialect is not None:
             record = self.new_record(request, upstream, dialect, model, key, start)
-            opened.append(record)
+            opened.append(record)  # from here a fault of ours is recorded (``handle``)
+            shape = prompt_shape(parsed, self.config.keep_prompts)
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
             record.prompt_text = shape.text
             if self.traces is not None:  # continue the client's trace, or start one
