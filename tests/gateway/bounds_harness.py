@@ -27,6 +27,7 @@ from tokenpace.gateway.serve import RunningGateway
 
 T = TypeVar("T")
 HEALTHY_LANES = 3
+MANY_LANES = 8  # the issue's "8-16 healthy streams beside it", where a test asks for them
 ADMIN_KEY = "admin-key"  # the probe sends it: a test may turn admin keys on
 METRICS_PROBE_S = 0.2
 # Peak RSS growth allowed while one test's hostile request runs (the test process holds the
@@ -71,7 +72,9 @@ async def healthy_once(s: aiohttp.ClientSession, url: str, out: Beside) -> None:
     out.ttft_s.append(first - t0)
 
 
-async def direct_ttft_p50(s: aiohttp.ClientSession, upstream_url: str, rounds: int = 3) -> float:
+async def direct_ttft_p50(
+    s: aiohttp.ClientSession, upstream_url: str, rounds: int = 3, lanes: int = HEALTHY_LANES
+) -> float:
     """The healthy stream's time to first byte straight from the upstream (base URL without /v1),
     with as many lanes at once as beside the hostile request."""
     out = Beside()
@@ -81,15 +84,15 @@ async def direct_ttft_p50(s: aiohttp.ClientSession, upstream_url: str, rounds: i
         for _ in range(rounds):
             await healthy_once(s, url, out)
 
-    await asyncio.gather(*(lane() for _ in range(HEALTHY_LANES)))
+    await asyncio.gather(*(lane() for _ in range(lanes)))
     assert not out.failed, out.failed
     return out.ttft_p50
 
 
 async def beside(
-    s: aiohttp.ClientSession, url: str, admin_url: str, hostile: Awaitable[T]
+    s: aiohttp.ClientSession, url: str, admin_url: str, hostile: Awaitable[T], lanes: int = HEALTHY_LANES
 ) -> tuple[T, Beside]:
-    """Runs ``hostile`` to its end with healthy lanes and the /metrics probe beside it."""
+    """Runs ``hostile`` to its end with ``lanes`` healthy streams and the /metrics probe beside it."""
     out = Beside()
     rss0 = peak_rss_mb()
     task = asyncio.ensure_future(hostile)
@@ -110,7 +113,7 @@ async def beside(
                 return
             await asyncio.sleep(METRICS_PROBE_S)
 
-    await asyncio.gather(*(lane() for _ in range(HEALTHY_LANES)), probe())
+    await asyncio.gather(*(lane() for _ in range(lanes)), probe())
     result = await task
     out.rss_growth_mb = peak_rss_mb() - rss0
     return result, out
@@ -127,25 +130,28 @@ def assert_healthy_beside(out: Beside, direct_p50_s: float) -> None:
 Body = Callable[[RunningGateway, aiohttp.ClientSession, list[RequestRecord], float], Awaitable[None]]
 
 
-def run_bounds(tmp_path: Path, body: Body, **cfg: object) -> list[RequestRecord]:
+def run_bounds(
+    tmp_path: Path, body: Body, lanes: int = HEALTHY_LANES, upstream: str = "up={url}", **cfg: object
+) -> list[RequestRecord]:
     """A hostile upstream and a gateway in front of it (records to JSONL and ``records``); ``body``
-    gets the direct healthy TTFT P50 to compare with."""
+    gets the direct healthy TTFT P50 (``lanes`` streams at once) to compare with. ``upstream``: the
+    ``--upstream`` value, ``{url}`` the hostile upstream's."""
     records: list[RequestRecord] = []
 
     async def main() -> None:
         async with HostileUpstream() as up:
             options = {"first_token_timeout_s": 10.0, "stall_timeout_s": 2.0, **cfg}
             config = GatewayConfig(
-                upstreams=(parse_upstream(f"up={up.url}"),),
+                upstreams=(parse_upstream(upstream.format(url=up.url)),),
                 port=0,
                 records_path=str(tmp_path / "records.jsonl"),
                 **options,  # type: ignore[arg-type]
             )
             async with aiohttp.ClientSession(auto_decompress=False) as s:
-                direct = await direct_ttft_p50(s, up.url)
+                direct = await direct_ttft_p50(s, up.url, lanes=lanes)
                 async with RunningGateway(config, on_record=records.append) as gw:
                     warm = Beside()  # first connections and lazy imports: not what is measured
-                    await asyncio.gather(*(healthy_once(s, gw.url, warm) for _ in range(HEALTHY_LANES)))
+                    await asyncio.gather(*(healthy_once(s, gw.url, warm) for _ in range(lanes)))
                     assert not warm.failed, warm.failed
                     await asyncio.sleep(0.2)  # the upstream's /v1/models, asked at start
                     records.clear()

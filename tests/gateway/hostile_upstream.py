@@ -14,6 +14,8 @@ plain-*    the healthy stream (a name of the test's own to find its records by)
 echo-auth  one token, then an error event echoing its Authorization, Basic decoded
 big        BIG_BYTES of token events as fast as the reader takes them, then [DONE]
 liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
+
+``GET .../models`` lists LISTED_MODELS (what the gateway asks once half its model label slots are taken).
 """
 
 from __future__ import annotations
@@ -39,6 +41,12 @@ FLOOD_TOKENS = 20_000
 BIG_BYTES = 8 * 1024 * 1024
 BIG_TOKEN = TOKEN.replace(b'"tok"', b'"' + b"t" * 4000 + b'"')
 LIAR_TOKENS = 10**12
+LISTED_MODELS = ("healthy", "plain-listed")
+_LISTING = orjson.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in LISTED_MODELS]})
+_LISTING_ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%b" % (
+    len(_LISTING),
+    _LISTING,
+)
 _LIAR_USAGE = b'"completion_tokens":%d' % LIAR_TOKENS
 LIAR = [*HEALTHY[:4], HEALTHY[4].replace(b'"completion_tokens":3', _LIAR_USAGE), HEALTHY[5]]
 ODD = [
@@ -106,6 +114,11 @@ class HostileUpstream:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 self.seen_heads.append(head)
+                line = head[: head.find(b"\r\n")]
+                if line.startswith(b"GET ") and b"/models " in line:
+                    writer.write(_LISTING_ANSWER)
+                    await writer.drain()
+                    continue
                 length = 0
                 for line in head.split(b"\r\n"):
                     if line.lower().startswith(b"content-length:"):

@@ -123,3 +123,29 @@ def test_mirror_options_are_checked():
             mirrors=(parse_mirror("a=http://127.0.0.1:2/v1"),),
         )
     assert mirrored(b"anyone", 1.0) and mirrored(b"u1", 0.5) == mirrored(b"u1", 0.5)
+
+
+def test_a_bug_of_ours_in_a_shadow_copy_is_recorded_and_its_worker_lives_on(monkeypatch):
+    from tokenpace.gateway import mirror
+
+    calls = []
+    read = mirror.Mirrors._read
+
+    async def first_fails(*args, **kw):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("injected fault")
+        return await read(*args, **kw)
+
+    monkeypatch.setattr(mirror.Mirrors, "_read", staticmethod(first_fails))
+
+    async def main() -> None:
+        async with ScriptedServer(LIVE) as up, ScriptedServer(LIVE) as cand:
+            live, shadow, _ = await _traffic(up.url, f"cand={cand.url}", 3, mirror_concurrency=1)
+        assert len(live) == 3 and all(r.status is Status.OK for r in live)
+        assert len(shadow) == 3  # the one worker survived the first copy's fault
+        first = next(r for r in shadow if r.labels["outcome"] == "internal_error")
+        assert first.error == "internal error (RuntimeError)"
+        assert sum(r.status is Status.OK for r in shadow) == 2
+
+    asyncio.run(asyncio.wait_for(main(), 60))

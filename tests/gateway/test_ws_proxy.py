@@ -300,3 +300,25 @@ def test_an_upstream_that_never_answers_the_upgrade_gets_a_502_after_the_connect
     status, records = asyncio.run(asyncio.wait_for(main(), 20))
     (rec,) = records
     assert status == 502 and rec.labels["outcome"] == "connect_error"
+
+
+def test_a_bug_of_ours_mid_session_ends_its_open_responses_as_internal_error(monkeypatch: pytest.MonkeyPatch):
+    class Faulty(web.WebSocketResponse):  # the gateway's side towards the client only
+        async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
+            raise RuntimeError("injected fault")
+
+    monkeypatch.setattr(ws_proxy, "web", type("web", (), {"WebSocketResponse": Faulty}))
+
+    async def go(gw: RunningGateway, up: EchoUpstream) -> int | None:
+        async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:
+            await ws.send_str(orjson.dumps(CREATE).decode())  # a response opened (echoed back)
+            await ws.receive()
+            await ws.send_bytes(b"echoed: relaying it back fails")
+            msg = await ws.receive()
+            assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+            return ws.close_code
+
+    code, records, _ = with_echo(go)
+    assert code == 1011
+    (rec,) = records
+    assert rec.labels["outcome"] == "internal_error" and rec.error == "internal error (RuntimeError)"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from tokenpace.adapters.store import Store
 from tokenpace.core.analysis.conditions import differing_fields, gate_mismatches
 from tokenpace.core.analysis.history import DEFAULT_MIN_SHIFT, History, analyse_history
 from tokenpace.core.analysis.runnoise import RunNoise, pool
+from tokenpace.core.running_summary import sketch_error
 
 
 def history(
@@ -28,6 +30,7 @@ def history(
     if limit is not None:
         runs = runs[:limit]
     runs.reverse()
+    refuse_finer_than_sketch(metric, min_shift, [r.summary for r in runs])
     hist = analyse_history(
         [(r.id, r.started_at, r.summary) for r in runs],
         metric,
@@ -41,6 +44,20 @@ def history(
     for r in runs[1:]:
         varying.update(f for f, _, _ in differing_fields(runs[0].conditions, r.conditions))
     return hist, sorted(varying)
+
+
+def refuse_finer_than_sketch(metric: str, min_shift: float, summaries: list[dict[str, Any]]) -> None:
+    """A long gateway run's stored percentiles come from a sketch (within 1 %): two of them may
+    differ by twice that with nothing changed, so a shift smaller than that cannot be judged."""
+    if "." not in metric:
+        return  # whole-run numbers (throughput, goodput, error rate) are exact in every summary
+    err = max((sketch_error(s) for s in summaries), default=0.0)
+    if err and min_shift < 2 * err:
+        raise ValueError(
+            f"--min-shift {min_shift:.1%} is finer than these runs' percentiles can tell: some are "
+            f"from a sketch within {err:.0%} of the exact value (a long gateway run), so use "
+            f"--min-shift {2 * err:.0%} or more"
+        )
 
 
 def history_noise(store: Store, hist: History) -> RunNoise | None:

@@ -23,6 +23,7 @@ from aiohttp import web
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, Upstream, parse_upstream
 from tokenpace.gateway.meter import Meter
+from tokenpace.gateway.outcome import Outcome, internal_error_text
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect
 from tokenpace.wire.exchange import BodyReader, Exchange, ExchangeError
@@ -226,11 +227,14 @@ class Mirrors:
             record.error = str(exc)[:200]
         except OSError as exc:
             record.status, record.error = Status.CONNECT_ERROR, f"{type(exc).__name__}: {exc}"[:200]
+        except Exception as exc:  # a bug of ours: recorded as such, and the worker lives on
+            record.status, record.error = Status.HTTP_ERROR, internal_error_text(exc)
+            record.labels["outcome"] = Outcome.INTERNAL_ERROR.value
         finally:
             if conn is not None:
                 origin.drop(conn)
         record.end_ns = perf_ns()
-        record.labels["outcome"] = record.status.value
+        record.labels.setdefault("outcome", record.status.value)
         return record
 
     @staticmethod

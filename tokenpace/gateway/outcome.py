@@ -20,6 +20,9 @@ class Outcome(str, Enum):
     CLIENT_DISCONNECT = "client_disconnect"  # the client went away; the upstream request was cancelled
     # The client read nothing for the stall timeout while the upstream waited on it: cut, its doing.
     CLIENT_SLOW = "client_slow"
+    # A bug of ours ended the request (an unexpected exception): the client got a 500, or its
+    # stream was cut; the record names the exception's type.
+    INTERNAL_ERROR = "internal_error"
 
 
 STATUS = {
@@ -32,4 +35,20 @@ STATUS = {
     Outcome.PROTOCOL_ERROR: Status.PROTOCOL_ERROR,
     Outcome.CLIENT_DISCONNECT: Status.CANCELLED,
     Outcome.CLIENT_SLOW: Status.CANCELLED,
+    Outcome.INTERNAL_ERROR: Status.HTTP_ERROR,  # STREAM_INTERRUPTED when the head was sent already
 }
+
+
+class InternalFault(Exception):
+    """A bug of ours in a callback (the relay's, the meter's): carried to the request's handler, so
+    the record blames the gateway, not the upstream."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(type(cause).__name__)
+        self.cause = cause
+
+
+def internal_error_text(exc: BaseException) -> str:
+    """The record's error for a fault of ours: its type only (no message, no traceback)."""
+    cause = exc.cause if isinstance(exc, InternalFault) else exc
+    return f"internal error ({type(cause).__name__})"

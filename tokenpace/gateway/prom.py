@@ -30,6 +30,7 @@ IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
 # the request outcomes that count as errors, as a PromQL regex (alert rules, per arm and overall)
 ERROR_OUTCOMES = (
     "http_error|connect_error|timeout_before_first_token|stall|upstream_abort_mid_stream|protocol_error"
+    "|internal_error"
 )
 
 

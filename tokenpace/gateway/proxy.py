@@ -4,7 +4,6 @@ measures the copy it sees on the way (see meter.py). One record per generation r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
 from collections.abc import Callable
@@ -14,7 +13,6 @@ from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_urldispatcher import _default_expect_handler
 
-from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.prompt_shape import prompt_shape
 from tokenpace.gateway import errors
@@ -39,10 +37,11 @@ from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.model_list import listed_models
 from tokenpace.gateway.otlp import Traces, join_trace, with_traceparent
-from tokenpace.gateway.outcome import STATUS, Outcome
+from tokenpace.gateway.outcome import Outcome, internal_error_text
 from tokenpace.gateway.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.ratelog import RateLimitedLog
 from tokenpace.gateway.realtime_meter import RealtimeMeter
+from tokenpace.gateway.record_end import finish_record, record_internal_error
 from tokenpace.gateway.records import RecordMaker
 from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
@@ -65,8 +64,6 @@ HOP_AND_ID = HOP | {REQUEST_ID}  # a shadow copy carries its own id
 KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
 OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
 OptDialect = Dialect | None
-
-_NOT_OURS_TO_BLAME = (Outcome.HTTP_ERROR, Outcome.CONNECT_ERROR)
 
 
 class Gateway:
@@ -197,6 +194,16 @@ class Gateway:
         return refusal
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
+        """Every proxied request; an exception of ours still leaves its record (``internal_error``)
+        and reaches the server, which answers 500 (or closes) and counts it."""
+        opened: list[RequestRecord] = []  # the request's record once opened, for the safety net
+        try:
+            return await self._handle(request, opened)
+        except Exception as exc:
+            record_internal_error(self, request, exc, opened[0] if opened else None)
+            raise
+
+    async def _handle(self, request: web.Request, opened: list[RequestRecord]) -> web.StreamResponse:
         start = perf_ns()
         keys = self.config.client_keys
         if keys and not bearer_ok(request, keys):
@@ -240,7 +247,6 @@ class Gateway:
                 return self._refuse(request, "body_not_object", resp)
             model = parsed.get("model") if isinstance(parsed.get("model"), str) else None
             user = parsed.get("user")
-            shape = prompt_shape(parsed, self.config.keep_prompts)
             if parsed.get("stream") is not True and self.budget.exhausted:  # refused before any work
                 return self._refuse(request, "memory_budget", errors.busy("gateway memory budget in use"))
         sticky = request.headers.get(self.config.sticky_header)
@@ -249,6 +255,8 @@ class Gateway:
         record = None
         if dialect is not None:
             record = self.new_record(request, upstream, dialect, model, key, start)
+            opened.append(record)  # from here a fault of ours is recorded (``handle``)
+            shape = prompt_shape(parsed, self.config.keep_prompts)
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
             record.prompt_text = shape.text
             if self.traces is not None:  # continue the client's trace, or start one
@@ -278,6 +286,9 @@ class Gateway:
         self.metrics.in_flight.inc()
         try:
             return await proxy_session(request, self.ws_upstreams, upstream, meter)
+        except Exception as exc:  # a bug of ours: every open response's record says so
+            meter.close(Outcome.INTERNAL_ERROR, internal_error_text(exc))
+            raise
         finally:
             self.metrics.in_flight.dec()
 
@@ -371,25 +382,4 @@ class Gateway:
         dialect: Dialect | None = None,
         itl: ItlCounts | None = None,
     ) -> None:
-        if record is None:
-            return
-        record.end_ns = perf_ns()
-        if meter is not None and meter.protocol_error and outcome not in _NOT_OURS_TO_BLAME:
-            # The stream broke first: what followed (the client leaving, a missing [DONE]) is a
-            # consequence, kept after the reason.
-            then = f"; then {error}" if error and outcome is not Outcome.PROTOCOL_ERROR else ""
-            outcome, error = Outcome.PROTOCOL_ERROR, (meter.protocol_error + then)[:200]
-        record.status = STATUS[outcome]
-        record.labels["outcome"] = outcome.value
-        # an upstream may echo a key back in its error: the ones we hold by value, others by pattern
-        record.error = scrub_secrets(error, self.secrets)
-        self.metrics.observe(record, itl)
-        self.sink.put(record)
-        if self.engines is not None:
-            self.engines.add(record)
-        if self.traces is not None:
-            with contextlib.suppress(Exception):  # tracing must never fail a request
-                self.traces.record(record, dialect.operation if dialect else "chat")
-        if self.on_record is not None:
-            with contextlib.suppress(Exception):
-                self.on_record(record)
+        finish_record(self, record, outcome, error, meter, dialect, itl)

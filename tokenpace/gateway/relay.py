@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.meter import Meter
+from tokenpace.gateway.outcome import InternalFault
 from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.wire.connection import HttpConnection
@@ -36,6 +37,7 @@ class Relay(BodyReader):
         "conn",
         "dog",
         "drain",
+        "fault",
         "framed",
         "itl",
         "loop",
@@ -70,12 +72,19 @@ class Relay(BodyReader):
         self.paused = False  # upstream reading paused: the client reads slower
         self.client_gone = False
         self.stopped = False  # the request is over: metering what is left would change its record
+        self.fault: Exception | None = None  # a bug of ours in a callback: the request ends on it
         self.wake: asyncio.Future[None] | None = None
         self.loop = asyncio.get_running_loop()
         # Bytes forwarded, not yet metered: at most one upstream read, as reading pauses meanwhile.
         self.backlog: deque[tuple[memoryview, int]] = deque()
 
     def feed(self, data: bytes, now: int) -> None:
+        try:
+            self._forward(data, now)
+        except Exception as exc:  # ours: raised into the HTTP parser it would read as a malformed upstream
+            self._fail(exc)
+
+    def _forward(self, data: bytes, now: int) -> None:
         meter = self.meter
         if meter is not None:
             if self.backlog or len(data) > METER_SLICE:
@@ -130,7 +139,22 @@ class Relay(BodyReader):
             self.loop.call_soon(self._meter_slice)
         self.backlog.append((memoryview(data), now))
 
+    def _fail(self, exc: Exception) -> None:
+        """Stop relaying and metering; ``run`` raises it (``InternalFault``) in the request's handler."""
+        if self.fault is None:
+            self.fault = exc
+        self.stopped = True
+        self.backlog.clear()
+        self._pause_upstream()  # no more pieces: the connection is dropped once ``run`` raises
+        self._wake()
+
     def _meter_slice(self) -> None:
+        try:
+            self._meter_next_slice()
+        except Exception as exc:  # ours: a loop callback's exception would only be logged
+            self._fail(exc)
+
+    def _meter_next_slice(self) -> None:
         """One slice of the backlog per loop turn; reading resumes when it is all metered."""
         meter = self.meter
         if self.stopped or meter is None or not self.backlog:
@@ -191,7 +215,7 @@ class Relay(BodyReader):
         the client went away (``client_gone``)."""
         loop = self.loop
         ex.attach(self)
-        while not self.client_gone:
+        while not self.client_gone and self.fault is None:
             if self.paused:  # also after the upstream is done: the client must read what is held
                 await self._client_drained()
                 self.paused = False
@@ -204,5 +228,7 @@ class Relay(BodyReader):
             self.wake = loop.create_future()
             waits = (self.wake,) if ex.done.done() else (ex.done, self.wake)
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if self.fault is not None:
+            raise InternalFault(self.fault)
         if not self.client_gone:
             ex.done.result()

@@ -4,10 +4,13 @@ Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<n
 (plus the upstream's version/region), so ``tokenpace compare source=gateway,arm=a
 source=gateway,arm=b`` puts the newest session's arm A against its arm B. A run is created when its
 first record arrives; later batches are appended (records and ``record_count`` in one transaction).
-Each run's ``summary`` (``tokenpace.core.metrics.summarize`` over all its stored records, so
-``tokenpace compare`` fills its whole-run rows) is recomputed after an append at most every
-``summary_every_s`` (the first batch at once), and once more, with confidence intervals, at the
-session's end (``finish``).
+Each run's ``summary`` (so ``tokenpace compare`` fills its whole-run rows) is kept as batches are
+written (``core.running_summary``: exact counts, rates and goodput, percentiles from a sketch within
+1 %, a memory that does not grow with the run) and stored after an append at most every
+``summary_every_s`` (the first batch at once): never by reloading the run's records. At the
+session's end (``finish``) the sketch summary is stored first, then, for a run of at most
+``EXACT_SUMMARY_MAX_RECORDS`` records, replaced by the exact one with confidence intervals
+(``tokenpace.core.metrics.summarize`` over its stored records); ``percentiles_from`` says which.
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
 sink counts the batch as dropped. Traffic never waits on it.
@@ -28,10 +31,15 @@ from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.running_summary import RunningSummary
 from tokenpace.gateway.config import GatewayConfig, Upstream
 
 RUN_KIND = "gateway"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+# At the session's end, a run of at most this many records gets the exact summary (loaded and
+# summarised in about 2 s on a busy 2-core VM, inside the writer's share of --shutdown-timeout);
+# a longer one keeps the sketch's (benchmarks/store_summary.py: 100 000 records took 16 s, 1 GB).
+EXACT_SUMMARY_MAX_RECORDS = 10_000
 
 
 def _safe_url(url: str) -> str:
@@ -41,11 +49,12 @@ def _safe_url(url: str) -> str:
 
 
 class _Arm:
-    __slots__ = ("run_id", "seq", "summarized", "upstream")
+    __slots__ = ("run_id", "running", "seq", "summarized", "upstream")
 
-    def __init__(self, run_id: str, upstream: Upstream) -> None:
+    def __init__(self, run_id: str, upstream: Upstream, running: RunningSummary) -> None:
         self.run_id = run_id
         self.upstream = upstream
+        self.running = running  # the summary of the records stored so far, kept as they are
         self.seq = -1  # -1: the run is not in the store yet
         self.summarized = float("-inf")  # monotonic time of the last summary
 
@@ -73,7 +82,7 @@ class StoreRecordWriter:
         self.shadows = {m.name for m in config.mirrors}  # mirrored candidates: shadow arms
         for u in (*config.upstreams, *(m.upstream for m in config.mirrors)):
             name = _ID_SAFE.sub("_", u.name)[:40]
-            self.arms[u.name] = _Arm(f"gw-{session[:16]}-{name}", u)
+            self.arms[u.name] = _Arm(f"gw-{session[:16]}-{name}", u, RunningSummary(config.slo))
 
     def run_labels(self, up: Upstream) -> dict[str, str]:
         return {
@@ -126,25 +135,41 @@ class StoreRecordWriter:
             except StoreError as exc:
                 failed = exc
                 continue
+            try:
+                arm.running.add(records)  # only what was stored
+            except Exception:  # bookkeeping must never fail a stored batch
+                self.summary_errors += 1
             if time.monotonic() - arm.summarized >= self.summary_every_s:
-                self._summarize(arm, with_ci=False)
+                self._store_running(arm)
         if failed is not None:
             raise failed
 
     def finish(self) -> None:
-        """At the session's end, after the last batch: every stored run's final summary."""
-        for arm in self.arms.values():
-            if arm.seq > 0:
-                self._summarize(arm, with_ci=True)
+        """At the session's end, after the last batch: every stored run's final summary. The
+        sketch's first (at once, for every run), then the exact one where the run is short enough:
+        a shutdown cut short still leaves each run a summary of all its records."""
+        stored = [arm for arm in self.arms.values() if arm.seq > 0]
+        for arm in stored:
+            self._store_running(arm)
+        for arm in stored:
+            if arm.seq <= EXACT_SUMMARY_MAX_RECORDS:
+                self._store_exact(arm)
 
-    def _summarize(self, arm: _Arm, with_ci: bool) -> None:
+    def _store_running(self, arm: _Arm) -> None:
         """Never fails the batch: its records are stored already; a failed summary is counted."""
         arm.summarized = time.monotonic()
         try:
-            records = self.store.load_records(arm.run_id)
-            summary = summarize(records, self.config.slo, with_ci=with_ci).to_dict()
-            self.store.set_summary(arm.run_id, summary)
+            self.store.set_summary(arm.run_id, arm.running.to_dict())
         except Exception:  # bookkeeping must never stop the writer
+            self.summary_errors += 1
+
+    def _store_exact(self, arm: _Arm) -> None:
+        try:
+            records = self.store.load_records(arm.run_id)
+            summary = summarize(records, self.config.slo, with_ci=True).to_dict()
+            summary["percentiles_from"] = "records"
+            self.store.set_summary(arm.run_id, summary)
+        except Exception:  # the sketch's summary stays
             self.summary_errors += 1
 
     def _append(self, arm: _Arm, records: list[RequestRecord]) -> None:

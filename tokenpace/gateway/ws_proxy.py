@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -21,7 +21,7 @@ from aiohttp import web
 
 from tokenpace.gateway import errors
 from tokenpace.gateway.config import Upstream
-from tokenpace.gateway.outcome import Outcome
+from tokenpace.gateway.outcome import Outcome, internal_error_text
 from tokenpace.gateway.realtime_meter import RealtimeMeter
 
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one WebSocket message, either way
@@ -130,7 +130,11 @@ async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMete
         code, reason = closes[0] if closes else (1001, "")  # 1001: the client went away
         with contextlib.suppress(Exception):
             await asyncio.wait_for(up.close(code=code, message=reason.encode()), 1.0)
-    if to_up in done:
+    fault = _our_fault(done)
+    if fault is not None:  # a bug of ours, not either peer's doing: the open responses say so
+        meter.close(Outcome.INTERNAL_ERROR, internal_error_text(fault))
+        closes.insert(0, (1011, ""))  # 1011: the server met an unexpected condition
+    elif to_up in done:
         meter.close(Outcome.CLIENT_DISCONNECT, "the client closed the session mid-response")
     else:
         meter.close(Outcome.UPSTREAM_ABORT_MID_STREAM, "the upstream closed the session mid-response")
@@ -165,6 +169,17 @@ async def _pump(
             closes.append((code, reason[:123]))  # before the await: a cancelled pump still passes it on
             await dst.close(code=code, message=reason.encode()[:123])
             return
+
+
+def _our_fault(done: Iterable[asyncio.Future[None]]) -> BaseException | None:
+    """An ended pump's exception that is not the network's (every one is retrieved: none is left
+    for asyncio to log with its traceback)."""
+    fault = None
+    for task in done:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None and not isinstance(exc, (OSError, aiohttp.ClientError, asyncio.TimeoutError)):
+            fault = exc
+    return fault
 
 
 def _code(ws: _WsBoth) -> int:
