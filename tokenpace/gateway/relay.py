@@ -36,6 +36,7 @@ class Relay(BodyReader):
         "conn",
         "dog",
         "drain",
+        "ended_ns",
         "framed",
         "itl",
         "loop",
@@ -70,6 +71,7 @@ class Relay(BodyReader):
         self.paused = False  # upstream reading paused: the client reads slower
         self.client_gone = False
         self.stopped = False  # the request is over: metering what is left would change its record
+        self.ended_ns: int | None = None  # the upstream's last bytes arrived (its body complete)
         self.wake: asyncio.Future[None] | None = None
         self.loop = asyncio.get_running_loop()
         # Bytes forwarded, not yet metered: at most one upstream read, as reading pauses meanwhile.
@@ -206,3 +208,4 @@ class Relay(BodyReader):
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if not self.client_gone:
             ex.done.result()
+            self.ended_ns = self.conn.now  # the connection's time of its last read: the body's end

@@ -1,13 +1,13 @@
 """Real-traffic records into the run store: one run per gateway session and upstream (A/B arm).
 
-Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<name>``, ``arm=<arm>``
-(plus the upstream's version/region), so ``tokenpace compare source=gateway,arm=a
-source=gateway,arm=b`` puts the newest session's arm A against its arm B. A run is created when its
-first record arrives; later batches are appended (records and ``record_count`` in one transaction).
-Each run's ``summary`` (``tokenpace.core.metrics.summarize`` over all its stored records, so
-``tokenpace compare`` fills its whole-run rows) is recomputed after an append at most every
-``summary_every_s`` (the first batch at once), and once more, with confidence intervals, at the
-session's end (``finish``).
+Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<name>``,
+``arm=<arm>`` (plus the upstream's version/region and the gateway's ``--label``s), so ``tokenpace
+compare source=gateway,arm=a source=gateway,arm=b`` puts the newest session's arm A against its arm
+B. A run is created when its first record arrives; later batches are appended (records and
+``record_count`` in one transaction). Each run's ``summary`` (``tokenpace.core.metrics.summarize``
+over all its stored records, so ``tokenpace compare`` fills its whole-run rows) is recomputed after
+an append at most every ``summary_every_s`` (the first batch at once), and once more, with
+confidence intervals, at the session's end (``finish``).
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
 sink counts the batch as dropped. Traffic never waits on it.
@@ -78,6 +78,7 @@ class StoreRecordWriter:
     def run_labels(self, up: Upstream) -> dict[str, str]:
         return {
             **self.labels,
+            **self.config.static_labels,
             **up.labels,
             "source": "gateway",
             "gateway_session": self.session,

@@ -2,9 +2,10 @@
 
 Pure: plain span data in (``Span``), numbers out; reading files is the app's job. A trace holds the
 client's CLIENT span (the root), the gateway's SERVER span (its child, when a gateway was on the
-path) and the engine's ``llm_request`` span (vLLM's shape, or the simulator's). The client's TTFT is
-split into five hops that add up to it exactly (each hop's clock is its own process's: across
-machines, clock offsets land in the network hops):
+path; the engine's parent is the gateway's upstream-call span below it, or in older traces the
+SERVER span itself) and the engine's ``llm_request`` span (vLLM's shape, or the simulator's). The
+client's TTFT is split into five hops that add up to it exactly (each hop's clock is its own
+process's: across machines, clock offsets land in the network hops):
 
 - ``client_gateway_ms``: client TTFT - gateway TTFT: the network (and client) between them, both ways.
 - ``to_engine_ms``: the engine's arrival - the gateway's (or, without a gateway, the client's) start:
@@ -111,17 +112,31 @@ def by_trace(spans: Iterable[Span]) -> dict[str, list[Span]]:
     return out
 
 
+def _ancestors(span: Span, ids: Mapping[str, Span]) -> list[Span]:
+    """Its parent, the parent's parent, ... (nearest first; a cycle in bad data ends the walk)."""
+    out: list[Span] = []
+    seen = {span.span_id}
+    parent = ids.get(span.parent_id or "")
+    while parent is not None and parent.span_id not in seen:
+        out.append(parent)
+        seen.add(parent.span_id)
+        parent = ids.get(parent.parent_id or "")
+    return out
+
+
 def hops(trace: Sequence[Span]) -> Hops | None:
     """The hops of one request's trace; None when its client or engine span, or a first token, is
     missing."""
-    ids = {s.span_id: s for s in trace}
     engine = next((s for s in trace if s.name == ENGINE_SPAN), None)
     if engine is None:
         return None
-    above = ids.get(engine.parent_id or "")
-    gateway = above if above is not None and above.kind == "server" else None
-    client = ids.get(gateway.parent_id or "") if gateway is not None else above
-    if client is None or client.kind != "client":
+    # Above the engine: the gateway's upstream call (a CLIENT span; older gateways sent their
+    # SERVER span itself as the parent), the gateway's SERVER span, then the client's CLIENT span.
+    above = _ancestors(engine, {s.span_id: s for s in trace})
+    gateway = next((s for s in above if s.kind == "server"), None)
+    beyond = above[above.index(gateway) + 1 :] if gateway is not None else above
+    client = next((s for s in beyond if s.kind == "client"), None)
+    if client is None:
         return None
     a = engine.attributes
     try:
