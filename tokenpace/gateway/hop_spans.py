@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.otlp import CLIENT, INTERNAL, SpanOut
+from tokenpace.core.analysis.hops import UPSTREAM_WAIT_SPAN
 from tokenpace.core.record import RequestRecord
 from tokenpace.wire.pool import SendTimes
 from tokenpace.wire.tracecontext import new_span_id
 
 UPSTREAM_SPAN = "upstream"
-CHILD_SPANS = ("admission", "route", UPSTREAM_SPAN, "connect", "upstream wait", "relay")
+CHILD_SPANS = ("admission", "route", UPSTREAM_SPAN, "connect", UPSTREAM_WAIT_SPAN, "relay")
 REUSED = "tokenpace.connection.reused"
 
 
@@ -85,7 +86,7 @@ def hop_spans(rec: RequestRecord, hops: HopTimes, gateway_span_id: str, off: int
         )
     )
     if hops.written_ns is not None and rec.headers_ns is not None:
-        out.append(child("upstream wait", hops.written_ns, rec.headers_ns, up))
+        out.append(child(UPSTREAM_WAIT_SPAN, hops.written_ns, rec.headers_ns, up))
     if rec.headers_ns is not None:
         out.append(child("relay", rec.headers_ns, end, gateway_span_id))
     return out

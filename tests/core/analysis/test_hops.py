@@ -4,6 +4,7 @@ writes it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -65,6 +66,11 @@ def test_the_gateways_upstream_call_as_the_engines_parent_gives_the_same_hops() 
     new[2]["parent_id"] = "a" * 16
     spans = [s for d in [*new, call, connect] for s in spans_from_json(d)]
     assert hops(spans) == hops(old) and hops(spans) is not None
+    # with its `upstream wait` span (written at 13), the gateway's own part of `to engine` is known
+    wait = _span("d" * 16, "a" * 16, "upstream wait", "internal", 13, 94, service="tokenpace-gateway")
+    h = hops([s for d in [*new, call, connect, wait] for s in spans_from_json(d)])
+    assert h is not None and h.gateway_ms == pytest.approx(3) and h.to_engine_ms == pytest.approx(5)
+    assert replace(h, gateway_ms=None) == hops(old)  # the rest is unchanged
 
 
 def test_a_cycle_in_the_parent_links_ends_the_walk() -> None:

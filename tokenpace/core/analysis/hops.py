@@ -13,6 +13,10 @@ process's: across machines, clock offsets land in the network hops):
 - ``queue_ms``, ``prefill_ms``: the engine's own (vLLM's time_in_queue, time_in_model_prefill).
 - ``from_engine_ms``: the gateway's (or client's) first token - the engine's: the token's trip back.
 
+``gateway_ms``, the part of ``to_engine_ms`` spent inside the gateway before the request left it
+(admission, route, upstream connect), comes from the gateway's ``upstream wait`` span when the
+trace has it; the rest of ``to_engine_ms`` is then the trip to the engine alone.
+
 ``decode_ms`` (first to last token in the engine) is shown beside them; it is not part of TTFT.
 """
 
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINE_SPAN = "llm_request"
+UPSTREAM_WAIT_SPAN = "upstream wait"  # the gateway's: request written upstream .. first byte back
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
 _OTLP_KINDS = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
@@ -54,6 +59,9 @@ class Hops:
     prefill_ms: float
     from_engine_ms: float
     decode_ms: float
+    # The gateway's own part of to_engine_ms: its arrival to the request written upstream
+    # (admission, route, connect; one clock). None without the gateway's hop spans.
+    gateway_ms: float | None = None
 
 
 def _kind(value: Any) -> str:
@@ -124,6 +132,14 @@ def _ancestors(span: Span, ids: Mapping[str, Span]) -> list[Span]:
     return out
 
 
+def _written_upstream_ns(trace: Sequence[Span], engine: Span) -> int | None:
+    """When the gateway wrote the request to the engine: the start of the ``upstream wait`` span
+    under the upstream call that is the engine's parent (gateways that export their hops)."""
+    parent = engine.parent_id
+    wait = next((s for s in trace if s.name == UPSTREAM_WAIT_SPAN and s.parent_id == parent), None)
+    return wait.start_ns if wait is not None and parent else None
+
+
 def hops(trace: Sequence[Span]) -> Hops | None:
     """The hops of one request's trace; None when its client or engine span, or a first token, is
     missing."""
@@ -155,6 +171,7 @@ def hops(trace: Sequence[Span]) -> Hops | None:
     near = gateway if gateway is not None else client  # the hop in front of the engine
     near_ft = gateway_ft if gateway_ft is not None else client_ft
     client_ttft = client_ft - client.start_ns
+    written = _written_upstream_ns(trace, engine) if gateway is not None else None
     return Hops(
         trace_id=engine.trace_id,
         client_ttft_ms=client_ttft / 1e6,
@@ -164,4 +181,5 @@ def hops(trace: Sequence[Span]) -> Hops | None:
         prefill_ms=prefill_s * 1e3,
         from_engine_ms=(near_ft - (engine.start_ns + engine_ttft_ns)) / 1e6,
         decode_ms=decode_s * 1e3,
+        gateway_ms=(written - near.start_ns) / 1e6 if written is not None else None,
     )
