@@ -1,9 +1,12 @@
 """Optional OTLP traces: a span per generation request with its hops (upstream first byte, first
-token, last token) as events."""
+token, last token) as events, and its own hops as child spans (admission, route, the upstream call
+with its connect and wait, relay), the upstream call's span sent upstream as the parent."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+from typing import Any
 
 import aiohttp
 import pytest
@@ -12,8 +15,10 @@ from aiohttp import web
 from gateway.test_gateway import CHAT, FixedUpstream
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.hop_spans import CHILD_SPANS, REUSED, UPSTREAM_SPAN
 from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT, Traces
 from tokenpace.gateway.serve import RunningGateway
+from tokenpace.wire.keepalive import PROBE_S
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
@@ -38,7 +43,8 @@ def test_span_per_request_with_first_token_event_and_no_content() -> None:
         return records
 
     (rec,) = asyncio.run(asyncio.wait_for(main(), 30))
-    (span,) = exporter.get_finished_spans()  # the gateway's cleanup flushed the batch
+    spans = exporter.get_finished_spans()  # the gateway's cleanup flushed the batch
+    (span,) = [s for s in spans if s.parent is None]  # the gateway's own; the rest are its hops
     assert span.name == "chat m"
     attrs = dict(span.attributes or {})
     assert attrs["gen_ai.operation.name"] == "chat" and attrs["gen_ai.request.model"] == "m"
@@ -58,6 +64,57 @@ def test_span_per_request_with_first_token_event_and_no_content() -> None:
     assert event.attributes["gen_ai.server.time_to_first_token"] == pytest.approx(ttft)  # type: ignore[index]
     text = repr(attrs) + repr(dict(event.attributes or {}))
     assert "secret prompt" not in text and "Hello" not in text
+
+
+def _traced(requests: int) -> tuple[list[RequestRecord], list[Any], list[dict[str, str]]]:
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    exporter = InMemorySpanExporter()
+
+    async def main() -> tuple[list[RequestRecord], list[dict[str, str]]]:
+        records: list[RequestRecord] = []
+        async with FixedUpstream() as up:
+            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
+            gw = RunningGateway(config, on_record=records.append)
+            gw.gateway.traces = Traces(None, exporter=exporter)
+            async with gw, aiohttp.ClientSession() as s:
+                for _ in range(requests):  # one after the other: the second reuses the connection
+                    async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                        await r.read()
+                    await asyncio.sleep(10 * PROBE_S)  # the pool's look at a new server's keep-alive
+        return records, up.seen_headers
+
+    records, seen = asyncio.run(asyncio.wait_for(main(), 30))
+    return records, list(exporter.get_finished_spans()), seen
+
+
+def test_the_gateways_hops_are_child_spans_and_the_upstream_call_is_the_engines_parent() -> None:
+    records, spans, seen = _traced(2)
+    assert len(records) == 2 and len(spans) == 2 * (1 + len(CHILD_SPANS))
+    for rec, headers in zip(records, seen, strict=True):
+        mine = [s for s in spans if s.context.trace_id == int(rec.trace_id or "0", 16)]
+        by_name = {s.name: s for s in mine}
+        gateway = by_name["chat m"]
+        assert sorted(by_name) == sorted(["chat m", *CHILD_SPANS])
+        call = by_name[UPSTREAM_SPAN]
+        parents = {n: s.parent.span_id for n, s in by_name.items() if s.parent is not None}
+        own = gateway.context.span_id
+        assert parents == {
+            **{n: own for n in ("admission", "route", UPSTREAM_SPAN, "relay")},
+            **{n: call.context.span_id for n in ("connect", "upstream wait")},
+        }
+        assert call.kind.name == "CLIENT" and gateway.kind.name == "SERVER"
+        # the upstream was told the upstream call's span as its parent (W3C: the caller's span)
+        assert headers["traceparent"] == f"00-{rec.trace_id}-{call.context.span_id:016x}-01"
+        # each inside the gateway's span; in order: admission, route, connect, wait, first byte
+        for s in mine:
+            assert gateway.start_time <= s.start_time <= s.end_time <= gateway.end_time, s.name
+        seq = [by_name[n] for n in ("admission", "route", "connect", "upstream wait")]
+        assert all(a.end_time <= b.start_time for a, b in itertools.pairwise(seq))
+        assert by_name["upstream wait"].end_time == by_name["relay"].start_time  # the first byte
+        assert call.end_time <= by_name["relay"].end_time and call.status.is_ok
+    reused = [dict(s.attributes or {})[REUSED] for s in spans if s.name == "connect"]
+    assert reused == [False, True]  # dialled, then the kept-alive connection: a span either way
 
 
 def test_spans_reach_an_otlp_http_collector() -> None:

@@ -35,9 +35,16 @@ class SpanOut:
 
 
 class SpanExport:
-    def __init__(self, endpoint: str | None, service_name: str, exporter: Any = None) -> None:
+    def __init__(
+        self,
+        endpoint: str | None,
+        service_name: str,
+        exporter: Any = None,
+        resource: Mapping[str, str] | None = None,
+    ) -> None:
         """``endpoint``: the collector's OTLP/HTTP traces URL (http://127.0.0.1:4318/v1/traces);
-        ``exporter``: any SpanExporter instead (tests)."""
+        ``exporter``: any SpanExporter instead (tests); ``resource``: more resource attributes (a
+        gateway's static labels)."""
         try:
             from opentelemetry.sdk.resources import Resource
             from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -55,7 +62,7 @@ class SpanExport:
             exporter = OTLPSpanExporter(endpoint=endpoint)
         self._sdk = (Event, ReadableSpan, SpanContext, Status, StatusCode, TraceFlags)
         self._kinds = {CLIENT: SpanKind.CLIENT, SERVER: SpanKind.SERVER, INTERNAL: SpanKind.INTERNAL}
-        self._resource = Resource.create({"service.name": service_name})
+        self._resource = Resource.create({**(resource or {}), "service.name": service_name})
         self._scope = InstrumentationScope(f"tokenpace.{service_name}")
         self._processor = BatchSpanProcessor(exporter)
 

@@ -60,7 +60,14 @@ from tokenpace.cli.parsing import slo as parse_slo
     help="Accept only clients sending Authorization: Bearer KEY (repeat; shows in ps: prefer the file).",
 )
 @click.option("--client-key-file", default=None, help="Gateway keys for clients, one per line.")
-@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra label on the stored runs.")
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="A static label (e.g. region=eu-west-1) on every /metrics series, record, stored run and span "
+    "of this gateway (repeat; at most 8; values up to 128 printable characters).",
+)
 @click.option("--max-body", default=4 * 1024 * 1024, show_default=True, help="Largest request body, bytes.")
 @click.option(
     "--first-token-timeout",
@@ -188,8 +195,9 @@ def gateway(
     from tokenpace.gateway.emit import emit
 
     slo = parse_slo(slo_text)
-    if emit_dir:
-        for path in emit(emit_dir, slo, slo_objective):
+    static_labels = _static_labels(labels)
+    if emit_dir:  # a dashboard variable per label key, to split P95 by it
+        for path in emit(emit_dir, slo, slo_objective, tuple(static_labels)):
             click.echo(f"wrote {path}")
         return
     if records_path:
@@ -207,11 +215,9 @@ def gateway(
         )
     from tokenpace.app.gateway_serving import GatewayRefused, serve_gateway
     from tokenpace.app.run_store import RunStoreError
-    from tokenpace.cli.parsing import key_values
 
-    extra_labels = key_values(labels, "=", "a label as KEY=VALUE")
-    try:
-        serve_gateway(config, extra_labels, store_url, not no_store, say=_say)
+    try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
+        serve_gateway(config, None, store_url, not no_store, say=_say)
     except GatewayRefused as exc:
         die("gateway", str(exc))
     except RunStoreError as exc:
@@ -251,6 +257,7 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
             scrape_interval_s=duration_s(o["scrape_interval"]),
             scrape_window_s=duration_s(o["scrape_window"]),
             otlp_endpoint=o["otlp_endpoint"],
+            static_labels=o["static_labels"],
             header_timeout_s=duration_s(o["header_timeout"]),
             body_timeout_s=duration_s(o["body_timeout"]),
             idle_timeout_s=duration_s(o["idle_timeout"]),
@@ -267,6 +274,15 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
             events_per_client_s=o["events_rate"],
             events_burst=o["events_rate"] * 10,
         )
+    except ValueError as exc:
+        die("gateway", str(exc))
+
+
+def _static_labels(items: tuple[str, ...]) -> dict[str, str]:
+    from tokenpace.gateway.config import parse_static_labels
+
+    try:
+        return parse_static_labels(items)
     except ValueError as exc:
         die("gateway", str(exc))
 

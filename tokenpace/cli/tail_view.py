@@ -13,7 +13,8 @@ from tokenpace.cli.fit import show_table
 COLUMNS = (
     ("ttft ms", "client's TTFT"),
     ("client-gw", "client <-> gateway network"),
-    ("to engine", "gateway (or client) -> engine arrival"),
+    ("gateway", "gateway's own: admission, route, connect"),
+    ("to engine", "left the gateway (or client) -> engine arrival"),
     ("queue", "engine queue"),
     ("prefill", "engine prefill"),
     ("from engine", "engine first token -> gateway (or client)"),
@@ -36,9 +37,11 @@ def show_tail(console: Console, rows: list[TailRequest], traces: Path) -> None:
             missing += 1
             cells = [_ms(row.ttft_ms)] + ["-"] * (len(COLUMNS) - 1)
         else:
+            inside = h.gateway_ms  # None: the trace has no gateway hop spans; "to engine" holds it
             vals = (
                 h.client_gateway_ms,
-                h.to_engine_ms,
+                inside,
+                h.to_engine_ms - (inside or 0.0),
                 h.queue_ms,
                 h.prefill_ms,
                 h.from_engine_ms,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import orjson
@@ -23,6 +23,7 @@ from tokenpace.gateway import errors
 from tokenpace.gateway.engine_watch import EngineWatch
 from tokenpace.gateway.guard import Guard
 from tokenpace.gateway.header_bytes import raw
+from tokenpace.gateway.static_labels import with_labels
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -47,8 +48,10 @@ class AdminPages:
         client_keys: frozenset[str],
         upstreams: Callable[[], dict[str, Any]],
         guard: Guard,
+        static_labels: Mapping[str, str] | None = None,
     ) -> None:
         self.registry = registry
+        self.static_labels = dict(static_labels or {})  # --label: on every sample, at scrape time
         self.admin_keys = admin_keys
         self.client_keys = client_keys
         self._upstreams = upstreams
@@ -69,7 +72,7 @@ class AdminPages:
         # ids). Rendered in a thread: tens of ms for a big registry, which on the loop would be
         # added to the TTFT of every stream in flight (the metrics take their own locks).
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = await asyncio.to_thread(encode, exposed(self.registry))
+        body = await asyncio.to_thread(encode, with_labels(exposed(self.registry), self.static_labels))
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = content_type
         return resp

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from tokenpace.core.credentials import has_control, redact_userinfo
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway.secrets import known_secrets, upstream_key
+from tokenpace.gateway.static_labels import check_labels, parse_labels
 from tokenpace.wire.endpoint import Endpoint, EndpointError, parse_endpoint
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -131,6 +132,8 @@ class GatewayConfig:
     scrape_interval_s: float = 5.0
     scrape_window_s: float = 60.0  # the decomposition covers the scrapes of this recent window
     otlp_endpoint: str | None = None  # OTLP/HTTP traces URL: a span per request (the otlp extra)
+    # --label KEY=VALUE: on every series, record, stored run and span (static_labels.py: bounded)
+    static_labels: dict[str, str] = field(default_factory=dict)
     # client-side defences (guard.py)
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
@@ -185,10 +188,19 @@ class GatewayConfig:
             raise ValueError(f"--mirror names must be unique and not an upstream's: {mirror_names}")
         if self.mirror_queue < 1 or self.mirror_concurrency < 1:
             raise ValueError("--mirror-queue and --mirror-concurrency must be at least 1")
+        check_labels(self.static_labels)
+        for up in (*self.upstreams, *(m.upstream for m in self.mirrors)):
+            for key in up.labels.keys() & self.static_labels.keys():
+                raise ValueError(f"--label {key}: also upstream {up.name}'s {key}=; give one of them")
         if self.workers > 1 and self.scrape_upstream_metrics:
             raise ValueError(
                 "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"
             )
+
+
+def parse_static_labels(items: tuple[str, ...]) -> dict[str, str]:
+    """``--label KEY=VALUE`` (repeatable): checked against static_labels.py's bounds (ValueError)."""
+    return parse_labels(items)
 
 
 def parse_listen(text: str, flag: str) -> tuple[str, int]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import orjson
 from aiohttp import web
 
+from tokenpace.gateway.heads import REQUEST_ID
+
 
 def error_response(status: int, message: str, kind: str, code: str | None = None) -> web.Response:
     body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
@@ -45,4 +47,13 @@ def busy(message: str) -> web.Response:
     """503 with Retry-After: the gateway cannot take this now; the same request may succeed later."""
     resp = error_response(503, message, "server_error", "overloaded")
     resp.headers["Retry-After"] = "1"
+    return resp
+
+
+def no_upstream_answer(timed_out: bool, upstream: str, request_id: str | None) -> web.Response:
+    """The upstream gave no response head: 504 when it timed out, else 502; with our request id
+    (the one events are reported against) when the request has a record."""
+    resp = gateway_timeout(upstream) if timed_out else bad_gateway(upstream)
+    if request_id is not None:
+        resp.headers[REQUEST_ID] = request_id
     return resp

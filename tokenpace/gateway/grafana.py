@@ -41,15 +41,35 @@ def _panel(
     return panel
 
 
-def _quantiles(metric: str, extra: str = "") -> list[tuple[str, str]]:
-    sel = f"{metric}_bucket{{{extra}}}" if extra else f"{metric}_bucket"
+def _quantiles(metric: str, extra: str = "", split_by: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """P50/P95/P99 per model, upstream, arm and API, and per static label (``split_by``: each one
+    filtered by its dashboard variable)."""
+    matchers = [extra] if extra else []
+    matchers += [f'{key}=~"${key}"' for key in split_by]
+    sel = f"{metric}_bucket{{{', '.join(matchers)}}}" if matchers else f"{metric}_bucket"
+    by = ", ".join((BY, *split_by))
+    legend = " ".join(["{{arm}} {{api}}", *(f"{{{{{key}}}}}" for key in split_by)])
     return [
         (
-            f"histogram_quantile({q}, sum by ({BY}, le) (rate({sel}[$__rate_interval])))",
-            f"P{int(q * 100)} {{{{arm}}}} {{{{api}}}}",
+            f"histogram_quantile({q}, sum by ({by}, le) (rate({sel}[$__rate_interval])))",
+            f"P{int(q * 100)} {legend}",
         )
         for q in (0.5, 0.95, 0.99)
     ]
+
+
+def _variable(key: str) -> dict[str, Any]:
+    """A dashboard variable over a static label's values (all of them by default)."""
+    return {
+        "name": key,
+        "type": "query",
+        "datasource": {"type": "prometheus", "uid": "${datasource}"},
+        "query": f"label_values({prom.REQUESTS}, {key})",
+        "refresh": 2,
+        "multi": True,
+        "includeAll": True,
+        "allValue": ".*",
+    }
 
 
 def _with_exemplars(panel: dict[str, Any]) -> dict[str, Any]:
@@ -61,12 +81,15 @@ def _with_exemplars(panel: dict[str, Any]) -> dict[str, Any]:
     return panel
 
 
-def dashboard(slo: Slo) -> dict[str, Any]:
+def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``split_by``: the gateway's static label keys (``--label region=...``): a variable each, and
+    the latency panels split by them."""
     s = lambda ms: None if ms is None else ms / 1000  # noqa: E731
+    q = lambda metric, extra="": _quantiles(metric, extra, split_by)  # noqa: E731
     panels = [
-        _with_exemplars(_panel(1, "TTFT (gateway)", _quantiles(prom.TTFT), "s", 0, 0, s(slo.ttft_ms))),
-        _panel(2, "Time per output token", _quantiles(prom.TPOT), "s", 12, 0, s(slo.tpot_ms)),
-        _panel(3, "E2E (ok requests)", _quantiles(prom.E2E, 'outcome="ok"'), "s", 0, 8, s(slo.e2e_ms)),
+        _with_exemplars(_panel(1, "TTFT (gateway)", q(prom.TTFT), "s", 0, 0, s(slo.ttft_ms))),
+        _panel(2, "Time per output token", q(prom.TPOT), "s", 12, 0, s(slo.tpot_ms)),
+        _panel(3, "E2E (ok requests)", q(prom.E2E, 'outcome="ok"'), "s", 0, 8, s(slo.e2e_ms)),
         _panel(
             4,
             "Requests by outcome",
@@ -123,6 +146,11 @@ def dashboard(slo: Slo) -> dict[str, Any]:
         "schemaVersion": 39,
         "time": {"from": "now-1h", "to": "now"},
         "refresh": "30s",
-        "templating": {"list": [{"name": "datasource", "type": "datasource", "query": "prometheus"}]},
+        "templating": {
+            "list": [
+                {"name": "datasource", "type": "datasource", "query": "prometheus"},
+                *(_variable(key) for key in split_by),
+            ]
+        },
         "panels": panels,
     }

@@ -106,6 +106,7 @@ class Mirrors:
         self._queue: asyncio.Queue[ShadowJob] = asyncio.Queue(queue)
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []
+        self.static_labels: dict[str, str] = {}  # the gateway's --label: on shadow records too
 
     @classmethod
     def of(
@@ -114,7 +115,7 @@ class Mirrors:
         """The mirrors a gateway's configuration asks for; None without ``--mirror``."""
         if not config.mirrors:
             return None
-        return cls(
+        mirrors = cls(
             config.mirrors,
             emit,
             on_drop,
@@ -124,6 +125,8 @@ class Mirrors:
             config.connect_timeout_s,
             config.first_token_timeout_s,
         )
+        mirrors.static_labels = config.static_labels
+        return mirrors
 
     def copy(
         self,
@@ -192,6 +195,7 @@ class Mirrors:
             request_id=f"{live.request_id}~{name}"[:300],
             worker=live.worker,
             labels={
+                **self.static_labels,
                 "model": live.labels.get("model", ""),
                 "upstream": name,
                 "arm": up.arm,

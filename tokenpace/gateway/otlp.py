@@ -1,10 +1,12 @@
 """Optional OTLP traces: the gateway's hop of each generation request's trace.
 
 The gateway continues the trace its client started (W3C ``traceparent``; it starts one when none
-came), sends its own span on as the parent to the upstream, and exports one SERVER span per
-request with its hops as events: upstream first byte, first token, last token. Spans are built when
-a request finishes, from the record's own timestamps, so the streaming path does no tracing work
-(see adapters/otlp.py). Attributes carry no prompt, completion, user or key.
+came) and exports one SERVER span per request, with events (upstream first byte, first token, last
+token) and its hops as child spans (hop_spans.py: admission, route, the upstream call with its
+connect and wait, relay). The upstream call's span is the parent the upstream is sent. Spans are
+built when a request finishes, from the record's own timestamps and a few taken at phase changes,
+so the streaming path does no tracing work (see adapters/otlp.py). Attributes carry no prompt,
+completion, user or key; the resource carries the gateway's ``--label``s.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from tokenpace.adapters.otlp import SERVER, MissingExtra, SpanExport, SpanOut
 from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.hop_spans import HopTimes, hop_spans
 from tokenpace.wire import tracecontext as tc
 from tokenpace.wire.tracecontext import new_span_id, new_trace_id
 
@@ -23,32 +26,43 @@ FIRST_TOKEN_EVENT = "gen_ai.first_token"
 __all__ = ["FIRST_TOKEN_EVENT", "MissingExtra", "Traces", "join_trace", "with_traceparent"]
 
 
-def join_trace(record: RequestRecord, traceparent: str | None) -> None:
-    """This hop's span of the request: in the incoming trace (its span the parent), or a new one."""
+def join_trace(record: RequestRecord, traceparent: str | None, admitted_ns: int, routed_ns: int) -> HopTimes:
+    """This hop's span of the request: in the incoming trace (its span the parent), or a new one;
+    and the times its child spans are built from."""
     incoming = tc.parse_traceparent(traceparent)
     record.trace_id, record.parent_span_id = incoming or (new_trace_id(), None)
     record.span_id = new_span_id()
+    return HopTimes(admitted_ns=admitted_ns, routed_ns=routed_ns)
 
 
-def with_traceparent(headers: list[tuple[str, str]], record: RequestRecord | None) -> list[tuple[str, str]]:
-    """The upstream request's headers with our span as the parent (when the request is traced)."""
-    if record is None or record.span_id is None or record.trace_id is None:
+def with_traceparent(
+    headers: list[tuple[str, str]], record: RequestRecord | None, hops: HopTimes | None
+) -> list[tuple[str, str]]:
+    """The upstream request's headers with our upstream call's span as the parent (W3C: the
+    caller's span of that call), when the request is traced."""
+    if record is None or hops is None or record.trace_id is None:
         return headers
     kept = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
-    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, record.span_id))]
+    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, hops.upstream_span_id))]
 
 
 class Traces:
     def __init__(
-        self, endpoint: str | None, service_name: str = "tokenpace-gateway", exporter: Any = None
+        self,
+        endpoint: str | None,
+        service_name: str = "tokenpace-gateway",
+        exporter: Any = None,
+        labels: dict[str, str] | None = None,
     ) -> None:
         """``endpoint``: the collector's OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces);
-        ``exporter``: any SpanExporter instead (tests)."""
-        self.export = SpanExport(endpoint, service_name, exporter)
+        ``exporter``: any SpanExporter instead (tests); ``labels``: the gateway's ``--label``s, as
+        resource attributes."""
+        self.export = SpanExport(endpoint, service_name, exporter, labels)
         self.offset_ns = time.time_ns() - time.perf_counter_ns()  # record clock -> Unix time
 
-    def record(self, rec: RequestRecord, operation: str) -> None:
-        """One finished request (called once per request, after the client has its last byte)."""
+    def record(self, rec: RequestRecord, operation: str, hops: HopTimes | None = None) -> None:
+        """One finished request (called once per request, after the client has its last byte), with
+        its hops as child spans when their times were taken."""
         off = self.offset_ns
         lab = rec.labels
         model = lab.get("model", "unknown")
@@ -84,11 +98,12 @@ class Traces:
             error = rec.error or outcome
         if rec.trace_id is None:  # a gateway without a trace context on the request: a root span
             rec.trace_id, rec.span_id = new_trace_id(), new_span_id()
+        span_id = rec.span_id = rec.span_id or new_span_id()
         self.export.add(
             SpanOut(
                 f"{operation} {model}",
                 rec.trace_id,
-                rec.span_id or new_span_id(),
+                span_id,
                 rec.parent_span_id,
                 rec.sent_ns + off,
                 (rec.end_ns or rec.sent_ns) + off,
@@ -98,6 +113,8 @@ class Traces:
                 error,
             )
         )
+        for child in hop_spans(rec, hops, span_id, off) if hops is not None else ():
+            self.export.add(child)
 
     def close(self) -> None:
         """Export what is queued, then stop (blocking: call from a thread)."""

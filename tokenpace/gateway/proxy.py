@@ -10,7 +10,6 @@ from collections.abc import Callable
 
 import orjson
 from aiohttp import web
-from aiohttp.http_exceptions import HttpProcessingError
 from aiohttp.web_urldispatcher import _default_expect_handler
 
 from tokenpace.core.record import RequestRecord
@@ -33,6 +32,8 @@ from tokenpace.gateway.heads import (
     upstream_headers,
     upstream_request,
 )
+from tokenpace.gateway.hop_spans import HopTimes
+from tokenpace.gateway.intake import read_body, refused
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.mirror import Mirrors
 from tokenpace.gateway.model_list import listed_models
@@ -47,7 +48,6 @@ from tokenpace.gateway.relay import Relay
 from tokenpace.gateway.router import Router
 from tokenpace.gateway.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.sink import BatchWriter, RecordSink
-from tokenpace.gateway.stream_stats import ItlCounts
 from tokenpace.gateway.watchdog import Watchdog
 from tokenpace.gateway.ws_proxy import UpstreamSessions, proxy_session
 from tokenpace.wire import tracecontext as tc
@@ -64,6 +64,8 @@ HOP_AND_ID = HOP | {REQUEST_ID}  # a shadow copy carries its own id
 KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
 OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
 OptDialect = Dialect | None
+
+_GONE = "client went away"
 
 
 class Gateway:
@@ -92,7 +94,9 @@ class Gateway:
             self.engines = EngineWatch(
                 config.upstreams, self.metrics.registry, config.scrape_interval_s, config.scrape_window_s
             )
-        self.traces: Traces | None = Traces(config.otlp_endpoint) if config.otlp_endpoint else None
+        self.traces: Traces | None = None
+        if config.otlp_endpoint:
+            self.traces = Traces(config.otlp_endpoint, labels=config.static_labels)
         self.shadow_metrics = ShadowMetrics(self.metrics.registry, tuple(m.name for m in config.mirrors))
         emit = self.shadow_metrics.emitter(self.sink.put, on_record)
         self.mirrors = Mirrors.of(config, emit, self.shadow_metrics.drop)
@@ -109,9 +113,10 @@ class Gateway:
             config.client_keys,
             lambda: upstreams_view(self.engines, {u.name: u.arm for u in config.upstreams}),
             self.admin_guard if apart else self.guard,
+            config.static_labels,
         )
         self.recent = RecentRequests()
-        self.new_record = RecordMaker(worker, self.models, self.recent)
+        self.new_record = RecordMaker(worker, self.models, self.recent, config.static_labels)
         event_metrics = EventMetrics(self.metrics.registry, {COMPLAINT_EVENT, *config.event_names})
         self.sink.events_maxsize = config.event_queue
         self.sink.on_event_drop = event_metrics.dropped.labels("queue_full").inc
@@ -176,8 +181,7 @@ class Gateway:
     # --- request handling ------------------------------------------------------------------------
 
     def _refuse(self, request: web.Request, reason: str, resp: web.Response) -> web.Response:
-        self.guard.rejected(reason, request.remote, resp.status)
-        return resp
+        return refused(self.guard, request, reason, resp)
 
     async def _expect(self, request: web.Request) -> web.StreamResponse | None:
         """``Expect: 100-continue``: a request refused anyway (no key, a body over the limit) is
@@ -212,25 +216,9 @@ class Gateway:
             dialect = dialect_at(request.path, "GET")
             if dialect is not None:
                 return await self._websocket(request, dialect, start)
-        limit = self.config.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            return self._refuse(request, "body_too_large", errors.too_large(limit))
-        try:
-            if request.content.is_eof():  # the whole body came with the head: no timer, no task
-                body = await request.read()
-            else:
-                body = await asyncio.wait_for(request.read(), self.config.body_timeout_s)
-        except web.HTTPRequestEntityTooLarge:
-            return self._refuse(request, "body_too_large", errors.too_large(limit))
-        except asyncio.TimeoutError:
-            self.guard.closed("body_timeout", request.remote)
-            resp = errors.error_response(408, "request body too slow", "invalid_request_error", "timeout")
-            resp.force_close()
-            return resp
-        except (HttpProcessingError, ConnectionError):
-            resp = errors.bad_request("incomplete or malformed request body")
-            resp.force_close()
-            return self._refuse(request, "body_incomplete", resp)
+        body = await read_body(request, self.config.max_body_bytes, self.config.body_timeout_s, self.guard)
+        if isinstance(body, web.Response):
+            return body
         dialect = dialect_at(request.path, request.method)
         if dialect is not None and dialect.method != "POST":
             dialect = None  # the Realtime WebSocket: not a request-and-body exchange
@@ -249,10 +237,11 @@ class Gateway:
             user = parsed.get("user")
             if parsed.get("stream") is not True and self.budget.exhausted:  # refused before any work
                 return self._refuse(request, "memory_budget", errors.busy("gateway memory budget in use"))
+        admitted = perf_ns()  # a clock read: the end of the admission span, when traced
         sticky = request.headers.get(self.config.sticky_header)
         key = raw(sticky) if sticky else (raw(user) if isinstance(user, str) and user else None)
         upstream = self.router.choose(model, key)
-        record = None
+        record, hops = None, None
         if dialect is not None:
             record = self.new_record(request, upstream, dialect, model, key, start)
             opened.append(record)  # from here a fault of ours is recorded (``handle``)
@@ -260,13 +249,18 @@ class Gateway:
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
             record.prompt_text = shape.text
             if self.traces is not None:  # continue the client's trace, or start one
-                join_trace(record, request.headers.get(tc.HEADER))
+                hops = join_trace(record, request.headers.get(tc.HEADER), admitted, perf_ns())
             if self.mirrors is not None:  # O(1) per mirror, never waits
                 drop = HOP_AND_ID | ({"authorization"} if self.config.client_keys else set())
                 self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
         self.metrics.in_flight.inc()
         try:
-            return await self._forward(request, body, upstream, record, dialect)
+            headers = upstream_headers(request, upstream, bool(self.config.client_keys))
+            origin = self.origins[upstream.name]
+            payload = upstream_request(
+                request, body, with_traceparent(headers, record, hops), upstream, origin.endpoint.host_header
+            )
+            return await self._forward(request, payload, upstream, record, dialect, hops)
         finally:
             self.metrics.in_flight.dec()
 
@@ -293,12 +287,16 @@ class Gateway:
             self.metrics.in_flight.dec()
 
     async def _forward(
-        self, request: web.Request, body: bytes, upstream: Upstream, record: OptRecord, dialect: OptDialect
+        self,
+        request: web.Request,
+        payload: bytes,
+        upstream: Upstream,
+        record: OptRecord,
+        dialect: OptDialect,
+        hops: HopTimes | None = None,
     ) -> web.StreamResponse:
         cfg = self.config
         origin = self.origins[upstream.name]
-        headers = with_traceparent(upstream_headers(request, upstream, bool(cfg.client_keys)), record)
-        payload = upstream_request(request, body, headers, upstream, origin.endpoint.host_header)
         dog = Watchdog(cfg.first_token_timeout_s, cfg.stall_timeout_s)
         resp: web.StreamResponse | None = None
         meter: Meter | None = None
@@ -307,7 +305,7 @@ class Gateway:
         outcome, error = Outcome.OK, None
         cut = False  # the upstream broke mid-body: the client's stream must break too
         try:
-            conn, ex = await origin.request(payload, request.method == "HEAD", cfg.connect_timeout_s)
+            conn, ex = await origin.request(payload, request.method == "HEAD", cfg.connect_timeout_s, hops)
             resp, meter = response_head(ex, conn, record, dialect, self.budget)
             await resp.prepare(request)
             await resp.write(b"")  # the head goes out now; the body is written by the relay
@@ -320,7 +318,7 @@ class Gateway:
             await relay.run(ex)
             dog.cancel()
             if relay.client_gone:
-                raise ConnectionResetError("client went away")
+                raise ConnectionResetError(_GONE)
             if meter is not None and meter.overflow is not None:
                 raise ExchangeError(meter.overflow, True)  # cut by the relay, whatever the framing
             if meter is not None:
@@ -336,7 +334,7 @@ class Gateway:
                 dog.cancel()  # (the relay is stopped in ``finally``, before any other callback runs)
                 if conn is not None:
                     origin.drop(conn)
-                self._finish(record, Outcome.CLIENT_DISCONNECT, "client went away", meter, dialect)
+                self._finish(record, Outcome.CLIENT_DISCONNECT, _GONE, meter, dialect, relay, hops)
                 raise
             dog.absorb()
             cut = True
@@ -359,15 +357,10 @@ class Gateway:
                 relay.stop()
             if conn is not None:
                 origin.drop(conn)
-        self._finish(record, outcome, error, meter, dialect, relay.itl if relay is not None else None)
+        self._finish(record, outcome, error, meter, dialect, relay, hops)
         if resp is None:
-            if outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL):
-                resp = errors.gateway_timeout(upstream.name)
-            else:
-                resp = errors.bad_gateway(upstream.name)
-            if record is not None:
-                resp.headers[REQUEST_ID] = record.request_id
-            return resp
+            timed_out = outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL)
+            return errors.no_upstream_answer(timed_out, upstream.name, record.request_id if record else None)
         if cut and request.transport is not None:
             # The upstream broke; so must the client's stream, or it would look complete.
             request.transport.abort()
@@ -380,6 +373,10 @@ class Gateway:
         error: str | None,
         meter: Meter | None,
         dialect: Dialect | None = None,
-        itl: ItlCounts | None = None,
+        relay: Relay | None = None,
+        hops: HopTimes | None = None,
     ) -> None:
-        finish_record(self, record, outcome, error, meter, dialect, itl)
+        itl = relay.itl if relay is not None else None
+        if hops is not None and relay is not None:
+            hops.upstream_end_ns = relay.ended_ns
+        finish_record(self, record, outcome, error, meter, dialect, itl, hops=hops)

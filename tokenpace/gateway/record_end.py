@@ -19,6 +19,7 @@ from aiohttp import web
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.engine_watch import EngineWatch
+from tokenpace.gateway.hop_spans import HopTimes
 from tokenpace.gateway.meter import Meter
 from tokenpace.gateway.otlp import Traces
 from tokenpace.gateway.outcome import STATUS, Outcome, internal_error_text
@@ -50,6 +51,7 @@ def finish_record(
     dialect: Dialect | None = None,
     itl: ItlCounts | None = None,
     status: Status | None = None,
+    hops: HopTimes | None = None,
 ) -> None:
     if record is None or record.end_ns is not None:
         return  # finished already: one record per request
@@ -72,7 +74,7 @@ def finish_record(
         gw.engines.add(record)
     if gw.traces is not None:
         with contextlib.suppress(Exception):  # tracing must never fail a request
-            gw.traces.record(record, dialect.operation if dialect else "chat")
+            gw.traces.record(record, dialect.operation if dialect else "chat", hops)
     if gw.on_record is not None:
         with contextlib.suppress(Exception):
             gw.on_record(record)

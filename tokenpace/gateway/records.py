@@ -1,6 +1,7 @@
 """A generation request's record as the gateway opens it: its id (always the gateway's own: events
 join on it), the client's own id kept apart for its logs, and the labels every series and stored
-run is split by (model, upstream, arm, api, the upstream's version and region, the user's hash)."""
+run is split by (model, upstream, arm, api, the upstream's version and region, the user's hash, the
+gateway's own ``--label``s)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ from tokenpace.wire.dialects.base import Dialect
 
 
 class RecordMaker:
-    def __init__(self, worker: int, models: ModelLabels, recent: RecentRequests) -> None:
+    def __init__(
+        self, worker: int, models: ModelLabels, recent: RecentRequests, static: dict[str, str] | None = None
+    ) -> None:
         self.worker = worker  # which of --workers, written into each record
         self.models = models
         self.recent = recent
+        self.static = static or {}  # the gateway's --label (no key of the ones below: config checks)
 
     def __call__(
         self,
@@ -41,6 +45,7 @@ class RecordMaker:
             request_id=uuid.uuid4().hex,
             worker=self.worker,
             labels={
+                **self.static,
                 "model": self.models(upstream.model or model),
                 "upstream": upstream.name,
                 "arm": upstream.arm,

@@ -38,6 +38,7 @@ class Relay(BodyReader):
         "dog",
         "drain",
         "fault",
+        "ended_ns",
         "framed",
         "itl",
         "loop",
@@ -73,6 +74,7 @@ class Relay(BodyReader):
         self.client_gone = False
         self.stopped = False  # the request is over: metering what is left would change its record
         self.fault: Exception | None = None  # a bug of ours in a callback: the request ends on it
+        self.ended_ns: int | None = None  # the upstream's last bytes arrived (its body complete)
         self.wake: asyncio.Future[None] | None = None
         self.loop = asyncio.get_running_loop()
         # Bytes forwarded, not yet metered: at most one upstream read, as reading pauses meanwhile.
@@ -232,3 +234,4 @@ class Relay(BodyReader):
             raise InternalFault(self.fault)
         if not self.client_gone:
             ex.done.result()
+            self.ended_ns = self.conn.now  # the connection's time of its last read: the body's end

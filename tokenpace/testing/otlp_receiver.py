@@ -49,7 +49,8 @@ def spans_of(request: ExportTraceServiceRequest) -> list[dict[str, Any]]:
     """Each span of one export as a plain dict (ids in lowercase hex, times in Unix ns)."""
     out: list[dict[str, Any]] = []
     for rs in request.resource_spans:
-        service = _attributes(rs.resource.attributes).get("service.name", "")
+        resource = _attributes(rs.resource.attributes)  # service.name, a gateway's --labels, ...
+        service = resource.get("service.name", "")
         for ss in rs.scope_spans:
             for s in ss.spans:
                 out.append(
@@ -60,6 +61,7 @@ def spans_of(request: ExportTraceServiceRequest) -> list[dict[str, Any]]:
                         "name": s.name,
                         "kind": _KINDS.get(s.kind, "unspecified"),
                         "service": service,
+                        "resource": resource,
                         "start_ns": s.start_time_unix_nano,
                         "end_ns": s.end_time_unix_nano,
                         "attributes": _attributes(s.attributes),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from dataclasses import dataclass
 from time import perf_counter_ns
 
 from tokenpace.wire.connection import HttpConnection
@@ -27,6 +28,18 @@ def may_resend(conn: HttpConnection, ex: Exchange, reused: bool, allow_unanswere
     """The resend rule: a reused connection closed before any response, and the server's TCP never
     acknowledged the request (or the caller allows resending what it may have read)."""
     return reused and ex.unanswered and (allow_unanswered or conn.request_never_delivered)
+
+
+@dataclass(slots=True)
+class SendTimes:
+    """When a request asked for a connection, had one (dialled or reused) and was written out
+    (``perf_counter_ns``; filled by ``Pool.request`` when a caller asks, e.g. the gateway's spans).
+    After a resend, the connection and writing are the last attempt's."""
+
+    asked_ns: int = 0
+    connected_ns: int | None = None
+    reused: bool = False
+    written_ns: int | None = None
 
 
 class Pool:
@@ -99,11 +112,19 @@ class Pool:
         self.open.clear()
 
     async def request(
-        self, payload: bytes, head_only: bool, connect_timeout_s: float, reader: Reader | None = None
+        self,
+        payload: bytes,
+        head_only: bool,
+        connect_timeout_s: float,
+        times: SendTimes | None = None,
+        reader: Reader | None = None,
     ) -> tuple[HttpConnection, Exchange]:
         """Sends ``payload`` and returns once the response head arrived; resent at most once, by the
-        resend rule. Raises ExchangeError (no head), or OSError/TimeoutError when connecting fails."""
+        resend rule. Raises ExchangeError (no head), or OSError/TimeoutError when connecting fails.
+        ``times``: filled as it goes (three clock reads a request, none when not asked)."""
         loop = asyncio.get_running_loop()
+        if times is not None:
+            times.asked_ns = perf_counter_ns()
         for attempt in (0, 1):
             idle = self.take()
             reused = idle is not None
@@ -112,8 +133,12 @@ class Pool:
             else:
                 conn = idle
                 conn.mark_send()  # what the server's TCP had acknowledged before this request
+            if times is not None:
+                times.connected_ns, times.reused = perf_counter_ns(), reused
             ex = Exchange(loop, reader)
             conn.start(ex, payload, head_only=head_only)
+            if times is not None:
+                times.written_ns = perf_counter_ns()
             try:
                 await ex.head
             except ExchangeError as exc:

@@ -4,6 +4,7 @@ writes it."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -53,6 +54,29 @@ def test_the_hops_add_up_to_the_client_ttft() -> None:
     assert all(x is not None for x in parts)
     total = sum(x for x in parts if x is not None)
     assert total == pytest.approx(h.client_ttft_ms)
+
+
+def test_the_gateways_upstream_call_as_the_engines_parent_gives_the_same_hops() -> None:
+    """Gateways now send their upstream-call span (a CLIENT span under their SERVER span) as the
+    engine's parent; traces of older gateways (the SERVER span itself) still read the same."""
+    old = [s for d in _trace() for s in spans_from_json(d)]
+    new = _trace()
+    call = _span("a" * 16, "9" * 16, "upstream", "client", 12, 505, service="tokenpace-gateway")
+    connect = _span("b" * 16, "a" * 16, "connect", "internal", 12, 12.1, service="tokenpace-gateway")
+    new[2]["parent_id"] = "a" * 16
+    spans = [s for d in [*new, call, connect] for s in spans_from_json(d)]
+    assert hops(spans) == hops(old) and hops(spans) is not None
+    # with its `upstream wait` span (written at 13), the gateway's own part of `to engine` is known
+    wait = _span("d" * 16, "a" * 16, "upstream wait", "internal", 13, 94, service="tokenpace-gateway")
+    h = hops([s for d in [*new, call, connect, wait] for s in spans_from_json(d)])
+    assert h is not None and h.gateway_ms == pytest.approx(3) and h.to_engine_ms == pytest.approx(5)
+    assert replace(h, gateway_ms=None) == hops(old)  # the rest is unchanged
+
+
+def test_a_cycle_in_the_parent_links_ends_the_walk() -> None:
+    spans = _trace()
+    spans[0]["parent_id"] = "e" * 16  # the client under the engine: bad data, no infinite walk
+    assert hops([s for d in spans for s in spans_from_json(d)]) is not None
 
 
 def test_without_a_gateway_the_network_hops_are_measured_from_the_client() -> None:

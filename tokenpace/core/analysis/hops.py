@@ -2,15 +2,20 @@
 
 Pure: plain span data in (``Span``), numbers out; reading files is the app's job. A trace holds the
 client's CLIENT span (the root), the gateway's SERVER span (its child, when a gateway was on the
-path) and the engine's ``llm_request`` span (vLLM's shape, or the simulator's). The client's TTFT is
-split into five hops that add up to it exactly (each hop's clock is its own process's: across
-machines, clock offsets land in the network hops):
+path; the engine's parent is the gateway's upstream-call span below it, or in older traces the
+SERVER span itself) and the engine's ``llm_request`` span (vLLM's shape, or the simulator's). The
+client's TTFT is split into five hops that add up to it exactly (each hop's clock is its own
+process's: across machines, clock offsets land in the network hops):
 
 - ``client_gateway_ms``: client TTFT - gateway TTFT: the network (and client) between them, both ways.
 - ``to_engine_ms``: the engine's arrival - the gateway's (or, without a gateway, the client's) start:
   the gateway's admission, routing and upstream connect, and the request's trip to the engine.
 - ``queue_ms``, ``prefill_ms``: the engine's own (vLLM's time_in_queue, time_in_model_prefill).
 - ``from_engine_ms``: the gateway's (or client's) first token - the engine's: the token's trip back.
+
+``gateway_ms``, the part of ``to_engine_ms`` spent inside the gateway before the request left it
+(admission, route, upstream connect), comes from the gateway's ``upstream wait`` span when the
+trace has it; the rest of ``to_engine_ms`` is then the trip to the engine alone.
 
 ``decode_ms`` (first to last token in the engine) is shown beside them; it is not part of TTFT.
 """
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINE_SPAN = "llm_request"
+UPSTREAM_WAIT_SPAN = "upstream wait"  # the gateway's: request written upstream .. first byte back
 FIRST_TOKEN_EVENT = "gen_ai.first_token"
 _OTLP_KINDS = {1: "internal", 2: "server", 3: "client", 4: "producer", 5: "consumer"}
 
@@ -53,6 +59,9 @@ class Hops:
     prefill_ms: float
     from_engine_ms: float
     decode_ms: float
+    # The gateway's own part of to_engine_ms: its arrival to the request written upstream
+    # (admission, route, connect; one clock). None without the gateway's hop spans.
+    gateway_ms: float | None = None
 
 
 def _kind(value: Any) -> str:
@@ -111,17 +120,39 @@ def by_trace(spans: Iterable[Span]) -> dict[str, list[Span]]:
     return out
 
 
+def _ancestors(span: Span, ids: Mapping[str, Span]) -> list[Span]:
+    """Its parent, the parent's parent, ... (nearest first; a cycle in bad data ends the walk)."""
+    out: list[Span] = []
+    seen = {span.span_id}
+    parent = ids.get(span.parent_id or "")
+    while parent is not None and parent.span_id not in seen:
+        out.append(parent)
+        seen.add(parent.span_id)
+        parent = ids.get(parent.parent_id or "")
+    return out
+
+
+def _written_upstream_ns(trace: Sequence[Span], engine: Span) -> int | None:
+    """When the gateway wrote the request to the engine: the start of the ``upstream wait`` span
+    under the upstream call that is the engine's parent (gateways that export their hops)."""
+    parent = engine.parent_id
+    wait = next((s for s in trace if s.name == UPSTREAM_WAIT_SPAN and s.parent_id == parent), None)
+    return wait.start_ns if wait is not None and parent else None
+
+
 def hops(trace: Sequence[Span]) -> Hops | None:
     """The hops of one request's trace; None when its client or engine span, or a first token, is
     missing."""
-    ids = {s.span_id: s for s in trace}
     engine = next((s for s in trace if s.name == ENGINE_SPAN), None)
     if engine is None:
         return None
-    above = ids.get(engine.parent_id or "")
-    gateway = above if above is not None and above.kind == "server" else None
-    client = ids.get(gateway.parent_id or "") if gateway is not None else above
-    if client is None or client.kind != "client":
+    # Above the engine: the gateway's upstream call (a CLIENT span; older gateways sent their
+    # SERVER span itself as the parent), the gateway's SERVER span, then the client's CLIENT span.
+    above = _ancestors(engine, {s.span_id: s for s in trace})
+    gateway = next((s for s in above if s.kind == "server"), None)
+    beyond = above[above.index(gateway) + 1 :] if gateway is not None else above
+    client = next((s for s in beyond if s.kind == "client"), None)
+    if client is None:
         return None
     a = engine.attributes
     try:
@@ -140,6 +171,7 @@ def hops(trace: Sequence[Span]) -> Hops | None:
     near = gateway if gateway is not None else client  # the hop in front of the engine
     near_ft = gateway_ft if gateway_ft is not None else client_ft
     client_ttft = client_ft - client.start_ns
+    written = _written_upstream_ns(trace, engine) if gateway is not None else None
     return Hops(
         trace_id=engine.trace_id,
         client_ttft_ms=client_ttft / 1e6,
@@ -149,4 +181,5 @@ def hops(trace: Sequence[Span]) -> Hops | None:
         prefill_ms=prefill_s * 1e3,
         from_engine_ms=(near_ft - (engine.start_ns + engine_ttft_ns)) / 1e6,
         decode_ms=decode_s * 1e3,
+        gateway_ms=(written - near.start_ns) / 1e6 if written is not None else None,
     )
