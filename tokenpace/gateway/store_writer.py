@@ -1,9 +1,10 @@
 """Real-traffic records into the run store: one run per gateway session and upstream (A/B arm).
 
-Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<name>``, ``arm=<arm>``
-(plus the upstream's version/region and the gateway's ``--label``s), so ``tokenpace compare source=gateway,arm=a
-source=gateway,arm=b`` puts the newest session's arm A against its arm B. A run is created when its
-first record arrives; later batches are appended (records and ``record_count`` in one transaction).
+Each run is labelled ``source=gateway``, ``gateway_session=<id>``, ``upstream=<name>``,
+``arm=<arm>`` (plus the upstream's version/region and the gateway's ``--label``s), so ``tokenpace
+compare source=gateway,arm=a source=gateway,arm=b`` puts the newest session's arm A against its arm
+B. A run is created when its first record arrives; later batches are appended (records and
+``record_count`` in one transaction).
 Each run's ``summary`` (so ``tokenpace compare`` fills its whole-run rows) is kept as batches are
 written (``core.running_summary``: exact counts, rates and goodput, percentiles from a sketch within
 1 %, a memory that does not grow with the run) and stored after an append at most every
