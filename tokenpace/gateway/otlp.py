@@ -1,7 +1,8 @@
 """Optional OTLP traces: the gateway's hop of each generation request's trace.
 
 The gateway continues the trace its client started (W3C ``traceparent``; it starts one when none
-came), sends its own span on as the parent to the upstream, and exports one SERVER span per
+came), sends its own span on as the parent to the upstream (with the caller's ``sampled`` flag:
+a request the caller left unsampled gets no span here either), and exports one SERVER span per
 request with its hops as events: upstream first byte, first token, last token. Spans are built when
 a request finishes, from the record's own timestamps, so the streaming path does no tracing work
 (see adapters/otlp.py). Attributes carry no prompt, completion, user or key.
@@ -28,14 +29,16 @@ def join_trace(record: RequestRecord, traceparent: str | None) -> None:
     incoming = tc.parse_traceparent(traceparent)
     record.trace_id, record.parent_span_id = incoming or (new_trace_id(), None)
     record.span_id = new_span_id()
+    record.trace_sampled = tc.is_sampled(traceparent)  # the caller left it out: no span, flag kept
 
 
 def with_traceparent(headers: list[tuple[str, str]], record: RequestRecord | None) -> list[tuple[str, str]]:
-    """The upstream request's headers with our span as the parent (when the request is traced)."""
+    """The upstream request's headers with our span as the parent (when the request is traced) and
+    the caller's sampled flag unchanged."""
     if record is None or record.span_id is None or record.trace_id is None:
         return headers
     kept = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
-    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, record.span_id))]
+    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, record.span_id, record.trace_sampled))]
 
 
 class Traces:
@@ -48,7 +51,10 @@ class Traces:
         self.offset_ns = time.time_ns() - time.perf_counter_ns()  # record clock -> Unix time
 
     def record(self, rec: RequestRecord, operation: str) -> None:
-        """One finished request (called once per request, after the client has its last byte)."""
+        """One finished request (called once per request, after the client has its last byte); none
+        for a request its caller did not sample (``traceparent`` flag 00)."""
+        if not rec.trace_sampled:
+            return
         off = self.offset_ns
         lab = rec.labels
         model = lab.get("model", "unknown")
