@@ -38,10 +38,12 @@ def _spans(rec: RequestRecord, gateway: bool) -> list[dict[str, object]]:
     """A client span, a gateway span (optional) and the engine's: 1 ms each way, queue a quarter."""
     ttft = (rec.first_token_ns or 0) - rec.sent_ns
     start, tid = T0 + rec.sent_ns, rec.trace_id
-    client = {"trace_id": tid, "span_id": rec.span_id, "parent_id": None, "name": "chat m", "kind": "client",
-              "service": "tokenpace-client", "start_ns": start, "end_ns": start + ttft + 5 * MS,
-              "events": [{"name": "gen_ai.first_token", "time_ns": start + ttft}]}  # fmt: skip
-    spans = [client]
+    client: dict[str, object] = {
+        "trace_id": tid, "span_id": rec.span_id, "parent_id": None, "name": "chat m", "kind": "client",
+        "service": "tokenpace-client", "start_ns": start, "end_ns": start + ttft + 5 * MS,
+        "events": [{"name": "gen_ai.first_token", "time_ns": start + ttft}],
+    }  # fmt: skip
+    spans: list[dict[str, object]] = [client]
     parent, hop = rec.span_id, 1 * MS
     if gateway:
         first = [{"name": "gen_ai.first_token", "time_ns": start + ttft - hop}]
