@@ -135,3 +135,11 @@ def test_a_bad_trace_file_is_one_clear_error(tmp_path: Path) -> None:
         trace_tail_of_run(_records(), tmp_path / "bad.jsonl")
     with pytest.raises(ValueError, match=r"absent.jsonl: no such file"):
         trace_tail_of_run(_records(), tmp_path / "absent.jsonl")
+
+
+def test_runs_show_slowest_follows_sampled_requests_only() -> None:
+    from tokenpace.app.trace_tail import slowest_traced
+
+    slow = slowest_traced(_records(), 3)
+    assert [r.request_id for r in slow] == ["r100", "r99", "r98"]  # r97 was not sampled: no spans
+    assert [r.request_id for r in slowest_traced(_records(), 4)][-1] == "r96"

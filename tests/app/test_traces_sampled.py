@@ -107,3 +107,21 @@ def _report_shows_the_tail(
     ):  # fmt: skip
         bad = run_cli(*args, env=env, cwd=str(tmp_path))
         assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
+
+
+def test_the_python_api_exports_client_spans_of_the_sampled_requests_only() -> None:
+    from tokenpace.app.api import run_bench
+    from tokenpace.app.bench_config import BenchConfig
+    from tokenpace.core.workload.lengths import parse_length
+
+    with OtlpReceiver() as rx:
+        cfg = BenchConfig(url="", concurrency=4, requests=30, seed=3, output_len=parse_length("4"))
+        cfg.otlp_endpoint, cfg.otlp_sample = rx.url, 0.3
+        result = run_bench(cfg)  # the simulated engine, started for the run (it exports nothing)
+        sampled = {r.trace_id for r in result.records if r.trace_sampled}
+        spans = rx.wait_for(30, until=lambda s: len(s) >= len(sampled))
+    assert {r.index for r in result.records if r.trace_sampled} == {
+        i for i in range(30) if trace_sampled(3, i, 0.3)
+    }
+    assert sampled and len(spans) == len(sampled)
+    assert {s["trace_id"] for s in spans} == sampled and {s["service"] for s in spans} == {"tokenpace-client"}
