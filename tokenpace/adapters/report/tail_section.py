@@ -49,7 +49,7 @@ def tail_figure(tail: TailHops) -> go.Figure | None:
         )
     layout = dict(LAYOUT) | {"height": max(_MIN_PX, _FRAME_PX + _ROW_PX * len(rows))}
     fig.update_layout(
-        title=f"TTFT P95+ requests, hop by hop (slowest {len(rows)})",
+        title=f"TTFT P95+ requests with a trace, hop by hop ({len(rows)})",
         xaxis_title="ms (TTFT hops, then decode)",
         barmode="stack",
         yaxis={"autorange": "reversed", "type": "category"},
