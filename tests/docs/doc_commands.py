@@ -60,6 +60,8 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "arms --session", "tests/gateway/test_gray_walkthrough.py"),
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
     ("docs/gateway.md", "--mirror", "tests/gateway/test_shadow_walkthrough.py"),
+    ("docs/gateway.md", "--otlp-sample", "tests/app/test_traces_sampled.py"),
+    ("docs/gateway.md", "--traces sampled-traces.jsonl", "tests/app/test_traces_sampled.py"),
     ("docs/gateway.md", "--otlp-endpoint", "tests/app/test_traces_end_to_end.py"),
     ("docs/gateway.md", "--traces traces.jsonl", "tests/app/test_traces_end_to_end.py"),
     ("docs/gateway.md", "upstream=cand", "tests/gateway/test_shadow_walkthrough.py"),

@@ -27,6 +27,7 @@ from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
+from tokenpace.core.trace_sample import trace_sampled
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 from tokenpace.wire.dialects import get_dialect
@@ -187,7 +188,9 @@ def build_requests(
         traceparent = None
         if cfg.otlp_endpoint:  # this request's trace: the client's span is the root
             record.trace_id, record.span_id = new_trace_id(), new_span_id()
-            traceparent = format_traceparent(record.trace_id, record.span_id)
+            # unsampled: the ids still go out (flag 00), so the hops' records join, but no span
+            record.trace_sampled = trace_sampled(cfg.seed, item.index, cfg.otlp_sample or 1.0)
+            traceparent = format_traceparent(record.trace_id, record.span_id, record.trace_sampled)
         yield (
             record,
             sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages, traceparent),

@@ -12,6 +12,7 @@ from tokenpace.app.workloads import WorkloadOptions
 from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.trace_sample import check_share
 from tokenpace.core.workload.lengths import LengthDist, parse_length
 from tokenpace.core.workload.ramp import Ramp
 from tokenpace.wire.dialects.base import Sampling
@@ -53,6 +54,7 @@ class BenchConfig:
     connect_probe: bool = False
     new_connection_per_request: bool = False
     otlp_endpoint: str | None = None  # a trace per request (traceparent sent), client spans exported here
+    otlp_sample: float | None = None  # share traced, in (0, 1] (core/trace_sample.py); None: all
     resend_unanswered: bool = False  # resend once what a reused connection dropped unanswered (recorded)
     tls_verify: bool = True
     extra_body: dict[str, Any] = field(default_factory=dict)  # merged into every request body
@@ -108,6 +110,7 @@ class BenchConfig:
             )
         self._validate_ramp()
         self._validate_headers()
+        self._validate_tracing()
 
     @property
     def ramp_excluded_s(self) -> float:
@@ -130,6 +133,13 @@ class BenchConfig:
             raise ValueError("--ramp-up runs in one worker process: drop --workers")
         if self.workload_opts is not None and (self.workload_opts.sessions or self.workload_opts.trace):
             raise ValueError("--ramp-up does not combine with --turns or --trace")
+
+    def _validate_tracing(self) -> None:
+        if self.otlp_sample is None:
+            return
+        check_share(self.otlp_sample)
+        if not self.otlp_endpoint:
+            raise ValueError("--otlp-sample needs --otlp-endpoint URL (where the sampled spans go)")
 
     def _validate_headers(self) -> None:
         """Before any load: a CR or LF in a value would smuggle in a header (values never shown)."""

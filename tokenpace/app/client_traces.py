@@ -1,7 +1,7 @@
 """The client's hop of each request's trace (``bench --otlp-endpoint``): one CLIENT span per traced
 request, the root of its trace, with the phases the client measured as events (DNS, connect, TLS,
 request sent, first byte, first token, last token). Exported after the run from the records, so
-sending and reading never do tracing work."""
+sending and reading never do tracing work. A request ``--otlp-sample`` left out gets no span."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def check_tracing(endpoint: str | None) -> None:
 
 
 def client_span(rec: RequestRecord, offset_ns: int, model: str) -> SpanOut | None:
-    if rec.trace_id is None or rec.span_id is None or not rec.sent_ns:
+    if rec.trace_id is None or rec.span_id is None or not rec.sent_ns or not rec.trace_sampled:
         return None
     t0 = rec.sent_ns
     marks: list[tuple[str, int | None]] = []

@@ -14,6 +14,7 @@ from tokenpace.adapters.report.html import render_html
 from tokenpace.adapters.report.tables import is_sweep
 from tokenpace.adapters.results import read_records, read_result, write_result
 from tokenpace.adapters.safe_files import check_output, write_atomic
+from tokenpace.app.tail_report import TailHops, trace_tail_of_run
 from tokenpace.core.asked_percentiles import asked_percentiles, parse_percentiles
 from tokenpace.core.record import RequestRecord
 
@@ -103,15 +104,18 @@ def write_reports(
     outputs: dict[str, Path | None],
     title: str | None,
     said: Callable[[str], None],
+    traces: Path | None = None,
 ) -> None:
     """``outputs``: ``{"--html": path, "--md": path, "--csv": path}``; each checked before any is
-    written; ``said`` hears "html: PATH" and the like."""
+    written; ``said`` hears "html: PATH" and the like. ``traces``: the HTML report follows the TTFT
+    tail hop by hop through this trace file."""
+    tail = _tail(doc, steps, traces) if traces is not None else None
     try:
         for flag, path in outputs.items():
             if path:
                 check_output(path, flag)
         render = {
-            "--html": ("html", lambda: render_html(doc, steps, title)),
+            "--html": ("html", lambda: render_html(doc, steps, title, tail)),
             "--md": ("markdown", lambda: to_markdown(doc)),
             "--csv": ("csv", lambda: to_csv(doc)),
         }
@@ -124,6 +128,17 @@ def write_reports(
         raise ReportError(str(exc)) from None
     except (KeyError, TypeError) as exc:
         raise ReportError(f"{source}: malformed result ({exc})") from None
+
+
+def _tail(doc: dict[str, Any], steps: list[Step], traces: Path) -> tuple[TailHops, str]:
+    if is_sweep(doc) or len(steps) != 1:
+        raise ReportError("--traces follows one bench result's tail, not a sweep's")
+    if not steps[0].records:
+        raise ReportError("--traces needs the run's records (RESULT.records.jsonl beside it)")
+    try:
+        return trace_tail_of_run(steps[0].records, traces), str(traces)
+    except ValueError as exc:
+        raise ReportError(str(exc)) from None
 
 
 def markdown(doc: dict[str, Any]) -> str:

@@ -10,6 +10,7 @@ are kept, so memory is bounded by N times the spans of one trace, whatever the f
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,14 +26,15 @@ class TailRequest:
 
 
 def slowest_traced(records: list[RequestRecord], n: int) -> list[RequestRecord]:
-    """The ``n`` traced requests with the longest TTFT, slowest first."""
-    traced = [r for r in records if r.trace_id and r.first_token_ns is not None and not r.warmup]
+    """The ``n`` traced requests with the longest TTFT, slowest first (unsampled ones have no spans)."""
+    traced = [
+        r for r in records if r.trace_id and r.trace_sampled and r.first_token_ns is not None and not r.warmup
+    ]
     return sorted(traced, key=lambda r: (r.first_token_ns or 0) - r.sent_ns, reverse=True)[:n]
 
 
-def load_spans(path: Path, trace_ids: set[str]) -> dict[str, list[Span]]:
-    """The spans of these traces in a JSON-lines trace file (ValueError on a line that is not)."""
-    kept: list[Span] = []
+def iter_spans(path: Path) -> Iterator[Span]:
+    """Every span of a JSON-lines trace file, one line at a time (ValueError on a line that is not)."""
     with path.open() as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -41,8 +43,12 @@ def load_spans(path: Path, trace_ids: set[str]) -> dict[str, list[Span]]:
                 spans = spans_from_json(json.loads(line))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 raise ValueError(f"{path}:{number}: not an OTLP JSON or span line ({exc})") from None
-            kept += [s for s in spans if s.trace_id in trace_ids]
-    return by_trace(kept)
+            yield from spans
+
+
+def load_spans(path: Path, trace_ids: set[str]) -> dict[str, list[Span]]:
+    """The spans of these traces in a JSON-lines trace file (ValueError on a line that is not)."""
+    return by_trace(s for s in iter_spans(path) if s.trace_id in trace_ids)
 
 
 def follow_tail(records: list[RequestRecord], n: int, traces: Path) -> list[TailRequest]:
@@ -50,7 +56,9 @@ def follow_tail(records: list[RequestRecord], n: int, traces: Path) -> list[Tail
         raise ValueError("--slowest must be at least 1")
     slow = slowest_traced(records, n)
     if not slow:
-        raise ValueError("the run has no traced requests with a first token (run bench with --otlp-endpoint)")
+        raise ValueError(
+            "the run has no traced (sampled) requests with a first token (run bench with --otlp-endpoint)"
+        )
     spans = load_spans(traces, {r.trace_id for r in slow if r.trace_id})
     return [
         TailRequest(r, ((r.first_token_ns or 0) - r.sent_ns) / 1e6, hops(spans.get(r.trace_id or "", [])))

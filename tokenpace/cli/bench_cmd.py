@@ -177,6 +177,13 @@ class VllmArgs(click.Command):
     help="Start a trace per request (W3C traceparent sent to the server) and export the client's span "
     "to this OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); the otlp extra.",
 )
+@click.option(
+    "--otlp-sample",
+    type=float,
+    metavar="SHARE",
+    help="Trace this share of the requests, in (0, 1] (default: all), chosen by a hash of --seed and "
+    "each request's index: the rest still send traceparent, with the sampled flag 0, and export no span.",
+)
 @click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
 @click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
 @click.option(
@@ -325,6 +332,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         new_connection_per_request=o["new_connection_per_request"],
         resend_unanswered=o.get("resend_unanswered", False),
         otlp_endpoint=o.get("otlp_endpoint"),
+        otlp_sample=o.get("otlp_sample"),
         tls_verify=not o["insecure"],
         ca_cert=o["ca_cert"],
         workers=parsing.workers(o.get("workers") or "1"),

@@ -32,6 +32,13 @@ def _note(text: str) -> None:
     help="Percentiles shown, each with its 95% interval, e.g. 50,90,99,99.9 (from the records beside "
     "the result; default: the run's own).",
 )
+@click.option(
+    "--traces",
+    type=click.Path(path_type=Path),
+    metavar="FILE",
+    help="With --html: where the TTFT P95+ requests' time went, hop by hop, from this trace file (JSON "
+    "lines: OTLP JSON or tokenpace's span lines) joined by trace id (bench --otlp-endpoint).",
+)
 def report(
     source: Path,
     html_out: Path | None,
@@ -39,17 +46,20 @@ def report(
     csv_out: Path | None,
     title: str | None,
     percentiles: str | None,
+    traces: Path | None,
 ) -> None:
     """Report a bench result or a sweep: offline HTML (--html), Markdown (--md), CSV (--csv).
 
     With no output option the Markdown goes to standard output.
     """
     outputs = {"--html": html_out, "--md": md_out, "--csv": csv_out}
+    if traces is not None and html_out is None:
+        die("report", "--traces adds a section to the HTML report: give --html FILE too")
     try:
         doc, steps = load_report(source, _note)
         if percentiles is not None:
             recompute_percentiles(steps, percentiles)
-        write_reports(source, doc, steps, outputs, title, click.echo)
+        write_reports(source, doc, steps, outputs, title, click.echo, traces)
     except ReportError as exc:
         die("report", str(exc))
     if not (html_out or md_out or csv_out):

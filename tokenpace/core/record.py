@@ -103,6 +103,9 @@ class RequestRecord:
     trace_id: str | None = None  # 32 hex digits, shared by every hop of the request
     span_id: str | None = None  # this hop's span (sent on as the parent in ``traceparent``)
     parent_span_id: str | None = None  # the span of the hop before (the client's, at the gateway)
+    # W3C ``sampled`` flag: False when the trace id went out with flag 00 (``--otlp-sample``, or an
+    # unsampled incoming trace at the gateway) and no hop exported a span of it
+    trace_sampled: bool = True
 
     # --- outcome ---
     status: Status = Status.OK

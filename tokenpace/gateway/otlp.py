@@ -3,7 +3,8 @@
 The gateway continues the trace its client started (W3C ``traceparent``; it starts one when none
 came) and exports one SERVER span per request, with events (upstream first byte, first token, last
 token) and its hops as child spans (hop_spans.py: admission, route, the upstream call with its
-connect and wait, relay). The upstream call's span is the parent the upstream is sent. Spans are
+connect and wait, relay). The upstream call's span is the parent the upstream is sent, with the
+caller's ``sampled`` flag: a request the caller left unsampled gets no span here either. Spans are
 built when a request finishes, from the record's own timestamps and a few taken at phase changes,
 so the streaming path does no tracing work (see adapters/otlp.py). Attributes carry no prompt,
 completion, user or key; the resource carries the gateway's ``--label``s.
@@ -32,6 +33,7 @@ def join_trace(record: RequestRecord, traceparent: str | None, admitted_ns: int,
     incoming = tc.parse_traceparent(traceparent)
     record.trace_id, record.parent_span_id = incoming or (new_trace_id(), None)
     record.span_id = new_span_id()
+    record.trace_sampled = tc.is_sampled(traceparent)  # the caller left it out: no span, flag kept
     return HopTimes(admitted_ns=admitted_ns, routed_ns=routed_ns)
 
 
@@ -39,11 +41,12 @@ def with_traceparent(
     headers: list[tuple[str, str]], record: RequestRecord | None, hops: HopTimes | None
 ) -> list[tuple[str, str]]:
     """The upstream request's headers with our upstream call's span as the parent (W3C: the
-    caller's span of that call), when the request is traced."""
+    caller's span of that call) and the caller's sampled flag unchanged, when the request is traced."""
     if record is None or hops is None or record.trace_id is None:
         return headers
     kept = [(k, v) for k, v in headers if k.lower() != tc.HEADER]
-    return [*kept, (tc.HEADER, tc.format_traceparent(record.trace_id, hops.upstream_span_id))]
+    parent = tc.format_traceparent(record.trace_id, hops.upstream_span_id, record.trace_sampled)
+    return [*kept, (tc.HEADER, parent)]
 
 
 class Traces:
@@ -62,7 +65,10 @@ class Traces:
 
     def record(self, rec: RequestRecord, operation: str, hops: HopTimes | None = None) -> None:
         """One finished request (called once per request, after the client has its last byte), with
-        its hops as child spans when their times were taken."""
+        its hops as child spans when their times were taken; none for a request its caller did not
+        sample (``traceparent`` flag 00)."""
+        if not rec.trace_sampled:
+            return
         off = self.offset_ns
         lab = rec.labels
         model = lab.get("model", "unknown")

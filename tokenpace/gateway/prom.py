@@ -141,7 +141,8 @@ class GatewayMetrics:
             return
         t = ttft_ns(rec)
         if t is not None:
-            exemplar = {"trace_id": rec.trace_id} if rec.trace_id else None  # alert -> its traces
+            # alert -> its traces (only a sampled one: an unsampled trace id leads to no span)
+            exemplar = {"trace_id": rec.trace_id} if rec.trace_id and rec.trace_sampled else None
             self.ttft.labels(*key).observe(t / NS, exemplar=exemplar)
         tp = tpot_ns(rec)
         if tp is not None:

@@ -8,7 +8,8 @@ three child spans ``queue``, ``prefill``, ``decode`` from the engine's own times
 The streaming loop only hands finished requests over (``finished``, once per request, never per
 token); the spans are built in a later event-loop callback and the SDK's batch processor (bounded at
 2,048 spans, past which it drops) exports them from its own thread. Aborted requests get no span, as
-in vLLM.
+in vLLM, and so do requests whose ``traceparent`` says they are not sampled (flag 00), as vLLM's
+parent-based sampler does.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class EngineTraces:
 def engine_spans(req: SimRequest, traceparent: str | None, model: str, offset_ns: int) -> list[SpanOut]:
     """The ``llm_request`` span and its ``queue``/``prefill``/``decode`` children of one finished
     request (times are monotonic seconds; ``offset_ns`` turns them into Unix ns)."""
-    if req.finish_t is None or req.first_token_t is None:
-        return []
+    if req.finish_t is None or req.first_token_t is None or not tc.is_sampled(traceparent):
+        return []  # unfinished, or the caller left the request unsampled (traceparent flag 00)
     arrival, first, finish = req.arrival_t, req.first_token_t, req.finish_t
     # A step's model start can precede an arrival that came while the loop caught up: such a request
     # did not queue, so its queue phase is empty rather than negative.

@@ -35,3 +35,13 @@ def parse_traceparent(value: str | None) -> tuple[str, str] | None:
     if not set(trace_id + span_id + flags) <= _HEX or trace_id == "0" * 32 or span_id == "0" * 16:
         return None
     return trace_id, span_id
+
+
+def is_sampled(value: str | None) -> bool:
+    """Whether the hop before asked for this request to be recorded (W3C ``sampled``, bit 0 of the
+    flags): False only for a valid header with the bit clear; none, or a bad one, starts a new trace,
+    which is recorded."""
+    if parse_traceparent(value) is None:
+        return True
+    flags = (value or "").strip().split("-")[3]
+    return bool(int(flags, 16) & 1)

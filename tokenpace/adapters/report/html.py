@@ -27,6 +27,14 @@ from tokenpace.adapters.report.tables import (
     steps_table,
     throughput_table,
 )
+from tokenpace.adapters.report.tail_section import (
+    SHARE_COLUMN,
+    TITLE,
+    tail_figure,
+    tail_lines,
+    tail_shares_table,
+)
+from tokenpace.core.analysis.tail_hops import TailHops
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1280px;
@@ -142,8 +150,14 @@ class _Page:
         self.add('<div class="grid">' + "".join(f"<div>{self.fig(f)}</div>" for f in figs) + "</div>")
 
 
-def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = None) -> str:
-    """The report page. ``doc`` is a bench result or a sweep; ``steps`` carry the records per run."""
+def render_html(
+    doc: dict[str, Any],
+    steps: list[F.Step],
+    title: str | None = None,
+    tail: tuple[TailHops, str] | None = None,
+) -> str:
+    """The report page. ``doc`` is a bench result or a sweep; ``steps`` carry the records per run;
+    ``tail``: the TTFT tail hop by hop and the trace file it came from (``report --traces``)."""
     page = _Page()
     sweep = is_sweep(doc)
     first = steps[0].result
@@ -189,6 +203,8 @@ def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = No
     if len(steps) == 1 and (leading := F.leading_indicators(steps[0])) is not None:
         over_time.insert(1, leading)
     page.grid(over_time)
+    if tail is not None:
+        _tail_section(page, *tail)
     defs = first.get("definitions") or {}
     if defs:
         items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in defs.items())
@@ -202,6 +218,20 @@ def render_html(doc: dict[str, Any], steps: list[F.Step], title: str | None = No
         f'<script type="application/gzip;base64" id="tp-plotly">{plotly_js_gzip_base64()}</script>'
         f"<script>{_PLOTLY_LOADER}</script></body></html>"
     )
+
+
+def _tail_section(page: _Page, tail: TailHops, source: str) -> None:
+    page.add(f'<h2 id="tail-hops">{html.escape(TITLE)}</h2>')
+    for text, warn in tail_lines(tail, source):
+        page.add(f"<p{' class=warn' if warn else ''}>{html.escape(text)}</p>")
+    fig = tail_figure(tail)
+    if fig is not None:
+        page.add(
+            page.fig(fig)
+            + _table(tail_shares_table(tail), pct_cols=(SHARE_COLUMN,))
+            + '<p class="sub">Each request\'s TTFT split into hops that add up to it (see docs/gateway.md, '
+            "tracing); a hop's clock offset between machines lands in the network hops.</p>"
+        )
 
 
 def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
