@@ -25,6 +25,8 @@ from tokenpace.testing.procs import FINISHED, free_port, run_cli
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 from tokenpace.testing.otlp_receiver import OtlpReceiver
 
+SPANS_PER_TRACE = 12  # client 1 + gateway 7 + engine 4
+
 
 def _sampled_block() -> tuple[str, str]:
     text = DOC.read_text()
@@ -66,7 +68,9 @@ def test_sampled_requests_are_traced_by_every_hop_and_the_rest_by_none(tmp_path:
         store = open_store(env["TOKENPACE_STORE"], existing=True)
         records = [r for r in store.load_records(store.resolve("trial=sampled").id) if not r.warmup]
         sampled = {r.trace_id for r in records if r.trace_sampled}
-        raw = rx.wait_for(30, until=lambda s: len(s) >= len(sampled) * 6)  # client, gateway, engine + 3
+        # client 1, gateway 7 (its span, admission, route, upstream, connect, upstream wait, relay),
+        # engine 4 (llm_request, queue, prefill, decode)
+        raw = rx.wait_for(30, until=lambda s: len(s) >= len(sampled) * SPANS_PER_TRACE)
         rx.write_jsonl(tmp_path / "sampled-traces.jsonl")
     assert len(records) == 100 and all(r.status.value == "ok" for r in records)
     assert {r.index for r in records if r.trace_sampled} == {
@@ -74,10 +78,10 @@ def test_sampled_requests_are_traced_by_every_hop_and_the_rest_by_none(tmp_path:
     }
     assert len({r.trace_id for r in records}) == 100  # the unsampled keep their ids too
     traces = by_trace(s for d in raw for s in spans_from_json(d))
-    assert set(traces) == sampled and len(raw) == len(sampled) * 6  # nobody exported an unsampled one
+    assert set(traces) == sampled and len(raw) == len(sampled) * SPANS_PER_TRACE  # no unsampled one
     for trace in traces.values():
         services = sorted(s.service for s in trace)
-        assert services == ["tokenpace-client", "tokenpace-gateway", *["tokenpace-sim"] * 4], services
+        assert services == ["tokenpace-client", *["tokenpace-gateway"] * 7, *["tokenpace-sim"] * 4], services
     _report_shows_the_tail(tmp_path, report_line, env, records)
 
 
