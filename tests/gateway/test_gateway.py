@@ -304,6 +304,7 @@ def test_records_dropped_and_counted_when_writer_is_slow() -> None:
             config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0, record_queue=2)
             gw = RunningGateway(config, writer=slow_writer)
             async with gw, aiohttp.ClientSession() as s:
+                gw.gateway.sink.linger_s = 0  # the writer takes each record at once (no batching wait)
                 for _ in range(6):
                     async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
                         assert r.status == 200
