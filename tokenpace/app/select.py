@@ -1,18 +1,21 @@
 """Use case: judge stored candidates (runs, sweeps, label queries) against a scenario, cost them,
 recommend one, and estimate tiered routing. The rules are core's (core/analysis/select.py, cost.py);
-this module finds the runs and their records in the store and hands them over."""
+this module finds the runs and their records in the store and hands them over. A predicted sweep
+file (`sim --virtual --predicted-sweep`) is a candidate too, judged by the same rules, marked
+predicted and never the recommendation (app/select_predicted.py, core/analysis/predicted.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenpace.adapters.results import read_result
 from tokenpace.adapters.scenario_files import load_book
 from tokenpace.adapters.store import RunInfo, Store, StoreError
 from tokenpace.adapters.store.query import parse_where
+from tokenpace.app.select_predicted import predicted_points, read_predicted
 from tokenpace.core.analysis.cost import (
     Cost,
     Recommendation,
@@ -23,6 +26,7 @@ from tokenpace.core.analysis.cost import (
     recommend,
     tiered,
 )
+from tokenpace.core.analysis.predicted import PREDICTED_NOTE, predicted_label
 from tokenpace.core.analysis.prefill_fit import fit_records, move_to_input_len
 from tokenpace.core.analysis.scenarios import Prices, Scenario, ScenarioBook, ScenarioError, check_prices
 from tokenpace.core.analysis.select import Placement, RunPoint, Verdict, judge, run_point
@@ -42,8 +46,9 @@ def write_select_html(path: Path, docs: list[dict[str, Any]]) -> None:
 @dataclass
 class Candidate:
     name: str  # as the user typed it
-    kind: str  # run | sweep
+    kind: str  # run | sweep | predicted
     runs: list[RunInfo]
+    predicted: dict[str, Any] | None = None  # a predicted sweep document (kind "predicted")
 
     @property
     def model(self) -> str | None:
@@ -81,7 +86,10 @@ def _stored_id(ref: str) -> str:
 
 def resolve_candidate(store: Store, ref: str) -> Candidate:
     """A sweep id or sweep file (its stored steps), else a run reference (id, prefix, baseline,
-    key=value) or result file."""
+    key=value) or result file; a predicted sweep file is a predicted candidate."""
+    predicted = read_predicted(ref)
+    if predicted is not None:
+        return Candidate(ref, "predicted", [], predicted)
     stored = _stored_id(ref)
     steps = store.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
     if steps:
@@ -123,16 +131,25 @@ class SelectReport:
     scenario: Scenario
     verdicts: list[Verdict]
     costs: dict[str, Cost | str]
-    recommendation: Recommendation
+    recommendation: Recommendation  # among measured candidates only
     tier: TierEstimate | str | None
+    predicted: dict[str, str] = field(default_factory=dict)  # predicted candidate -> what predicted it
+    predicted_pick: Recommendation | None = None  # a predicted candidate the rules would pick
+    predicted_note: ClassVar[str] = PREDICTED_NOTE
+
+    def _candidate(self, v: Verdict) -> dict[str, Any]:
+        cost = _cost_dict(self.costs.get(v.candidate))
+        return {**v.to_dict(), "predicted": self.predicted.get(v.candidate), "cost": cost}
 
     def to_dict(self) -> dict[str, Any]:
+        pick = self.predicted_pick
         return {
             "scenario": self.scenario.to_dict(),
-            "candidates": [
-                {**v.to_dict(), "cost": _cost_dict(self.costs.get(v.candidate))} for v in self.verdicts
-            ],
-            "recommendation": self.recommendation.to_dict(),
+            "candidates": [self._candidate(v) for v in self.verdicts],
+            "recommendation": {**self.recommendation.to_dict(), "basis": "measured"},
+            "predicted_recommendation": (
+                {**pick.to_dict(), "basis": "PREDICTED", "note": PREDICTED_NOTE} if pick else None
+            ),
             "tiered": self.tier.to_dict() if isinstance(self.tier, TierEstimate) else self.tier,
         }
 
@@ -144,6 +161,8 @@ def _cost_dict(c: Cost | str | None) -> dict[str, Any] | None:
 
 
 def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
+    if cand.predicted is not None:
+        return predicted_points(cand.name, cand.predicted, scenario)
     out = []
     for run in cand.runs:
         open_loop = (run.conditions.get("load") or {}).get("mode") == "open_loop"
@@ -201,14 +220,33 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
             if cand.name in config.input_fits
             else None
         )
-        verdict = judge(scenario, cand.name, _points(store, cand, scenario), cand.kind == "sweep", adjust)
+        points = _points(store, cand, scenario)
+        verdict = judge(scenario, cand.name, points, cand.kind != "run", adjust)
+        if cand.predicted is not None:
+            verdict = replace(verdict, kind="predicted")
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:
             costs[cand.name] = cost_of(prices, verdict)
-    rec = recommend(verdicts, costs)
+    rec, pick = _recommendations(verdicts, costs)
     tier = _tier(store, scenario, config, verdicts, costs, rec) if config.route_small else None
-    return SelectReport(scenario, verdicts, costs, rec, tier)
+    labels = {c.name: predicted_label(c.predicted["predicted"]) for c in cands if c.predicted is not None}
+    return SelectReport(scenario, verdicts, costs, rec, tier, labels, pick)
+
+
+def _recommendations(
+    verdicts: list[Verdict], costs: dict[str, Cost | str]
+) -> tuple[Recommendation, Recommendation | None]:
+    """The recommendation among measured candidates, and the predicted candidate the same rules
+    would pick over it (None when they would pick a measured one, or none)."""
+    measured = [v for v in verdicts if v.kind != "predicted"]
+    rec = recommend(measured, costs)
+    if not measured:
+        rec = Recommendation(None, "no measured candidate: a predicted one cannot be recommended", None)
+    over_all = recommend(verdicts, costs)
+    predicted = {v.candidate for v in verdicts if v.kind == "predicted"}
+    pick = over_all if over_all.candidate in predicted else None
+    return rec, pick
 
 
 def _tier(
@@ -225,8 +263,12 @@ def _tier(
     small = by_name.get(config.route_small or "")
     if small is None:
         raise ScenarioError(f"--route-small {config.route_small!r} is not one of the candidates")
+    if small.kind == "predicted":
+        raise ScenarioError(
+            f"--route-small {config.route_small!r} is predicted: routing blends measured requests"
+        )
     others = sorted(
-        (v for v in verdicts if v.status == "pass" and v is not small),
+        (v for v in verdicts if v.status == "pass" and v is not small and v.kind != "predicted"),
         key=lambda v: (v.candidate != rec.candidate, -(v.margin or 0.0)),
     )
     if not others:

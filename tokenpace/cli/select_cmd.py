@@ -167,24 +167,39 @@ def _short(status: str, value: float | None, upper: float | None) -> str:
     return f"{_MARK[status]} {shown:.4g}"
 
 
-def render(report: SelectReport, console: Console) -> None:
-    """The matrix (each latency cell shows its 95% upper bound in ms), then the reason per cell."""
-    s = report.scenario
-    console.print(f"[bold]{s.name}[/bold]: {s.input_len} in / {s.output_len} out tokens at {s.load_label()}")
-    table = Table(show_lines=False)
+def _matrix(report: SelectReport, predicted: bool, console: Console, title: str | None) -> None:
+    """The measured candidates' matrix, or the predicted ones'."""
+    table = Table(show_lines=False, title=title, title_justify="left")
     table.add_column("candidate", overflow="fold")
     for n, cell in enumerate(report.verdicts[0].cells, 1):
         table.add_column(f"({n}) {cell.line}", overflow="fold")
     table.add_column("verdict")
     table.add_column("$/1k req")
-    for v in report.verdicts:
+    for v in (v for v in report.verdicts if (v.kind == "predicted") == predicted):
         cost = report.costs.get(v.candidate)
         price = f"{cost.per_k_requests:.4g}" if isinstance(cost, Cost) else "-"
         cells = [_short(c.status, c.value, c.upper) for c in v.cells]
-        table.add_row(f"{v.candidate} ({v.kind})", *cells, _MARK[v.status], price)
+        verdict = _MARK[v.status] + (" PREDICTED" if v.kind == "predicted" else "")
+        table.add_row(f"{v.candidate} ({v.kind})", *cells, verdict, price)
     show_table(console, table)
+
+
+def render(report: SelectReport, console: Console) -> None:
+    """The matrix (each latency cell shows its 95% upper bound in ms), then the reason per cell.
+    Predicted candidates get a table of their own, after the measured ones, and never the
+    recommendation."""
+    s = report.scenario
+    console.print(f"[bold]{s.name}[/bold]: {s.input_len} in / {s.output_len} out tokens at {s.load_label()}")
+    measured = [v for v in report.verdicts if v.kind != "predicted"]
+    predicted = [v for v in report.verdicts if v.kind == "predicted"]
+    if measured:
+        _matrix(report, False, console, "measured" if predicted else None)
+    if predicted:
+        _matrix(report, True, console, "PREDICTED by the simulator (not measured)")
     for v in report.verdicts:
-        console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}")
+        console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}", highlight=False)
+        if v.candidate in report.predicted:
+            console.print(f"  {report.predicted[v.candidate]}", style="bold magenta", highlight=False)
         for n, c in enumerate(v.cells, 1):
             console.print(f"  ({n}) {_MARK[c.status]} {c.reason}")
         console.print(f"  cost: {_cost_text(report.costs.get(v.candidate))}")
@@ -196,6 +211,15 @@ def render(report: SelectReport, console: Console) -> None:
     else:
         margin = f", margin {rec.margin:.0%} under the line" if rec.margin is not None else ""
         console.print(f"recommendation: [bold]{rec.candidate}[/bold] ({rec.reason}{margin})")
+    pick = report.predicted_pick
+    if pick is not None:
+        console.print(
+            f"PREDICTED: {pick.candidate} would be picked on predicted numbers ({pick.reason})",
+            style="bold magenta",
+            highlight=False,
+        )
+    if predicted:
+        console.print(f"PREDICTED candidates: {report.predicted_note}", style="magenta", highlight=False)
     _render_tier(report, console)
 
 
