@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from tokenpace.adapters.store import Store, connect
-from tokenpace.app.select import SelectConfig, run_select
+from tokenpace.adapters.store import Store, StoreError, connect
+from tokenpace.app.select import SelectConfig, needs_store, run_select
 from tokenpace.core.analysis.scenarios import Prices, ScenarioError
 from tokenpace.core.metrics import summarize
 from tokenpace.core.workload.lengths import parse_length
@@ -135,3 +135,15 @@ def test_a_cheaper_predicted_candidate_is_said_apart_from_the_measured_recommend
     assert report.predicted_pick is not None and report.predicted_pick.candidate == pred
     with pytest.raises(ScenarioError, match="is predicted"):
         run_select(store, dataclasses.replace(cfg, route_small=pred))
+
+
+def test_predicted_files_alone_need_no_store(tmp_path):
+    pred = _predicted(tmp_path)
+    assert not needs_store([pred], [])
+    assert needs_store([pred, "candidate=measured"], []) and needs_store([pred], ["candidate=x"])
+    report = run_select(None, SelectConfig("fast", [pred], scenarios_file=_scenarios(tmp_path)))
+    assert report.verdicts[0].status == "pass"
+    with pytest.raises(StoreError, match="need the store"):
+        run_select(
+            None, SelectConfig("fast", [pred, "candidate=measured"], scenarios_file=_scenarios(tmp_path))
+        )

@@ -7,7 +7,7 @@ predicted and never the recommendation (app/select_predicted.py, core/analysis/p
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -26,7 +26,7 @@ from tokenpace.core.analysis.cost import (
     recommend,
     tiered,
 )
-from tokenpace.core.analysis.predicted import PREDICTED_NOTE, predicted_label
+from tokenpace.core.analysis.predicted import PREDICTED_NOTE, as_predicted, predicted_label
 from tokenpace.core.analysis.prefill_fit import fit_records, move_to_input_len
 from tokenpace.core.analysis.scenarios import Prices, Scenario, ScenarioBook, ScenarioError, check_prices
 from tokenpace.core.analysis.select import Placement, RunPoint, Verdict, judge, run_point
@@ -84,17 +84,28 @@ def _stored_id(ref: str) -> str:
         raise ScenarioError(f"{ref}: not a tokenpace sweep or result file ({exc})") from None
 
 
-def resolve_candidate(store: Store, ref: str) -> Candidate:
+def needs_store(candidates: list[str], wheres: list[str]) -> bool:
+    """Whether a selection reads the store: not when every candidate is a predicted sweep file."""
+    return bool(wheres) or any(read_predicted(ref) is None for ref in candidates)
+
+
+def _need(store: Store | None) -> Store:
+    if store is None:
+        raise StoreError("stored candidates need the store (--store URL)")
+    return store
+
+
+def resolve_candidate(store: Store | None, ref: str) -> Candidate:
     """A sweep id or sweep file (its stored steps), else a run reference (id, prefix, baseline,
     key=value) or result file; a predicted sweep file is a predicted candidate."""
     predicted = read_predicted(ref)
     if predicted is not None:
         return Candidate(ref, "predicted", [], predicted)
-    stored = _stored_id(ref)
-    steps = store.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
+    stored, runs = _stored_id(ref), _need(store)
+    steps = runs.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
     if steps:
         return Candidate(ref, "sweep", _sweep_curve(steps))
-    return Candidate(ref, "run", [store.resolve(stored)])
+    return Candidate(ref, "run", [runs.resolve(stored)])
 
 
 def resolve_query(store: Store, query: str) -> Candidate:
@@ -160,13 +171,13 @@ def _cost_dict(c: Cost | str | None) -> dict[str, Any] | None:
     return c.to_dict() if isinstance(c, Cost) else {"none": c}
 
 
-def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
+def _points(store: Store | None, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
     if cand.predicted is not None:
         return predicted_points(cand.name, cand.predicted, scenario)
     out = []
     for run in cand.runs:
         open_loop = (run.conditions.get("load") or {}).get("mode") == "open_loop"
-        good = count_meeting(store.load_records(run.id), scenario, from_scheduled=open_loop)
+        good = count_meeting(_need(store).load_records(run.id), scenario, from_scheduled=open_loop)
         result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
                   "interrupted": run.interrupted}  # fmt: skip
         out.append(run_point(run.id, result, good))
@@ -196,7 +207,8 @@ def _price_for(cand: Candidate, flags: dict[str, Prices], book: ScenarioBook) ->
     return None
 
 
-def run_select(store: Store, config: SelectConfig) -> SelectReport:
+def run_select(store: Store | None, config: SelectConfig) -> SelectReport:
+    """``store`` may be None when every candidate is a predicted sweep file (see ``needs_store``)."""
     book = load_scenarios(config.scenarios_file)
     scenario = book.scenarios.get(config.scenario)
     if scenario is None:
@@ -204,7 +216,7 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
     for name, flag_prices in config.prices.items():
         check_prices(flag_prices, f"price of {name!r}")
     cands = [resolve_candidate(store, r) for r in config.candidates]
-    cands += [resolve_query(store, q) for q in config.wheres]
+    cands += [resolve_query(_need(store), q) for q in config.wheres]
     if not cands:
         raise ScenarioError("give at least one candidate: a run, a sweep id or --where K=V")
     if len({c.name for c in cands}) < len(cands):
@@ -216,14 +228,14 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
         raise ScenarioError(f"--input-fit names no candidate: {', '.join(sorted(unknown))}")
     for cand in cands:
         adjust = (
-            _input_fit(store, config.input_fits[cand.name], scenario)
+            _input_fit(_need(store), config.input_fits[cand.name], scenario)
             if cand.name in config.input_fits
             else None
         )
         points = _points(store, cand, scenario)
         verdict = judge(scenario, cand.name, points, cand.kind != "run", adjust)
         if cand.predicted is not None:
-            verdict = replace(verdict, kind="predicted")
+            verdict = as_predicted(verdict)
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:
@@ -250,7 +262,7 @@ def _recommendations(
 
 
 def _tier(
-    store: Store,
+    store: Store | None,
     scenario: Scenario,
     config: SelectConfig,
     verdicts: list[Verdict],
@@ -279,9 +291,9 @@ def _tier(
 
     def samples(v: Verdict) -> dict[str, list[float]]:
         run_id = v.placement.runs[-1]  # the higher-load run: conservative
-        run = store.get_run(run_id)
+        run = _need(store).get_run(run_id)
         open_loop = run is not None and (run.conditions.get("load") or {}).get("mode") == "open_loop"
-        return metric_samples(store.load_records(run_id), from_scheduled=open_loop)
+        return metric_samples(_need(store).load_records(run_id), from_scheduled=open_loop)
 
     return tiered(
         scenario,

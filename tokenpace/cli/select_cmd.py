@@ -11,7 +11,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.app.select import SelectConfig, SelectReport, run_select, write_select_html
+from tokenpace.app.select import SelectConfig, SelectReport, needs_store, run_select, write_select_html
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.cost import Cost
@@ -128,7 +128,8 @@ def select(
         if not sep or not name or not sweep_id:
             raise ValueError(f"--input-fit {item!r}: use CANDIDATE=SWEEP_ID")
         fits[name] = sweep_id
-    store = open_or_fail("select", store_url)
+    # a selection of predicted sweep files alone reads no store (a profile before any measurement)
+    store = open_or_fail("select", store_url) if needs_store(list(candidates), list(wheres)) else None
     base = SelectConfig(
         "", list(candidates), list(wheres), scenarios_file, prices, fits, route_small, route_share
     )

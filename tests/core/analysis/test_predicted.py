@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from tokenpace.core.analysis.predicted import predicted_label, sample_meeting, widen
+from tokenpace.core.analysis.predicted import as_predicted, predicted_label, sample_meeting, widen
 from tokenpace.core.analysis.scenarios import Scenario, SloLine
+from tokenpace.core.analysis.select import Cell, Placement, Verdict
 
 
 def _scenario(*lines: SloLine) -> Scenario:
@@ -52,3 +53,20 @@ def test_the_label_names_the_profile_and_the_what_if():
     label = predicted_label({"kind": "calibrated profile", "profile": "mine", "replicas": 2})
     assert label == "PREDICTED by the simulator from the calibrated profile mine, 2 replicas"
     assert predicted_label({"profile": "x"}).startswith("PREDICTED")
+
+
+def test_a_predicted_verdict_says_predicted_where_a_measured_one_says_measured():
+    at = Placement(
+        True, "step s#2 at 10 req/s, the next load measured above 2 req/s", {}, frozenset(), ("s#2",)
+    )
+    cell = Cell(
+        "TTFT P95 < 800 ms", "unknown", None, None, "not at the scenario's input length: measured at ~16"
+    )
+    verdict = Verdict("p.json", "sweep", at, (cell,), ("measured at ~16 output tokens",), None)
+    got = as_predicted(verdict)
+    assert got.kind == "predicted"
+    assert "next load predicted above" in got.placement.where
+    assert got.cells[0].reason.endswith("predicted at ~16") and got.warnings == (
+        "predicted at ~16 output tokens",
+    )
+    assert "measured" not in repr(got.to_dict())

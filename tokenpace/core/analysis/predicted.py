@@ -15,9 +15,11 @@ judged by the same rules as a measured one, and kept apart from the measured one
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from tokenpace.core.analysis.scenarios import Scenario
+from tokenpace.core.analysis.select import Verdict
 
 PREDICTED_NOTE = (
     "a predicted pass is not a measured one: the simulator's numbers are not evidence that the "
@@ -72,3 +74,20 @@ def predicted_label(predicted: Mapping[str, Any]) -> str:
     what_if = f", {replicas} replicas" if replicas > 1 else ""
     kind, profile = predicted.get("kind", "profile"), predicted.get("profile", "?")
     return f"PREDICTED by the simulator from the {kind} {profile}{what_if}"
+
+
+def as_predicted(verdict: Verdict) -> Verdict:
+    """The verdict of a predicted candidate: its kind says so, and its texts say "predicted" where a
+    measured candidate's say "measured" (the next load measured above, measured at N tokens)."""
+
+    def word(text: str) -> str:
+        return text.replace("measured", "predicted")
+
+    cells = tuple(replace(c, reason=word(c.reason)) for c in verdict.cells)
+    return replace(
+        verdict,
+        kind="predicted",
+        placement=replace(verdict.placement, where=word(verdict.placement.where)),
+        cells=cells,
+        warnings=tuple(word(w) for w in verdict.warnings),
+    )
