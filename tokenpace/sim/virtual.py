@@ -7,8 +7,8 @@ sampled round trip after it is sent, which shifts every token the client sees by
 Each finished request becomes the core's `RequestRecord` (virtual seconds as nanoseconds), so the
 virtual run is measured by the same definitions as a real one (`tokenpace.core.metrics`); or, for
 runs too long to keep a record each, is folded into its step's bounded streaming summary
-(`run_virtual_streamed`, sim/virtual_stream.py). Open-loop sends are drawn as the clock reaches them,
-not all up front, so what the run holds is bounded by the requests in flight.
+(`run_virtual_streamed`, sim/virtual_stream.py), whose open-loop sends are drawn as the clock reaches
+them, not all up front, so what it holds is bounded by the requests in flight.
 """
 
 from __future__ import annotations
@@ -188,7 +188,10 @@ class _VirtualRun:
         elif self.load.sends:
             for at, n_in, n_out in self.load.sends:
                 self.send(at, 0, (n_in, n_out))
-        else:
+        elif self.streamed is None:  # the records grow with the run anyway: all sends up front
+            for at, step in ladder_send_times(self.load, self.arrivals_rng):
+                self.send(at, step)
+        else:  # summary only: drawn as the clock reaches them, so only requests in flight are held
             self.pending = ladder_send_times(self.load, self.arrivals_rng)
             self.next_send = next(self.pending, None)
         engine, heap = self.engine, self.heap
