@@ -61,7 +61,7 @@ def test_reports_fails_the_large_model_and_recommends_a_passing_priced_one(examp
 
 
 def test_assistant_a_rate_scenario_is_not_judged_on_closed_loop_measurements(example):
-    doc = json.loads(_output(example, "--scenario assistant"))
+    doc = json.loads(_output(example, "--scenario assistant", "8b.json"))
     by_name = {c["candidate"]: c for c in doc["candidates"]}
     sweep, run = by_name["8b.json"], by_name["candidate=70b"]  # a sweep by its file
     # 15 req/s of arrivals: a closed-loop sweep that reached that rate is not evidence for it
@@ -71,6 +71,34 @@ def test_assistant_a_rate_scenario_is_not_judged_on_closed_loop_measurements(exa
     assert run["status"] == "unknown"
     assert all("not at the scenario's load" in c["reason"] for c in run["cells"])
     assert run["cost"] == {"none": "not costed: no numbers at the scenario's load"}
+
+
+def test_a_predicted_sweep_is_judged_in_a_table_of_its_own_and_never_recommended(example):
+    out = _output(example, "--scenario assistant", "8b-predicted.json")
+    measured, _, predicted = out.partition("PREDICTED by the simulator (not measured)")
+    assert "candidate=70b (run)" in measured and "8b-predicted.json" not in measured
+    row = next(ln for ln in predicted.splitlines() if ln.lstrip("│| ").startswith("8b-predicted.json"))
+    assert "PASS PREDICTED" in row  # judged at its 15 req/s open-loop step
+    assert "recommendation: none (no candidate passes" in out
+    assert "PREDICTED: 8b-predicted.json would be picked on predicted numbers" in out
+    assert "a predicted pass is not a measured one" in out
+
+
+def test_the_predicted_candidate_is_marked_in_the_json_and_the_html(example):
+    cwd = example["cwd"]
+    args = ("--scenarios", "team.toml", "--scenario", "assistant", "8b-predicted.json", "--store", "runs.db")
+    r = run_cli("select", *args, "--json", "--html", "predicted.html", cwd=str(cwd))
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    (cand,) = doc["candidates"]
+    assert cand["kind"] == "predicted" and cand["status"] == "pass"
+    assert cand["predicted"].startswith("PREDICTED by the simulator from the shipped profile")
+    assert "15 req/s" in cand["placement"]["where"]
+    assert doc["recommendation"] == {"candidate": None, "reason": doc["recommendation"]["reason"],
+                                     "margin": None, "basis": "measured"}  # fmt: skip
+    assert doc["predicted_recommendation"]["basis"] == "PREDICTED"
+    page = (cwd / "predicted.html").read_text(encoding="utf-8")
+    assert "PREDICTED by the simulator (not measured)" in page and "PASS PREDICTED" in page
 
 
 def test_flags_price_a_candidate_and_tiered_routing_blends(example):

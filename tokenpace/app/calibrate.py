@@ -17,7 +17,7 @@ from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.core.analysis.engine_costs import EngineFit
 from tokenpace.core.analysis.engine_fit import fit_engine
 from tokenpace.core.analysis.engine_obs import MAX_KV_SAMPLES, MeasuredLoad, max_decoding_at_once, timeline
-from tokenpace.sim.calibrated import calibrated_profile, fit_provenance
+from tokenpace.sim.calibrated import calibrated_profile, fit_error, fit_provenance
 from tokenpace.sim.profile import Profile, get_profile
 from tokenpace.sim.profile_file import profile_to_toml
 from tokenpace.sim.replay import Prediction, predict
@@ -142,13 +142,12 @@ class Validation:
 
 def validate(profile: Profile, paths: list[str]) -> Validation:
     """The profile's predictions for every load of the given (held-out) runs, beside what was measured."""
-    residuals = (profile.provenance.get("residuals") or {}) if profile.provenance else {}
-    fit_error = max(float(residuals.get("prefill_rel_rms", 0.0)), float(residuals.get("decode_rel_rms", 0.0)))
+    error = fit_error(profile)
     rows: list[Prediction] = []
     notes: dict[str, list[str]] = {}
     for run in load_runs(paths):
         for measured in run.loads:
-            rows += predict(profile, measured, fit_error=fit_error)
+            rows += predict(profile, measured, fit_error=error)
             notes[measured.label] = outside_the_fit(profile, measured)
     return Validation(rows, notes)
 

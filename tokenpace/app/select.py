@@ -1,18 +1,21 @@
 """Use case: judge stored candidates (runs, sweeps, label queries) against a scenario, cost them,
 recommend one, and estimate tiered routing. The rules are core's (core/analysis/select.py, cost.py);
-this module finds the runs and their records in the store and hands them over."""
+this module finds the runs and their records in the store and hands them over. A predicted sweep
+file (`sim --virtual --predicted-sweep`) is a candidate too, judged by the same rules, marked
+predicted and never the recommendation (app/select_predicted.py, core/analysis/predicted.py)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from tokenpace.adapters.results import read_result
 from tokenpace.adapters.scenario_files import load_book
 from tokenpace.adapters.store import RunInfo, Store, StoreError
 from tokenpace.adapters.store.query import parse_where
+from tokenpace.app.select_predicted import predicted_points, read_predicted
 from tokenpace.core.analysis.cost import (
     Cost,
     Recommendation,
@@ -23,6 +26,7 @@ from tokenpace.core.analysis.cost import (
     recommend,
     tiered,
 )
+from tokenpace.core.analysis.predicted import PREDICTED_NOTE, as_predicted, predicted_label
 from tokenpace.core.analysis.prefill_fit import fit_records, move_to_input_len
 from tokenpace.core.analysis.scenarios import Prices, Scenario, ScenarioBook, ScenarioError, check_prices
 from tokenpace.core.analysis.select import Placement, RunPoint, Verdict, judge, run_point
@@ -42,8 +46,9 @@ def write_select_html(path: Path, docs: list[dict[str, Any]]) -> None:
 @dataclass
 class Candidate:
     name: str  # as the user typed it
-    kind: str  # run | sweep
+    kind: str  # run | sweep | predicted
     runs: list[RunInfo]
+    predicted: dict[str, Any] | None = None  # a predicted sweep document (kind "predicted")
 
     @property
     def model(self) -> str | None:
@@ -79,14 +84,28 @@ def _stored_id(ref: str) -> str:
         raise ScenarioError(f"{ref}: not a tokenpace sweep or result file ({exc})") from None
 
 
-def resolve_candidate(store: Store, ref: str) -> Candidate:
+def needs_store(candidates: list[str], wheres: list[str]) -> bool:
+    """Whether a selection reads the store: not when every candidate is a predicted sweep file."""
+    return bool(wheres) or any(read_predicted(ref) is None for ref in candidates)
+
+
+def _need(store: Store | None) -> Store:
+    if store is None:
+        raise StoreError("stored candidates need the store (--store URL)")
+    return store
+
+
+def resolve_candidate(store: Store | None, ref: str) -> Candidate:
     """A sweep id or sweep file (its stored steps), else a run reference (id, prefix, baseline,
-    key=value) or result file."""
-    stored = _stored_id(ref)
-    steps = store.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
+    key=value) or result file; a predicted sweep file is a predicted candidate."""
+    predicted = read_predicted(ref)
+    if predicted is not None:
+        return Candidate(ref, "predicted", [], predicted)
+    stored, runs = _stored_id(ref), _need(store)
+    steps = runs.list_runs(where={"sweep_id": stored}, newest_first=False, full=True)
     if steps:
         return Candidate(ref, "sweep", _sweep_curve(steps))
-    return Candidate(ref, "run", [store.resolve(stored)])
+    return Candidate(ref, "run", [runs.resolve(stored)])
 
 
 def resolve_query(store: Store, query: str) -> Candidate:
@@ -123,16 +142,25 @@ class SelectReport:
     scenario: Scenario
     verdicts: list[Verdict]
     costs: dict[str, Cost | str]
-    recommendation: Recommendation
+    recommendation: Recommendation  # among measured candidates only
     tier: TierEstimate | str | None
+    predicted: dict[str, str] = field(default_factory=dict)  # predicted candidate -> what predicted it
+    predicted_pick: Recommendation | None = None  # a predicted candidate the rules would pick
+    predicted_note: ClassVar[str] = PREDICTED_NOTE
+
+    def _candidate(self, v: Verdict) -> dict[str, Any]:
+        cost = _cost_dict(self.costs.get(v.candidate))
+        return {**v.to_dict(), "predicted": self.predicted.get(v.candidate), "cost": cost}
 
     def to_dict(self) -> dict[str, Any]:
+        pick = self.predicted_pick
         return {
             "scenario": self.scenario.to_dict(),
-            "candidates": [
-                {**v.to_dict(), "cost": _cost_dict(self.costs.get(v.candidate))} for v in self.verdicts
-            ],
-            "recommendation": self.recommendation.to_dict(),
+            "candidates": [self._candidate(v) for v in self.verdicts],
+            "recommendation": {**self.recommendation.to_dict(), "basis": "measured"},
+            "predicted_recommendation": (
+                {**pick.to_dict(), "basis": "PREDICTED", "note": PREDICTED_NOTE} if pick else None
+            ),
             "tiered": self.tier.to_dict() if isinstance(self.tier, TierEstimate) else self.tier,
         }
 
@@ -143,11 +171,13 @@ def _cost_dict(c: Cost | str | None) -> dict[str, Any] | None:
     return c.to_dict() if isinstance(c, Cost) else {"none": c}
 
 
-def _points(store: Store, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
+def _points(store: Store | None, cand: Candidate, scenario: Scenario) -> list[RunPoint]:
+    if cand.predicted is not None:
+        return predicted_points(cand.name, cand.predicted, scenario)
     out = []
     for run in cand.runs:
         open_loop = (run.conditions.get("load") or {}).get("mode") == "open_loop"
-        good = count_meeting(store.load_records(run.id), scenario, from_scheduled=open_loop)
+        good = count_meeting(_need(store).load_records(run.id), scenario, from_scheduled=open_loop)
         result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
                   "interrupted": run.interrupted}  # fmt: skip
         out.append(run_point(run.id, result, good))
@@ -177,7 +207,8 @@ def _price_for(cand: Candidate, flags: dict[str, Prices], book: ScenarioBook) ->
     return None
 
 
-def run_select(store: Store, config: SelectConfig) -> SelectReport:
+def run_select(store: Store | None, config: SelectConfig) -> SelectReport:
+    """``store`` may be None when every candidate is a predicted sweep file (see ``needs_store``)."""
     book = load_scenarios(config.scenarios_file)
     scenario = book.scenarios.get(config.scenario)
     if scenario is None:
@@ -185,7 +216,7 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
     for name, flag_prices in config.prices.items():
         check_prices(flag_prices, f"price of {name!r}")
     cands = [resolve_candidate(store, r) for r in config.candidates]
-    cands += [resolve_query(store, q) for q in config.wheres]
+    cands += [resolve_query(_need(store), q) for q in config.wheres]
     if not cands:
         raise ScenarioError("give at least one candidate: a run, a sweep id or --where K=V")
     if len({c.name for c in cands}) < len(cands):
@@ -197,22 +228,41 @@ def run_select(store: Store, config: SelectConfig) -> SelectReport:
         raise ScenarioError(f"--input-fit names no candidate: {', '.join(sorted(unknown))}")
     for cand in cands:
         adjust = (
-            _input_fit(store, config.input_fits[cand.name], scenario)
+            _input_fit(_need(store), config.input_fits[cand.name], scenario)
             if cand.name in config.input_fits
             else None
         )
-        verdict = judge(scenario, cand.name, _points(store, cand, scenario), cand.kind == "sweep", adjust)
+        points = _points(store, cand, scenario)
+        verdict = judge(scenario, cand.name, points, cand.kind != "run", adjust)
+        if cand.predicted is not None:
+            verdict = as_predicted(verdict)
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:
             costs[cand.name] = cost_of(prices, verdict)
-    rec = recommend(verdicts, costs)
+    rec, pick = _recommendations(verdicts, costs)
     tier = _tier(store, scenario, config, verdicts, costs, rec) if config.route_small else None
-    return SelectReport(scenario, verdicts, costs, rec, tier)
+    labels = {c.name: predicted_label(c.predicted["predicted"]) for c in cands if c.predicted is not None}
+    return SelectReport(scenario, verdicts, costs, rec, tier, labels, pick)
+
+
+def _recommendations(
+    verdicts: list[Verdict], costs: dict[str, Cost | str]
+) -> tuple[Recommendation, Recommendation | None]:
+    """The recommendation among measured candidates, and the predicted candidate the same rules
+    would pick over it (None when they would pick a measured one, or none)."""
+    measured = [v for v in verdicts if v.kind != "predicted"]
+    rec = recommend(measured, costs)
+    if not measured:
+        rec = Recommendation(None, "no measured candidate: a predicted one cannot be recommended", None)
+    over_all = recommend(verdicts, costs)
+    predicted = {v.candidate for v in verdicts if v.kind == "predicted"}
+    pick = over_all if over_all.candidate in predicted else None
+    return rec, pick
 
 
 def _tier(
-    store: Store,
+    store: Store | None,
     scenario: Scenario,
     config: SelectConfig,
     verdicts: list[Verdict],
@@ -225,8 +275,12 @@ def _tier(
     small = by_name.get(config.route_small or "")
     if small is None:
         raise ScenarioError(f"--route-small {config.route_small!r} is not one of the candidates")
+    if small.kind == "predicted":
+        raise ScenarioError(
+            f"--route-small {config.route_small!r} is predicted: routing blends measured requests"
+        )
     others = sorted(
-        (v for v in verdicts if v.status == "pass" and v is not small),
+        (v for v in verdicts if v.status == "pass" and v is not small and v.kind != "predicted"),
         key=lambda v: (v.candidate != rec.candidate, -(v.margin or 0.0)),
     )
     if not others:
@@ -237,9 +291,9 @@ def _tier(
 
     def samples(v: Verdict) -> dict[str, list[float]]:
         run_id = v.placement.runs[-1]  # the higher-load run: conservative
-        run = store.get_run(run_id)
+        run = _need(store).get_run(run_id)
         open_loop = run is not None and (run.conditions.get("load") or {}).get("mode") == "open_loop"
-        return metric_samples(store.load_records(run_id), from_scheduled=open_loop)
+        return metric_samples(_need(store).load_records(run_id), from_scheduled=open_loop)
 
     return tiered(
         scenario,

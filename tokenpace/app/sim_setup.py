@@ -14,15 +14,17 @@ from tokenpace.sim.describe import describe_profiles
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.predicted_sweep import predicted_sweep_doc
 from tokenpace.sim.profile import Network, Profile, get_network, get_profile
-from tokenpace.sim.replicas import run_replicated
+from tokenpace.sim.replicas import run_replicated, run_replicated_streamed
 from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_stream import RECORDS_NOT_KEPT, SUMMARY_ONLY_ABOVE, StreamedSummary
 from tokenpace.sim.virtual_summary import VirtualSummary, steps_of, summarize_virtual, virtual_run_doc
 
 __all__ = [
     "FaultConfig",
     "Network",
     "Profile",
+    "StreamedSummary",
     "VirtualRun",
     "VirtualSummary",
     "describe_profiles",
@@ -121,19 +123,31 @@ class VirtualRun:
     load: VirtualLoad
     profile: Profile
     network: Network
-    results: list[VirtualResult]
-    steps: list[tuple[str, VirtualSummary]]  # (label, summary) per ladder step, in order
+    results: list[VirtualResult]  # empty when records were not kept
+    steps: list[tuple[str, VirtualSummary | StreamedSummary]]  # (label, summary) per ladder step
     per_step: list[list[VirtualResult]]  # each step's results, in order
     replicas: int = 1
+    records_note: str | None = None  # why there are no records (summary only), else None
 
     def write(self, path: Path) -> None:
         doc = virtual_run_doc(self.load, self.profile, self.network, self.results, self.steps)
+        if self.records_note:
+            doc["requests"] = self.records_note
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
 
     def write_predicted_sweep(self, path: Path) -> None:
         """The steps as a sweep marked predicted (``tokenpace plan`` reads it)."""
+        if self.records_note:
+            raise ValueError("--predicted-sweep needs the records: drop --summary-only or run fewer requests")
         doc = predicted_sweep_doc(self.load, self.profile, self.network, self.per_step, self.replicas)
         write_result(path, doc)
+
+
+def expected_requests(load: VirtualLoad) -> int:
+    """About how many requests the load sends (a closed loop run by duration: not known, 0)."""
+    if load.rates:
+        return round(sum(load.rates) * load.step_duration_s)
+    return len(load.sends) or load.requests
 
 
 def run_virtual_load(o: Mapping[str, Any], profile: Profile, network: Network) -> VirtualRun:
@@ -141,7 +155,18 @@ def run_virtual_load(o: Mapping[str, Any], profile: Profile, network: Network) -
     a bad load."""
     load = virtual_load_from_options(o)
     replicas = o.get("replicas") or 1
+    if o.get("summary_only") or expected_requests(load) > SUMMARY_ONLY_ABOVE:
+        if o.get("predicted_sweep"):  # said before the run, not after it
+            raise ValueError("--predicted-sweep needs the records: drop --summary-only or run fewer requests")
+        streamed = run_replicated_streamed(load, profile, network, replicas)
+        labels = [label for label, _ in steps_of(load, [])]
+        summaries: list[tuple[str, VirtualSummary | StreamedSummary]] = [
+            (label, step.summary()) for label, step in zip(labels, streamed, strict=True)
+        ]
+        return VirtualRun(load, profile, network, [], summaries, [], replicas, RECORDS_NOT_KEPT)
     results = run_replicated(load, profile, network, replicas)
     per_step = steps_of(load, results)
-    steps = [(label, summarize_virtual(r)) for label, r in per_step]
+    steps: list[tuple[str, VirtualSummary | StreamedSummary]] = [
+        (label, summarize_virtual(r)) for label, r in per_step
+    ]
     return VirtualRun(load, profile, network, results, steps, [r for _, r in per_step], replicas)

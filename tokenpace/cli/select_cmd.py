@@ -11,7 +11,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.app.select import SelectConfig, SelectReport, run_select, write_select_html
+from tokenpace.app.select import SelectConfig, SelectReport, needs_store, run_select, write_select_html
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.store_opts import guarded, open_or_fail, store_option, write_report
 from tokenpace.core.analysis.cost import Cost
@@ -128,7 +128,8 @@ def select(
         if not sep or not name or not sweep_id:
             raise ValueError(f"--input-fit {item!r}: use CANDIDATE=SWEEP_ID")
         fits[name] = sweep_id
-    store = open_or_fail("select", store_url)
+    # a selection of predicted sweep files alone reads no store (a profile before any measurement)
+    store = open_or_fail("select", store_url) if needs_store(list(candidates), list(wheres)) else None
     base = SelectConfig(
         "", list(candidates), list(wheres), scenarios_file, prices, fits, route_small, route_share
     )
@@ -167,24 +168,39 @@ def _short(status: str, value: float | None, upper: float | None) -> str:
     return f"{_MARK[status]} {shown:.4g}"
 
 
-def render(report: SelectReport, console: Console) -> None:
-    """The matrix (each latency cell shows its 95% upper bound in ms), then the reason per cell."""
-    s = report.scenario
-    console.print(f"[bold]{s.name}[/bold]: {s.input_len} in / {s.output_len} out tokens at {s.load_label()}")
-    table = Table(show_lines=False)
+def _matrix(report: SelectReport, predicted: bool, console: Console, title: str | None) -> None:
+    """The measured candidates' matrix, or the predicted ones'."""
+    table = Table(show_lines=False, title=title, title_justify="left")
     table.add_column("candidate", overflow="fold")
     for n, cell in enumerate(report.verdicts[0].cells, 1):
         table.add_column(f"({n}) {cell.line}", overflow="fold")
     table.add_column("verdict")
     table.add_column("$/1k req")
-    for v in report.verdicts:
+    for v in (v for v in report.verdicts if (v.kind == "predicted") == predicted):
         cost = report.costs.get(v.candidate)
         price = f"{cost.per_k_requests:.4g}" if isinstance(cost, Cost) else "-"
         cells = [_short(c.status, c.value, c.upper) for c in v.cells]
-        table.add_row(f"{v.candidate} ({v.kind})", *cells, _MARK[v.status], price)
+        verdict = _MARK[v.status] + (" PREDICTED" if v.kind == "predicted" else "")
+        table.add_row(f"{v.candidate} ({v.kind})", *cells, verdict, price)
     show_table(console, table)
+
+
+def render(report: SelectReport, console: Console) -> None:
+    """The matrix (each latency cell shows its 95% upper bound in ms), then the reason per cell.
+    Predicted candidates get a table of their own, after the measured ones, and never the
+    recommendation."""
+    s = report.scenario
+    console.print(f"[bold]{s.name}[/bold]: {s.input_len} in / {s.output_len} out tokens at {s.load_label()}")
+    measured = [v for v in report.verdicts if v.kind != "predicted"]
+    predicted = [v for v in report.verdicts if v.kind == "predicted"]
+    if measured:
+        _matrix(report, False, console, "measured" if predicted else None)
+    if predicted:
+        _matrix(report, True, console, "PREDICTED by the simulator (not measured)")
     for v in report.verdicts:
-        console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}")
+        console.print(f"[bold]{v.candidate}[/bold]: {v.placement.where}", highlight=False)
+        if v.candidate in report.predicted:
+            console.print(f"  {report.predicted[v.candidate]}", style="bold magenta", highlight=False)
         for n, c in enumerate(v.cells, 1):
             console.print(f"  ({n}) {_MARK[c.status]} {c.reason}")
         console.print(f"  cost: {_cost_text(report.costs.get(v.candidate))}")
@@ -196,6 +212,15 @@ def render(report: SelectReport, console: Console) -> None:
     else:
         margin = f", margin {rec.margin:.0%} under the line" if rec.margin is not None else ""
         console.print(f"recommendation: [bold]{rec.candidate}[/bold] ({rec.reason}{margin})")
+    pick = report.predicted_pick
+    if pick is not None:
+        console.print(
+            f"PREDICTED: {pick.candidate} would be picked on predicted numbers ({pick.reason})",
+            style="bold magenta",
+            highlight=False,
+        )
+    if predicted:
+        console.print(f"PREDICTED candidates: {report.predicted_note}", style="magenta", highlight=False)
     _render_tier(report, console)
 
 

@@ -212,6 +212,12 @@ def _positive_duration(text: str) -> float:
     help="Virtual: also write the steps as a sweep JSON marked predicted (tokenpace plan reads it).",
 )
 @click.option(
+    "--summary-only",
+    is_flag=True,
+    help="Virtual: keep no per-request records, only bounded streaming summaries per step (percentiles "
+    "within 1 %); automatic past 1,000,000 expected requests.",
+)
+@click.option(
     "--calibrate",
     multiple=True,
     type=click.Path(exists=True, dir_okay=False),

@@ -9,13 +9,13 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.app.sim_setup import Network, Profile, VirtualSummary, run_virtual_load
+from tokenpace.app.sim_setup import Network, Profile, StreamedSummary, VirtualSummary, run_virtual_load
 from tokenpace.cli.fit import show_table
 
 _COLUMNS = ("step", "n", "TTFT p50", "p95", "p99", "TPOT p50", "p95", "E2E p50", "req/s", "out tok/s")
 
 
-def _row(label: str, summary: VirtualSummary) -> list[str]:
+def _row(label: str, summary: VirtualSummary | StreamedSummary) -> list[str]:
     s = summary.client
     n = s.counts["ok"]
     if not n:
@@ -50,6 +50,8 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     for label, summary in run.steps:
         table.add_row(*_row(label, summary))
     show_table(Console(), table)
+    if run.records_note:
+        click.echo(run.records_note)
     if o.get("out_path"):
         run.write(Path(o["out_path"]))
         click.echo(f"wrote {o['out_path']}")

@@ -4,8 +4,9 @@ from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.profile import Profile, get_network, get_profile, profile_names
 from tokenpace.sim.server import SimServer
-from tokenpace.sim.virtual import VirtualResult, run_virtual
+from tokenpace.sim.virtual import VirtualResult, run_virtual, run_virtual_streamed
 from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_stream import StreamedStep, StreamedSummary
 from tokenpace.sim.virtual_summary import VirtualSummary, summarize_virtual
 
 __all__ = [
@@ -14,6 +15,8 @@ __all__ = [
     "Profile",
     "SimRequest",
     "SimServer",
+    "StreamedStep",
+    "StreamedSummary",
     "VirtualLoad",
     "VirtualResult",
     "VirtualSummary",
@@ -21,5 +24,6 @@ __all__ = [
     "get_profile",
     "profile_names",
     "run_virtual",
+    "run_virtual_streamed",
     "summarize_virtual",
 ]

@@ -103,3 +103,9 @@ def fit_provenance(fit: EngineFit) -> dict[str, Any]:
         "observed": dict(fit.observed),
         "holds": list(fit.holds),
     }
+
+
+def fit_error(profile: Profile) -> float:
+    """The calibration's relative fit residual (the worse of prefill and decode), as --validate uses."""
+    residuals = (profile.provenance or {}).get("residuals") or {}
+    return max(float(residuals.get("prefill_rel_rms", 0.0)), float(residuals.get("decode_rel_rms", 0.0)))

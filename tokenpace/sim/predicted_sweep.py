@@ -5,16 +5,41 @@ Each step is the `bench --out` shape the planners read (conditions.load, summary
 `summarize` of the virtual records); the document carries `predicted` (which profile, calibrated or
 not, and its provenance's summary) and a sweep_id that starts with "predicted-", so no reader can take
 it for a measurement.
+
+Each step also keeps a per-request sample (TTFT, TPOT, E2E in ms; every request up to SAMPLE_CAP,
+else an even stride through them), from which `tokenpace select` counts the requests meeting a
+scenario's lines (attainment, goodput) the way it counts a measured run's records. The document's
+``predicted.fit_error`` is the calibration's relative fit residual (0 for a shipped profile), by
+which select widens the predicted intervals.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.core.metrics import summarize
+from tokenpace.core.metrics import NS_PER_MS, e2e_ns, summarize, tpot_ns, ttft_ns
+from tokenpace.sim.calibrated import fit_error
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
+
+SAMPLE_CAP = 2_000  # requests kept per step for select's attainment (about 60 kB of JSON a step)
+
+
+def _ms(ns: float | None) -> float | None:
+    return None if ns is None else round(ns / NS_PER_MS, 4)
+
+
+def request_sample(results: list[VirtualResult]) -> dict[str, list[float | None]]:
+    """Every request's TTFT, TPOT and E2E (ms), or an even stride of SAMPLE_CAP of them. A virtual
+    client is never late, so these are also the times from the scheduled send."""
+    stride = max(1, -(-len(results) // SAMPLE_CAP))
+    kept = results[::stride]
+    return {
+        "ttft_ms": [_ms(ttft_ns(r.record)) for r in kept],
+        "tpot_ms": [_ms(tpot_ns(r.record)) for r in kept],
+        "e2e_ms": [_ms(e2e_ns(r.record)) for r in kept],
+    }
 
 
 def _step_doc(load: VirtualLoad, k: int, results: list[VirtualResult], replicas: int) -> dict[str, Any]:
@@ -45,6 +70,7 @@ def _step_doc(load: VirtualLoad, k: int, results: list[VirtualResult], replicas:
             "clock": "virtual",
         },
         "summary": summary,
+        "sample": request_sample(results),
     }
 
 
@@ -71,6 +97,7 @@ def predicted_sweep_doc(
             "calibration": profile.calibration,
             "network": network.name,
             "replicas": replicas,
+            "fit_error": fit_error(profile),
             "note": "every figure is predicted by the simulator in virtual time; no load was measured",
         },
         "steps": [_step_doc(load, k, results, replicas) for k, results in enumerate(steps)],

@@ -5,13 +5,17 @@ takes seconds. The network is modelled as in the real server: each request reach
 sampled round trip after it is sent, which shifts every token the client sees by that round trip.
 
 Each finished request becomes the core's `RequestRecord` (virtual seconds as nanoseconds), so the
-virtual run is measured by the same definitions as a real one (`tokenpace.core.metrics`).
+virtual run is measured by the same definitions as a real one (`tokenpace.core.metrics`); or, for
+runs too long to keep a record each, is folded into its step's bounded streaming summary
+(`run_virtual_streamed`, sim/virtual_stream.py), whose open-loop sends are drawn as the clock reaches
+them, not all up front, so what it holds is bounded by the requests in flight.
 """
 
 from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +26,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.sim.engine import Engine, SimRequest
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
+from tokenpace.sim.virtual_stream import StreamedStep
 
 # Virtual second 0 maps to this timestamp: a record whose sent_ns is 0 would read as never sent.
 ORIGIN_NS = NS_PER_S
@@ -110,6 +115,23 @@ def run_virtual(
     return results
 
 
+def run_virtual_streamed(
+    load: VirtualLoad,
+    profile: Profile | str | None = None,
+    network: Network | None = None,
+    max_seconds: float | None = None,
+) -> list[StreamedStep]:
+    """The same run keeping no records: one bounded streaming summary per ladder step (one for a
+    closed loop), in step order."""
+    load.validate()
+    prof = profile if isinstance(profile, Profile) else get_profile(profile)
+    steps = [StreamedStep() for _ in range(max(1, len(load.rates)))]
+    _VirtualRun(load, prof, network or prof.network, steps).run(max_seconds)
+    for step in steps:
+        step.flush()
+    return steps
+
+
 @dataclass(slots=True)
 class _Sent:
     step: int
@@ -121,8 +143,15 @@ class _Sent:
 class _VirtualRun:
     """One run's state: the engine, the requests in flight on the network, and the virtual clock."""
 
-    def __init__(self, load: VirtualLoad, profile: Profile, network: Network) -> None:
+    def __init__(
+        self,
+        load: VirtualLoad,
+        profile: Profile,
+        network: Network,
+        streamed: list[StreamedStep] | None = None,
+    ) -> None:
         self.load, self.network = load, network
+        self.streamed = streamed  # summary only: finished requests folded here, no records kept
         self.engine = Engine(profile, seed=load.seed)
         # Independent streams: the network's jitter never changes which requests are sent.
         arrivals, inputs, outputs = (
@@ -140,6 +169,8 @@ class _VirtualRun:
         self.closed = not load.rates and not load.sends
         self.limit = load.requests or None  # closed loop: total requests
         self.horizon = None if self.limit else load.step_duration_s  # closed loop: stop sending
+        self.pending: Iterator[tuple[float, int]] = iter(())  # open-loop sends not drawn yet
+        self.next_send: tuple[float, int] | None = None
 
     def send(self, at: float, step: int, lengths: tuple[int, int] | None = None) -> None:
         idx = self.issued
@@ -157,11 +188,17 @@ class _VirtualRun:
         elif self.load.sends:
             for at, n_in, n_out in self.load.sends:
                 self.send(at, 0, (n_in, n_out))
-        else:
+        elif self.streamed is None:  # the records grow with the run anyway: all sends up front
             for at, step in ladder_send_times(self.load, self.arrivals_rng):
                 self.send(at, step)
+        else:  # summary only: drawn as the clock reaches them, so only requests in flight are held
+            self.pending = ladder_send_times(self.load, self.arrivals_rng)
+            self.next_send = next(self.pending, None)
         engine, heap = self.engine, self.heap
-        while heap or engine.has_work():
+        while True:
+            self._feed()
+            if not (heap or engine.has_work()):
+                break
             if max_seconds is not None and self.t > max_seconds:
                 break
             if not engine.has_work() and heap and heap[0][0] > self.t:
@@ -184,16 +221,40 @@ class _VirtualRun:
                 self._finish(req)
         return self.results
 
+    def _feed(self) -> None:
+        """Send the open-loop requests due by the earliest arrival in flight: any later send arrives
+        later still (a round trip is never negative), so the heap's top is the next arrival."""
+        while self.next_send is not None and (not self.heap or self.next_send[0] <= self.heap[0][0]):
+            self.send(*self.next_send)
+            self.next_send = next(self.pending, None)
+
     def _admit_arrivals(self) -> None:
+        """Every request that has reached the engine by now, in arrival order; the heap is fed after
+        each, so its top stays the next arrival for the caller."""
+        self._feed()
         while self.heap and self.heap[0][0] <= self.t:
             arrival, idx = heapq.heappop(self.heap)
             s = self.sent[idx]
             prompt = filler_prompt(idx, s.input_tokens, self.load.shared_prefix)
             self.engine.add(SimRequest(str(idx), prompt, s.output_tokens, ignore_eos=True), arrival)
+            self._feed()
 
     def _finish(self, req: SimRequest) -> None:
         idx = int(req.rid)
-        self.results.append(_result(req, idx, self.sent.pop(idx)))
+        s = self.sent.pop(idx)
+        if self.streamed is None:
+            self.results.append(_result(req, idx, s))
+        else:
+            assert req.first_token_t is not None and req.finish_t is not None and req.scheduled_t is not None
+            row = (
+                s.sent,
+                req.first_token_t,
+                req.finish_t,
+                req.generated,
+                req.prompt_len,
+                req.scheduled_t - req.arrival_t,
+            )
+            self.streamed[s.step].add(row, req.cached_tokens, req.preemptions)
         more = self.limit is None or self.issued < self.limit
         if self.closed and more and (self.horizon is None or self.t < self.horizon):
             self.send(self.t, 0)

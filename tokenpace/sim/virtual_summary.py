@@ -8,6 +8,7 @@ prefix-cache hits and preemptions.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from tokenpace.core.stats import Distribution, describe
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_stream import StreamedSummary
 
 
 @dataclass(slots=True)
@@ -59,7 +61,7 @@ def virtual_run_doc(
     profile: Profile,
     network: Network,
     results: list[VirtualResult],
-    steps: list[tuple[str, VirtualSummary]],
+    steps: Sequence[tuple[str, VirtualSummary | StreamedSummary]],
 ) -> dict[str, Any]:
     """A virtual run as JSON: its conditions, each step's summary and every request."""
     return {

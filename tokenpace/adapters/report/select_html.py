@@ -17,6 +17,11 @@ _COLOUR = {"pass": "#2a9d4b", "fail": "#c0392b", "unknown": "#b8860b"}
 _MATRIX_CSS = "td.pass{background:#e3f5e8}td.fail{background:#fde2e0}td.unknown{background:#fff5d6}"
 
 
+def _name(cand: dict[str, Any]) -> str:
+    """A candidate as the charts label it: a predicted one says so."""
+    return str(cand["candidate"]) + (" (PREDICTED)" if cand.get("predicted") else "")
+
+
 def _latency_lines(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return list(doc["scenario"]["slo"])
 
@@ -37,7 +42,7 @@ def lines_figure(doc: dict[str, Any]) -> go.Figure:
             if value is None:
                 continue
             hi, lo = v.get(f"{key}.{pct}.hi", value), v.get(f"{key}.{pct}.lo", value)
-            name = cand["candidate"]
+            name = _name(cand)
             fig.add_trace(
                 go.Scatter(
                     x=[name], y=[value], mode="markers", name=f"{name} {pct.upper()}",
@@ -74,7 +79,7 @@ def cost_figure(doc: dict[str, Any]) -> go.Figure:
     for cand in doc["candidates"]:
         cost, upper = (cand.get("cost") or {}).get("per_k_requests"), (cand.get("values") or {}).get(key)
         if cost is not None and upper is not None:
-            pts.append((cand["candidate"], float(upper), float(cost), cand["status"]))
+            pts.append((_name(cand), float(upper), float(cost), cand["status"]))
     fig = go.Figure()
     for name, x, y, status in pts:
         fig.add_trace(
@@ -99,24 +104,52 @@ def cost_figure(doc: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def _matrix(doc: dict[str, Any]) -> str:
+def _matrix(doc: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
     first = doc["candidates"][0]["cells"]
     head = "<th>candidate</th>" + "".join(f"<th>{html.escape(c['line'])}</th>" for c in first)
     head += "<th>verdict</th><th>$ per 1k requests</th>"
     rows = []
-    for cand in doc["candidates"]:
+    for cand in candidates:
         cells = "".join(
             f'<td class="{c["status"]}">{c["status"].upper()}: {html.escape(c["reason"])}</td>'
             for c in cand["cells"]
         )
         cost = (cand.get("cost") or {}).get("per_k_requests")
         where = html.escape(cand["placement"]["where"])
+        if cand.get("predicted"):
+            where += f"<br><b>{html.escape(cand['predicted'])}</b>"
+        verdict = cand["status"].upper() + (" PREDICTED" if cand.get("predicted") else "")
         rows.append(
             f"<tr><td>{html.escape(cand['candidate'])} ({cand['kind']})<br><small>{where}</small></td>{cells}"
-            f'<td class="{cand["status"]}">{cand["status"].upper()}</td>'
+            f'<td class="{cand["status"]}">{verdict}</td>'
             f"<td>{'' if cost is None else f'{cost:.4g}'}</td></tr>"
         )
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _matrices(doc: dict[str, Any]) -> str:
+    """The measured candidates' matrix, then the predicted ones' under a heading that says so."""
+    measured = [c for c in doc["candidates"] if not c.get("predicted")]
+    predicted = [c for c in doc["candidates"] if c.get("predicted")]
+    out = _matrix(doc, measured) if measured else ""
+    if predicted:
+        out += "<h3>PREDICTED by the simulator (not measured)</h3>" + _matrix(doc, predicted)
+    return out
+
+
+def _recommendation(doc: dict[str, Any]) -> str:
+    rec = doc["recommendation"]
+    text = f"{rec['candidate']} ({rec['reason']})" if rec["candidate"] else f"none ({rec['reason']})"
+    out = f"<p><b>Recommendation:</b> {html.escape(text)}</p>"
+    pick = doc.get("predicted_recommendation")
+    if pick:
+        out += (
+            f"<p><b>PREDICTED:</b> {html.escape(str(pick['candidate']))} would be picked on predicted "
+            f"numbers ({html.escape(pick['reason'])}); {html.escape(pick['note'])}</p>"
+        )
+    elif any(c.get("predicted") for c in doc["candidates"]):
+        out += "<p><b>PREDICTED candidates:</b> a predicted pass is not a measured one.</p>"
+    return out
 
 
 def render_select_html(docs: list[dict[str, Any]]) -> str:
@@ -131,10 +164,8 @@ def render_select_html(docs: list[dict[str, Any]]) -> str:
             f'<p class="sub">{html.escape(s.get("description") or "")} — {s["input_len"]} in / '
             f"{s['output_len']} out tokens at {load}</p>"
         )
-        page.add(_matrix(doc))
-        rec = doc["recommendation"]
-        text = f"{rec['candidate']} ({rec['reason']})" if rec["candidate"] else f"none ({rec['reason']})"
-        page.add(f"<p><b>Recommendation:</b> {html.escape(text)}</p>")
+        page.add(_matrices(doc))
+        page.add(_recommendation(doc))
         page.grid([lines_figure(doc), cost_figure(doc)])
     return (
         '<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>tokenpace select</title>'
