@@ -66,6 +66,19 @@ class LogSketch:
         self.min = min(self.min, float(v.min()))
         self.max = max(self.max, float(v.max()))
 
+    def merge(self, other: LogSketch) -> None:
+        """Fold another sketch in (a replica's, a worker's): the same as adding its values here."""
+        if other.n == 0:
+            return
+        self.counts += other.counts
+        n = self.n + other.n
+        delta = other.mean - self.mean
+        self.mean += delta * other.n / n
+        self.m2 += other.m2 + delta * delta * self.n * other.n / n
+        self.n = n
+        self.min = min(self.min, other.min)
+        self.max = max(self.max, other.max)
+
     def _value(self, bucket: int) -> float:
         est = 0.0 if bucket == 0 else 2 * _GAMMA ** (bucket - 1 + _LOW_INDEX) / (_GAMMA + 1)
         return min(max(est, self.min), self.max)

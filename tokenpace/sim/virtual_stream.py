@@ -2,9 +2,10 @@
 
 For runs too long to keep a record per request (about 1 KB each: a day at 100 req/s would hold ~9 GB),
 `run_virtual(..., summary_only=True)` hands every finished request to a `StreamedStep` instead. It
-buffers at most STREAM_BUFFER requests' numbers, then folds them into one `QuantileSketch` per metric
-(TTFT, TPOT, E2E, engine queue: 1,401 counters each, percentiles within 1 %) and exact counters
-(requests, tokens, the window from the first send to the last completion, cache hits, preemptions).
+buffers at most STREAM_BUFFER requests' numbers, then folds them into one `LogSketch` per metric
+(TTFT, TPOT, E2E, engine queue: `core/sketch.py`, a fixed ~11 KB each, percentiles within 1 %) and
+exact counters (requests, tokens, the window from the first send to the last completion, cache hits,
+preemptions).
 The metrics mean what they mean in `tokenpace.core.metrics` (TTFT = first token - sent, TPOT =
 (E2E - TTFT) / (output tokens - 1) for more than one token, throughput over the window); what is
 lost is the per-request record, the percentiles' confidence intervals and everything a record alone
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.core.quantile_sketch import RELATIVE_ERROR, QuantileSketch
+from tokenpace.core.sketch import RELATIVE_ERROR, LogSketch
 from tokenpace.core.stats import Distribution
 
 STREAM_BUFFER = 16_384  # finished requests' numbers held per step (~3 MB) before they are folded in
@@ -86,8 +87,8 @@ class StreamedStep:
     """One ladder step's finished requests, folded as they come."""
 
     buffer: list[tuple[float, float, float, int, int, float]] = field(default_factory=list)
-    sketches: dict[str, QuantileSketch] = field(
-        default_factory=lambda: {m: QuantileSketch() for m in ("ttft", "tpot", "e2e", "queue")}
+    sketches: dict[str, LogSketch] = field(
+        default_factory=lambda: {m: LogSketch() for m in ("ttft", "tpot", "e2e", "queue")}
     )
     n: int = 0
     output_tokens: int = 0
@@ -115,11 +116,11 @@ class StreamedStep:
         self.prompt_tokens += int(prompt.sum())
         self.first_sent = min(self.first_sent, float(sent.min()))
         self.last_end = max(self.last_end, float(end.max()))
-        self.sketches["ttft"].add((first - sent) * 1e3)
-        self.sketches["e2e"].add((end - sent) * 1e3)
+        self.sketches["ttft"].add_many((first - sent) * 1e3)
+        self.sketches["e2e"].add_many((end - sent) * 1e3)
         many = out > 1
-        self.sketches["tpot"].add((end[many] - first[many]) * 1e3 / (out[many] - 1))
-        self.sketches["queue"].add(queue * 1e3)
+        self.sketches["tpot"].add_many((end[many] - first[many]) * 1e3 / (out[many] - 1))
+        self.sketches["queue"].add_many(queue * 1e3)
 
     def merge(self, other: StreamedStep) -> None:
         """Another replica's share of the same step."""
