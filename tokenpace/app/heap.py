@@ -2,9 +2,10 @@
 
 A process that imported numpy, aiohttp, rich and SQLAlchemy tracks ~35,000 objects; a generation-2
 collection walks them all, and one fired inside a 256-stream run froze the loop for 46 ms (every
-timestamp in that moment late; the client's TTFT tail 2x a bare asyncio client's). Collecting once
-before the clock starts and moving what is alive to the permanent generation (``gc.freeze``) leaves
-the run's own collections to walk only the objects the run made.
+timestamp in that moment late). Moving everything that exists when the clock starts to the
+permanent generation (``gc.freeze``, constant time) leaves the run's own collections to walk only
+the objects the run made. No collection first: in a big process (a notebook, a test session) one
+takes a second, and whatever garbage is frozen with the rest is collected after the window.
 """
 
 from __future__ import annotations
@@ -18,11 +19,10 @@ _depth = 0  # frozen_heap nests (a sweep's steps, a repeat's runs): the outermos
 
 @contextmanager
 def frozen_heap() -> Iterator[None]:
-    """For a measured window: collect, freeze what survives, unfreeze after (so the run's records and
-    everything else become collectable again)."""
+    """For a measured window: freeze what exists, unfreeze after (so the run's records and everything
+    else become collectable again)."""
     global _depth
     if _depth == 0:
-        gc.collect()
         gc.freeze()
     _depth += 1
     try:
