@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from itertools import chain
 from pathlib import Path
 from time import perf_counter_ns
+from typing import Any
 
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
@@ -95,19 +96,7 @@ class BenchRun:
         ctx.secrets = secrets_of(conn.headers)  # scrubbed from any error text a record keeps
         monitor = HealthMonitor()
         await conn.observers.start()
-        with frozen_heap():  # no full collection of the start-up heap inside the measured window
-            monitor.start()
-            t0 = perf_counter_ns()
-            deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
-            try:
-                if not ctx.stopping:  # stopped (Ctrl-C) during the preparations: send nothing
-                    await shape.drive(ctx, t0, deadline_ns)
-            finally:
-                try:
-                    await monitor.stop()
-                    await sender.close()
-                finally:
-                    observed = await conn.observers.stop(self.records, t0, cfg.stream)
+        observed = await self._measure(shape, monitor, sender, conn)
         if not ctx.stop_reason:
             ctx.stop_reason = "completed"
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
@@ -155,6 +144,26 @@ class BenchRun:
             observed,
             texts=ctx.texts,
         )
+
+    async def _measure(
+        self, shape: load_shapes.LoadShape, monitor: HealthMonitor, sender: Sender, conn: _Connection
+    ) -> Any:
+        """The measured window: the load driven until done or stopped; what the observers saw."""
+        cfg, ctx = self.config, self.context
+        with frozen_heap():  # no full collection of the start-up heap inside the measured window
+            monitor.start()
+            t0 = perf_counter_ns()
+            deadline_ns = t0 + int(cfg.duration_s * 1e9) if cfg.duration_s else None
+            try:
+                if not ctx.stopping:  # stopped (Ctrl-C) during the preparations: send nothing
+                    await shape.drive(ctx, t0, deadline_ns)
+            finally:
+                try:
+                    await monitor.stop()
+                    await sender.close()
+                finally:
+                    observed = await conn.observers.stop(self.records, t0, cfg.stream)
+        return observed
 
     # --- request stream ---
     def _requests(
