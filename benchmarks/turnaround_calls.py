@@ -1,0 +1,115 @@
+"""Python calls per request on the closed loop's real path, counted (deterministic, unlike timings).
+
+    python benchmarks/turnaround_calls.py [--streams 256] [--requests 1024] [--top 25]
+
+Starts benchmarks/truth_server.py (64 token chunks a request), runs ``BenchRun`` under uvloop as
+``tokenpace bench`` does, and profiles only the load shape's ``drive`` (requests are prebuilt before
+it). Two runs at the same concurrency: ``--streams`` requests (the first wave alone: connect and
+send) and ``--requests`` (the first wave, then turnarounds: a request ends, its record is finished,
+the user's next request goes out). Functions called at least ``PER_CHUNK`` times a request are the
+per-chunk path and are counted apart; the rest, divided by the requests, is the per-request work:
+
+    first wave  = rest(streams run) / streams
+    turnaround  = (rest(requests run) - rest(streams run)) / (requests - streams)
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import sys
+from pathlib import Path
+
+import uvloop
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from accuracy import TruthServer  # noqa: E402
+
+PER_CHUNK = 16  # calls per request from which a function counts as per chunk (64 chunks a request)
+
+
+def _profiled_run(url: str, streams: int, requests: int) -> pstats.Stats:
+    from tokenpace.app import load_shapes
+    from tokenpace.app.bench import BenchConfig, BenchRun
+    from tokenpace.core.workload.lengths import parse_length
+
+    prof = cProfile.Profile()
+    drive = load_shapes.ClosedLoop.drive
+
+    async def profiled_drive(self, ctx, t0, deadline_ns):  # type: ignore[no-untyped-def]
+        prof.enable()
+        try:
+            await drive(self, ctx, t0, deadline_ns)
+        finally:
+            prof.disable()
+
+    load_shapes.ClosedLoop.drive = profiled_drive  # type: ignore[method-assign]
+    try:
+        config = BenchConfig(
+            url=url,
+            model="m",
+            concurrency=streams,
+            requests=requests,
+            timeout_s=120.0,
+            input_len=parse_length("64"),
+            output_len=parse_length("64"),
+            request_id_prefix="req-",
+        )
+
+        async def main():  # type: ignore[no-untyped-def]
+            return await BenchRun(config).run()
+
+        result = uvloop.run(main())
+    finally:
+        load_shapes.ClosedLoop.drive = drive  # type: ignore[method-assign]
+    bad = [r for r in result.records if r.status.value != "ok"]
+    if bad:
+        raise SystemExit(f"{len(bad)} requests failed, e.g. {bad[0].error}")
+    return pstats.Stats(prof)
+
+
+def _split(stats: pstats.Stats, requests: int) -> tuple[dict[str, int], dict[str, int]]:
+    """(per-request functions, per-chunk functions): name -> calls."""
+    per_request: dict[str, int] = {}
+    per_chunk: dict[str, int] = {}
+    for (path, line, name), (_, ncalls, *_rest) in stats.stats.items():  # type: ignore[attr-defined]
+        key = f"{Path(path).name}:{line}({name})"
+        (per_chunk if ncalls >= PER_CHUNK * requests else per_request)[key] = ncalls
+    return per_request, per_chunk
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--streams", type=int, default=256)
+    ap.add_argument("--requests", type=int, default=1024)
+    ap.add_argument("--top", type=int, default=25, help="list this many turnaround functions")
+    args = ap.parse_args()
+    if args.requests <= args.streams:
+        raise SystemExit("--requests must exceed --streams (the turnarounds are the difference)")
+    counts = {}
+    for n in (args.streams, args.requests):
+        with TruthServer(Path("/tmp"), -1, f"turnaround-{n}") as server:
+            stats = _profiled_run(server.url, args.streams, n)
+            server.stop()
+        counts[n] = _split(stats, n)
+    wave_req = counts[args.streams][0]
+    all_req, all_chunk = counts[args.requests]
+    turns = args.requests - args.streams
+    wave = sum(wave_req.values()) / args.streams
+    turnaround = (sum(all_req.values()) - sum(wave_req.values())) / turns
+    chunk = sum(all_chunk.values()) / args.requests
+    print(f"streams {args.streams}, requests {args.requests}: Python calls per request")
+    print(f"  first wave (connect + send + its end): {wave:.1f}")
+    print(f"  turnaround (end -> next request sent): {turnaround:.1f}")
+    print(f"  per-chunk path (functions >= {PER_CHUNK} calls a request), per request: {chunk:.1f}")
+    diff = {k: (v - wave_req.get(k, 0)) / turns for k, v in all_req.items()}
+    print(f"top {args.top} turnaround functions (calls per turnaround):")
+    for key, per in sorted(diff.items(), key=lambda kv: -kv[1])[: args.top]:
+        print(f"  {per:6.2f}  {key}")
+
+
+if __name__ == "__main__":
+    main()
