@@ -31,7 +31,7 @@ from accuracy import TruthServer  # noqa: E402
 PER_CHUNK = 16  # calls per request from which a function counts as per chunk (64 chunks a request)
 
 
-def _profiled_run(url: str, streams: int, requests: int) -> pstats.Stats:
+def _profiled_run(url: str, streams: int, requests: int) -> tuple[pstats.Stats, int]:
     from tokenpace.app import load_shapes
     from tokenpace.app.bench import BenchConfig, BenchRun
     from tokenpace.core.workload.lengths import parse_length
@@ -68,7 +68,7 @@ def _profiled_run(url: str, streams: int, requests: int) -> pstats.Stats:
     bad = [r for r in result.records if r.status.value != "ok"]
     if bad:
         raise SystemExit(f"{len(bad)} requests failed, e.g. {bad[0].error}")
-    return pstats.Stats(prof)
+    return pstats.Stats(prof), int(result.conditions["connections_opened"])
 
 
 def _split(stats: pstats.Stats, requests: int) -> tuple[dict[str, int], dict[str, int]]:
@@ -92,9 +92,10 @@ def main() -> None:
     counts = {}
     for n in (args.streams, args.requests):
         with TruthServer(Path("/tmp"), -1, f"turnaround-{n}") as server:
-            stats = _profiled_run(server.url, args.streams, n)
+            stats, opened = _profiled_run(server.url, args.streams, n)
             server.stop()
         counts[n] = _split(stats, n)
+        print(f"{n} requests: {opened} connections opened")
     wave_req = counts[args.streams][0]
     all_req, all_chunk = counts[args.requests]
     turns = args.requests - args.streams
@@ -105,9 +106,13 @@ def main() -> None:
     print(f"  first wave (connect + send + its end): {wave:.1f}")
     print(f"  turnaround (end -> next request sent): {turnaround:.1f}")
     print(f"  per-chunk path (functions >= {PER_CHUNK} calls a request), per request: {chunk:.1f}")
-    diff = {k: (v - wave_req.get(k, 0)) / turns for k, v in all_req.items()}
-    print(f"top {args.top} turnaround functions (calls per turnaround):")
-    for key, per in sorted(diff.items(), key=lambda kv: -kv[1])[: args.top]:
+    _top("first-wave", {k: v / args.streams for k, v in wave_req.items()}, args.top)
+    _top("turnaround", {k: (v - wave_req.get(k, 0)) / turns for k, v in all_req.items()}, args.top)
+
+
+def _top(what: str, per_request: dict[str, float], top: int) -> None:
+    print(f"top {top} {what} functions (calls per request):")
+    for key, per in sorted(per_request.items(), key=lambda kv: -kv[1])[:top]:
         print(f"  {per:6.2f}  {key}")
 
 

@@ -96,7 +96,7 @@ class Sender:
         loop = asyncio.get_running_loop()
         # One timer for the whole request, connecting included (no task or timer of its own per
         # connect: a closed loop's first wave opens hundreds at once, while the first tokens arrive).
-        deadline = _Deadline(asyncio.current_task(), self.timeout_s)
+        deadline = _Deadline(asyncio.current_task(loop), self.timeout_s)
         timer = loop.call_at(loop.time() + self.timeout_s, deadline.fire)
         pool = self.pool
         try:
