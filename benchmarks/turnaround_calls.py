@@ -1,6 +1,6 @@
 """Python calls per request on the closed loop's real path, counted (deterministic, unlike timings).
 
-    python benchmarks/turnaround_calls.py [--streams 256] [--requests 1024] [--top 25]
+    python benchmarks/turnaround_calls.py [--streams 256] [--requests 1024] [--top 25] [--cli]
 
 Starts benchmarks/truth_server.py (64 token chunks a request), runs ``BenchRun`` under uvloop as
 ``tokenpace bench`` does, and profiles only the load shape's ``drive`` (requests are prebuilt before
@@ -31,9 +31,16 @@ from accuracy import TruthServer  # noqa: E402
 PER_CHUNK = 16  # calls per request from which a function counts as per chunk (64 chunks a request)
 
 
-def _profiled_run(url: str, streams: int, requests: int) -> tuple[pstats.Stats, int]:
+def _profiled_run(url: str, streams: int, requests: int, cli: bool) -> tuple[pstats.Stats, int]:
+    import io
+    import tempfile
+
+    from rich.console import Console
+
+    from tokenpace.adapters.results import RecordWriter
     from tokenpace.app import load_shapes
     from tokenpace.app.bench import BenchConfig, BenchRun
+    from tokenpace.cli.run_view import BenchProgress
     from tokenpace.core.workload.lengths import parse_length
 
     prof = cProfile.Profile()
@@ -59,10 +66,27 @@ def _profiled_run(url: str, streams: int, requests: int) -> tuple[pstats.Stats, 
             request_id_prefix="req-",
         )
 
+        # --cli: what ``tokenpace bench`` adds per record: the records file and the progress bar
+        writer = RecordWriter(Path(tempfile.mkdtemp()) / "run.records.jsonl") if cli else None
+        bar = BenchProgress(Console(file=io.StringIO(), force_terminal=True), quiet=False)
+
+        def on_record(record):  # type: ignore[no-untyped-def]
+            writer.write(record)  # type: ignore[union-attr]
+            bar.record(record)
+
         async def main():  # type: ignore[no-untyped-def]
-            return await BenchRun(config).run()
+            if not cli:
+                return await BenchRun(config).run()
+            bar.started(requests, None)
+            bar._ticker.cancel()  # redraws every 0.25 s: per second, not per request; left out
+            try:
+                return await BenchRun(config, on_record=on_record).run()
+            finally:
+                bar.finished()
 
         result = uvloop.run(main())
+        if writer is not None:
+            writer.close()
     finally:
         load_shapes.ClosedLoop.drive = drive  # type: ignore[method-assign]
     bad = [r for r in result.records if r.status.value != "ok"]
@@ -86,13 +110,14 @@ def main() -> None:
     ap.add_argument("--streams", type=int, default=256)
     ap.add_argument("--requests", type=int, default=1024)
     ap.add_argument("--top", type=int, default=25, help="list this many turnaround functions")
+    ap.add_argument("--cli", action="store_true", help="with the records file and progress bar, as bench")
     args = ap.parse_args()
     if args.requests <= args.streams:
         raise SystemExit("--requests must exceed --streams (the turnarounds are the difference)")
     counts = {}
     for n in (args.streams, args.requests):
         with TruthServer(Path("/tmp"), -1, f"turnaround-{n}") as server:
-            stats, opened = _profiled_run(server.url, args.streams, n)
+            stats, opened = _profiled_run(server.url, args.streams, n, args.cli)
             server.stop()
         counts[n] = _split(stats, n)
         print(f"{n} requests: {opened} connections opened")
@@ -102,7 +127,8 @@ def main() -> None:
     wave = sum(wave_req.values()) / args.streams
     turnaround = (sum(all_req.values()) - sum(wave_req.values())) / turns
     chunk = sum(all_chunk.values()) / args.requests
-    print(f"streams {args.streams}, requests {args.requests}: Python calls per request")
+    what = " (records file + progress bar, as tokenpace bench)" if args.cli else ""
+    print(f"streams {args.streams}, requests {args.requests}{what}: Python calls per request")
     print(f"  first wave (connect + send + its end): {wave:.1f}")
     print(f"  turnaround (end -> next request sent): {turnaround:.1f}")
     print(f"  per-chunk path (functions >= {PER_CHUNK} calls a request), per request: {chunk:.1f}")

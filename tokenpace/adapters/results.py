@@ -44,10 +44,10 @@ def record_line(record: RequestRecord) -> bytes:
     only the two derived fields are added. ``to_dict`` is ~100 Python calls a record (14 us with 64
     token timestamps), paid inside the run's event loop for every record; at 256 streams, 256 of
     them at each wave boundary, while other streams' chunks wait to be timestamped."""
-    return b'%b,"output_tokens":%b,"output_tokens_source":"%b"}\n' % (
+    return b'%b,"output_tokens":%b,"output_tokens_source":%b}\n' % (
         orjson.dumps(record)[:-1],
         orjson.dumps(record.output_tokens),
-        record.output_tokens_source.value.encode(),
+        orjson.dumps(record.output_tokens_source),
     )
 
 
