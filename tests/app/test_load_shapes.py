@@ -31,6 +31,7 @@ class FakeContext:
         self.in_flight = self.peak = 0
         self.stop_after = stop_after
         self.stopping = False
+        self.warm = True
 
     async def send(self, record, payload, capture=None):
         self.in_flight += 1

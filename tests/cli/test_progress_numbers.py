@@ -3,11 +3,16 @@ the table, the sentences and the file names when --auto reruns a short step."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+
 import pytest
+from rich.console import Console
 
 from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import steps_table
-from tokenpace.cli.run_view import clock, eta_s
+from tokenpace.cli.run_view import BenchProgress, clock, eta_s
+from tokenpace.core.record import RequestRecord, Status
 
 
 def test_eta_by_count_by_duration_and_whichever_ends_first():
@@ -16,6 +21,22 @@ def test_eta_by_count_by_duration_and_whichever_ends_first():
     assert eta_s(10.0, 25, 100, 20.0) == pytest.approx(10.0)  # the duration ends first
     assert eta_s(10.0, 0, 100, None) is None  # no pace yet
     assert (clock(7.4), clock(185), clock(3725)) == ("7s", "3m05s", "1h02m")
+
+
+def test_the_bar_counts_every_record_and_draws_them_on_its_refresh():
+    async def go() -> tuple[float, dict]:
+        bar = BenchProgress(Console(file=io.StringIO(), force_terminal=True), quiet=False)
+        bar.started(10, None)
+        for status in (Status.OK, Status.TIMEOUT, Status.OK):
+            bar.record(RequestRecord("r", status=status))
+        bar.refresh()  # what the ticker does every REFRESH_S
+        task = bar.progress.tasks[0]
+        bar.finished()
+        return task.completed, dict(task.fields)
+
+    completed, fields = asyncio.run(go())
+    assert completed == 3
+    assert fields["status"] == "2 ok, 1 failed" and fields["count"] == "3/10"
 
 
 def _step(index: int, superseded: bool = False) -> dict:

@@ -274,7 +274,7 @@ def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch)
         first, second = RequestRecord("0"), RequestRecord("1")
         s.keepalive.known = True  # as if the server had kept a connection open before
         await s.send(first, s.prepare("a", 2, "0"))
-        monkeypatch.setattr(pool_module, "peer_has_closed", race.look)
+        monkeypatch.setattr(pool_module, "look_before_send", race.look)
         await s.send(second, s.prepare("a", 2, "1"))
         await s.close()
         return first, second

@@ -55,7 +55,7 @@ def test_a_request_the_upstream_never_received_is_resent_once(monkeypatch: pytes
         pool = Pool(parse_endpoint(race.url))
         pool.keepalive.known = True
         first = await one(pool, post(pool, "m"))
-        monkeypatch.setattr(pool_module, "peer_has_closed", race.look)
+        monkeypatch.setattr(pool_module, "look_before_send", race.look)
         second = await one(pool, post(pool, "m"))
         pool.close()
         return [first, second]

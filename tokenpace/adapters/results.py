@@ -38,6 +38,19 @@ def check_result_paths(result_path: Path, flag: str = "--out") -> None:
         check_output(path, flag)
 
 
+def record_line(record: RequestRecord) -> bytes:
+    """The record as one JSON line, byte for byte ``orjson.dumps(record.to_dict()) + b"\n"``, but
+    built in C: orjson writes a dataclass's fields itself, in order (a str enum as its value), and
+    only the two derived fields are added. ``to_dict`` is ~100 Python calls a record (14 us with 64
+    token timestamps), paid inside the run's event loop for every record; at 256 streams, 256 of
+    them at each wave boundary, while other streams' chunks wait to be timestamped."""
+    return b'%b,"output_tokens":%b,"output_tokens_source":%b}\n' % (
+        orjson.dumps(record)[:-1],
+        orjson.dumps(record.output_tokens),
+        orjson.dumps(record.output_tokens_source),
+    )
+
+
 class RecordWriter:
     """Appends one JSON line per finished request; flushed at least every ``flush_every`` lines."""
 
@@ -49,7 +62,7 @@ class RecordWriter:
         self.count = 0
 
     def write(self, record: RequestRecord) -> None:
-        self._file.write(orjson.dumps(record.to_dict()) + b"\n")
+        self._file.write(record_line(record))
         self.count += 1
         self._pending += 1
         if self._pending >= self._flush_every:

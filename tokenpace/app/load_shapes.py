@@ -48,6 +48,7 @@ class ClosedLoop:
 
     async def drive(self, ctx: RunContext, t0: int, deadline_ns: int | None) -> None:
         items = self.requests
+        send = ctx.send  # bound once per run, not per request
 
         async def user(worker: int) -> None:
             try:
@@ -56,14 +57,14 @@ class ClosedLoop:
                         max(0.0, t0 / 1e9 + self.joins_s[worker - first] - perf_counter_ns() / 1e9)
                     )
                 for record, payload in items:
-                    if not record.warmup:
+                    if not (record.warmup or ctx.warm):
                         await ctx.warmed_up()  # measure warm, not alongside the warm-up
                     now = perf_counter_ns()
                     if ctx.stopping or (deadline_ns is not None and now >= deadline_ns):
                         return
                     record.worker = worker
                     record.scheduled_ns = record.dispatched_ns = now
-                    await ctx.send(record, payload)
+                    await send(record, payload)
             except Exception as exc:
                 ctx.client_failed(exc)
 

@@ -41,26 +41,25 @@ class RunContext:
         self.texts: dict[str, str] = {}
         self.interrupted = False
         self.secrets: tuple[str, ...] = ()  # credentials sent: scrubbed from error texts kept
-        self._stop = asyncio.Event()
         self._consecutive_connect_errors = 0
         self._inflight: set[asyncio.Future[Any]] = set()
         # closed loop: measured requests wait until the warm-up ones are done
         self._warm_pending = config.warmup if warmup is None else warmup
         self._warm_done = asyncio.Event()
+        # Plain attributes, not properties over the events: a closed loop reads both before every
+        # request (at 256 streams, 256 times at each wave boundary).
+        self.stopping = False  # stop() was called
+        self.warm = False  # the warm-up is over (or the run stops): no request need wait for it
         if self._warm_pending == 0:
-            self._warm_done.set()
+            self._set_warm()
 
     # --- stopping ---
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     def stop(self, reason: str = USER_STOP) -> None:
-        if not self._stop.is_set():
+        if not self.stopping:
+            self.stopping = True
             self.interrupted = reason.startswith("interrupted")
             self.stop_reason = reason
-            self._stop.set()
-            self._warm_done.set()
+            self._set_warm()
             for task in list(self._inflight):
                 task.cancel()
 
@@ -80,8 +79,12 @@ class RunContext:
             await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
     async def warmed_up(self) -> None:
-        """Returns once the warm-up requests are done (or the run stops)."""
+        """Returns once the warm-up requests are done (or the run stops); ``warm`` says so at once."""
         await self._warm_done.wait()
+
+    def _set_warm(self) -> None:
+        self.warm = True
+        self._warm_done.set()
 
     # --- requests ---
     async def send(self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None) -> None:
@@ -124,7 +127,7 @@ class RunContext:
         if record.warmup and self._warm_pending > 0:
             self._warm_pending -= 1
             if self._warm_pending == 0:
-                self._warm_done.set()
+                self._set_warm()
         if self.on_record is not None:
             try:
                 self.on_record(record)

@@ -16,6 +16,7 @@ from tokenpace.core.record import RequestRecord, Status
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect, Sampling
 from tokenpace.wire.endpoint import Endpoint
+from tokenpace.wire.exchange import Exchange
 from tokenpace.wire.pool import NOT_RESENT, Pool, may_resend
 from tokenpace.wire.request import request_bytes, request_head
 
@@ -89,69 +90,65 @@ class Sender:
         self, record: RequestRecord, payload: bytes, capture: list[bytes] | None = None
     ) -> RequestRecord:
         """Send and wait for the full response; failures end up on the record, never raised.
-        ``capture`` (multi-turn sessions only) receives the raw token-carrying chunks."""
+        ``capture`` (multi-turn sessions only) receives the raw token-carrying chunks. One coroutine
+        a request (no inner one): at 256 streams every frame is paid 256 times at each turnaround."""
         record.sent_ns = perf_counter_ns()
         loop = asyncio.get_running_loop()
         # One timer for the whole request, connecting included (no task or timer of its own per
         # connect: a closed loop's first wave opens hundreds at once, while the first tokens arrive).
-        deadline = _Deadline(asyncio.current_task(), self.timeout_s)
+        deadline = _Deadline(asyncio.current_task(loop), self.timeout_s)
         timer = loop.call_at(loop.time() + self.timeout_s, deadline.fire)
+        pool = self.pool
         try:
-            return await self._send(record, payload, capture, deadline, loop)
+            for attempt in (0, 1):
+                conn = pool.take()  # a reused one: what the server's TCP had acknowledged is noted
+                reused = conn is not None
+                if conn is None:
+                    deadline.measure = None
+                    conn = await self._connect(record, deadline)
+                    if conn is None:
+                        return record
+                measure = Measure(record, self.dialect, self.stream, loop)
+                if capture is not None:
+                    capture.clear()  # a retry on a fresh connection starts the answer again
+                    measure.capture = capture
+                deadline.measure, deadline.conn = measure, conn
+                exchange = measure.exchange
+                try:
+                    conn.start(exchange, payload)
+                    record.request_ns = perf_counter_ns()
+                    await exchange.done
+                except asyncio.CancelledError:
+                    measure.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
+                    pool.drop(conn)
+                    raise
+                if not (reused and exchange.unanswered and record.status is Status.STREAM_INTERRUPTED):
+                    break
+                if not self._resend(record, conn, exchange, attempt):
+                    break
+            if conn is not None:  # always, once the loop ran (mypy cannot tell)
+                pool.release(conn)
+            return record
         finally:
             timer.cancel()
 
-    async def _send(
-        self,
-        record: RequestRecord,
-        payload: bytes,
-        capture: list[bytes] | None,
-        deadline: _Deadline,
-        loop: asyncio.AbstractEventLoop,
-    ) -> RequestRecord:
+    def _resend(self, record: RequestRecord, conn: HttpConnection, exchange: Exchange, attempt: int) -> bool:
+        """A reused connection closed after the request was written, before any answer: resend it
+        (True, the record reset for the second attempt) or not (False, the record says why)."""
         pool = self.pool
-        for attempt in (0, 1):
-            conn = pool.take()
-            reused = conn is not None
-            if conn is None:
-                deadline.measure = None
-                conn = await self._connect(record, deadline)
-                if conn is None:
-                    return record
-            measure = Measure(record, self.dialect, self.stream, loop)
-            if capture is not None:
-                capture.clear()  # a retry on a fresh connection starts the answer again
-                measure.capture = capture
-            deadline.measure, deadline.conn = measure, conn
-            if reused:
-                conn.mark_send()  # what the server's TCP had acknowledged before this request
-            try:
-                conn.start(measure.exchange, payload)
-                record.request_ns = perf_counter_ns()
-                await measure.exchange.done
-            except asyncio.CancelledError:
-                measure.fail(Status.CANCELLED, "cancelled by the user", perf_counter_ns())
-                pool.drop(conn)
-                raise
-            unanswered = reused and measure.exchange.unanswered and record.status is Status.STREAM_INTERRUPTED
-            if not unanswered:
-                break
-            # A reused connection closed after the request was written, before any answer.
-            pool.drop(conn)
-            pool.keepalive.stop(
-                "the server dropped a request on a reused keep-alive connection without answering: "
-                "each later request opened a new connection"
-            )
-            if attempt == 1 or not may_resend(conn, measure.exchange, reused, self.resend_unanswered):
-                record.error = f"{record.error} on a reused keep-alive connection: {_NOT_RESENT}"
-                break
-            record.first_sent_ns = record.sent_ns
-            record.attempts += 1
-            record.sent_ns = perf_counter_ns()
-            _reset(record)
-        if conn is not None:  # always, once the loop ran (mypy cannot tell)
-            pool.release(conn)
-        return record
+        pool.drop(conn)
+        pool.keepalive.stop(
+            "the server dropped a request on a reused keep-alive connection without answering: "
+            "each later request opened a new connection"
+        )
+        if attempt == 1 or not may_resend(conn, exchange, True, self.resend_unanswered):
+            record.error = f"{record.error} on a reused keep-alive connection: {_NOT_RESENT}"
+            return False
+        record.first_sent_ns = record.sent_ns
+        record.attempts += 1
+        record.sent_ns = perf_counter_ns()
+        _reset(record)
+        return True
 
     async def close(self) -> None:
         self.pool.close()

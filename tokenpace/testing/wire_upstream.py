@@ -23,6 +23,8 @@ from functools import cache
 
 import orjson
 
+from tokenpace.wire.liveness import acked_bytes
+
 STREAM = (
     b'data: {"choices":[{"index":0,"delta":{"content":"a"}}]}\n\n'
     b'data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}\n\n'
@@ -112,7 +114,7 @@ class WireUpstream:
 class ClosingRace:
     """A server (a thread, plain sockets) that answers one request per connection, and closes its
     first connection in the instant between a pool's look at it (``look``, patched over
-    ``tokenpace.wire.pool.peer_has_closed``) and the write of the next request: a race no check can
+    ``tokenpace.wire.pool.look_before_send``) and the write of the next request: a race no check can
     close, and a request the server's TCP never acknowledges. ``posts``: request heads read."""
 
     def __init__(self) -> None:
@@ -149,9 +151,11 @@ class ClosingRace:
             conn.close()
             self._closed.set()
 
-    def look(self, transport: object) -> bool:
-        """The pool's look at the idle connection: still open... and closed right after."""
+    def look(self, transport: asyncio.BaseTransport | None) -> tuple[bool, int | None]:
+        """The pool's look at the idle connection: still open (with what its TCP had acknowledged
+        so far)... and closed right after."""
+        acked = acked_bytes(transport)
         self._close_now.set()
         self._closed.wait(10)
         time.sleep(0.05)  # the server's FIN is on the wire before the request goes out
-        return False
+        return False, acked

@@ -15,7 +15,7 @@ class HttpConnection(ResponseConnection):
     def __init__(self) -> None:
         super().__init__()
         self.reason = b""  # the last response's reason phrase (the gateway passes it on)
-        self.acked_before_send: int | None = None  # set by the sender on a reused connection
+        self.acked_before_send: int | None = None  # set by the pool's look before reuse
         self.acked_at_close: int | None = None
 
     def on_message_begin(self) -> None:
@@ -29,9 +29,10 @@ class HttpConnection(ResponseConnection):
         self.acked_at_close = acked_bytes(self.transport)
         return super().eof_received()
 
-    def mark_send(self) -> None:
-        """Before a request is written: what the server's TCP had acknowledged until now."""
-        self.acked_before_send = acked_bytes(self.transport)
+    def mark_send(self, acked: int | None) -> None:
+        """Before a request is written: what the server's TCP had acknowledged until now (``acked``,
+        read by the pool's look at the connection, ``tokenpace.wire.liveness.look_before_send``)."""
+        self.acked_before_send = acked
         self.acked_at_close = None
 
     @property

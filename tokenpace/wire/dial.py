@@ -67,30 +67,29 @@ async def dial(
 ) -> tuple[HttpConnection, DialTimes]:
     """Open a connection; raises socket.gaierror, OSError or ssl.SSLError like create_connection."""
     t0 = perf_counter_ns()
-    infos = await (resolver or Resolver()).resolve(host, port)
+    # An IP address is looked at here, without a coroutine of its own: a closed loop's first wave
+    # dials hundreds at once, and every frame between it and the event loop is resumed each time.
+    infos = _literal(host, port) or await (resolver or Resolver()).resolve(host, port)
     t1 = perf_counter_ns()
     last_error: OSError | None = None
+    loop = asyncio.get_running_loop()
     for family, _, _, _, address in infos:  # first address that accepts, as browsers do
         try:
             if ssl_context is None:
-                return await _plain(family, address, t0, t1)
+                # TCP in one step of the event loop's own C path (a burst of hundreds of new
+                # connections costs half the loop time of a separate connect and protocol set-up).
+                # asyncio and uvloop both set TCP_NODELAY on the transports they create (one
+                # chunk, one segment): no call of ours.
+                _, conn = await loop.create_connection(
+                    HttpConnection, host=address[0], port=address[1], family=family, proto=socket.IPPROTO_TCP
+                )
+                return conn, DialTimes(t1 - t0, perf_counter_ns() - t1, None)
             return await _tls(family, address, host, ssl_context, t0, t1)
         except OSError as exc:
             if isinstance(exc, ssl.SSLError):
                 raise
             last_error = exc
     raise last_error or OSError(f"no address for {host}")
-
-
-async def _plain(family: int, address: Any, t0: int, t1: int) -> tuple[HttpConnection, DialTimes]:
-    """TCP in one step of the event loop's own C path (a burst of hundreds of new connections costs
-    half the loop time of a separate connect and protocol set-up). asyncio and uvloop both set
-    TCP_NODELAY on the transports they create (one chunk, one segment): no call of ours."""
-    loop = asyncio.get_running_loop()
-    _, conn = await loop.create_connection(
-        HttpConnection, host=address[0], port=address[1], family=family, proto=socket.IPPROTO_TCP
-    )
-    return conn, DialTimes(t1 - t0, perf_counter_ns() - t1, None)
 
 
 async def _tls(

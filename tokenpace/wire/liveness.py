@@ -17,11 +17,13 @@ _INFO_LEN = 128
 
 
 def _tcp_info(transport: asyncio.BaseTransport | None) -> tuple[int, int] | None:
-    """(state, bytes acknowledged by the peer) of the transport's TCP socket; None where unknown."""
+    """(state, bytes acknowledged by the peer) of the transport's TCP socket; None where unknown.
+    A socket that is not TCP (a test's Unix socket) refuses TCP_INFO: None too. (No check of
+    ``raw.type`` first: on uvloop each read of it builds an enum, twice per reused request.)"""
     if _TCP_INFO is None or transport is None:
         return None
     raw = transport.get_extra_info("socket")
-    if raw is None or raw.type != socket.SOCK_STREAM:
+    if raw is None:
         return None
     try:
         info = raw.getsockopt(socket.IPPROTO_TCP, _TCP_INFO, _INFO_LEN)
@@ -38,14 +40,24 @@ def acked_bytes(transport: asyncio.BaseTransport | None) -> int | None:
     return None if info is None else info[1]
 
 
+def look_before_send(transport: asyncio.BaseTransport | None) -> tuple[bool, int | None]:
+    """Just before a request is written to a reused connection: (has the server closed it, bytes
+    of this connection its TCP has acknowledged so far), from one TCP_INFO read."""
+    if transport is None or transport.is_closing():
+        return True, None
+    info = _tcp_info(transport)
+    if info is not None:
+        return info[0] != _ESTABLISHED, info[1]
+    return _peeked_eof(transport), None
+
+
 def peer_has_closed(transport: asyncio.BaseTransport | None) -> bool:
     """True when the server closed (or reset) the connection: the TCP state left ESTABLISHED, or,
     where TCP_INFO is missing, a non-blocking peek sees end-of-file. Nothing is consumed."""
-    if transport is None or transport.is_closing():
-        return True
-    info = _tcp_info(transport)
-    if info is not None:
-        return info[0] != _ESTABLISHED
+    return look_before_send(transport)[0]
+
+
+def _peeked_eof(transport: asyncio.BaseTransport) -> bool:
     raw = transport.get_extra_info("socket")
     fd = raw.fileno() if raw is not None else -1
     if fd < 0:

@@ -19,7 +19,7 @@ from tokenpace.wire.dial import DialTimes, Resolver, dial
 from tokenpace.wire.endpoint import Endpoint
 from tokenpace.wire.exchange import Exchange, ExchangeError, Reader
 from tokenpace.wire.keepalive import PROBE_S, KeepAlive
-from tokenpace.wire.liveness import peer_has_closed
+from tokenpace.wire.liveness import look_before_send, peer_has_closed
 
 NOT_RESENT = "the server's TCP had received the request, so it may have been read: not resent"
 
@@ -64,13 +64,17 @@ class Pool:
         self.connections_opened = 0
 
     def take(self) -> HttpConnection | None:
-        """An idle connection the server has not closed (checked just before use), else None."""
+        """An idle connection the server has not closed (checked just before use), else None. The
+        same look notes what the server's TCP had acknowledged before the request the caller is
+        about to write (``mark_send``, for the resend rule): one TCP_INFO read a reused request."""
         oldest = None if self.max_idle_ns is None else perf_counter_ns() - self.max_idle_ns
         while self.idle:
             conn = self.idle.pop()
-            fresh = oldest is None or conn.idle_since_ns > oldest
-            if fresh and conn.reusable and not peer_has_closed(conn.transport):
-                return conn
+            if (oldest is None or conn.idle_since_ns > oldest) and conn.reusable:
+                closed, acked = look_before_send(conn.transport)
+                if not closed:
+                    conn.mark_send(acked)
+                    return conn
             self.drop(conn)  # closed by the server (or idle too long): nothing was sent on it
         return None
 
@@ -131,8 +135,7 @@ class Pool:
             if idle is None:
                 conn, _ = await asyncio.wait_for(self.connect(), connect_timeout_s)
             else:
-                conn = idle
-                conn.mark_send()  # what the server's TCP had acknowledged before this request
+                conn = idle  # take() noted what the server's TCP had acknowledged before this request
             if times is not None:
                 times.connected_ns, times.reused = perf_counter_ns(), reused
             ex = Exchange(loop, reader)
