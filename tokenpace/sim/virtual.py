@@ -153,6 +153,7 @@ class _VirtualRun:
         self.load, self.network = load, network
         self.streamed = streamed  # summary only: finished requests folded here, no records kept
         self.engine = Engine(profile, seed=load.seed)
+        self.engine.enable_lazy_decode()  # no aborts, no per-token output: decoders advanced in bulk
         # Independent streams: the network's jitter never changes which requests are sent.
         arrivals, inputs, outputs = (
             np.random.default_rng(s) for s in np.random.SeedSequence(load.seed).spawn(3)
