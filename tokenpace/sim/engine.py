@@ -176,12 +176,16 @@ class Engine:
         due, lazy, step = self._due, self._lazy, self._step
         if due is not None and lazy is not None:  # a lazy step: only_finished is implied
             any_left = self._complete_due(due, lazy, end, out)
-        any_left = self._complete_entries(step, end, only_finished, out) or any_left
+        if step:
+            any_left = self._complete_entries(step, end, only_finished, out) or any_left
         self._step = []
         if any_left:
             self.running = [r for r in self.running if r.state == RUNNING]
         if lazy is not None:
-            lazy.add_decoders([r for r, _ in step] if due is not None else self.running)
+            if due is None:
+                lazy.add_decoders(self.running)
+            elif due or step:
+                lazy.add_decoders(due + [r for r, _ in step])
         return out
 
     def _complete_due(self, due: list[SimRequest], lazy: LazyDecoders, end: float, out: list[SimRequest]) -> bool:
@@ -198,7 +202,6 @@ class Engine:
                 out.append(r)
         lazy.tick += 1
         lazy.tick_end = end
-        lazy.add_decoders(due)
         self._due = None
         return any_left
 
@@ -217,9 +220,9 @@ class Engine:
             computed = req.num_computed = req.num_computed + n
             if req.registered < len(req.hashes):
                 full = min(computed // bs, len(req.hashes))
-                while req.registered < full:
-                    kv.register(req.blocks[req.registered], req.hashes[req.registered])
-                    req.registered += 1
+                if req.registered < full:
+                    kv.register_many(req.blocks, req.hashes, req.registered, full)
+                    req.registered = full
             if req.aborted:
                 self._release(req, ABORTED)
                 any_left = True
@@ -270,19 +273,23 @@ class Engine:
         assert lazy is not None
         running = self.running
         n = len(running)
-        due = lazy.pop_due()
+        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= lazy.tick else []
         room = self.block_size
-        need = sum(1 for r in due if r.num_computed + 1 > len(r.blocks) * room)
+        need = context = 0
+        for r in due:
+            context += r.prompt_len + r.generated
+            if r.num_computed + 1 > len(r.blocks) * room:
+                need += 1
+        kv = self.kv
         # Every decoder fits the budget and every block need fits: no preemption, nobody left out.
-        if lazy.count + len(due) != n or budget < n or need > self.kv.num_free:
+        if lazy.count + len(due) != n or budget < n or need > kv.num_free:
             lazy.materialize_all(running)
             return False
-        kv = self.kv
-        context = lazy.context()
-        for r in due:  # running order, as the step-by-step loop allocates
-            if r.num_computed + 1 > len(r.blocks) * room:
-                r.blocks += kv.allocate(1)
-            context += r.prompt_len + r.generated
+        if need:
+            for r in due:  # running order, as the step-by-step loop allocates
+                if r.num_computed + 1 > len(r.blocks) * room:
+                    r.blocks += kv.allocate(1)
+        context += lazy.total_base + lazy.count * lazy.tick
         work.seqs += n
         work.decode_seqs += n
         work.decode_context += context

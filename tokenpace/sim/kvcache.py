@@ -98,3 +98,14 @@ class KVCache:
         if self.prefix_caching and self._hash[block] is None and h not in self._cached:
             self._hash[block] = h
             self._cached[h] = block
+
+    def register_many(self, blocks: Sequence[int], hashes: Sequence[int], start: int, stop: int) -> None:
+        """`register(blocks[i], hashes[i])` for i in start..stop-1, in that order (one call per step)."""
+        if not self.prefix_caching:
+            return
+        block_hash, cached = self._hash, self._cached
+        for i in range(start, stop):
+            block, h = blocks[i], hashes[i]
+            if block_hash[block] is None and h not in cached:
+                block_hash[block] = h
+                cached[h] = block
