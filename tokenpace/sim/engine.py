@@ -15,61 +15,19 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.sim.costmodel import CostModel, StepWork, prefill_pairs
-from tokenpace.sim.fast_forward import fast_forward
+from tokenpace.sim.fast_forward import FastForward
 from tokenpace.sim.kvcache import KVCache, block_hashes
 from tokenpace.sim.lazy_decode import LazyDecoders
 from tokenpace.sim.profile import Profile
+from tokenpace.sim.request import ABORTED, FINISHED, RUNNING, WAITING, SimRequest
 
-WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
-
-
-@dataclass(eq=False, slots=True)
-class SimRequest:
-    rid: str
-    prompt: list[str]
-    max_tokens: int
-    min_tokens: int = 0
-    ignore_eos: bool = False
-    sink: Any = None  # the runner's handle (the HTTP stream, a record)
-    # max_tokens is the client's own limit ("length" when reached); else the server's default cap,
-    # where the model is taken to stop by itself ("stop"), as a real model does long before it.
-    client_limit: bool = True
-    # Set by the engine:
-    prompt_len: int = 0
-    target_len: int = 0  # tokens this request will generate
-    finish_reason: str = "length"
-    hashes: list[int] = field(default_factory=list)
-    state: str = WAITING
-    num_computed: int = 0
-    generated: int = 0
-    blocks: list[int] = field(default_factory=list)
-    registered: int = 0  # prompt blocks already offered to the prefix cache
-    cached_tokens: int = 0  # prefix-cache hit at first admission
-    preemptions: int = 0
-    aborted: bool = False
-    arrival_t: float = 0.0
-    scheduled_t: float | None = None  # first time it got into a step
-    first_token_t: float | None = None
-    last_token_t: float | None = None
-    finish_t: float | None = None
-    seq: int = 0  # admission order: running is always in increasing seq
-    lz: int = -1  # lazy decoding since this tick (lazy_decode.py); -1: fields are true
-    lz_fin: int = 0  # while lazy: the tick whose step finishes it
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt_len + self.generated
-
-    @property
-    def finished(self) -> bool:
-        return self.state == FINISHED
+__all__ = ["ABORTED", "FINISHED", "RUNNING", "WAITING", "Engine", "SimRequest"]
 
 
-class Engine:
+class Engine(FastForward):
     def __init__(self, profile: Profile, seed: int = 0) -> None:
         self.profile = profile
         e = profile.engine
@@ -99,7 +57,7 @@ class Engine:
 
     def enable_lazy_decode(self) -> None:
         """Virtual clock only (complete(only_finished=True), no aborts): same results, O(events) steps."""
-        self._lazy = LazyDecoders(self.block_size, RUNNING)
+        self._lazy = LazyDecoders(self.block_size)
 
     # ---- requests in and out -------------------------------------------------------------------
     def add(self, req: SimRequest, now: float) -> None:
@@ -188,7 +146,9 @@ class Engine:
                 lazy.add_decoders(due + [r for r, _ in step])
         return out
 
-    def _complete_due(self, due: list[SimRequest], lazy: LazyDecoders, end: float, out: list[SimRequest]) -> bool:
+    def _complete_due(
+        self, due: list[SimRequest], lazy: LazyDecoders, end: float, out: list[SimRequest]
+    ) -> bool:
         """A lazy step's end: every lazy decoder gains a token by the tick; the due ones one by one."""
         any_left = False
         for r in due:
@@ -242,13 +202,6 @@ class Engine:
                     out.append(req)
         return any_left
 
-    def fast_forward(self, now: float, horizon: float) -> tuple[float, list[SimRequest]]:
-        """Virtual clock only: run consecutive decode-only steps in one go (sim/fast_forward.py).
-
-        Returns (end time, requests finished); (now, []) when it does not apply.
-        """
-        return fast_forward(self, now, horizon)
-
     # ---- internals -----------------------------------------------------------------------------
     def _drop_aborted(self) -> None:
         if not self._aborted_running:
@@ -288,7 +241,7 @@ class Engine:
         if need:
             for r in due:  # running order, as the step-by-step loop allocates
                 if r.num_computed + 1 > len(r.blocks) * room:
-                    r.blocks += kv.allocate(1)
+                    r.blocks.append(kv.allocate_one())
         context += lazy.total_base + lazy.count * lazy.tick
         work.seqs += n
         work.decode_seqs += n

@@ -86,6 +86,19 @@ class KVCache:
             out.append(b)
         return out
 
+    def allocate_one(self) -> int:
+        """`allocate(1)[0]` without the list: a decoding request crossing into a new block."""
+        if not self._free:
+            raise MemoryError("KV cache exhausted")  # callers check num_free first
+        b = self._free.popitem(last=False)[0]
+        h = self._hash[b]
+        if h is not None:  # evict its cached contents
+            if self._cached.get(h) == b:
+                del self._cached[h]
+            self._hash[b] = None
+        self._ref[b] = 1
+        return b
+
     def free(self, blocks: Sequence[int]) -> None:
         # Reverse order: a sequence's tail blocks are the least likely to be shared, so evict them first.
         ref, free = self._ref, self._free

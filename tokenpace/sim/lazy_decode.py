@@ -17,10 +17,8 @@ Bounded by the running batch: one heap entry and one `finishing` count per lazy 
 from __future__ import annotations
 
 import heapq
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from tokenpace.sim.engine import SimRequest
+from tokenpace.sim.request import RUNNING, SimRequest
 
 
 class LazyDecoders:
@@ -30,19 +28,19 @@ class LazyDecoders:
         "events",
         "finish_ticks",
         "finishing",
-        "running_state",
         "tick",
         "tick_end",
         "total_base",
     )
 
-    def __init__(self, block_size: int, running_state: str) -> None:
+    def __init__(self, block_size: int) -> None:
         self.block_size = block_size
-        self.running_state = running_state
         self.tick = 0  # steps in which every running request decoded
         self.tick_end = 0.0  # end time of the last such step: every lazy request's last token
         self.count = 0  # lazy requests
-        self.total_base = 0  # sum over lazy requests of (prompt + generated - lz): context = this + count*tick
+        self.total_base = (
+            0  # sum over lazy requests of (prompt + generated - lz): context = this + count*tick
+        )
         self.events: list[tuple[int, int, SimRequest]] = []  # (event tick, admission seq, request)
         self.finishing: dict[int, int] = {}  # finish tick -> lazy requests finishing in that step
         # finishing's ticks as a heap (stale ones popped when seen): at most one per add between pops
@@ -113,11 +111,10 @@ class LazyDecoders:
 
     def add_decoders(self, reqs: list[SimRequest]) -> None:
         """Make lazy every request in reqs that is running, not lazy, and decoding."""
-        running = self.running_state
         for r in reqs:
             if (
                 r.lz < 0
-                and r.state == running
+                and r.state == RUNNING
                 and r.generated > 0
                 and not r.aborted
                 and r.num_computed == r.prompt_len + r.generated - 1

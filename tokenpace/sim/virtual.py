@@ -23,8 +23,9 @@ import numpy as np
 
 from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import RequestRecord
-from tokenpace.sim.engine import Engine, SimRequest
+from tokenpace.sim.engine import Engine
 from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.request import SimRequest
 from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
 from tokenpace.sim.virtual_stream import StreamedStep
 
