@@ -1,8 +1,9 @@
 """tokenpace sim: a simulated OpenAI-compatible LLM serving engine, on the wall clock or a virtual one."""
 
-from tokenpace.sim.engine import Engine, SimRequest
+from tokenpace.sim.engine import Engine
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.profile import Profile, get_network, get_profile, profile_names
+from tokenpace.sim.request import SimRequest
 from tokenpace.sim.server import SimServer
 from tokenpace.sim.virtual import VirtualResult, run_virtual, run_virtual_streamed
 from tokenpace.sim.virtual_load import VirtualLoad

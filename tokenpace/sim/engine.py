@@ -15,56 +15,19 @@ from __future__ import annotations
 import contextlib
 import random
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.sim.costmodel import CostModel, StepWork, prefill_pairs
+from tokenpace.sim.fast_forward import FastForward
 from tokenpace.sim.kvcache import KVCache, block_hashes
+from tokenpace.sim.lazy_decode import LazyDecoders
 from tokenpace.sim.profile import Profile
+from tokenpace.sim.request import ABORTED, FINISHED, RUNNING, WAITING, SimRequest
 
-WAITING, RUNNING, FINISHED, ABORTED = "waiting", "running", "finished", "aborted"
-
-
-@dataclass(eq=False, slots=True)
-class SimRequest:
-    rid: str
-    prompt: list[str]
-    max_tokens: int
-    min_tokens: int = 0
-    ignore_eos: bool = False
-    sink: Any = None  # the runner's handle (the HTTP stream, a record)
-    # max_tokens is the client's own limit ("length" when reached); else the server's default cap,
-    # where the model is taken to stop by itself ("stop"), as a real model does long before it.
-    client_limit: bool = True
-    # Set by the engine:
-    prompt_len: int = 0
-    target_len: int = 0  # tokens this request will generate
-    finish_reason: str = "length"
-    hashes: list[int] = field(default_factory=list)
-    state: str = WAITING
-    num_computed: int = 0
-    generated: int = 0
-    blocks: list[int] = field(default_factory=list)
-    registered: int = 0  # prompt blocks already offered to the prefix cache
-    cached_tokens: int = 0  # prefix-cache hit at first admission
-    preemptions: int = 0
-    aborted: bool = False
-    arrival_t: float = 0.0
-    scheduled_t: float | None = None  # first time it got into a step
-    first_token_t: float | None = None
-    last_token_t: float | None = None
-    finish_t: float | None = None
-
-    @property
-    def num_tokens(self) -> int:
-        return self.prompt_len + self.generated
-
-    @property
-    def finished(self) -> bool:
-        return self.state == FINISHED
+__all__ = ["ABORTED", "FINISHED", "RUNNING", "WAITING", "Engine", "SimRequest"]
 
 
-class Engine:
+class Engine(FastForward):
     def __init__(self, profile: Profile, seed: int = 0) -> None:
         self.profile = profile
         e = profile.engine
@@ -88,6 +51,13 @@ class Engine:
         self.num_preemptions = 0
         self._step: list[tuple[SimRequest, int]] = []
         self._aborted_running = 0  # aborts of running requests since the last sweep (0: skip the scan)
+        self._seq = 0
+        self._lazy: LazyDecoders | None = None  # virtual runs: decoders advanced by a shared counter
+        self._due: list[SimRequest] | None = None  # a lazy step's materialized decoders (None: not one)
+
+    def enable_lazy_decode(self) -> None:
+        """Virtual clock only (complete(only_finished=True), no aborts): same results, O(events) steps."""
+        self._lazy = LazyDecoders(self.block_size)
 
     # ---- requests in and out -------------------------------------------------------------------
     def add(self, req: SimRequest, now: float) -> None:
@@ -111,6 +81,8 @@ class Engine:
         if req.state in (FINISHED, ABORTED):
             return
         req.aborted = True
+        if self._lazy is not None:
+            self._lazy.materialize_all(self.running)
         if req.state == RUNNING:
             self._aborted_running += 1
         if req.state == WAITING:
@@ -137,8 +109,12 @@ class Engine:
         if not self.chunked and self._can_admit_head():
             # vLLM without chunked prefill: a step is prefills only, and decodes wait for it.
             budget = self._admit(step, work, budget, now, first_may_exceed=True)
+        self._due = None
         if not step:
-            budget, preempted = self._schedule_running(step, work, budget)
+            if self._lazy is not None and self._schedule_lazy(work, budget):
+                budget -= len(self.running)
+            else:
+                budget, preempted = self._schedule_running(step, work, budget)
             if not preempted and self.chunked:
                 self._admit(step, work, budget, now, first_may_exceed=False)
         self._step = step
@@ -153,22 +129,60 @@ class Engine:
 
         With `only_finished`, only those that finished (the virtual runner needs no per-token list).
         """
-        # The hottest loop of a virtual run (once per request per step): attributes in locals, and the
-        # prefix-cache registration skipped once a request's prompt blocks are all registered.
         out: list[SimRequest] = []
+        any_left = False
+        due, lazy, step = self._due, self._lazy, self._step
+        if due is not None and lazy is not None:  # a lazy step: only_finished is implied
+            any_left = self._complete_due(due, lazy, end, out)
+        if step:
+            any_left = self._complete_entries(step, end, only_finished, out) or any_left
+        self._step = []
+        if any_left:
+            self.running = [r for r in self.running if r.state == RUNNING]
+        if lazy is not None:
+            if due is None:
+                lazy.add_decoders(self.running)
+            elif due or step:
+                lazy.add_decoders(due + [r for r, _ in step])
+        return out
+
+    def _complete_due(
+        self, due: list[SimRequest], lazy: LazyDecoders, end: float, out: list[SimRequest]
+    ) -> bool:
+        """A lazy step's end: every lazy decoder gains a token by the tick; the due ones one by one."""
+        any_left = False
+        for r in due:
+            r.num_computed += 1
+            r.generated += 1
+            r.last_token_t = end
+            if r.generated >= r.target_len:
+                r.finish_t = end
+                self._release(r, FINISHED)
+                any_left = True
+                out.append(r)
+        lazy.tick += 1
+        lazy.tick_end = end
+        self._due = None
+        return any_left
+
+    def _complete_entries(
+        self, step: list[tuple[SimRequest, int]], end: float, only_finished: bool, out: list[SimRequest]
+    ) -> bool:
+        # The hottest loop of an unlazy run (once per request per step): attributes in locals, and the
+        # prefix-cache registration skipped once a request's prompt blocks are all registered.
         kv = self.kv
         bs = self.block_size
         any_left = False
-        for req, n in self._step:
+        for req, n in step:
             if req.state != RUNNING:
                 any_left = True
                 continue
             computed = req.num_computed = req.num_computed + n
             if req.registered < len(req.hashes):
                 full = min(computed // bs, len(req.hashes))
-                while req.registered < full:
-                    kv.register(req.blocks[req.registered], req.hashes[req.registered])
-                    req.registered += 1
+                if req.registered < full:
+                    kv.register_many(req.blocks, req.hashes, req.registered, full)
+                    req.registered = full
             if req.aborted:
                 self._release(req, ABORTED)
                 any_left = True
@@ -186,60 +200,7 @@ class Engine:
                         out.append(req)
                 if not only_finished:
                     out.append(req)
-        self._step = []
-        if any_left:
-            self.running = [r for r in self.running if r.state == RUNNING]
-        return out
-
-    def fast_forward(self, now: float, horizon: float) -> tuple[float, list[SimRequest]]:
-        """Virtual clock only: run consecutive decode-only steps in one go.
-
-        Valid while nothing can change the batch: no request can be admitted (none waits, or the batch is
-        at max_num_seqs), every running one decodes, no block
-        shortage, and no arrival (`horizon`) before a step ends. Stops at the first finish, so the result
-        is exactly what step-by-step scheduling would give, at O(steps + batch) instead of O(steps x batch).
-        Returns (end time, requests finished); (now, []) when it does not apply.
-        """
-        run = self.running
-        if (
-            (self.waiting and len(run) < self.max_num_seqs)
-            or len(run) == 0
-            # Newest first: a request still prefilling is most likely at the end of the batch.
-            or any(r.num_computed != r.prompt_len + r.generated - 1 for r in reversed(run))
-            or (self._aborted_running and any(r.aborted for r in run))
-        ):
-            return now, []
-        k = min(r.target_len - r.generated for r in run)
-        kv = self.kv
-        while k > 1 and sum(kv.blocks_for(r.num_computed + k) - len(r.blocks) for r in run) > kv.num_free:
-            k //= 2
-        if k < 2:
-            return now, []
-        b = len(run)
-        if b >= self.max_num_seqs:
-            horizon = float("inf")  # arrivals could only join the queue: they change nothing here
-        ctx = sum(r.num_tokens for r in run)
-        work = StepWork(decode_seqs=b, seqs=b)
-        t, j = now, 0
-        while j < k and t < horizon:
-            work.decode_context = ctx + j * b
-            t += self.cost.step_seconds(work)
-            j += 1
-        done: list[SimRequest] = []
-        for r in run:
-            extra = kv.blocks_for(r.num_computed + j) - len(r.blocks)
-            if extra > 0:
-                r.blocks += kv.allocate(extra)
-            r.num_computed += j
-            r.generated += j
-            r.last_token_t = t
-            if r.generated >= r.target_len:
-                r.finish_t = t
-                self._release(r, FINISHED)
-                done.append(r)
-        if done:
-            self.running = [r for r in run if r.state == RUNNING]
-        return t, done
+        return any_left
 
     # ---- internals -----------------------------------------------------------------------------
     def _drop_aborted(self) -> None:
@@ -257,6 +218,36 @@ class Engine:
             self.kv.free(req.blocks)
             req.blocks = []
         req.state = state
+
+    def _schedule_lazy(self, work: StepWork, budget: int) -> bool:
+        """Pack a step in which every running request decodes, touching only the due ones (False:
+        not such a step; everyone is then materialized for the ordinary path)."""
+        lazy = self._lazy
+        assert lazy is not None
+        running = self.running
+        n = len(running)
+        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= lazy.tick else []
+        room = self.block_size
+        need = context = 0
+        for r in due:
+            context += r.prompt_len + r.generated
+            if r.num_computed + 1 > len(r.blocks) * room:
+                need += 1
+        kv = self.kv
+        # Every decoder fits the budget and every block need fits: no preemption, nobody left out.
+        if lazy.count + len(due) != n or budget < n or need > kv.num_free:
+            lazy.materialize_all(running)
+            return False
+        if need:
+            for r in due:  # running order, as the step-by-step loop allocates
+                if r.num_computed + 1 > len(r.blocks) * room:
+                    r.blocks.append(kv.allocate_one())
+        context += lazy.total_base + lazy.count * lazy.tick
+        work.seqs += n
+        work.decode_seqs += n
+        work.decode_context += context
+        self._due = due
+        return True
 
     def _schedule_running(
         self, step: list[tuple[SimRequest, int]], work: StepWork, budget: int
@@ -343,6 +334,8 @@ class Engine:
                 kv.queries += req.prompt_len
                 kv.hits += start
             req.state = RUNNING
+            req.seq = self._seq
+            self._seq += 1
             self.running.append(req)
             self._add_work(step, work, req, n)
             budget -= n

@@ -86,6 +86,19 @@ class KVCache:
             out.append(b)
         return out
 
+    def allocate_one(self) -> int:
+        """`allocate(1)[0]` without the list: a decoding request crossing into a new block."""
+        if not self._free:
+            raise MemoryError("KV cache exhausted")  # callers check num_free first
+        b = self._free.popitem(last=False)[0]
+        h = self._hash[b]
+        if h is not None:  # evict its cached contents
+            if self._cached.get(h) == b:
+                del self._cached[h]
+            self._hash[b] = None
+        self._ref[b] = 1
+        return b
+
     def free(self, blocks: Sequence[int]) -> None:
         # Reverse order: a sequence's tail blocks are the least likely to be shared, so evict them first.
         ref, free = self._ref, self._free
@@ -98,3 +111,14 @@ class KVCache:
         if self.prefix_caching and self._hash[block] is None and h not in self._cached:
             self._hash[block] = h
             self._cached[h] = block
+
+    def register_many(self, blocks: Sequence[int], hashes: Sequence[int], start: int, stop: int) -> None:
+        """`register(blocks[i], hashes[i])` for i in start..stop-1, in that order (one call per step)."""
+        if not self.prefix_caching:
+            return
+        block_hash, cached = self._hash, self._cached
+        for i in range(start, stop):
+            block, h = blocks[i], hashes[i]
+            if block_hash[block] is None and h not in cached:
+                block_hash[block] = h
+                cached[h] = block

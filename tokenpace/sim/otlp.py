@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from tokenpace.adapters.otlp import INTERNAL, SERVER, SpanExport, SpanOut
-from tokenpace.sim.engine import SimRequest
+from tokenpace.sim.request import SimRequest
 from tokenpace.wire import tracecontext as tc
 
 SERVICE = "tokenpace-sim"

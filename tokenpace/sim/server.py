@@ -35,12 +35,13 @@ from tokenpace.sim.api import (
 )
 from tokenpace.sim.chunks import WireFormat, openai_format
 from tokenpace.sim.embeddings_api import EmbeddingsFormat, parse_embeddings
-from tokenpace.sim.engine import Engine, SimRequest
+from tokenpace.sim.engine import Engine
 from tokenpace.sim.faults import Fault, FaultConfig, FaultPicker
 from tokenpace.sim.metrics import SimMetrics
 from tokenpace.sim.otlp import EngineTraces
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.realtime_api import RealtimeFormat, RealtimeSession, accept_session
+from tokenpace.sim.request import SimRequest
 from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
 from tokenpace.sim.streams import ResponseStream, deliver
 from tokenpace.sim.tokens import token_id

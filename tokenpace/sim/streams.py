@@ -12,8 +12,8 @@ from typing import Protocol
 
 from tokenpace.sim.api import GenRequest
 from tokenpace.sim.chunks import ANSWER, REASONING, TOOL, WireFormat
-from tokenpace.sim.engine import SimRequest
 from tokenpace.sim.metrics import SimMetrics
+from tokenpace.sim.request import SimRequest
 from tokenpace.sim.tokens import WORDS
 
 _SPACED = tuple(" " + w for w in WORDS)

@@ -23,8 +23,9 @@ import numpy as np
 
 from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import RequestRecord
-from tokenpace.sim.engine import Engine, SimRequest
+from tokenpace.sim.engine import Engine
 from tokenpace.sim.profile import Network, Profile, get_profile
+from tokenpace.sim.request import SimRequest
 from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
 from tokenpace.sim.virtual_stream import StreamedStep
 
@@ -153,6 +154,7 @@ class _VirtualRun:
         self.load, self.network = load, network
         self.streamed = streamed  # summary only: finished requests folded here, no records kept
         self.engine = Engine(profile, seed=load.seed)
+        self.engine.enable_lazy_decode()  # no aborts, no per-token output: decoders advanced in bulk
         # Independent streams: the network's jitter never changes which requests are sent.
         arrivals, inputs, outputs = (
             np.random.default_rng(s) for s in np.random.SeedSequence(load.seed).spawn(3)
