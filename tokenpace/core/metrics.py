@@ -72,6 +72,20 @@ DEFINITIONS = {
 }
 
 
+# The summary's latency distributions, in the order its dict lists them (the running summary's too).
+LATENCY_FIELDS = (
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2e_ms",
+    "ttfat_ms",
+    "ttft_from_scheduled_ms",
+    "e2e_from_scheduled_ms",
+    "queue_ms",
+    "dispatch_lag_ms",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Slo:
     """Per-request service-level objectives in milliseconds; None means not constrained."""
@@ -184,19 +198,7 @@ class Summary:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name in (
-            "ttft_ms",
-            "tpot_ms",
-            "itl_ms",
-            "e2e_ms",
-            "ttfat_ms",
-            "ttft_from_scheduled_ms",
-            "e2e_from_scheduled_ms",
-            "queue_ms",
-            "dispatch_lag_ms",
-            "output_tokens",
-            "prompt_tokens",
-        ):
+        for name in (*LATENCY_FIELDS, "output_tokens", "prompt_tokens"):
             out[name] = getattr(self, name).to_dict()
         for name in (
             "window_s",

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.metrics import (
+    LATENCY_FIELDS,
     NS_PER_MS,
     NS_PER_S,
     Slo,
@@ -36,17 +37,7 @@ from tokenpace.core.token_accounting import TokenAccounting
 MAX_ERROR_REASONS = 64  # distinct error texts kept by name; past it they are counted together
 OTHER_REASONS = "(other reasons)"
 
-_LATENCIES = (
-    "ttft_ms",
-    "tpot_ms",
-    "itl_ms",
-    "e2e_ms",
-    "ttfat_ms",
-    "ttft_from_scheduled_ms",
-    "e2e_from_scheduled_ms",
-    "queue_ms",
-    "dispatch_lag_ms",
-)
+_LATENCIES = LATENCY_FIELDS
 _NETWORK = ("dns_ms", "tcp_ms", "tls_ms", "connect_ms", "upload_ms", "wait_headers_ms")
 
 
