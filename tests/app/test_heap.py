@@ -1,4 +1,5 @@
-"""The measured window runs on a frozen start-up heap, and unfreezes once, at the outermost end."""
+"""The measured window runs on a frozen start-up heap (unfrozen once, at the outermost end) and with
+room made beforehand for its connections in the descriptor table."""
 
 from __future__ import annotations
 
@@ -27,3 +28,15 @@ def test_an_error_inside_still_unfreezes() -> None:
     except RuntimeError:
         pass
     assert gc.get_freeze_count() == 0
+
+
+def test_a_run_makes_room_for_its_connections_before_the_clock() -> None:
+    from tokenpace.app.bench import connections_ahead
+    from tokenpace.app.bench_config import BenchConfig
+
+    closed = BenchConfig(url="http://127.0.0.1:1/v1", model="m", concurrency=256, requests=10)
+    capped = BenchConfig(url="http://127.0.0.1:1/v1", model="m", rate=5.0, max_concurrency=40, requests=10)
+    uncapped = BenchConfig(url="http://127.0.0.1:1/v1", model="m", rate=5.0, requests=10)
+    assert connections_ahead(closed) == 2 * 256 + 64  # a first wave may open extras
+    assert connections_ahead(capped) == 2 * 40 + 64
+    assert connections_ahead(uncapped) == 4096

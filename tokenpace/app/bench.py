@@ -31,6 +31,7 @@ from tokenpace.core.steady import steady_state
 from tokenpace.core.trace_sample import trace_sampled
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
+from tokenpace.wire.descriptors import reserve_descriptors
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.endpoint import Endpoint, parse_endpoint, tls_context
 from tokenpace.wire.tracecontext import format_traceparent, new_span_id, new_trace_id
@@ -150,6 +151,7 @@ class BenchRun:
     ) -> Any:
         """The measured window: the load driven until done or stopped; what the observers saw."""
         cfg, ctx = self.config, self.context
+        reserve_descriptors(connections_ahead(cfg))  # the fd table grows now, not in the first wave
         with frozen_heap():  # no full collection of the start-up heap inside the measured window
             monitor.start()
             t0 = perf_counter_ns()
@@ -170,6 +172,14 @@ class BenchRun:
         self, items: Iterator[WorkItem], sender: Sender, prefix: str
     ) -> Iterator[tuple[RequestRecord, bytes]]:
         return build_requests(self.config, items, sender, prefix, self.total_planned)
+
+
+def connections_ahead(cfg: BenchConfig) -> int:
+    """How many connections a run may hold open at once, for the descriptor table: twice the users
+    (a closed loop's first wave may open extra ones while keep-alive is still unknown) or the open
+    loop's cap; an uncapped open loop gets room for 4,096."""
+    cap = cfg.concurrency if not cfg.open_loop else cfg.max_concurrency
+    return 2 * cap + 64 if cap else 4096
 
 
 def new_record(cfg: BenchConfig, item: WorkItem, prefix: str) -> RequestRecord:

@@ -15,6 +15,7 @@ from tokenpace.app.heap import freeze_startup_heap
 from tokenpace.app.run_loop import run_event_loop
 from tokenpace.app.run_store import open_for_run
 from tokenpace.gateway.config import GatewayConfig
+from tokenpace.wire.descriptors import reserve_descriptors
 
 if TYPE_CHECKING:
     from tokenpace.gateway.serve import RunningGateway
@@ -54,6 +55,7 @@ def serve_gateway(
 
     def ready(gw: RunningGateway | WorkerPool) -> None:
         freeze_startup_heap()  # no full collection walks the start-up heap while serving
+        reserve_descriptors(2 * config.max_connections + 64)  # client and upstream side of each
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
         for m in config.mirrors:

@@ -16,6 +16,9 @@ from tokenpace.app.heap import freeze_startup_heap
 from tokenpace.app.run_loop import run_event_loop
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.profile import Network, Profile
+from tokenpace.wire.descriptors import reserve_descriptors
+
+SIM_CONNECTIONS_AHEAD = 4096  # client connections the served simulator makes room for at start
 
 
 class SimRefused(Exception):
@@ -70,6 +73,7 @@ async def _serve(
         with contextlib.suppress(NotImplementedError):
             loop.add_signal_handler(sig, stop.set)
     freeze_startup_heap()  # the engine's own timing is the truth: no full collection walks start-up
+    reserve_descriptors(SIM_CONNECTIONS_AHEAD)  # a burst of clients grows no fd table mid-step
     say(f"tokenpace sim listening on {srv.url}")
     await stop.wait()
     await srv.stop()

@@ -21,7 +21,7 @@ from time import perf_counter_ns
 from typing import Any
 
 from tokenpace.app import load_shapes, workloads
-from tokenpace.app.bench import build_requests, connect, prebuilt
+from tokenpace.app.bench import build_requests, connect, connections_ahead, prebuilt
 from tokenpace.app.bench_config import BenchConfig
 from tokenpace.app.health import HealthMonitor, HealthReport
 from tokenpace.app.run_context import RunContext
@@ -30,6 +30,7 @@ from tokenpace.app.worker_pipe import FrameReader, FrameWriter
 from tokenpace.core.credentials import secrets_of
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.split import UserShare, owner_of
+from tokenpace.wire.descriptors import reserve_descriptors
 
 PARENT_GONE = "aborted: the parent process went away"
 
@@ -135,6 +136,7 @@ async def _work(link: _Link, spec: WorkerSpec) -> None:
         shape = load_shapes.ClosedLoop(requests, spec.users.users, spec.users.first_user)
     else:
         shape = load_shapes.OpenLoop(requests, iter(spec.offsets or []), cfg.max_concurrency)
+    reserve_descriptors(connections_ahead(cfg))  # before the shared start: see wire/descriptors.py
     t0 = await _started(link, ctx)
     monitor = HealthMonitor()
     monitor.start()
