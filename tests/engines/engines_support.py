@@ -9,6 +9,7 @@ missing; a build that fails is an error.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -165,3 +166,62 @@ def assert_exact_counts(result: dict[str, Any], records: list[dict[str, Any]], n
         assert r["token_ns"] == sorted(r["token_ns"])
         # Each synthetic prompt word is one token of the tiny model: input lengths are exact.
         assert r["prompt_tokens"] == r["prompt_tokens_requested"] + TEMPLATE_OVERHEAD
+
+
+@dataclass
+class VllmServer:
+    """vLLM's OpenAI server on CPU (the `make test-vllm` venv's interpreter), tiny model, free port.
+    vLLM takes minutes to start on 2 cores (its compile warm-up), hence the long wait."""
+
+    python: str
+    model_dir: Path  # the tiny model's Hugging Face folder
+    log: Path
+    max_num_seqs: int = 4
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        return self.base + "/v1"
+
+    def start(self) -> VllmServer:
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "VLLM_HOST_IP": "127.0.0.1",
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
+        }
+        # `python -m vllm.entrypoints...`: the `vllm` command fails under the vllm-cpu package name.
+        cmd = [
+            self.python, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
+            "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(self.port),
+            "--max-model-len", "2048", "--max-num-seqs", str(self.max_num_seqs),
+            "--dtype", os.environ.get("TOKENPACE_VLLM_DTYPE", "float32"),
+        ]  # fmt: skip
+        with open(self.log, "ab") as out:
+            self.proc = subprocess.Popen(
+                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        try:
+            wait_http(self.base + "/health", 900, self.proc)
+        except (RuntimeError, TimeoutError) as exc:
+            self.stop()
+            tail = self.log.read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"vLLM did not start: {exc}\n{tail}") from exc
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, grace_s=30)
+
+    def __enter__(self) -> VllmServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -8,18 +8,15 @@ folder (the same weights as the GGUF file llama-server uses).
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from engines.engines_support import assert_exact_counts, bench, http_json, stop_process, wait_http
+from engines.engines_support import VllmServer, assert_exact_counts, bench, http_json
 from tokenpace.core.workload import SyntheticWorkload
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.core.workload.salt import SALT_TOKENS
-from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 VLLM_PYTHON = os.environ.get("TOKENPACE_VLLM_PYTHON")
@@ -28,48 +25,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@dataclass
-class VllmServer:
-    port: int
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return self.base + "/v1"
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VllmServer]:
     assert VLLM_PYTHON
-    port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "vllm.log"
-    env = {
-        **os.environ,
-        "VLLM_HOST_IP": "127.0.0.1",
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-        "VLLM_CPU_KVCACHE_SPACE": os.environ.get("VLLM_CPU_KVCACHE_SPACE", "1"),
-    }
-    # `python -m vllm.entrypoints...`: the `vllm` command fails under the vllm-cpu package name.
-    cmd = [
-        VLLM_PYTHON, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model / "hf"),
-        "--served-model-name", MODEL_NAME, "--host", "127.0.0.1", "--port", str(port),
-        "--max-model-len", "2048", "--max-num-seqs", "4",
-        "--dtype", os.environ.get("TOKENPACE_VLLM_DTYPE", "float32"),
-    ]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
     try:
-        try:
-            wait_http(f"http://127.0.0.1:{port}/health", 900, proc)
-        except (RuntimeError, TimeoutError) as exc:
-            pytest.fail(f"vLLM did not start: {exc}\n{log.read_text(errors='replace')[-4000:]}")
-        yield VllmServer(port)
+        server = VllmServer(VLLM_PYTHON, tiny_model / "hf", log, max_num_seqs=4).start()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
+    try:
+        yield server
     finally:
-        stop_process(proc, grace_s=30)
+        server.stop()
 
 
 def test_closed_loop_counts_equal_server_usage(vllm_server: VllmServer, tmp_path: Path) -> None:

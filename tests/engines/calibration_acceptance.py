@@ -1,0 +1,72 @@
+"""Issue 26's acceptance procedure on a real engine, shared by the llama-server and vLLM tests.
+
+Calibrate from a sweep of under 5 minutes (an input-length ladder at concurrency 1, then concurrency
+1, 2, 4 of 64-token prompts, 32 output tokens) against an engine whose slot limit is 2, so
+concurrency 4 shows it; predict held-out concurrency 8 and 16 and a Poisson rate at 70 % of the
+measured maximum; the target is TTFT and TPOT at P50 and P95, and E2E at P50, within 10 %.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tokenpace.app.calibrate import calibrate, validate
+from tokenpace.testing.procs import FINISHED, run_cli
+
+OUT = "32"  # output tokens per request
+TARGETS = {("ttft", 50), ("ttft", 95), ("tpot", 50), ("tpot", 95), ("e2e", 50)}
+SLOTS = 2  # the engine's limit on requests decoding at once, as the tests start it
+
+
+def _sweep(url: str, out: Path, *args: str) -> dict[str, Any]:
+    done = run_cli(
+        "sweep", "--url", url, "--keep-going", "--no-store", "-q", "--output-len", OUT,
+        "--server-metrics-interval", "250ms", "--out", str(out), *args, timeout=300,
+    )  # fmt: skip
+    assert done.returncode in FINISHED, done.stderr[-3000:]  # 3: the client fell behind (busy cores)
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+@dataclass
+class Acceptance:
+    calibration_s: float
+    max_num_seqs: int | None
+    rows: list[Any]  # the validation's rows: load, metric, percentile, predicted, measured, error
+
+    @property
+    def misses(self) -> list[tuple[str, str, int, str]]:
+        return [
+            (r.load, r.metric, r.percentile, f"{r.rel_error:+.1%}")
+            for r in self.rows
+            if (r.metric, r.percentile) in TARGETS and abs(r.rel_error) > 0.10
+        ]
+
+
+def run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
+    """Calibrate, predict the held-out loads, print the table (pytest -s: for docs/sim.md)."""
+    t0 = time.monotonic()
+    _sweep(url, tmp_path / "ladder.json", "--input-len", "16,128,512,1024", "-n", "8")
+    conc = _sweep(url, tmp_path / "conc.json", "--concurrency", "1,2,4", "-n", "40", "--input-len", "64")
+    calibration_s = time.monotonic() - t0
+    profile, fit = calibrate(
+        [str(tmp_path / "conc.json"), str(tmp_path / "ladder.json")], str(tmp_path / f"{name}.toml")
+    )
+    max_rps = max(s["summary"]["request_throughput"] for s in conc["steps"])
+    rate = round(0.7 * max_rps, 2)
+    _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64")
+    _sweep(url, tmp_path / "rate.json", "--rate", str(rate), "-n", "120", "--input-len", "64")
+    result = validate(profile, [str(tmp_path / "held.json"), str(tmp_path / "rate.json")])
+    print(f"\n{name}: calibration sweep {calibration_s:.0f} s; {profile.calibration}")
+    for r in result.rows:
+        print(
+            f"{r.load:<18} {r.metric.upper()} P{r.percentile}: predicted {r.predicted_ms:8.2f} ms, "
+            f"measured {r.measured_ms:8.2f} ms, error {r.rel_error:+.1%}, in interval: {r.inside}"
+        )
+    for load, notes in result.notes.items():
+        print(load, notes)
+    return Acceptance(calibration_s, fit.max_num_seqs, result.rows)
