@@ -10,13 +10,13 @@ import aiohttp
 import orjson
 import pytest
 
+from gateway.conftest import TracedGateway
 from gateway.hostile_upstream import HEALTHY
-from gateway.test_gateway import CHAT, FixedUpstream
+from gateway.test_gateway import CHAT
 from gateway.test_gateway_hostile import AUTH, chat, metrics_text, stream, wait_records, with_hostile
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway import intake, router
-from tokenpace.gateway.config import GatewayConfig, Upstream, parse_upstream
-from tokenpace.gateway.otlp import Traces
+from tokenpace.gateway.config import GatewayConfig, Upstream
 from tokenpace.gateway.records import NO_UPSTREAM
 from tokenpace.gateway.serve import RunningGateway
 
@@ -87,30 +87,23 @@ def test_an_upstream_needs_a_name_the_empty_one_means_none_was_chosen() -> None:
         GatewayConfig(upstreams=(Upstream(name=NO_UPSTREAM, url="http://127.0.0.1:1/v1"),))
 
 
-def test_an_unrouted_record_is_a_span_in_the_callers_trace(monkeypatch) -> None:
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
+def test_an_unrouted_record_is_a_span_in_the_callers_trace(
+    monkeypatch, traced_gateway: TracedGateway
+) -> None:
     _inject_faults(monkeypatch)
-    exporter = InMemorySpanExporter()
     trace_id, caller_span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
 
-    async def main() -> list[RequestRecord]:
-        records: list[RequestRecord] = []
-        async with FixedUpstream() as up:
-            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
-            gw = RunningGateway(config, on_record=records.append)
-            gw.gateway.traces = Traces(None, exporter=exporter)
-            headers = {FAULT: "body", "traceparent": f"00-{trace_id}-{caller_span}-01"}
-            async with gw, aiohttp.ClientSession() as s:
-                r = await s.post(gw.url + "/v1/chat/completions", json=CHAT, headers=headers)
-                assert r.status == 500
-                r.release()
-        return records
+    async def main() -> None:
+        headers = {FAULT: "body", "traceparent": f"00-{trace_id}-{caller_span}-01"}
+        async with traced_gateway.serving() as (gw, _), aiohttp.ClientSession() as s:
+            r = await s.post(gw.url + "/v1/chat/completions", json=CHAT, headers=headers)
+            assert r.status == 500
+            r.release()
 
-    (record,) = asyncio.run(asyncio.wait_for(main(), 30))
+    asyncio.run(asyncio.wait_for(main(), 30))
+    (record,) = traced_gateway.records
     assert record.trace_id == trace_id and record.parent_span_id == caller_span
-    (span,) = exporter.get_finished_spans()  # no hops: none was taken
+    (span,) = traced_gateway.spans()  # no hops: none was taken
     assert span.parent is not None and span.parent.span_id == int(caller_span, 16)
     attrs = dict(span.attributes or {})
     assert attrs["tokenpace.outcome"] == "internal_error" and attrs["tokenpace.upstream"] == NO_UPSTREAM
