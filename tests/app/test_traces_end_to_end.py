@@ -10,24 +10,18 @@ from __future__ import annotations
 import re
 import shlex
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 import pytest
-from docs.test_doc_commands import _Server
 
+from app.conftest import TRACING, TracedStack, doc_commands
 from tokenpace.app.store_ops import open_store
 from tokenpace.core.analysis.hops import Span, by_trace, hops, spans_from_json
 from tokenpace.gateway.hop_spans import CHILD_SPANS, UPSTREAM_SPAN
 from tokenpace.gateway.prom import TTFT
-from tokenpace.testing.procs import FINISHED, free_port, run_cli
+from tokenpace.testing.procs import run_cli
 
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-from tokenpace.testing.otlp_receiver import OtlpReceiver
-
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
-COLLECTOR = "http://127.0.0.1:4318/v1/traces"
 N = 10
 # The sim writes a step's tokens centred on the step's model end time (its first_token_t), so a
 # token can leave up to half a write burst (microseconds) before the time the engine reports.
@@ -38,14 +32,6 @@ CLOCK_SLACK_NS = 5_000_000
 PER_REQUEST = 1 + (1 + len(CHILD_SPANS)) + 4  # client; gateway and its hops; engine and 3 phases
 
 
-def _doc_lines() -> list[str]:
-    text = DOC.read_text()
-    section = text[text.index("## Tracing: one trace per request") :]
-    start = section.index("```sh\n") + 6
-    block = section[start : section.index("```\n", start)]
-    return [line for line in block.splitlines() if line.startswith("tokenpace ")]
-
-
 def _wall_minus_monotonic_ns() -> int:
     return time.time_ns() - time.perf_counter_ns()
 
@@ -54,39 +40,13 @@ def _inside(child: Span, parent: Span, slack_ns: int) -> bool:
     return child.start_ns >= parent.start_ns - slack_ns and child.end_ns <= parent.end_ns + slack_ns
 
 
-def _openmetrics(origin: str) -> str:
-    accept = {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
-    with urllib.request.urlopen(urllib.request.Request(origin + "/metrics", headers=accept), timeout=10) as r:
-        assert r.headers["Content-Type"].startswith("application/openmetrics-text")
-        return str(r.read().decode())
-
-
-def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> tuple[str, str]:
-    sim_line, gateway_line, bench_line, show_line = _doc_lines()
-    sim = _Server(shlex.split(sim_line.replace(COLLECTOR, rx.url).replace("8000", "0"))[1:])
-    try:
-        port = free_port()
-        line = gateway_line.replace(COLLECTOR, rx.url).replace("127.0.0.1:9000", f"127.0.0.1:{port}")
-        gateway = _Server(shlex.split(line.replace("http://127.0.0.1:8000/v1", sim.url))[1:], env, tmp_path)
-        try:
-            line = bench_line.replace(COLLECTOR, rx.url).replace("http://127.0.0.1:9000/v1", gateway.url)
-            bench = run_cli(*shlex.split(line)[1:], "-q", env=env, cwd=str(tmp_path))
-            assert bench.returncode in FINISHED, bench.stderr
-            metrics = _openmetrics(gateway.origin)
-        finally:
-            assert gateway.stop() == 0, gateway.lines  # flushes the gateway's spans
-    finally:
-        assert sim.stop() == 0, sim.lines  # flushes the engine's spans
-    return show_line, metrics
-
-
-def test_one_trace_per_request_spans_client_gateway_and_engine(tmp_path: Path) -> None:
-    env = {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
+def test_one_trace_per_request_spans_client_gateway_and_engine(traced_stack: TracedStack) -> None:
+    tmp_path, env, rx = traced_stack.tmp_path, traced_stack.env, traced_stack.rx
     wall_before = _wall_minus_monotonic_ns()
-    with OtlpReceiver() as rx:
-        show_line, metrics = _run_documented(tmp_path, rx, env)
-        raw = rx.wait_for(30, until=lambda s: len(s) >= N * PER_REQUEST)
-        rx.write_jsonl(tmp_path / "traces.jsonl")
+    _, _, bench_line, show_line = doc_commands(TRACING)
+    metrics = traced_stack.bench(bench_line)
+    raw = rx.wait_for(30, until=lambda s: len(s) >= N * PER_REQUEST)
+    rx.write_jsonl(tmp_path / "traces.jsonl")
     slack = CLOCK_SLACK_NS + abs(_wall_minus_monotonic_ns() - wall_before)
     store = open_store(env["TOKENPACE_STORE"], existing=True)
     run = store.resolve("trial=traced")

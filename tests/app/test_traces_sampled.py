@@ -11,48 +11,17 @@ import shlex
 from pathlib import Path
 
 import numpy as np
-import pytest
-from docs.test_doc_commands import _Server
 
-from app.test_traces_end_to_end import COLLECTOR, DOC, _doc_lines
+from app.conftest import TracedStack, doc_commands
 from tokenpace.app.store_ops import open_store
 from tokenpace.core.analysis.hops import by_trace, spans_from_json
 from tokenpace.core.analysis.tail_hops import TTFT_HOPS
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.trace_sample import trace_sampled
-from tokenpace.testing.procs import FINISHED, free_port, run_cli
-
-pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
-from tokenpace.testing.otlp_receiver import OtlpReceiver
+from tokenpace.testing.procs import run_cli
 
 SPANS_PER_TRACE = 12  # client 1 + gateway 7 + engine 4
-
-
-def _sampled_block() -> tuple[str, str]:
-    text = DOC.read_text()
-    section = text[text.index("**A sampled share, and the tail in the HTML report.**") :]
-    start = section.index("```sh\n") + 6
-    bench, report = (ln for ln in section[start : section.index("```\n", start)].splitlines() if ln)
-    return bench, report
-
-
-def _run_documented(tmp_path: Path, rx: OtlpReceiver, env: dict[str, str]) -> str:
-    sim_line, gateway_line, *_ = _doc_lines()
-    bench_line, report_line = _sampled_block()
-    sim = _Server(shlex.split(sim_line.replace(COLLECTOR, rx.url).replace("8000", "0"))[1:])
-    try:
-        port = free_port()
-        line = gateway_line.replace(COLLECTOR, rx.url).replace("127.0.0.1:9000", f"127.0.0.1:{port}")
-        gateway = _Server(shlex.split(line.replace("http://127.0.0.1:8000/v1", sim.url))[1:], env, tmp_path)
-        try:
-            line = bench_line.replace(COLLECTOR, rx.url).replace("http://127.0.0.1:9000/v1", gateway.url)
-            bench = run_cli(*shlex.split(line)[1:], "-q", env=env, cwd=str(tmp_path))
-            assert bench.returncode in FINISHED, bench.stderr
-        finally:
-            assert gateway.stop() == 0, gateway.lines  # flushes the gateway's spans
-    finally:
-        assert sim.stop() == 0, sim.lines  # flushes the engine's spans
-    return report_line
+SAMPLED = "**A sampled share, and the tail in the HTML report.**"  # its block: the bench, the report
 
 
 def _tail(records: list[RequestRecord]) -> list[RequestRecord]:
@@ -61,17 +30,17 @@ def _tail(records: list[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if ttft[r.request_id] >= p95]
 
 
-def test_sampled_requests_are_traced_by_every_hop_and_the_rest_by_none(tmp_path: Path) -> None:
-    env = {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
-    with OtlpReceiver() as rx:
-        report_line = _run_documented(tmp_path, rx, env)
-        store = open_store(env["TOKENPACE_STORE"], existing=True)
-        records = [r for r in store.load_records(store.resolve("trial=sampled").id) if not r.warmup]
-        sampled = {r.trace_id for r in records if r.trace_sampled}
-        # client 1, gateway 7 (its span, admission, route, upstream, connect, upstream wait, relay),
-        # engine 4 (llm_request, queue, prefill, decode)
-        raw = rx.wait_for(30, until=lambda s: len(s) >= len(sampled) * SPANS_PER_TRACE)
-        rx.write_jsonl(tmp_path / "sampled-traces.jsonl")
+def test_sampled_requests_are_traced_by_every_hop_and_the_rest_by_none(traced_stack: TracedStack) -> None:
+    tmp_path, env, rx = traced_stack.tmp_path, traced_stack.env, traced_stack.rx
+    bench_line, report_line = doc_commands(SAMPLED)
+    traced_stack.bench(bench_line)
+    store = open_store(env["TOKENPACE_STORE"], existing=True)
+    records = [r for r in store.load_records(store.resolve("trial=sampled").id) if not r.warmup]
+    sampled = {r.trace_id for r in records if r.trace_sampled}
+    # client 1, gateway 7 (its span, admission, route, upstream, connect, upstream wait, relay),
+    # engine 4 (llm_request, queue, prefill, decode)
+    raw = rx.wait_for(30, until=lambda s: len(s) >= len(sampled) * SPANS_PER_TRACE)
+    rx.write_jsonl(tmp_path / "sampled-traces.jsonl")
     assert len(records) == 100 and all(r.status.value == "ok" for r in records)
     assert {r.index for r in records if r.trace_sampled} == {
         i for i in range(100) if trace_sampled(0, i, 0.5)
@@ -113,17 +82,17 @@ def _report_shows_the_tail(
         assert bad.returncode == 2 and says in bad.stderr and len(bad.stderr.splitlines()) == 1, bad.stderr
 
 
-def test_the_python_api_exports_client_spans_of_the_sampled_requests_only() -> None:
+def test_the_python_api_exports_client_spans_of_the_sampled_requests_only(traced_stack: TracedStack) -> None:
     from tokenpace.app.api import run_bench
     from tokenpace.app.bench_config import BenchConfig
     from tokenpace.core.workload.lengths import parse_length
 
-    with OtlpReceiver() as rx:
-        cfg = BenchConfig(url="", concurrency=4, requests=30, seed=3, output_len=parse_length("4"))
-        cfg.otlp_endpoint, cfg.otlp_sample = rx.url, 0.3
-        result = run_bench(cfg)  # the simulated engine, started for the run (it exports nothing)
-        sampled = {r.trace_id for r in result.records if r.trace_sampled}
-        spans = rx.wait_for(30, until=lambda s: len(s) >= len(sampled))
+    rx = traced_stack.rx  # its receiver only: the simulated engine is started for the run, exporting nothing
+    cfg = BenchConfig(url="", concurrency=4, requests=30, seed=3, output_len=parse_length("4"))
+    cfg.otlp_endpoint, cfg.otlp_sample = rx.url, 0.3
+    result = run_bench(cfg)
+    sampled = {r.trace_id for r in result.records if r.trace_sampled}
+    spans = rx.wait_for(30, until=lambda s: len(s) >= len(sampled))
     assert {r.index for r in result.records if r.trace_sampled} == {
         i for i in range(30) if trace_sampled(3, i, 0.3)
     }

@@ -14,10 +14,12 @@ from tokenpace.app.bench import BenchConfig, BenchRun
 from tokenpace.app.workloads import TRACE_ARRIVAL, WorkloadOptions
 from tokenpace.cli import workload_opts
 from tokenpace.core.record import Status
+from tokenpace.core.trace_sample import trace_sampled
 from tokenpace.core.workload import WORDS, DatasetEntry, TraceRow
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import SimServer
 from tokenpace.testing.scripted_server import Script, ScriptedServer
+from tokenpace.wire import tracecontext as tc
 
 FAST = Script(ttft_s=0.005, itl_s=0.001)
 
@@ -110,6 +112,28 @@ def test_multi_turn_sessions_send_the_history_with_the_answers():
         assert all(b.sent_ns >= a.end_ns + 10_000_000 for a, b in itertools.pairwise(turns))  # think time
     by_turn = result.to_dict()["summary"]["breakdown"]["turns"]
     assert [t["turn"] for t in by_turn] == [0, 1, 2] and all(t["n"] == 4 for t in by_turn)
+
+
+def test_each_turn_of_a_session_sends_its_own_sampled_traceparent():
+    share, seed = 0.5, 7
+
+    async def go():
+        async with ScriptedServer(FAST) as srv:
+            opts = WorkloadOptions(turns=3, think_time_s=0.0)
+            cfg = config(srv.url, opts, requests=12, seed=seed, otlp_sample=share)
+            cfg.otlp_endpoint = "http://127.0.0.1:1/v1/traces"  # spans are exported by the job, not here
+            return await BenchRun(cfg).run(), list(srv.stats.headers)
+
+    result, headers = asyncio.run(go())
+    sent = {h["x-request-id"].decode(): h for h in headers if "x-request-id" in h}  # not the model GET
+    recs = result.records
+    assert len(recs) == 12 and {r.turn for r in recs} == {0, 1, 2}
+    assert len({r.trace_id for r in recs}) == 12  # one trace per request, a turn's too (its root)
+    for r in recs:
+        value = sent[r.request_id]["traceparent"].decode()
+        assert tc.parse_traceparent(value) == (r.trace_id, r.span_id)
+        assert tc.is_sampled(value) is r.trace_sampled is trace_sampled(seed, r.index, share)
+    assert {r.trace_sampled for r in recs} == {True, False}  # this seed samples some, not all
 
 
 def test_multi_turn_open_loop_starts_sessions_at_the_rate():

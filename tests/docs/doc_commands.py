@@ -38,6 +38,15 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
         "set on those runs",
     ),
     ("PROFILE, NAME (a simulator profile)", "llama-3.1-8b-h100"),
+    ("an OTLP collector, http://127.0.0.1:4318/v1/traces", "a real OTLP/HTTP receiver started by the test"),
+    (
+        "traced.json, traces.jsonl (a traced bench result; the collector's spans)",
+        "a bench the test ran against simulator A exporting to that receiver; its spans",
+    ),
+    (
+        "predicted.json (a predicted sweep)",
+        "written by the test: sim --virtual --rate 2,4,8 --input-len 1024 --output-len 256 --predicted-sweep",
+    ),
     ("$GIT_SHA", "abc123"),
     (
         "sim (serving), gateway --listen: servers that run until stopped",
@@ -74,6 +83,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
 )
 
 PROFILE = "llama-3.1-8b-h100"
+COLLECTOR = "http://127.0.0.1:4318/v1/traces"  # an OTLP/HTTP collector's default, as the docs show it
 _URL = re.compile(r"https?://[^\s,\"']+/v1")
 _COUNT_FLAGS = {"-n", "--requests", "--num-prompts"}
 
@@ -139,6 +149,7 @@ class Bed:
     run_a: str
     run_b: str
     sweep_id: str  # SWEEP_ID
+    collector: str = COLLECTOR  # an OTLP/HTTP receiver's URL, where the docs show COLLECTOR
 
 
 def substitute(cmd: DocCommand, bed: Bed, free_port: int) -> list[str]:
@@ -159,7 +170,10 @@ def substitute(cmd: DocCommand, bed: Bed, free_port: int) -> list[str]:
         "$URL": bed.url_a,
         "$GIT_SHA": "abc123",
     }
-    args = [_URL.sub(url, names.get(a, a).replace("$GIT_SHA", "abc123")) for a in cmd.argv]
+    args = [
+        bed.collector if a == COLLECTOR else _URL.sub(url, names.get(a, a).replace("$GIT_SHA", "abc123"))
+        for a in cmd.argv
+    ]
     args = _shrink(cmd.subcommand, args)
     if cmd.subcommand == "sim" and cmd.is_server():
         args = [*_drop_option(args, "--port"), "--host", "127.0.0.1", "--port", "0"]

@@ -3,7 +3,9 @@
 The substitutions (real URLs -> simulators the test starts, counts shrunk, RUN -> a stored run, ...)
 are the table SUBSTITUTIONS in doc_commands.py. Each command gets its own copy of a store prepared
 once (so `baseline unset prod` cannot break the `compare prod ...` below it) and its own folder
-holding a bench result.json and a sweep.json.
+holding a bench result.json, a sweep.json, a traced bench (traced.json) with its spans
+(traces.jsonl, from a real OTLP/HTTP receiver that stays up for every command) and a predicted
+sweep (predicted.json).
 """
 
 from __future__ import annotations
@@ -19,11 +21,15 @@ import threading
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from docs.doc_commands import ROOT, Bed, DocCommand, doc_commands, substitute
+from docs.doc_commands import PROFILE, ROOT, Bed, DocCommand, doc_commands, substitute
 from tokenpace.testing.procs import cli_command, free_port, run_cli
+
+if TYPE_CHECKING:  # imported when the bed is made: the otlp extra, needed by the traced commands
+    from tokenpace.testing.otlp_receiver import OtlpReceiver
 
 ALL_COMMANDS = doc_commands()
 COMMANDS = [c for c in ALL_COMMANDS if not c.run_elsewhere()]
@@ -129,49 +135,63 @@ def _gateway_session(bed: Bed, env: dict[str, str], cwd: Path) -> None:
     _ok(*shlex.split(hint.group(1))[1:], env=env, cwd=cwd)
 
 
+def _traced_and_predicted(url: str, rx: OtlpReceiver, env: dict[str, str], cwd: Path) -> None:
+    """traced.json and its spans in traces.jsonl (client spans: the simulator exports none), for
+    `report traced.json --traces traces.jsonl`; predicted.json, for `select ... predicted.json`."""
+    _ok("bench", "--url", url, "-n", "20", "--output-len", "4", "--no-store", "--otlp-endpoint", rx.url,
+        "--out", "traced.json", "-q", env=env, cwd=cwd)  # fmt: skip
+    rx.wait_for(30, until=lambda spans: len(spans) >= 20)
+    rx.write_jsonl(cwd / "traces.jsonl")
+    lengths = ("--input-len", "1024", "--output-len", "256")  # the chat scenario's
+    virtual = ("sim", "--virtual", "--profile", PROFILE, "--rate", "2,4,8", "--duration", "60s", *lengths)
+    _ok(*virtual, "--predicted-sweep", "predicted.json", env=env, cwd=cwd)
+
+
 @pytest.fixture(scope="module")
 def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Bed, Path]]:
+    from tokenpace.testing.otlp_receiver import OtlpReceiver
+
     home = tmp_path_factory.mktemp("doc-bed")
+    with OtlpReceiver() as rx:  # the docs' collector, for the whole module
+        sims = [_Server(["sim", "--host", "127.0.0.1", "--port", "0"]) for _ in range(2)]
+        try:
+            yield _prepare(home, sims[0].url, sims[1].url, rx), home
+        finally:
+            for sim in sims:
+                sim.stop()
+
+
+def _prepare(home: Path, a: str, b: str, rx: OtlpReceiver) -> Bed:
+    """What the documented commands name: results, stored runs, baselines, a sweep, a gateway session."""
     env = {"TOKENPACE_STORE": str(home / "runs.db")}
-    sims = [_Server(["sim", "--host", "127.0.0.1", "--port", "0"]) for _ in range(2)]
-    try:
-        a, b = sims[0].url, sims[1].url
-        _ok("bench", "--url", a, "-n", "20", "--output-len", "4", "--no-store", "--out", "result.json",
-            "-q", env=env, cwd=home)  # fmt: skip  # a result not in the store (`runs import result.json`)
-        run_a = _bench(a, "engine=vllm", "version=1.4.2", env=env, cwd=home, out="a.json")
-        run_b = _bench(a, "engine=vllm", "version=1.5.0", env=env, cwd=home, out="b.json")
-        run = _bench(a, "version=abc123", env=env, cwd=home, out="c.json")
-        for name in ("prod", "release-1.4"):
-            _ok("baseline", "set", name, run_a, env=env, cwd=home)
-        _ok(
-            "sweep",
-            "--url",
-            a,
-            "--concurrency",
-            "1,2",
-            "-n",
-            "8",
-            "--output-len",
-            "8",
-            "--out",
-            "sweep.json",
-            "-q",
-            env=env,
-            cwd=home,
-        )
-        sweep_id = str(json.loads((home / "sweep.json").read_text())["sweep_id"])
-        the_bed = Bed(url_a=a, url_b=b, run=run, run_a=run_a, run_b=run_b, sweep_id=sweep_id)
-        _gateway_session(the_bed, env, home)
-        yield the_bed, home
-    finally:
-        for sim in sims:
-            sim.stop()
+    _ok("bench", "--url", a, "-n", "20", "--output-len", "4", "--no-store", "--out", "result.json",
+        "-q", env=env, cwd=home)  # fmt: skip  # a result not in the store (`runs import result.json`)
+    _traced_and_predicted(a, rx, env, home)
+    run_a = _bench(a, "engine=vllm", "version=1.4.2", env=env, cwd=home, out="a.json")
+    run_b = _bench(a, "engine=vllm", "version=1.5.0", env=env, cwd=home, out="b.json")
+    run = _bench(a, "version=abc123", env=env, cwd=home, out="c.json")
+    for name in ("prod", "release-1.4"):
+        _ok("baseline", "set", name, run_a, env=env, cwd=home)
+    sweep = ("sweep", "--url", a, "--concurrency", "1,2", "-n", "8", "--output-len", "8")
+    _ok(*sweep, "--out", "sweep.json", "-q", env=env, cwd=home)
+    sweep_id = str(json.loads((home / "sweep.json").read_text())["sweep_id"])
+    the_bed = Bed(a, b, run=run, run_a=run_a, run_b=run_b, sweep_id=sweep_id, collector=rx.url)
+    _gateway_session(the_bed, env, home)
+    return the_bed
 
 
 @pytest.fixture
 def workspace(bed: tuple[Bed, Path], tmp_path: Path) -> tuple[Bed, Path, dict[str, str]]:
     the_bed, home = bed
-    for name in ("runs.db", "result.json", "result.records.jsonl", "sweep.json"):
+    names = (
+        "runs.db",
+        "result.json",
+        "result.records.jsonl",
+        "sweep.json",
+        "traced.json",
+        "traced.records.jsonl",
+    )
+    for name in (*names, "traces.jsonl", "predicted.json"):
         shutil.copy(home / name, tmp_path / name)
     return the_bed, tmp_path, {"TOKENPACE_STORE": str(tmp_path / "runs.db")}
 

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from gateway.conftest import TracedGateway
 from gateway.test_gateway import CHAT, FixedUpstream
-from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.hop_spans import CHILD_SPANS, REUSED, UPSTREAM_SPAN
-from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT, Traces
+from tokenpace.gateway.otlp import FIRST_TOKEN_EVENT
 from tokenpace.gateway.serve import RunningGateway
 from tokenpace.wire.keepalive import PROBE_S
 
@@ -24,26 +23,17 @@ pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
 
 
-def test_span_per_request_with_first_token_event_and_no_content() -> None:
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+def test_span_per_request_with_first_token_event_and_no_content(traced_gateway: TracedGateway) -> None:
+    async def main() -> None:
+        async with traced_gateway.serving() as (gw, _), aiohttp.ClientSession() as s:
+            async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                await r.read()
+            async with s.get(gw.url + "/v1/models") as r:  # not a generation: no span
+                await r.read()
 
-    exporter = InMemorySpanExporter()
-
-    async def main() -> list[RequestRecord]:
-        records: list[RequestRecord] = []
-        async with FixedUpstream() as up:
-            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
-            gw = RunningGateway(config, on_record=records.append)
-            gw.gateway.traces = Traces(None, exporter=exporter)
-            async with gw, aiohttp.ClientSession() as s:
-                async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
-                    await r.read()
-                async with s.get(gw.url + "/v1/models") as r:  # not a generation: no span
-                    await r.read()
-        return records
-
-    (rec,) = asyncio.run(asyncio.wait_for(main(), 30))
-    spans = exporter.get_finished_spans()  # the gateway's cleanup flushed the batch
+    asyncio.run(asyncio.wait_for(main(), 30))
+    (rec,) = traced_gateway.records
+    spans = traced_gateway.spans()
     (span,) = [s for s in spans if s.parent is None]  # the gateway's own; the rest are its hops
     assert span.name == "chat m"
     attrs = dict(span.attributes or {})
@@ -66,30 +56,19 @@ def test_span_per_request_with_first_token_event_and_no_content() -> None:
     assert "secret prompt" not in text and "Hello" not in text
 
 
-def _traced(requests: int) -> tuple[list[RequestRecord], list[Any], list[dict[str, str]]]:
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+def test_the_gateways_hops_are_child_spans_and_the_upstream_call_is_the_engines_parent(
+    traced_gateway: TracedGateway,
+) -> None:
+    async def main() -> list[dict[str, str]]:
+        async with traced_gateway.serving() as (gw, up), aiohttp.ClientSession() as s:
+            for _ in range(2):  # one after the other: the second reuses the connection
+                async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                    await r.read()
+                await asyncio.sleep(10 * PROBE_S)  # the pool's look at a new server's keep-alive
+        return up.seen_headers
 
-    exporter = InMemorySpanExporter()
-
-    async def main() -> tuple[list[RequestRecord], list[dict[str, str]]]:
-        records: list[RequestRecord] = []
-        async with FixedUpstream() as up:
-            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
-            gw = RunningGateway(config, on_record=records.append)
-            gw.gateway.traces = Traces(None, exporter=exporter)
-            async with gw, aiohttp.ClientSession() as s:
-                for _ in range(requests):  # one after the other: the second reuses the connection
-                    async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
-                        await r.read()
-                    await asyncio.sleep(10 * PROBE_S)  # the pool's look at a new server's keep-alive
-        return records, up.seen_headers
-
-    records, seen = asyncio.run(asyncio.wait_for(main(), 30))
-    return records, list(exporter.get_finished_spans()), seen
-
-
-def test_the_gateways_hops_are_child_spans_and_the_upstream_call_is_the_engines_parent() -> None:
-    records, spans, seen = _traced(2)
+    seen = asyncio.run(asyncio.wait_for(main(), 30))
+    records, spans = traced_gateway.records, traced_gateway.spans()
     assert len(records) == 2 and len(spans) == 2 * (1 + len(CHILD_SPANS))
     for rec, headers in zip(records, seen, strict=True):
         mine = [s for s in spans if s.context.trace_id == int(rec.trace_id or "0", 16)]

@@ -10,11 +10,8 @@ import re
 import aiohttp
 import pytest
 
-from gateway.test_gateway import CHAT, FixedUpstream
-from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.otlp import Traces
-from tokenpace.gateway.serve import RunningGateway
+from gateway.conftest import TracedGateway
+from gateway.test_gateway import CHAT
 from tokenpace.wire.tracecontext import parse_traceparent
 
 pytest.importorskip("opentelemetry.sdk")
@@ -25,32 +22,25 @@ PARENT = "00f067aa0ba902b7"
 OPENMETRICS = {"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
 
 
-def test_an_unsampled_request_gets_no_span_no_exemplar_and_its_flag_passed_on() -> None:
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+def test_an_unsampled_request_gets_no_span_no_exemplar_and_its_flag_passed_on(
+    traced_gateway: TracedGateway,
+) -> None:
+    async def main() -> tuple[list[dict[str, str]], str]:
+        async with traced_gateway.serving() as (gw, up), aiohttp.ClientSession() as s:
+            for trace, flag in ((SAMPLED, "01"), (UNSAMPLED, "00")):
+                headers = {"traceparent": f"00-{trace}-{PARENT}-{flag}"}
+                async with s.post(
+                    gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}, headers=headers
+                ) as r:
+                    await r.read()
+            async with s.get(gw.url + "/metrics", headers=OPENMETRICS) as r:
+                metrics = await r.text()
+        return up.seen_headers, metrics
 
-    exporter = InMemorySpanExporter()
-
-    async def main() -> tuple[list[RequestRecord], list[dict[str, str]], str]:
-        records: list[RequestRecord] = []
-        async with FixedUpstream() as up:
-            config = GatewayConfig(upstreams=(parse_upstream(f"up={up.url}"),), port=0)
-            gw = RunningGateway(config, on_record=records.append)
-            gw.gateway.traces = Traces(None, exporter=exporter)
-            async with gw, aiohttp.ClientSession() as s:
-                for trace, flag in ((SAMPLED, "01"), (UNSAMPLED, "00")):
-                    headers = {"traceparent": f"00-{trace}-{PARENT}-{flag}"}
-                    async with s.post(
-                        gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}, headers=headers
-                    ) as r:
-                        await r.read()
-                async with s.get(gw.url + "/metrics", headers=OPENMETRICS) as r:
-                    metrics = await r.text()
-            return records, up.seen_headers, metrics
-
-    records, upstream_saw, metrics = asyncio.run(asyncio.wait_for(main(), 30))
-    by_trace = {r.trace_id: r for r in records}
+    upstream_saw, metrics = asyncio.run(asyncio.wait_for(main(), 30))
+    by_trace = {r.trace_id: r for r in traced_gateway.records}
     assert by_trace[SAMPLED].trace_sampled and not by_trace[UNSAMPLED].trace_sampled
-    spans = exporter.get_finished_spans()  # the gateway's span and its hops: the sampled one only
+    spans = traced_gateway.spans()  # the gateway's span and its hops: the sampled one only
     assert spans and {f"{sp.context.trace_id:032x}" for sp in spans} == {SAMPLED}
     sent_up = [h.get("traceparent") or h.get("Traceparent") or "" for h in upstream_saw]
     flags = {parse_traceparent(v)[0]: v[-2:] for v in sent_up if parse_traceparent(v)}  # type: ignore[index]

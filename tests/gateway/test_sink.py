@@ -1,11 +1,17 @@
-"""The record sink's batching: a burst shares one write, and closing never waits out the linger."""
+"""The record sink's batching: a burst shares one write, and closing never waits out the linger;
+the records file's lines are the one record serialiser's (``record_line``), keys as ``to_dict``'s."""
 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
-from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.sink import RecordSink
+import orjson
+
+from tokenpace.adapters.results import read_records
+from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.gateway.sink import RecordSink, jsonl_writer
 
 
 def test_records_arriving_within_the_linger_share_one_write() -> None:
@@ -39,3 +45,23 @@ def test_close_ends_a_linger_at_once_and_writes_everything() -> None:
 
     sink, closed = asyncio.run(main())
     assert closed and sink.written == 5 and sink.dropped == 0
+
+
+def _gateway_records() -> list[RequestRecord]:
+    """Records shaped as the gateway makes them: an arm label, a trace, a prompt's shape, a failure."""
+    ok = RequestRecord("gw-1", labels={"arm": "live", "model": "m", "region": "eu"}, trace_id="a" * 32)
+    ok.span_id, ok.parent_span_id, ok.prompt_chars, ok.prefix_hashes = "b" * 16, "c" * 16, 40, [2**63 - 1]
+    ok.sent_ns, ok.first_token_ns, ok.end_ns, ok.token_ns = 1, 2, 9, [2, 5]
+    ok.output_tokens_counted, ok.output_tokens_server, ok.finish_reason = 2, 2, "stop"
+    failed = RequestRecord("gw-2", labels={"arm": ""}, status=Status.PROTOCOL_ERROR, error="KeyError")
+    return [ok, failed]
+
+
+def test_the_records_file_has_one_line_per_record_as_to_dict_gives_it(tmp_path: Path) -> None:
+    path = tmp_path / "gw" / "records.jsonl"
+    write = jsonl_writer(path)
+    event = OutcomeEvent(event="accepted", arm="live", unix_s=1.0, request_id="gw-1")
+    write([*_gateway_records(), event])  # events live in the store, not in this file
+    lines = path.read_bytes().splitlines(keepends=True)
+    assert lines == [orjson.dumps(r.to_dict()) + b"\n" for r in _gateway_records()]
+    assert read_records(path) == _gateway_records()

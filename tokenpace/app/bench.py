@@ -14,6 +14,7 @@ from typing import Any
 
 from tokenpace.app import load_shapes, workloads
 from tokenpace.app.bench_config import BenchConfig, BenchResult
+from tokenpace.app.client_traces import start_trace
 from tokenpace.app.health import HealthMonitor
 from tokenpace.app.heap import frozen_heap
 from tokenpace.app.observers import RunObservers
@@ -28,13 +29,11 @@ from tokenpace.core.credentials import request_headers, secrets_of
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
-from tokenpace.core.trace_sample import trace_sampled
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.sessions import SessionWorkload
 from tokenpace.wire.descriptors import reserve_descriptors
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.endpoint import Endpoint, parse_endpoint, tls_context
-from tokenpace.wire.tracecontext import format_traceparent, new_span_id, new_trace_id
 
 __all__ = [
     "MAX_CONSECUTIVE_CONNECT_ERRORS",
@@ -204,12 +203,7 @@ def build_requests(
         if total_planned is not None and item.index >= total_planned:
             return
         record = new_record(cfg, item, prefix)
-        traceparent = None
-        if cfg.otlp_endpoint:  # this request's trace: the client's span is the root
-            record.trace_id, record.span_id = new_trace_id(), new_span_id()
-            # unsampled: the ids still go out (flag 00), so the hops' records join, but no span
-            record.trace_sampled = trace_sampled(cfg.seed, item.index, cfg.otlp_sample or 1.0)
-            traceparent = format_traceparent(record.trace_id, record.span_id, record.trace_sampled)
+        traceparent = start_trace(record, cfg.seed, cfg.otlp_sample) if cfg.otlp_endpoint else None
         yield (
             record,
             sender.prepare(item.prompt, item.output_tokens, record.request_id, item.messages, traceparent),

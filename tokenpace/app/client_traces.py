@@ -1,6 +1,7 @@
-"""The client's hop of each request's trace (``bench --otlp-endpoint``): one CLIENT span per traced
-request, the root of its trace, with the phases the client measured as events (DNS, connect, TLS,
-request sent, first byte, first token, last token). Exported after the run from the records, so
+"""The client's hop of each request's trace (``bench --otlp-endpoint``): the trace started for each
+request (``start_trace``: every request, a session's turns too, is the root of its own trace), and
+one CLIENT span per traced request with the phases the client measured as events (DNS, connect,
+TLS, request sent, first byte, first token, last token). Exported after the run from the records, so
 sending and reading never do tracing work. A request ``--otlp-sample`` left out gets no span."""
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 from tokenpace.adapters.otlp import CLIENT, MissingExtra, SpanExport, SpanOut
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.trace_sample import trace_sampled
+from tokenpace.wire.tracecontext import format_traceparent, new_span_id, new_trace_id
 
 
 def check_tracing(endpoint: str | None) -> None:
@@ -21,6 +24,16 @@ def check_tracing(endpoint: str | None) -> None:
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError:
         raise ValueError(str(MissingExtra("--otlp-endpoint needs pip install 'tokenpace[otlp]'"))) from None
+
+
+def start_trace(record: RequestRecord, seed: int, share: float | None) -> str:
+    """A new trace for the request about to be sent, the client's span its root: the ids go on the
+    record, and the ``traceparent`` to send is returned. Sampled by the seed's hash of the record's
+    index (``share``: ``--otlp-sample``, None for all); an unsampled request still sends its ids
+    (flag 00), so the hops' records join on them, but no hop exports a span of it."""
+    record.trace_id, record.span_id = new_trace_id(), new_span_id()
+    record.trace_sampled = trace_sampled(seed, record.index, share or 1.0)
+    return format_traceparent(record.trace_id, record.span_id, record.trace_sampled)
 
 
 def client_span(rec: RequestRecord, offset_ns: int, model: str) -> SpanOut | None:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tokenpace.app.answers import answer_text
+from tokenpace.app.client_traces import start_trace
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload import WorkItem
 from tokenpace.core.workload.arrivals import arrival_offsets_s
@@ -90,7 +91,9 @@ class Sessions:
                 prefix_id=item.prefix_id,
                 prefix_cold=item.prefix_cold,
             )
-            payload = self.sender.prepare(item.prompt, item.output_tokens, rid, messages)
+            # each turn its own trace, as every request (docs/gateway.md "Tracing")
+            traceparent = start_trace(record, cfg.seed, cfg.otlp_sample) if cfg.otlp_endpoint else None
+            payload = self.sender.prepare(item.prompt, item.output_tokens, rid, messages, traceparent)
             record.scheduled_ns = due
             record.dispatched_ns = perf_counter_ns()
             capture: list[bytes] = []

@@ -168,6 +168,8 @@ class GatewayConfig:
         if not self.upstreams:
             raise ValueError("at least one --upstream name=URL is needed")
         names = [u.name for u in self.upstreams]
+        if "" in names:  # the empty name labels the requests no upstream was chosen for
+            raise ValueError("an upstream needs a name: --upstream name=URL")
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique: {names}")
         if any(has_control(k) or " " in k for k in self.client_keys):

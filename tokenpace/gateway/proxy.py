@@ -4,6 +4,7 @@ measures the copy it sees on the way (see meter.py). One record per generation r
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections.abc import Callable
@@ -198,17 +199,28 @@ class Gateway:
         return refusal
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        """Every proxied request; an exception of ours still leaves its record (``internal_error``)
-        and reaches the server, which answers 500 (or closes) and counts it."""
+        """Every proxied request; an exception of ours still leaves its record (``internal_error``;
+        before an upstream was chosen, an unrouted one) and reaches the server, which answers 500
+        (or closes) and counts it."""
+        start = perf_ns()
         opened: list[RequestRecord] = []  # the request's record once opened, for the safety net
         try:
-            return await self._handle(request, opened)
+            return await self._handle(request, opened, start)
         except Exception as exc:
-            record_internal_error(self, request, exc, opened[0] if opened else None)
+            record_internal_error(self, request, exc, opened[0] if opened else self._unrouted(request, start))
             raise
 
-    async def _handle(self, request: web.Request, opened: list[RequestRecord]) -> web.StreamResponse:
-        start = perf_ns()
+    def _unrouted(self, request: web.Request, start: int) -> OptRecord:
+        """The record of a fault before routing (``RecordMaker.unrouted``), in the caller's trace."""
+        record = self.new_record.unrouted(request, start)
+        if record is not None and self.traces is not None:
+            with contextlib.suppress(Exception):  # the safety net must not fail
+                join_trace(record, request.headers.get(tc.HEADER), start, start)
+        return record
+
+    async def _handle(
+        self, request: web.Request, opened: list[RequestRecord], start: int
+    ) -> web.StreamResponse:
         keys = self.config.client_keys
         if keys and not bearer_ok(request, keys):
             return self._refuse(request, "unauthorized", errors.unauthorized())

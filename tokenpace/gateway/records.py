@@ -1,10 +1,12 @@
 """A generation request's record as the gateway opens it: its id (always the gateway's own: events
 join on it), the client's own id kept apart for its logs, and the labels every series and stored
 run is split by (model, upstream, arm, api, the upstream's version and region, the user's hash, the
-gateway's own ``--label``s)."""
+gateway's own ``--label``s). A request whose handling failed before an upstream was chosen gets
+one too (``unrouted``), its upstream and arm ``NO_UPSTREAM``."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 
 from aiohttp import web
@@ -15,7 +17,12 @@ from tokenpace.gateway.events import RecentRequests, user_hash
 from tokenpace.gateway.header_bytes import printable
 from tokenpace.gateway.heads import CLIENT_REQUEST_ID, REQUEST_ID
 from tokenpace.gateway.prom import ModelLabels
+from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
+
+# The upstream and arm labels of a request that failed (a fault of ours) before one was chosen:
+# one more value of those labels, whatever the traffic (its series and records are bounded as any).
+NO_UPSTREAM = ""
 
 
 class RecordMaker:
@@ -26,6 +33,21 @@ class RecordMaker:
         self.models = models
         self.recent = recent
         self.static = static or {}  # the gateway's --label (no key of the ones below: config checks)
+
+    def unrouted(self, request: web.Request, start: int) -> RequestRecord | None:
+        """The record of a generation request that a fault of ours ended before its upstream was
+        chosen (reading its body, routing): ``NO_UPSTREAM``, model ``unknown`` (its body may be
+        unread). None for a path no dialect records, or when even this fails (the fault is still
+        answered and counted)."""
+        dialect = dialect_at(request.path, request.method)
+        if dialect is None or dialect.method != "POST":  # the Realtime WebSocket: per response
+            return None
+        nowhere = Upstream(name=NO_UPSTREAM, url="", arm=NO_UPSTREAM)
+        with contextlib.suppress(Exception):
+            record = self(request, nowhere, dialect, None, None, start)
+            record.labels.update(upstream=NO_UPSTREAM, arm=NO_UPSTREAM)  # not the upstream's labels
+            return record
+        return None
 
     def __call__(
         self,

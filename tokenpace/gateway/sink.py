@@ -17,8 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-import orjson
-
+from tokenpace.adapters.results import record_line
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
@@ -36,7 +35,8 @@ def records_in(batch: list[Item]) -> list[RequestRecord]:
 
 
 def jsonl_writer(path: str | Path) -> BatchWriter:
-    """Appends one JSON object per record to ``path``, opened anew per batch (rotation-friendly).
+    """Appends one JSON object per record to ``path``, opened anew per batch (rotation-friendly);
+    each line is ``record_line``'s, the one serialiser of a record (the client's records file too).
 
     Opened without blocking: a path since replaced by a FIFO with no reader fails at once (and the
     batch is counted dropped) instead of hanging the writer thread; only a regular file is written.
@@ -45,7 +45,7 @@ def jsonl_writer(path: str | Path) -> BatchWriter:
     target.parent.mkdir(parents=True, exist_ok=True)
 
     def write(batch: list[Item]) -> None:  # records only: events live in the store
-        data = b"".join(orjson.dumps(r.to_dict()) + b"\n" for r in records_in(batch))
+        data = b"".join(map(record_line, records_in(batch)))
         fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
         with open(fd, "ab") as fh:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
