@@ -62,8 +62,14 @@ class Engine(FastForward):
     # ---- requests in and out -------------------------------------------------------------------
     def add(self, req: SimRequest, now: float) -> None:
         req.prompt_len = len(req.prompt)
+        hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
+        self.add_hashed(req, now, hashes)
+
+    def add_hashed(self, req: SimRequest, now: float, hashes: list[int]) -> None:
+        """`add` for a request whose prompt_len and block hashes the runner already knows (virtual
+        runs: `virtual_load.filler_block_hashes`, no prompt words made)."""
         req.arrival_t = now
-        req.hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
+        req.hashes = hashes if self.kv.prefix_caching else []
         req.target_len, req.finish_reason = self._sample_length(req)
         self.waiting.append(req)
 
@@ -151,15 +157,16 @@ class Engine(FastForward):
     ) -> bool:
         """A lazy step's end: every lazy decoder gains a token by the tick; the due ones one by one."""
         any_left = False
-        for r in due:
+        for r in due:  # each finishes in this step (lz_fin was this tick)
             r.num_computed += 1
             r.generated += 1
-            r.last_token_t = end
-            if r.generated >= r.target_len:
-                r.finish_t = end
-                self._release(r, FINISHED)
-                any_left = True
-                out.append(r)
+            r.last_token_t = r.finish_t = end
+            self._release(r, FINISHED)
+            out.append(r)
+        if len(due) == 1:
+            self.running.remove(due[0])  # by identity (eq=False), order kept: cheaper than a rebuild
+        elif due:
+            any_left = True
         lazy.tick += 1
         lazy.tick_end = end
         self._due = None
@@ -221,32 +228,46 @@ class Engine(FastForward):
 
     def _schedule_lazy(self, work: StepWork, budget: int) -> bool:
         """Pack a step in which every running request decodes, touching only the due ones (False:
-        not such a step; everyone is then materialized for the ordinary path)."""
+        not such a step; everyone is then materialized for the ordinary path).
+
+        A due request finishing in this step is materialized; one that only needs a new KV block
+        stays lazy (it gets the block and its next event), so a decoder costs one heap entry per block.
+        """
         lazy = self._lazy
         assert lazy is not None
         running = self.running
         n = len(running)
-        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= lazy.tick else []
+        tick = lazy.tick
+        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= tick else []
         room = self.block_size
+        finishing: list[SimRequest] = []
         need = context = 0
         for r in due:
-            context += r.prompt_len + r.generated
-            if r.num_computed + 1 > len(r.blocks) * room:
+            if r.lz_fin == tick:
+                lazy.materialize(r)
+                finishing.append(r)
+                context += r.prompt_len + r.generated
+                if r.num_computed + 1 > len(r.blocks) * room:
+                    need += 1
+            else:  # its event is a block: one more, whatever its numbers
                 need += 1
         kv = self.kv
         # Every decoder fits the budget and every block need fits: no preemption, nobody left out.
-        if lazy.count + len(due) != n or budget < n or need > kv.num_free:
+        if lazy.count + len(finishing) != n or budget < n or need > kv.num_free:
             lazy.materialize_all(running)
             return False
         if need:
             for r in due:  # running order, as the step-by-step loop allocates
-                if r.num_computed + 1 > len(r.blocks) * room:
+                if r.lz >= 0:
                     r.blocks.append(kv.allocate_one())
-        context += lazy.total_base + lazy.count * lazy.tick
+                    lazy.took_block(r)
+                elif r.num_computed + 1 > len(r.blocks) * room:
+                    r.blocks.append(kv.allocate_one())
+        context += lazy.total_base + lazy.count * tick
         work.seqs += n
         work.decode_seqs += n
         work.decode_context += context
-        self._due = due
+        self._due = finishing
         return True
 
     def _schedule_running(

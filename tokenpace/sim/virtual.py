@@ -26,7 +26,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.sim.engine import Engine
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.request import SimRequest
-from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
+from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_block_hashes, ladder_send_times
 from tokenpace.sim.virtual_stream import StreamedStep
 
 # Virtual second 0 maps to this timestamp: a record whose sent_ns is 0 would read as never sent.
@@ -237,8 +237,10 @@ class _VirtualRun:
         while self.heap and self.heap[0][0] <= self.t:
             arrival, idx = heapq.heappop(self.heap)
             s = self.sent[idx]
-            prompt = filler_prompt(idx, s.input_tokens, self.load.shared_prefix)
-            self.engine.add(SimRequest(str(idx), prompt, s.output_tokens, ignore_eos=True), arrival)
+            n = s.input_tokens
+            hashes = filler_block_hashes(idx, n, self.load.shared_prefix, self.engine.block_size)
+            req = SimRequest(str(idx), [], s.output_tokens, ignore_eos=True, prompt_len=n)
+            self.engine.add_hashed(req, arrival, hashes)
             self._feed()
 
     def _finish(self, req: SimRequest) -> None:

@@ -112,3 +112,21 @@ def filler_prompt(index: int, n: int, shared_prefix: int) -> list[str]:
             rest -= len(_FILLER)
         words += _FILLER[:rest]
     return words
+
+
+# A prompt holds at most max_model_len tokens, far fewer blocks than this: unique hashes never overlap.
+_BLOCKS_PER_REQUEST = 1 << 32
+
+
+def filler_block_hashes(index: int, n: int, shared_prefix: int, block_size: int) -> list[int]:
+    """Block hashes equivalent to `block_hashes(filler_prompt(index, n, shared_prefix), block_size)`.
+
+    The prefix cache only compares hashes, so any values with the same equalities do: a full block of
+    the shared part is the same for every request (its hash is its position, negative), every block
+    from the request's tag on is its own (request index x 2^32 + position). No words are made and
+    nothing is hashed, which a virtual run would otherwise do for every prompt block.
+    """
+    full = n // block_size
+    shared = min(min(shared_prefix, n) // block_size, full)
+    base = index * _BLOCKS_PER_REQUEST
+    return [*range(-1, -shared - 1, -1), *range(base + shared, base + full)]
