@@ -107,7 +107,8 @@ class Engine(FastForward):
     # ---- one step ------------------------------------------------------------------------------
     def schedule(self, now: float) -> float:
         """Pack the next step; returns its duration in seconds (0: nothing could run)."""
-        self._drop_aborted()
+        if self._aborted_running:
+            self._drop_aborted()
         work = StepWork()
         step: list[tuple[SimRequest, int]] = []
         preempted = False
@@ -211,8 +212,6 @@ class Engine(FastForward):
 
     # ---- internals -----------------------------------------------------------------------------
     def _drop_aborted(self) -> None:
-        if not self._aborted_running:
-            return
         self._aborted_running = 0
         if any(r.aborted for r in self.running):
             for r in self.running:
@@ -328,25 +327,29 @@ class Engine(FastForward):
         return bool(self.waiting) and len(self.running) < self.max_num_seqs
 
     def _admit(self, step: list[Any], work: StepWork, budget: int, now: float, first_may_exceed: bool) -> int:
-        kv = self.kv
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            req = self.waiting[0]
-            hit = kv.lookup(req.hashes[: (req.num_tokens - 1) // self.block_size])
-            start = len(hit) * self.block_size
-            n = req.num_tokens - start
+        kv, bs, waiting, running = self.kv, self.block_size, self.waiting, self.running
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            req = waiting[0]
+            num_tokens = req.prompt_len + req.generated
+            hit = kv.lookup(req.hashes[: (num_tokens - 1) // bs]) if req.hashes else []
+            start = len(hit) * bs
+            n = num_tokens - start
             if self.chunked:
                 n = min(n, budget, self.chunk_cap or n)
             elif n > budget and not (first_may_exceed and not step):
                 break
-            need = kv.blocks_for(start + n) - len(hit)
-            free = kv.num_free - kv.count_free_among(hit)
-            if need > free - self.watermark and self.running:
+            need = -(-(start + n) // bs) - len(hit)
+            free = kv.num_free - (kv.count_free_among(hit) if hit else 0)
+            if need > free - self.watermark and running:
                 break  # KV full: wait for running requests to finish
             if need > free:
                 break  # does not fit even in an empty engine's free space right now
-            self.waiting.popleft()
-            kv.touch(hit)
-            req.blocks = hit + kv.allocate(need)
+            waiting.popleft()
+            if hit:
+                kv.touch(hit)
+                req.blocks = hit + kv.allocate(need)
+            else:
+                req.blocks = kv.allocate(need)
             req.num_computed = start
             req.registered = len(hit)
             if req.scheduled_t is None:
@@ -357,7 +360,7 @@ class Engine(FastForward):
             req.state = RUNNING
             req.seq = self._seq
             self._seq += 1
-            self.running.append(req)
+            running.append(req)
             self._add_work(step, work, req, n)
             budget -= n
         return budget
@@ -366,9 +369,10 @@ class Engine(FastForward):
     def _add_work(step: list[Any], work: StepWork, req: SimRequest, n: int) -> None:
         step.append((req, n))
         work.seqs += 1
-        if req.num_computed + n == req.num_tokens and n == 1 and req.generated > 0:
+        num_tokens = req.prompt_len + req.generated
+        if req.num_computed + n == num_tokens and n == 1 and req.generated > 0:
             work.decode_seqs += 1
-            work.decode_context += req.num_tokens
+            work.decode_context += num_tokens
         else:
             work.prefill_tokens += n
             work.prefill_pairs += prefill_pairs(req.num_computed, n)
