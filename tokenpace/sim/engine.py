@@ -149,8 +149,8 @@ class Engine(FastForward):
         if lazy is not None:
             if due is None:
                 lazy.add_decoders(self.running)
-            elif due or step:
-                lazy.add_decoders(due + [r for r, _ in step])
+            elif step:  # a lazy step's due requests all finished: only its admissions can decode
+                lazy.add_decoders([r for r, _ in step])
         return out
 
     def _complete_due(

@@ -205,11 +205,12 @@ class _VirtualRun:
         while True:
             if self.next_send is not None:
                 self._feed()
-            if not (heap or engine.has_work()):
+            busy = engine.waiting or engine.running
+            if not (heap or busy):
                 break
             if max_seconds is not None and self.t > max_seconds:
                 break
-            if not engine.has_work() and heap and heap[0][0] > self.t:
+            if not busy and heap[0][0] > self.t:
                 self.t = heap[0][0]
             self._admit_arrivals()
             t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
