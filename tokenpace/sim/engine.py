@@ -70,7 +70,10 @@ class Engine(FastForward):
         runs: `virtual_load.filler_block_hashes`, no prompt words made)."""
         req.arrival_t = now
         req.hashes = hashes if self.kv.prefix_caching else []
-        req.target_len, req.finish_reason = self._sample_length(req)
+        if req.ignore_eos or self.eos_prob <= 0:  # _sample_length's first case, without the call
+            req.target_len, req.finish_reason = req.max_tokens, "length" if req.client_limit else "stop"
+        else:
+            req.target_len, req.finish_reason = self._sample_length(req)
         self.waiting.append(req)
 
     def _sample_length(self, req: SimRequest) -> tuple[int, str]:

@@ -213,12 +213,14 @@ class _VirtualRun:
             if not busy and heap[0][0] > self.t:
                 self.t = heap[0][0]
             self._admit_arrivals()
-            t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
-            if t_ff > self.t:
-                self.t = t_ff
-                for req in finished:
-                    self._finish(req)
-                continue
+            # fast_forward's own first test, here to save the call: a request waits for a free slot
+            if not engine.waiting or len(engine.running) >= engine.max_num_seqs:
+                t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
+                if t_ff > self.t:
+                    self.t = t_ff
+                    for req in finished:
+                        self._finish(req)
+                    continue
             d = engine.schedule(self.t)
             if d <= 0:
                 if not heap:
