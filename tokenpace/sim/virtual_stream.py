@@ -62,6 +62,20 @@ class StreamedClient:
         }
 
 
+def with_engine_view(
+    client: dict[str, Any], queue_ms: Distribution, cached_tokens: int, preemptions: int
+) -> dict[str, Any]:
+    """A step's JSON: the client's summary plus what only the engine knows (both summary kinds)."""
+    return {
+        **client,
+        "engine": {
+            "queue_ms": queue_ms.to_dict(),
+            "cached_tokens": cached_tokens,
+            "preemptions": preemptions,
+        },
+    }
+
+
 @dataclass(slots=True)
 class StreamedSummary:
     """A step of a summary-only run, shaped like `VirtualSummary` (client numbers plus the engine's)."""
@@ -72,14 +86,9 @@ class StreamedSummary:
     preemptions: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.client.to_dict(),
-            "engine": {
-                "queue_ms": self.engine_queue_ms.to_dict(),
-                "cached_tokens": self.cached_tokens,
-                "preemptions": self.preemptions,
-            },
-        }
+        return with_engine_view(
+            self.client.to_dict(), self.engine_queue_ms, self.cached_tokens, self.preemptions
+        )
 
 
 @dataclass(slots=True)
