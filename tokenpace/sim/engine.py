@@ -255,7 +255,7 @@ class Engine(FastForward):
                 need += 1
         kv = self.kv
         # Every decoder fits the budget and every block need fits: no preemption, nobody left out.
-        if lazy.count + len(finishing) != n or budget < n or need > kv.num_free:
+        if lazy.count + len(finishing) != n or budget < n or (need and need > kv.num_free):
             lazy.materialize_all(running)
             return False
         if need:

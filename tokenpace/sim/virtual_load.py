@@ -8,8 +8,9 @@ filler prompts the engine model hashes for its prefix cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -76,21 +77,14 @@ def ladder_send_times(load: VirtualLoad, rng: np.random.Generator) -> Iterator[t
 
 
 class LengthDraws:
-    """The n-th request's length is the n-th draw, drawn in blocks (one numpy call per 1024)."""
+    """The n-th request's length is the n-th draw, drawn in blocks (one numpy call per 1024), read
+    one at a time by `next()` (a C-level iterator: no Python call per draw)."""
 
-    __slots__ = ("_block", "_dist", "_drawn", "_rng")
+    __slots__ = ("next",)
 
     def __init__(self, dist: LengthDist, rng: np.random.Generator) -> None:
-        self._dist, self._rng = dist, rng
-        self._block: list[int] = []
-        self._drawn = 0
-
-    def next(self) -> int:
-        if self._drawn == len(self._block):
-            self._block = self._dist.sample(self._rng, 1024).tolist()
-            self._drawn = 0
-        self._drawn += 1
-        return self._block[self._drawn - 1]
+        blocks: Iterator[list[int]] = iter(lambda: dist.sample(rng, 1024).tolist(), None)
+        self.next: Callable[[], int] = chain.from_iterable(blocks).__next__
 
 
 _FILLER = ("lorem ipsum dolor sit amet consectetur adipiscing elit " * 4096).split()
