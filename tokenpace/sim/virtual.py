@@ -212,7 +212,8 @@ class _VirtualRun:
                 break
             if not busy and heap[0][0] > self.t:
                 self.t = heap[0][0]
-            self._admit_arrivals()
+            if heap and heap[0][0] <= self.t:
+                self._admit_arrivals()
             # fast_forward's own first test, here to save the call: a request waits for a free slot
             if not engine.waiting or len(engine.running) >= engine.max_num_seqs:
                 t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
