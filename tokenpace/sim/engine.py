@@ -125,7 +125,7 @@ class Engine(FastForward):
                 budget -= len(self.running)
             else:
                 budget, preempted = self._schedule_running(step, work, budget)
-            if not preempted and self.chunked:
+            if not preempted and self.chunked and self.waiting:
                 self._admit(step, work, budget, now, first_may_exceed=False)
         self._step = step
         return self.cost.step_seconds(work)

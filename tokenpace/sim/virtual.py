@@ -203,8 +203,8 @@ class _VirtualRun:
             self.next_send = next(self.pending, None)
         engine, heap = self.engine, self.heap
         while True:
-            if self.next_send is not None:
-                self._feed()
+            if self.next_send is not None and (not heap or self.next_send[0] <= heap[0][0]):
+                self._feed()  # (its own test, here to save the call when nothing is due)
             busy = engine.waiting or engine.running
             if not (heap or busy):
                 break
@@ -250,7 +250,7 @@ class _VirtualRun:
             hashes = filler_block_hashes(idx, n, self.shared_prefix, engine.block_size)
             req = SimRequest(str(idx), [], s.output_tokens, ignore_eos=True, sink=s, prompt_len=n)
             engine.add_hashed(req, arrival, hashes)
-            if self.next_send is not None:
+            if self.next_send is not None and (not heap or self.next_send[0] <= heap[0][0]):
                 self._feed()
 
     def _finish(self, req: SimRequest) -> None:
