@@ -108,8 +108,8 @@ def filler_prompt(index: int, n: int, shared_prefix: int) -> list[str]:
     return words
 
 
-# A prompt holds at most max_model_len tokens, far fewer blocks than this: unique hashes never overlap.
-_BLOCKS_PER_REQUEST = 1 << 32
+# Request indices stay below this (a day at 100 req/s is 2^23): unique hashes never overlap.
+_REQUESTS = 1 << 32
 
 
 def filler_block_hashes(index: int, n: int, shared_prefix: int, block_size: int) -> list[int]:
@@ -117,10 +117,15 @@ def filler_block_hashes(index: int, n: int, shared_prefix: int, block_size: int)
 
     The prefix cache only compares hashes, so any values with the same equalities do: a full block of
     the shared part is the same for every request (its hash is its position, negative), every block
-    from the request's tag on is its own (request index x 2^32 + position). No words are made and
-    nothing is hashed, which a virtual run would otherwise do for every prompt block.
+    from the request's tag on is its own (request index + position x 2^32: the low bits vary with
+    the request, so the cache's dict spreads them). No words are made and nothing is hashed, which
+    a virtual run would otherwise do for every prompt block.
     """
+    if index >= _REQUESTS:
+        raise ValueError("a virtual run of more than 2^32 requests")
     full = n // block_size
     shared = min(min(shared_prefix, n) // block_size, full)
-    base = index * _BLOCKS_PER_REQUEST
-    return [*range(-1, -shared - 1, -1), *range(base + shared, base + full)]
+    return [
+        *range(-1, -shared - 1, -1),
+        *range(index + shared * _REQUESTS, index + full * _REQUESTS, _REQUESTS),
+    ]
