@@ -53,3 +53,21 @@ def test_lazy_decoding_changes_no_record(name: str, monkeypatch: pytest.MonkeyPa
     assert len(lazy) == len(eager) > 0
     assert _digest(lazy) == _digest(eager)
     assert [r.record for r in lazy] == [r.record for r in eager]
+
+
+@pytest.mark.parametrize("name", ["preempt-eos", "ladder-prefix", "block-events"])
+def test_offering_private_blocks_only_at_a_preemption_changes_no_record(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual prompt's own blocks are offered to the prefix cache only if it is preempted
+    (SimRequest.private_blocks); offering them all at prefill, as for a real prompt, must agree."""
+    load, profile = _block_events() if name == "block-events" else _case(name)
+    deferred = run_virtual(load, profile)
+    add_hashed = Engine.add_hashed
+    monkeypatch.setattr(
+        Engine, "add_hashed", lambda self, req, now, hashes, _=0: add_hashed(self, req, now, hashes)
+    )
+    offered = run_virtual(load, profile)
+    assert sum(r.preemptions for r in deferred) > 0 or name == "ladder-prefix"
+    assert [r.record for r in deferred] == [r.record for r in offered]
+    assert _digest(deferred) == _digest(offered)

@@ -65,11 +65,13 @@ class Engine(FastForward):
         hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
         self.add_hashed(req, now, hashes)
 
-    def add_hashed(self, req: SimRequest, now: float, hashes: list[int]) -> None:
+    def add_hashed(self, req: SimRequest, now: float, hashes: list[int], private_blocks: int = 0) -> None:
         """`add` for a request whose prompt_len and block hashes the runner already knows (virtual
-        runs: `virtual_load.filler_block_hashes`, no prompt words made)."""
+        runs: `virtual_load.filler_block_hashes`, no prompt words made), the last `private_blocks`
+        of them its own (`SimRequest.private_blocks`)."""
         req.arrival_t = now
         req.hashes = hashes if self.kv.prefix_caching else []
+        req.private_blocks = private_blocks if req.hashes else 0
         if req.ignore_eos or self.eos_prob <= 0:  # _sample_length's first case, without the call
             req.target_len, req.finish_reason = req.max_tokens, "length" if req.client_limit else "stop"
         else:
@@ -192,7 +194,11 @@ class Engine(FastForward):
             if req.registered < len(req.hashes):
                 full = min(computed // bs, len(req.hashes))
                 if req.registered < full:
-                    kv.register_many(req.blocks, req.hashes, req.registered, full)
+                    stop = full
+                    if req.private_blocks and not req.preemptions:  # deferred: see _preempt
+                        stop = min(full, len(req.hashes) - req.private_blocks)
+                    if req.registered < stop:
+                        kv.register_many(req.blocks, req.hashes, req.registered, stop)
                     req.registered = full
             if req.aborted:
                 self._release(req, ABORTED)
@@ -317,6 +323,14 @@ class Engine(FastForward):
         return budget, preempted
 
     def _preempt(self, req: SimRequest) -> None:
+        if req.private_blocks and not req.preemptions:
+            # Its private blocks were never offered to the cache: offer them now, as they would have
+            # been, so that its readmission finds them. Until now nobody could look them up (their
+            # hashes are its own) or evict them (it held them), so the cache is as if they had been
+            # (a finished request's are never looked up again: they are never offered).
+            private_from = len(req.hashes) - req.private_blocks
+            if req.registered > private_from:
+                self.kv.register_many(req.blocks, req.hashes, private_from, req.registered)
         self.kv.free(req.blocks)
         req.blocks = []
         req.num_computed = 0

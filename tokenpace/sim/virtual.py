@@ -247,9 +247,11 @@ class _VirtualRun:
         while heap and heap[0][0] <= t:
             arrival, idx, s = heapq.heappop(heap)
             n = s.input_tokens
-            hashes = filler_block_hashes(idx, n, self.shared_prefix, engine.block_size)
+            bs = engine.block_size
+            hashes = filler_block_hashes(idx, n, self.shared_prefix, bs)
             req = SimRequest(str(idx), [], s.output_tokens, ignore_eos=True, sink=s, prompt_len=n)
-            engine.add_hashed(req, arrival, hashes)
+            # every block past the shared prefix's is this request's own
+            engine.add_hashed(req, arrival, hashes, len(hashes) - min(self.shared_prefix, n) // bs)
             if self.next_send is not None and (not heap or self.next_send[0] <= heap[0][0]):
                 self._feed()
 
