@@ -29,12 +29,45 @@ def _full_batch() -> tuple[VirtualLoad, Profile]:
     return load, get_profile().with_overrides(engine={"max_num_seqs": 16, "num_gpu_blocks": 400})
 
 
-@pytest.mark.parametrize("name", ["ladder-prefix", "preempt-eos", "unchunked", "full-batch"])
+def _block_events() -> tuple[VirtualLoad, Profile]:
+    """The speed benchmark's shape (prompts of whole blocks: a decoder needs a block at once), with a
+    shared prefix and a KV cache small enough to preempt: block events, finishes, hits, recomputes."""
+    load = VirtualLoad(
+        input_len=parse_length("128,64,200"),
+        output_len=parse_length("1:64"),
+        rates=(100.0,),
+        step_duration_s=4,
+        shared_prefix=32,
+        seed=13,
+    )
+    return load, get_profile().with_overrides(engine={"num_gpu_blocks": 220})
+
+
+@pytest.mark.parametrize("name", ["ladder-prefix", "preempt-eos", "unchunked", "full-batch", "block-events"])
 def test_lazy_decoding_changes_no_record(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    load, profile = _full_batch() if name == "full-batch" else _case(name)
+    extra = {"full-batch": _full_batch, "block-events": _block_events}
+    load, profile = extra[name]() if name in extra else _case(name)
     lazy = run_virtual(load, profile)
     monkeypatch.setattr(Engine, "enable_lazy_decode", lambda self: None)
     eager = run_virtual(load, profile)
     assert len(lazy) == len(eager) > 0
     assert _digest(lazy) == _digest(eager)
     assert [r.record for r in lazy] == [r.record for r in eager]
+
+
+@pytest.mark.parametrize("name", ["preempt-eos", "ladder-prefix", "block-events"])
+def test_offering_private_blocks_only_at_a_preemption_changes_no_record(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A virtual prompt's own blocks are offered to the prefix cache only if it is preempted
+    (SimRequest.private_blocks); offering them all at prefill, as for a real prompt, must agree."""
+    load, profile = _block_events() if name == "block-events" else _case(name)
+    deferred = run_virtual(load, profile)
+    add_hashed = Engine.add_hashed
+    monkeypatch.setattr(
+        Engine, "add_hashed", lambda self, req, now, hashes, _=0: add_hashed(self, req, now, hashes)
+    )
+    offered = run_virtual(load, profile)
+    assert sum(r.preemptions for r in deferred) > 0 or name == "ladder-prefix"
+    assert [r.record for r in deferred] == [r.record for r in offered]
+    assert _digest(deferred) == _digest(offered)

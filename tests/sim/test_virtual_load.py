@@ -8,7 +8,8 @@ import pytest
 from tokenpace.core.metrics import summarize
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import VirtualLoad, get_network, run_virtual, summarize_virtual
-from tokenpace.sim.virtual_load import ladder_send_times
+from tokenpace.sim.kvcache import block_hashes
+from tokenpace.sim.virtual_load import filler_block_hashes, filler_prompt, ladder_send_times
 
 
 def test_every_length_form_bench_accepts_shapes_the_virtual_requests():
@@ -65,3 +66,22 @@ def test_virtual_numbers_are_the_core_metrics_of_the_records():
             assert r.tpot == pytest.approx((r.e2e - r.ttft) / (r.output_tokens - 1), abs=2e-9)
     assert s.engine_queue_ms.n == len(rs) and s.client.queue_ms.max == 0  # a virtual client is never late
     assert s.client.counts["ok"] == len(rs) and s.client.window_s > 55
+
+
+@pytest.mark.parametrize("shared_prefix", [0, 5, 16, 33, 64, 200])
+def test_the_filler_prompts_block_hashes_are_equal_exactly_where_the_words_hashes_are(shared_prefix):
+    """The virtual runner hashes no words: its arithmetic hashes must give the prefix cache the same
+    equalities (shared blocks equal across requests, every other block its own)."""
+    lengths = [1, 15, 16, 17, 32, 40, 64, 65, 80, 100, 200, 33, 48]
+    words, arithmetic = {}, {}
+    for index, n in enumerate(lengths):
+        real = block_hashes(filler_prompt(index, n, shared_prefix), 16)
+        fast = filler_block_hashes(index, n, shared_prefix, 16)
+        assert len(real) == len(fast) == n // 16
+        for k, (a, b) in enumerate(zip(real, fast, strict=True)):
+            words[(index, k)], arithmetic[(index, k)] = a, b
+    keys = list(words)
+    for i, u in enumerate(keys):
+        for v in keys[i + 1 :]:
+            assert (words[u] == words[v]) == (arithmetic[u] == arithmetic[v]), (u, v)
+    assert len(set(arithmetic.values())) < len(keys) or shared_prefix < 16  # some blocks are shared

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import VirtualLoad, get_profile, run_virtual, summarize_virtual
 from tokenpace.sim.replicas import run_replicated, run_replicated_streamed
 from tokenpace.sim.virtual import run_virtual_streamed
+from tokenpace.sim.virtual_stream import SAMPLE_CAP, StrideSample
 from tokenpace.sim.virtual_summary import steps_of
 from tokenpace.testing.procs import run_cli
 
@@ -85,7 +87,40 @@ def test_the_cli_says_records_were_not_kept(tmp_path):
     assert doc["requests"].startswith("records not kept")
     assert doc["steps"][0]["records"].startswith("records not kept")
     assert doc["steps"][0]["ttft_ms"]["n"] == doc["steps"][0]["counts"]["ok"] > 0
-    r = run_cli(
-        "sim", "--virtual", "--rate", "5", "--summary-only", "--predicted-sweep", str(tmp_path / "p.json")
-    )
-    assert r.returncode == 2 and "needs the records" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_summary_only_run_writes_the_predicted_sweep_its_records_would(tmp_path):
+    """The sketches' percentiles within their 1 %, the same requests, a stride sample for select."""
+    docs = []
+    for extra in (["--summary-only"], []):
+        path = tmp_path / f"p{len(extra)}.json"
+        args = ("--rate", "5,30", "--duration", "150s", "--input-len", "64:600", "--output-len", "1:200")
+        r = run_cli("sim", "--virtual", *args, *extra, "--predicted-sweep", str(path))
+        assert r.returncode == 0, r.stderr
+        docs.append(json.loads(path.read_text()))
+    streamed, records = docs
+    assert streamed["predicted"] == records["predicted"]
+    for s, e in zip(streamed["steps"], records["steps"], strict=True):
+        assert s["conditions"] == e["conditions"] and s["predicted"]
+        assert s["summary"]["counts"]["ok"] == e["summary"]["counts"]["ok"]
+        for metric in ("ttft_ms", "tpot_ms", "e2e_ms"):
+            for p in ("p50", "p95", "p99"):
+                assert s["summary"][metric][p] == pytest.approx(e["summary"][metric][p], rel=0.01)
+        n = s["summary"]["counts"]["ok"]
+        kept = len(s["sample"]["ttft_ms"])
+        assert kept == len(s["sample"]["tpot_ms"]) <= SAMPLE_CAP and kept >= min(n, SAMPLE_CAP // 2)
+        assert None in s["sample"]["tpot_ms"]  # one-token outputs have no TPOT, as in the records'
+    assert len(streamed["steps"][1]["sample"]["ttft_ms"]) < streamed["steps"][1]["summary"]["counts"]["ok"]
+
+
+def test_the_stride_sample_keeps_every_stride_th_row_whatever_the_chunks():
+    sample = StrideSample(100)
+    rng = np.random.default_rng(0)
+    n = 0
+    while n < 5_000:
+        k = int(rng.integers(1, 700))
+        sample.add(np.repeat(np.arange(n, n + k, dtype=float)[:, None], 3, axis=1))
+        n += k
+    kept = sample.rows[:, 0]
+    assert 50 < len(kept) <= 100
+    assert kept.tolist() == list(range(0, n, sample.stride))

@@ -137,9 +137,10 @@ class VirtualRun:
 
     def write_predicted_sweep(self, path: Path) -> None:
         """The steps as a sweep marked predicted (``tokenpace plan`` reads it)."""
-        if self.records_note:
-            raise ValueError("--predicted-sweep needs the records: drop --summary-only or run fewer requests")
-        doc = predicted_sweep_doc(self.load, self.profile, self.network, self.per_step, self.replicas)
+        streamed = [s for _, s in self.steps if isinstance(s, StreamedSummary)] if self.records_note else []
+        doc = predicted_sweep_doc(
+            self.load, self.profile, self.network, self.per_step, self.replicas, streamed=streamed
+        )
         write_result(path, doc)
 
 
@@ -156,8 +157,6 @@ def run_virtual_load(o: Mapping[str, Any], profile: Profile, network: Network) -
     load = virtual_load_from_options(o)
     replicas = o.get("replicas") or 1
     if o.get("summary_only") or expected_requests(load) > SUMMARY_ONLY_ABOVE:
-        if o.get("predicted_sweep"):  # said before the run, not after it
-            raise ValueError("--predicted-sweep needs the records: drop --summary-only or run fewer requests")
         streamed = run_replicated_streamed(load, profile, network, replicas)
         labels = [label for label, _ in steps_of(load, [])]
         summaries: list[tuple[str, VirtualSummary | StreamedSummary]] = [

@@ -47,14 +47,20 @@ class CostModel:
         self._fixed = (e.step_overhead_ms + e.tp_comm_ms) / 1e3
         self._per_seq = e.per_seq_overhead_us / 1e6
         self.slowdown = slowdown  # >1 while the engine is cold (see faults.cold_start)
+        # A dense model reads all its weights whatever the step holds (None: MoE, per step)
+        self._weights = None if m.experts > 0 else m.weight_bytes_read(1)
 
     def step_seconds(self, w: StepWork) -> float:
-        if w.tokens == 0:
+        tokens = w.prefill_tokens + w.decode_seqs
+        if tokens == 0:
             return 0.0
-        compute = (w.tokens * self._flops_tok + (w.prefill_pairs + w.decode_context) * self._flops_pair) / (
+        compute = (tokens * self._flops_tok + (w.prefill_pairs + w.decode_context) * self._flops_pair) / (
             self._eff_flops
         )
-        memory = (self._model.weight_bytes_read(w.tokens) + w.decode_context * self._kv_tok) / self._eff_bw
+        weights = self._weights
+        if weights is None:
+            weights = self._model.weight_bytes_read(tokens)
+        memory = (weights + w.decode_context * self._kv_tok) / self._eff_bw
         t = self._fixed + w.seqs * self._per_seq + max(compute, memory)
         return t * self.slowdown
 

@@ -62,9 +62,20 @@ class Engine(FastForward):
     # ---- requests in and out -------------------------------------------------------------------
     def add(self, req: SimRequest, now: float) -> None:
         req.prompt_len = len(req.prompt)
+        hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
+        self.add_hashed(req, now, hashes)
+
+    def add_hashed(self, req: SimRequest, now: float, hashes: list[int], private_blocks: int = 0) -> None:
+        """`add` for a request whose prompt_len and block hashes the runner already knows (virtual
+        runs: `virtual_load.filler_block_hashes`, no prompt words made), the last `private_blocks`
+        of them its own (`SimRequest.private_blocks`)."""
         req.arrival_t = now
-        req.hashes = block_hashes(req.prompt, self.block_size) if self.kv.prefix_caching else []
-        req.target_len, req.finish_reason = self._sample_length(req)
+        req.hashes = hashes if self.kv.prefix_caching else []
+        req.private_blocks = private_blocks if req.hashes else 0
+        if req.ignore_eos or self.eos_prob <= 0:  # _sample_length's first case, without the call
+            req.target_len, req.finish_reason = req.max_tokens, "length" if req.client_limit else "stop"
+        else:
+            req.target_len, req.finish_reason = self._sample_length(req)
         self.waiting.append(req)
 
     def _sample_length(self, req: SimRequest) -> tuple[int, str]:
@@ -101,7 +112,8 @@ class Engine(FastForward):
     # ---- one step ------------------------------------------------------------------------------
     def schedule(self, now: float) -> float:
         """Pack the next step; returns its duration in seconds (0: nothing could run)."""
-        self._drop_aborted()
+        if self._aborted_running:
+            self._drop_aborted()
         work = StepWork()
         step: list[tuple[SimRequest, int]] = []
         preempted = False
@@ -115,7 +127,7 @@ class Engine(FastForward):
                 budget -= len(self.running)
             else:
                 budget, preempted = self._schedule_running(step, work, budget)
-            if not preempted and self.chunked:
+            if not preempted and self.chunked and self.waiting:
                 self._admit(step, work, budget, now, first_may_exceed=False)
         self._step = step
         return self.cost.step_seconds(work)
@@ -142,8 +154,8 @@ class Engine(FastForward):
         if lazy is not None:
             if due is None:
                 lazy.add_decoders(self.running)
-            elif due or step:
-                lazy.add_decoders(due + [r for r, _ in step])
+            elif step:  # a lazy step's due requests all finished: only its admissions can decode
+                lazy.add_decoders([r for r, _ in step])
         return out
 
     def _complete_due(
@@ -151,15 +163,16 @@ class Engine(FastForward):
     ) -> bool:
         """A lazy step's end: every lazy decoder gains a token by the tick; the due ones one by one."""
         any_left = False
-        for r in due:
+        for r in due:  # each finishes in this step (lz_fin was this tick)
             r.num_computed += 1
             r.generated += 1
-            r.last_token_t = end
-            if r.generated >= r.target_len:
-                r.finish_t = end
-                self._release(r, FINISHED)
-                any_left = True
-                out.append(r)
+            r.last_token_t = r.finish_t = end
+            self._release(r, FINISHED)
+            out.append(r)
+        if len(due) == 1:
+            self.running.remove(due[0])  # by identity (eq=False), order kept: cheaper than a rebuild
+        elif due:
+            any_left = True
         lazy.tick += 1
         lazy.tick_end = end
         self._due = None
@@ -181,7 +194,11 @@ class Engine(FastForward):
             if req.registered < len(req.hashes):
                 full = min(computed // bs, len(req.hashes))
                 if req.registered < full:
-                    kv.register_many(req.blocks, req.hashes, req.registered, full)
+                    stop = full
+                    if req.private_blocks and not req.preemptions:  # deferred: see _preempt
+                        stop = min(full, len(req.hashes) - req.private_blocks)
+                    if req.registered < stop:
+                        kv.register_many(req.blocks, req.hashes, req.registered, stop)
                     req.registered = full
             if req.aborted:
                 self._release(req, ABORTED)
@@ -204,8 +221,6 @@ class Engine(FastForward):
 
     # ---- internals -----------------------------------------------------------------------------
     def _drop_aborted(self) -> None:
-        if not self._aborted_running:
-            return
         self._aborted_running = 0
         if any(r.aborted for r in self.running):
             for r in self.running:
@@ -221,32 +236,46 @@ class Engine(FastForward):
 
     def _schedule_lazy(self, work: StepWork, budget: int) -> bool:
         """Pack a step in which every running request decodes, touching only the due ones (False:
-        not such a step; everyone is then materialized for the ordinary path)."""
+        not such a step; everyone is then materialized for the ordinary path).
+
+        A due request finishing in this step is materialized; one that only needs a new KV block
+        stays lazy (it gets the block and its next event), so a decoder costs one heap entry per block.
+        """
         lazy = self._lazy
         assert lazy is not None
         running = self.running
         n = len(running)
-        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= lazy.tick else []
+        tick = lazy.tick
+        due = lazy.pop_due() if lazy.events and lazy.events[0][0] <= tick else []
         room = self.block_size
+        finishing: list[SimRequest] = []
         need = context = 0
         for r in due:
-            context += r.prompt_len + r.generated
-            if r.num_computed + 1 > len(r.blocks) * room:
+            if r.lz_fin == tick:
+                lazy.materialize(r)
+                finishing.append(r)
+                context += r.prompt_len + r.generated
+                if r.num_computed + 1 > len(r.blocks) * room:
+                    need += 1
+            else:  # its event is a block: one more, whatever its numbers
                 need += 1
         kv = self.kv
         # Every decoder fits the budget and every block need fits: no preemption, nobody left out.
-        if lazy.count + len(due) != n or budget < n or need > kv.num_free:
+        if lazy.count + len(finishing) != n or budget < n or (need and need > kv.num_free):
             lazy.materialize_all(running)
             return False
         if need:
             for r in due:  # running order, as the step-by-step loop allocates
-                if r.num_computed + 1 > len(r.blocks) * room:
+                if r.lz >= 0:
                     r.blocks.append(kv.allocate_one())
-        context += lazy.total_base + lazy.count * lazy.tick
+                    lazy.took_block(r)
+                elif r.num_computed + 1 > len(r.blocks) * room:
+                    r.blocks.append(kv.allocate_one())
+        context += lazy.total_base + lazy.count * tick
         work.seqs += n
         work.decode_seqs += n
         work.decode_context += context
-        self._due = due
+        self._due = finishing
         return True
 
     def _schedule_running(
@@ -294,6 +323,14 @@ class Engine(FastForward):
         return budget, preempted
 
     def _preempt(self, req: SimRequest) -> None:
+        if req.private_blocks and not req.preemptions:
+            # Its private blocks were never offered to the cache: offer them now, as they would have
+            # been, so that its readmission finds them. Until now nobody could look them up (their
+            # hashes are its own) or evict them (it held them), so the cache is as if they had been
+            # (a finished request's are never looked up again: they are never offered).
+            private_from = len(req.hashes) - req.private_blocks
+            if req.registered > private_from:
+                self.kv.register_many(req.blocks, req.hashes, private_from, req.registered)
         self.kv.free(req.blocks)
         req.blocks = []
         req.num_computed = 0
@@ -307,25 +344,29 @@ class Engine(FastForward):
         return bool(self.waiting) and len(self.running) < self.max_num_seqs
 
     def _admit(self, step: list[Any], work: StepWork, budget: int, now: float, first_may_exceed: bool) -> int:
-        kv = self.kv
-        while self.waiting and budget > 0 and len(self.running) < self.max_num_seqs:
-            req = self.waiting[0]
-            hit = kv.lookup(req.hashes[: (req.num_tokens - 1) // self.block_size])
-            start = len(hit) * self.block_size
-            n = req.num_tokens - start
+        kv, bs, waiting, running = self.kv, self.block_size, self.waiting, self.running
+        while waiting and budget > 0 and len(running) < self.max_num_seqs:
+            req = waiting[0]
+            num_tokens = req.prompt_len + req.generated
+            hit = kv.lookup(req.hashes[: (num_tokens - 1) // bs]) if req.hashes else []
+            start = len(hit) * bs
+            n = num_tokens - start
             if self.chunked:
                 n = min(n, budget, self.chunk_cap or n)
             elif n > budget and not (first_may_exceed and not step):
                 break
-            need = kv.blocks_for(start + n) - len(hit)
-            free = kv.num_free - kv.count_free_among(hit)
-            if need > free - self.watermark and self.running:
+            need = -(-(start + n) // bs) - len(hit)
+            free = kv.num_free - (kv.count_free_among(hit) if hit else 0)
+            if need > free - self.watermark and running:
                 break  # KV full: wait for running requests to finish
             if need > free:
                 break  # does not fit even in an empty engine's free space right now
-            self.waiting.popleft()
-            kv.touch(hit)
-            req.blocks = hit + kv.allocate(need)
+            waiting.popleft()
+            if hit:
+                kv.touch(hit)
+                req.blocks = hit + kv.allocate(need)
+            else:
+                req.blocks = kv.allocate(need)
             req.num_computed = start
             req.registered = len(hit)
             if req.scheduled_t is None:
@@ -336,7 +377,7 @@ class Engine(FastForward):
             req.state = RUNNING
             req.seq = self._seq
             self._seq += 1
-            self.running.append(req)
+            running.append(req)
             self._add_work(step, work, req, n)
             budget -= n
         return budget
@@ -345,9 +386,10 @@ class Engine(FastForward):
     def _add_work(step: list[Any], work: StepWork, req: SimRequest, n: int) -> None:
         step.append((req, n))
         work.seqs += 1
-        if req.num_computed + n == req.num_tokens and n == 1 and req.generated > 0:
+        num_tokens = req.prompt_len + req.generated
+        if req.num_computed + n == num_tokens and n == 1 and req.generated > 0:
             work.decode_seqs += 1
-            work.decode_context += req.num_tokens
+            work.decode_context += num_tokens
         else:
             work.prefill_tokens += n
             work.prefill_pairs += prefill_pairs(req.num_computed, n)

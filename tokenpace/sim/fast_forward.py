@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
+from operator import attrgetter
 
 from tokenpace.sim.costmodel import CostModel, StepWork
 from tokenpace.sim.kvcache import KVCache
 from tokenpace.sim.lazy_decode import LazyDecoders
 from tokenpace.sim.request import FINISHED, RUNNING, SimRequest
+
+_SEQ = attrgetter("seq")  # running (admission) order
 
 
 class FastForward:
@@ -127,7 +130,8 @@ class FastForward:
             r = heapq.heappop(events)[2]
             lazy.materialize(r)
             touched.append(r)
-        touched.sort(key=lambda r: r.seq)
+        if len(touched) > 1:
+            touched.sort(key=_SEQ)
         done: list[SimRequest] = []
         for r in touched:
             self._ff_advance(r, j, t, done)

@@ -73,28 +73,24 @@ class KVCache:
     def allocate(self, n: int) -> list[int]:
         if n > len(self._free):
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        out: list[int] = []
-        popitem, hashes, ref = self._free.popitem, self._hash, self._ref
-        for _ in range(n):
-            b = popitem(last=False)[0]
+        popitem, hashes, cached, ref = self._free.popitem, self._hash, self._cached, self._ref
+        out = [popitem(False)[0] for _ in range(n)]
+        for b in out:
             h = hashes[b]
-            if h is not None:  # evict its cached contents
-                if self._cached.get(h) == b:
-                    del self._cached[h]
+            if h is not None:  # evict its cached contents (a block's hash is cached under it: register)
+                del cached[h]
                 hashes[b] = None
             ref[b] = 1
-            out.append(b)
         return out
 
     def allocate_one(self) -> int:
         """`allocate(1)[0]` without the list: a decoding request crossing into a new block."""
         if not self._free:
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        b = self._free.popitem(last=False)[0]
+        b = self._free.popitem(False)[0]
         h = self._hash[b]
         if h is not None:  # evict its cached contents
-            if self._cached.get(h) == b:
-                del self._cached[h]
+            del self._cached[h]
             self._hash[b] = None
         self._ref[b] = 1
         return b
@@ -107,6 +103,8 @@ class KVCache:
             if ref[b] == 0:
                 free[b] = None
 
+    # Invariant: _hash[b] is h only while _cached[h] is b (both set in register, both cleared when b is
+    # evicted), so an eviction deletes without checking.
     def register(self, block: int, h: int) -> None:
         if self.prefix_caching and self._hash[block] is None and h not in self._cached:
             self._hash[block] = h

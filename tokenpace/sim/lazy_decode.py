@@ -89,16 +89,21 @@ class LazyDecoders:
         r.lz = -1
 
     def pop_due(self) -> list[SimRequest]:
-        """Materialize the requests whose event is this tick, in running (admission) order."""
+        """The requests whose event is this tick, in running (admission) order, still lazy.
+
+        Every event is handled at its own tick (a lazy step pops this tick's, a fast-forward pops all
+        it skips, any other step clears them), so all popped share this tick and the heap's
+        (tick, seq) order is admission order.
+        """
         due: list[SimRequest] = []
         events, tick = self.events, self.tick
         while events and events[0][0] <= tick:
-            r = heapq.heappop(events)[2]
-            self.materialize(r)
-            due.append(r)
-        if len(due) > 1:
-            due.sort(key=lambda r: r.seq)
+            due.append(heapq.heappop(events)[2])
         return due
+
+    def took_block(self, r: SimRequest) -> None:
+        """A lazy request whose event was a new KV block got it: its next event is a block later."""
+        heapq.heappush(self.events, (min(r.lz_fin, self.tick + self.block_size), r.seq, r))
 
     def materialize_all(self, running: list[SimRequest]) -> None:
         if not self.count:

@@ -11,10 +11,15 @@ else an even stride through them), from which `tokenpace select` counts the requ
 scenario's lines (attainment, goodput) the way it counts a measured run's records. The document's
 ``predicted.fit_error`` is the calibration's relative fit residual (0 for a shipped profile), by
 which select widens the predicted intervals.
+
+A summary-only run (no records) gives the same document from its streaming summaries: percentiles
+from the sketches (within 1 %, and without confidence intervals, so plan judges those steps as
+points and says so) and the stride sample each step kept (`virtual_stream.StrideSample`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from tokenpace.core.metrics import NS_PER_MS, e2e_ns, summarize, tpot_ns, ttft_ns
@@ -22,8 +27,9 @@ from tokenpace.sim.calibrated import fit_error
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
+from tokenpace.sim.virtual_stream import SAMPLE_CAP, StreamedSummary
 
-SAMPLE_CAP = 2_000  # requests kept per step for select's attainment (about 60 kB of JSON a step)
+__all__ = ["SAMPLE_CAP", "predicted_sweep_doc", "request_sample"]
 
 
 def _ms(ns: float | None) -> float | None:
@@ -42,10 +48,25 @@ def request_sample(results: list[VirtualResult]) -> dict[str, list[float | None]
     }
 
 
-def _step_doc(load: VirtualLoad, k: int, results: list[VirtualResult], replicas: int) -> dict[str, Any]:
+# A step's summary (bench's shape), its request sample and how many requests it finished.
+StepData = tuple[dict[str, Any], dict[str, list[float | None]], int]
+
+
+def _records_step(load: VirtualLoad, results: list[VirtualResult]) -> StepData:
+    summary = summarize([r.record for r in results], open_loop=bool(load.rates)).to_dict()
+    return summary, request_sample(results), len(results)
+
+
+def _streamed_step(s: StreamedSummary) -> StepData:
+    """A summary-only step: the sketches' percentiles (no intervals: plan judges them as points) and
+    the stride sample the step kept."""
+    return s.client.to_dict(), s.sample, s.client.counts["ok"]
+
+
+def _step_doc(load: VirtualLoad, k: int, data: StepData, replicas: int) -> dict[str, Any]:
     rate = load.rates[k] if load.rates else None
     open_loop = rate is not None
-    summary = summarize([r.record for r in results], open_loop=open_loop).to_dict()
+    summary, sample, requests = data
     return {
         "valid": True,
         "interrupted": False,
@@ -58,7 +79,7 @@ def _step_doc(load: VirtualLoad, k: int, results: list[VirtualResult], replicas:
                 "arrival": load.arrival if open_loop else None,
                 "burstiness": load.burstiness if open_loop else None,
                 "max_concurrency": None,
-                "requests": len(results),
+                "requests": requests,
                 "duration_s": load.step_duration_s,
             },
             "workload": {
@@ -70,7 +91,7 @@ def _step_doc(load: VirtualLoad, k: int, results: list[VirtualResult], replicas:
             "clock": "virtual",
         },
         "summary": summary,
-        "sample": request_sample(results),
+        "sample": sample,
     }
 
 
@@ -80,7 +101,10 @@ def predicted_sweep_doc(
     network: Network,
     steps: list[list[VirtualResult]],
     replicas: int = 1,
+    streamed: Sequence[StreamedSummary] = (),
 ) -> dict[str, Any]:
+    """Each step from its records, or (`streamed`, a summary-only run) from its streaming summary."""
+    data = [_streamed_step(s) for s in streamed] if streamed else [_records_step(load, r) for r in steps]
     kind = "calibrated profile" if profile.calibrated else "shipped profile (not calibrated to your engine)"
     return {
         "kind": "sweep",
@@ -100,5 +124,5 @@ def predicted_sweep_doc(
             "fit_error": fit_error(profile),
             "note": "every figure is predicted by the simulator in virtual time; no load was measured",
         },
-        "steps": [_step_doc(load, k, results, replicas) for k, results in enumerate(steps)],
+        "steps": [_step_doc(load, k, d, replicas) for k, d in enumerate(data)],
     }

@@ -30,6 +30,10 @@ class SimRequest:
     generated: int = 0
     blocks: list[int] = field(default_factory=list)
     registered: int = 0  # prompt blocks already offered to the prefix cache
+    # Trailing block hashes no other request can have (a virtual run's unique filler): until its
+    # first preemption, only that request could ever look them up, so they are offered to the
+    # prefix cache only if it is preempted (engine.py). 0: none known (a real prompt).
+    private_blocks: int = 0
     cached_tokens: int = 0  # prefix-cache hit at first admission
     preemptions: int = 0
     aborted: bool = False

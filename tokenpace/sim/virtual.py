@@ -17,7 +17,7 @@ import heapq
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -26,7 +26,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.sim.engine import Engine
 from tokenpace.sim.profile import Network, Profile, get_profile
 from tokenpace.sim.request import SimRequest
-from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_prompt, ladder_send_times
+from tokenpace.sim.virtual_load import LengthDraws, VirtualLoad, filler_block_hashes, ladder_send_times
 from tokenpace.sim.virtual_stream import StreamedStep
 
 # Virtual second 0 maps to this timestamp: a record whose sent_ns is 0 would read as never sent.
@@ -133,8 +133,9 @@ def run_virtual_streamed(
     return steps
 
 
-@dataclass(slots=True)
-class _Sent:
+class _Sent(NamedTuple):
+    """A request on its way: what was sent (a tuple: made once per request, cheaper than a class)."""
+
     step: int
     sent: float
     input_tokens: int
@@ -163,8 +164,12 @@ class _VirtualRun:
         self.input_draws = LengthDraws(load.input_len, inputs)
         self.output_draws = LengthDraws(load.output_len, outputs)
         self.rtt_rng = random.Random(load.seed)  # as the real-time server draws its round trips
-        self.heap: list[tuple[float, int]] = []  # (engine arrival, index)
-        self.sent: dict[int, _Sent] = {}
+        # (engine arrival, index, what was sent): in flight on the network; indices are unique, so
+        # the tuples never compare their third item
+        self.heap: list[tuple[float, int, _Sent]] = []
+        self.capacity = self.engine.capacity_tokens
+        self.shared_prefix = load.shared_prefix
+        self.jitter = network.rtt_ms > 0 or network.jitter_ms > 0  # else every round trip is 0
         self.results: list[VirtualResult] = []
         self.issued = 0
         self.t = 0.0
@@ -178,9 +183,9 @@ class _VirtualRun:
         idx = self.issued
         self.issued += 1
         n_in, n_out = lengths or (self.input_draws.next(), self.output_draws.next())
-        n_in = max(1, min(n_in, self.engine.capacity_tokens - n_out))
-        self.sent[idx] = _Sent(step, at, n_in, n_out)
-        heapq.heappush(self.heap, (at + sample_rtt(self.network, self.rtt_rng), idx))
+        n_in = max(1, min(n_in, self.capacity - n_out))
+        rtt = sample_rtt(self.network, self.rtt_rng) if self.jitter else 0.0
+        heapq.heappush(self.heap, (at + rtt, idx, _Sent(step, at, n_in, n_out)))
 
     def run(self, max_seconds: float | None) -> list[VirtualResult]:
         if self.closed:
@@ -198,20 +203,25 @@ class _VirtualRun:
             self.next_send = next(self.pending, None)
         engine, heap = self.engine, self.heap
         while True:
-            self._feed()
-            if not (heap or engine.has_work()):
+            if self.next_send is not None and (not heap or self.next_send[0] <= heap[0][0]):
+                self._feed()  # (its own test, here to save the call when nothing is due)
+            busy = engine.waiting or engine.running
+            if not (heap or busy):
                 break
             if max_seconds is not None and self.t > max_seconds:
                 break
-            if not engine.has_work() and heap and heap[0][0] > self.t:
+            if not busy and heap[0][0] > self.t:
                 self.t = heap[0][0]
-            self._admit_arrivals()
-            t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
-            if t_ff > self.t:
-                self.t = t_ff
-                for req in finished:
-                    self._finish(req)
-                continue
+            if heap and heap[0][0] <= self.t:
+                self._admit_arrivals()
+            # fast_forward's own first test, here to save the call: a request waits for a free slot
+            if not engine.waiting or len(engine.running) >= engine.max_num_seqs:
+                t_ff, finished = engine.fast_forward(self.t, heap[0][0] if heap else float("inf"))
+                if t_ff > self.t:
+                    self.t = t_ff
+                    for req in finished:
+                        self._finish(req)
+                    continue
             d = engine.schedule(self.t)
             if d <= 0:
                 if not heap:
@@ -232,20 +242,23 @@ class _VirtualRun:
 
     def _admit_arrivals(self) -> None:
         """Every request that has reached the engine by now, in arrival order; the heap is fed after
-        each, so its top stays the next arrival for the caller."""
-        self._feed()
-        while self.heap and self.heap[0][0] <= self.t:
-            arrival, idx = heapq.heappop(self.heap)
-            s = self.sent[idx]
-            prompt = filler_prompt(idx, s.input_tokens, self.load.shared_prefix)
-            self.engine.add(SimRequest(str(idx), prompt, s.output_tokens, ignore_eos=True), arrival)
-            self._feed()
+        each (the caller fed it before), so its top stays the next arrival for the caller."""
+        heap, t, engine = self.heap, self.t, self.engine
+        while heap and heap[0][0] <= t:
+            arrival, idx, s = heapq.heappop(heap)
+            n = s.input_tokens
+            bs = engine.block_size
+            hashes = filler_block_hashes(idx, n, self.shared_prefix, bs)
+            req = SimRequest(str(idx), [], s.output_tokens, ignore_eos=True, sink=s, prompt_len=n)
+            # every block past the shared prefix's is this request's own
+            engine.add_hashed(req, arrival, hashes, len(hashes) - min(self.shared_prefix, n) // bs)
+            if self.next_send is not None and (not heap or self.next_send[0] <= heap[0][0]):
+                self._feed()
 
     def _finish(self, req: SimRequest) -> None:
-        idx = int(req.rid)
-        s = self.sent.pop(idx)
+        s: _Sent = req.sink
         if self.streamed is None:
-            self.results.append(_result(req, idx, s))
+            self.results.append(_result(req, int(req.rid), s))
         else:
             assert req.first_token_t is not None and req.finish_t is not None and req.scheduled_t is not None
             row = (

@@ -8,8 +8,9 @@ filler prompts the engine model hashes for its prefix cache.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -76,21 +77,14 @@ def ladder_send_times(load: VirtualLoad, rng: np.random.Generator) -> Iterator[t
 
 
 class LengthDraws:
-    """The n-th request's length is the n-th draw, drawn in blocks (one numpy call per 1024)."""
+    """The n-th request's length is the n-th draw, drawn in blocks (one numpy call per 1024), read
+    one at a time by `next()` (a C-level iterator: no Python call per draw)."""
 
-    __slots__ = ("_block", "_dist", "_drawn", "_rng")
+    __slots__ = ("next",)
 
     def __init__(self, dist: LengthDist, rng: np.random.Generator) -> None:
-        self._dist, self._rng = dist, rng
-        self._block: list[int] = []
-        self._drawn = 0
-
-    def next(self) -> int:
-        if self._drawn == len(self._block):
-            self._block = self._dist.sample(self._rng, 1024).tolist()
-            self._drawn = 0
-        self._drawn += 1
-        return self._block[self._drawn - 1]
+        blocks: Iterator[list[int]] = iter(lambda: dist.sample(rng, 1024).tolist(), None)
+        self.next: Callable[[], int] = chain.from_iterable(blocks).__next__
 
 
 _FILLER = ("lorem ipsum dolor sit amet consectetur adipiscing elit " * 4096).split()
@@ -112,3 +106,26 @@ def filler_prompt(index: int, n: int, shared_prefix: int) -> list[str]:
             rest -= len(_FILLER)
         words += _FILLER[:rest]
     return words
+
+
+# Request indices stay below this (a day at 100 req/s is 2^23): unique hashes never overlap.
+_REQUESTS = 1 << 32
+
+
+def filler_block_hashes(index: int, n: int, shared_prefix: int, block_size: int) -> list[int]:
+    """Block hashes equivalent to `block_hashes(filler_prompt(index, n, shared_prefix), block_size)`.
+
+    The prefix cache only compares hashes, so any values with the same equalities do: a full block of
+    the shared part is the same for every request (its hash is its position, negative), every block
+    from the request's tag on is its own (request index + position x 2^32: the low bits vary with
+    the request, so the cache's dict spreads them). No words are made and nothing is hashed, which
+    a virtual run would otherwise do for every prompt block.
+    """
+    if index >= _REQUESTS:
+        raise ValueError("a virtual run of more than 2^32 requests")
+    full = n // block_size
+    shared = min(min(shared_prefix, n) // block_size, full)
+    return [
+        *range(-1, -shared - 1, -1),
+        *range(index + shared * _REQUESTS, index + full * _REQUESTS, _REQUESTS),
+    ]

@@ -23,6 +23,7 @@ import numpy as np
 from tokenpace.core.sketch import RELATIVE_ERROR, LogSketch
 from tokenpace.core.stats import Distribution
 
+SAMPLE_CAP = 2_000  # requests' TTFT, TPOT, E2E kept per step for select's attainment (~60 kB of JSON)
 STREAM_BUFFER = 16_384  # finished requests' numbers held per step (~3 MB) before they are folded in
 SUMMARY_ONLY_ABOVE = 1_000_000  # expected requests past which a virtual run keeps no records
 RECORDS_NOT_KEPT = (
@@ -58,8 +59,23 @@ class StreamedClient:
             "output_token_throughput": self.output_token_throughput,
             "total_token_throughput": self.total_token_throughput,
             "counts": dict(self.counts),
+            "error_rate": 0.0,  # the engine model fails no request
             "records": RECORDS_NOT_KEPT,
         }
+
+
+def with_engine_view(
+    client: dict[str, Any], queue_ms: Distribution, cached_tokens: int, preemptions: int
+) -> dict[str, Any]:
+    """A step's JSON: the client's summary plus what only the engine knows (both summary kinds)."""
+    return {
+        **client,
+        "engine": {
+            "queue_ms": queue_ms.to_dict(),
+            "cached_tokens": cached_tokens,
+            "preemptions": preemptions,
+        },
+    }
 
 
 @dataclass(slots=True)
@@ -70,16 +86,14 @@ class StreamedSummary:
     engine_queue_ms: Distribution
     cached_tokens: int
     preemptions: int
+    # an even stride of the step's requests (ms; TPOT None for one output token), for a predicted
+    # sweep; not in to_dict
+    sample: dict[str, list[float | None]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.client.to_dict(),
-            "engine": {
-                "queue_ms": self.engine_queue_ms.to_dict(),
-                "cached_tokens": self.cached_tokens,
-                "preemptions": self.preemptions,
-            },
-        }
+        return with_engine_view(
+            self.client.to_dict(), self.engine_queue_ms, self.cached_tokens, self.preemptions
+        )
 
 
 @dataclass(slots=True)
@@ -97,6 +111,7 @@ class StreamedStep:
     last_end: float = -math.inf
     cached_tokens: int = 0
     preemptions: int = 0
+    sample: StrideSample = field(default_factory=lambda: StrideSample(SAMPLE_CAP))
 
     def add(self, row: tuple[float, float, float, int, int, float], cached: int, preemptions: int) -> None:
         self.buffer.append(row)
@@ -116,11 +131,15 @@ class StreamedStep:
         self.prompt_tokens += int(prompt.sum())
         self.first_sent = min(self.first_sent, float(sent.min()))
         self.last_end = max(self.last_end, float(end.max()))
-        self.sketches["ttft"].add_many((first - sent) * 1e3)
-        self.sketches["e2e"].add_many((end - sent) * 1e3)
+        ttft, e2e = (first - sent) * 1e3, (end - sent) * 1e3
         many = out > 1
-        self.sketches["tpot"].add_many((end[many] - first[many]) * 1e3 / (out[many] - 1))
+        tpot = np.full(len(a), np.nan)
+        tpot[many] = (end[many] - first[many]) * 1e3 / (out[many] - 1)
+        self.sketches["ttft"].add_many(ttft)
+        self.sketches["e2e"].add_many(e2e)
+        self.sketches["tpot"].add_many(tpot[many])
         self.sketches["queue"].add_many(queue * 1e3)
+        self.sample.add(np.stack([ttft, tpot, e2e], axis=1))
 
     def merge(self, other: StreamedStep) -> None:
         """Another replica's share of the same step."""
@@ -135,6 +154,7 @@ class StreamedStep:
         self.last_end = max(self.last_end, other.last_end)
         self.cached_tokens += other.cached_tokens
         self.preemptions += other.preemptions
+        self.sample.merge(other.sample)
 
     def summary(self) -> StreamedSummary:
         self.flush()
@@ -154,5 +174,46 @@ class StreamedStep:
             total_token_throughput=per_s(self.output_tokens + self.prompt_tokens),
         )
         return StreamedSummary(
-            client, self.sketches["queue"].distribution(), self.cached_tokens, self.preemptions
+            client,
+            self.sketches["queue"].distribution(),
+            self.cached_tokens,
+            self.preemptions,
+            self.sample.to_dict(),
         )
+
+
+class StrideSample:
+    """Every stride-th row seen (TTFT, TPOT, E2E in ms), the stride doubled whenever more than `cap`
+    are kept: an even stride through any number of requests in at most `cap` rows, without knowing
+    the number up front."""
+
+    __slots__ = ("cap", "rows", "seen", "stride")
+
+    def __init__(self, cap: int) -> None:
+        self.cap, self.stride, self.seen = cap, 1, 0
+        self.rows = np.empty((0, 3))
+
+    def add(self, rows: np.ndarray) -> None:
+        kept = rows[(-self.seen) % self.stride :: self.stride]  # the rows whose index is a multiple
+        self.seen += len(rows)
+        self.rows = np.concatenate([self.rows, kept])
+        self._thin()
+
+    def merge(self, other: StrideSample) -> None:
+        """Another replica's share (each thinned by its own stride: even within each share)."""
+        self.rows = np.concatenate([self.rows, other.rows])
+        self.seen += other.seen
+        self.stride = max(self.stride, other.stride)
+        self._thin()
+
+    def _thin(self) -> None:
+        while len(self.rows) > self.cap:
+            self.rows = self.rows[::2]  # indices that are multiples of twice the stride
+            self.stride *= 2
+
+    def to_dict(self) -> dict[str, list[float | None]]:
+        names = ("ttft_ms", "tpot_ms", "e2e_ms")
+        return {
+            name: [None if math.isnan(v) else round(v, 4) for v in self.rows[:, i].tolist()]
+            for i, name in enumerate(names)
+        }

@@ -17,7 +17,7 @@ from tokenpace.core.stats import Distribution, describe
 from tokenpace.sim.profile import Network, Profile
 from tokenpace.sim.virtual import VirtualResult
 from tokenpace.sim.virtual_load import VirtualLoad
-from tokenpace.sim.virtual_stream import StreamedSummary
+from tokenpace.sim.virtual_stream import StreamedSummary, with_engine_view
 
 
 @dataclass(slots=True)
@@ -28,14 +28,9 @@ class VirtualSummary:
     preemptions: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            **self.client.to_dict(),
-            "engine": {
-                "queue_ms": self.engine_queue_ms.to_dict(),
-                "cached_tokens": self.cached_tokens,
-                "preemptions": self.preemptions,
-            },
-        }
+        return with_engine_view(
+            self.client.to_dict(), self.engine_queue_ms, self.cached_tokens, self.preemptions
+        )
 
 
 def summarize_virtual(

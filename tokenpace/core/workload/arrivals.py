@@ -36,6 +36,6 @@ def arrival_offsets_s(
             gaps = rng.exponential(mean_gap, size=1024)
         else:
             gaps = rng.gamma(burstiness, mean_gap / burstiness, size=1024)
-        for g in gaps:
+        for g in gaps.tolist():  # Python floats, the same values: no numpy scalar per arrival
             yield t
-            t += float(g)
+            t += g
