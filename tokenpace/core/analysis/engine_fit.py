@@ -47,6 +47,8 @@ from tokenpace.core.analysis.engine_obs import (
     timeline,
 )
 from tokenpace.core.analysis.engine_solve import solve
+from tokenpace.core.analysis.prefill_table_fit import prefill_table
+from tokenpace.core.analysis.step_noise_fit import fit_step_noise
 
 DEFAULT_MAX_NUM_SEQS = 256
 
@@ -157,13 +159,20 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
+    noise = fit_step_noise(loads)
+    table_n, table_ms, table = prefill_table(
+        prefill.groups, result.costs, result.residuals["prefill_rel_rms"], noise.sigma
+    )
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
     return replace(
         result,
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
-        params=(*result.params, jitter, limit, kv),
+        params=(*result.params, jitter, *noise.params, table, limit, kv),
+        step_cv=noise.cv,
+        step_cv_hold=noise.hold_s,
+        prefill_table=tuple(zip(table_n, table_ms, strict=True)),
     )
 
 
@@ -187,7 +196,9 @@ HALF_NORMAL_MEAN = (2 / np.pi) ** 0.5  # its mean over s
 def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Param]:
     """TTFT's spread at a prompt length (robust: 1.4826 x MAD around the length's median, so a misfit of
     the line is not counted as spread; the least over lengths with 5 requests or more), taken as the
-    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean.
+    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean. Part of
+    that spread is the step noise's (step_noise_fit) and is counted twice: kept, because the step
+    noise alone does not desynchronise a closed loop (requests that share steps share their noise).
 
     Without it a replayed closed loop of equal requests stays in lock step for ever, where a real
     one drifts apart and its newcomers' prefills land inside the others' decodes."""
