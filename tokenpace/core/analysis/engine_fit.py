@@ -160,9 +160,13 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
     noise = fit_step_noise(loads)
+    by_length: dict[float, list[float]] = {}
+    for o in alone:
+        by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
     table_n, table_ms, table = prefill_table(
-        prefill.groups, result.costs, result.residuals["prefill_rel_rms"], noise.sigma
+        prefill.groups, result.costs, result.residuals["prefill_rel_rms"], noise.sigma, by_length
     )
+    result = _as_means(result, noise.sigma)
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
     return replace(
@@ -174,6 +178,15 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
         step_cv_hold=noise.hold_s,
         prefill_table=tuple(zip(table_n, table_ms, strict=True)),
     )
+
+
+def _as_means(fit: EngineFit, sigma: float) -> EngineFit:
+    """The prefill's coefficients as a step's mean: they were fitted to median TTFTs of one step each,
+    and the simulator's step noise (lognormal, log sd sigma) has mean 1 and median exp(-sigma^2/2).
+    The decode's come from times per output token, means of many steps already."""
+    k = float(np.exp(0.5 * sigma * sigma))
+    c = fit.costs
+    return replace(fit, costs=replace(c, per_token=c.per_token * k, per_pair=c.per_pair * k))
 
 
 def _kv_capacity(loads: Sequence[MeasuredLoad]) -> Param:

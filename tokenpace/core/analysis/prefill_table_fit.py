@@ -7,6 +7,8 @@ TABLE_THRESHOLD, the calibrated profile carries the ladder itself: at each promp
 TTFT of requests alone in flight less the fixed parts (round trip, step and sequence overheads),
 made monotone (weighted pool-adjacent-violators: a longer prompt never costs less), as the mean of
 one step under the fitted step noise (the ladder's medians are one step's median: x exp(sigma^2/2)).
+A misfit the noise of the medians could make is not one: the threshold is at least twice the RMS
+standard error of the ladder's medians (1.2533 x robust sd / sqrt(requests), relative, per length).
 The simulator interpolates it (tokenpace.sim.step_noise.PrefillTable) and continues past its last
 length with the fitted roofline's growth.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+
+import numpy as np
 
 from tokenpace.core.analysis.engine_costs import Param, StepCosts
 
@@ -39,14 +43,34 @@ def _isotonic(values: list[float], weights: list[float]) -> list[float]:
     return out
 
 
+def medians_noise(ttft_by_length: dict[float, list[float]]) -> float:
+    """RMS relative standard error of the per-length median TTFTs (lengths with 3 requests or more)."""
+    se = []
+    for v in ttft_by_length.values():
+        arr = np.asarray(v)
+        med = float(np.median(arr))
+        if len(arr) >= 3 and med > 0:
+            sd = 1.4826 * float(np.median(np.abs(arr - med)))
+            se.append(1.2533 * sd / med / len(arr) ** 0.5)
+    return float(np.sqrt(np.mean(np.square(se)))) if se else 0.0
+
+
 def prefill_table(
-    groups: Sequence[tuple[float, float, float]], costs: StepCosts, residual: float, sigma: float
+    groups: Sequence[tuple[float, float, float]],
+    costs: StepCosts,
+    residual: float,
+    sigma: float,
+    ttft_by_length: dict[float, list[float]],
 ) -> tuple[tuple[float, ...], tuple[float, ...], Param]:
     """(prompt lengths, prefill ms, the note): empty lengths when the line is kept."""
     name = "prefill_table"
     rows = sorted(groups)[:MAX_TABLE_POINTS]
-    if residual <= TABLE_THRESHOLD:
-        why = f"the line fits the ladder (relative RMS residual {residual:.1%} <= {TABLE_THRESHOLD:.0%})"
+    threshold = max(TABLE_THRESHOLD, 2 * medians_noise(ttft_by_length))
+    if residual <= threshold:
+        why = (
+            f"the line fits the ladder (relative RMS residual {residual:.1%} <= {threshold:.1%}, the larger "
+            f"of {TABLE_THRESHOLD:.0%} and twice the medians' own noise)"
+        )
         return (), (), Param(name, 0.0, "lengths", False, why)
     if len(rows) < 2 or rows[-1][0] < 1.5 * rows[0][0]:
         why = f"the line misfits ({residual:.1%}) but there is no ladder to tabulate"
@@ -56,7 +80,7 @@ def prefill_table(
     raw = [max(0.0, t - fixed) * mean_of_median for _, t, _ in rows]
     ms = [v * 1e3 for v in _isotonic(raw, [w for _, _, w in rows])]
     how = (
-        f"the line misfits the ladder ({residual:.1%} relative RMS > {TABLE_THRESHOLD:.0%}): median TTFT "
+        f"the line misfits the ladder ({residual:.1%} relative RMS > {threshold:.1%}): median TTFT "
         f"alone at {len(rows)} prompt lengths less {fixed * 1e3:.3g} ms of fixed parts, monotone; "
         "interpolated between them, the fitted line beyond the last"
     )
