@@ -185,8 +185,16 @@ def _as_means(fit: EngineFit, sigma: float) -> EngineFit:
     and the simulator's step noise (lognormal, log sd sigma) has mean 1 and median exp(-sigma^2/2).
     The decode's come from times per output token, means of many steps already."""
     k = float(np.exp(0.5 * sigma * sigma))
+    if k == 1.0:
+        return fit
     c = fit.costs
-    return replace(fit, costs=replace(c, per_token=c.per_token * k, per_pair=c.per_pair * k))
+    scaled = ("prefill_per_token", "attention_per_pair")
+    note = f" (x {k:.3g}: a step's mean under the step noise)"
+    params = tuple(
+        replace(p, value=p.value * k, how=p.how + note) if p.name in scaled and p.identified else p
+        for p in fit.params
+    )
+    return replace(fit, costs=replace(c, per_token=c.per_token * k, per_pair=c.per_pair * k), params=params)
 
 
 def _kv_capacity(loads: Sequence[MeasuredLoad]) -> Param:
