@@ -4,12 +4,15 @@ A sweep of under 5 minutes (an input-length ladder at concurrency 1, then concur
 llama-server with 2 slots, so concurrency 4 shows the slot limit; the calibrated profile then
 predicts held-out concurrency 8 and 16 and a Poisson rate at 70 % of the measured maximum. The
 target: TTFT and TPOT at P50 and P95, and E2E at P50, within 10 %. Live latency on two shared cores:
-marked timing (retried), and the errors are printed (pytest -s) for docs/sim.md.
+marked timing (retried), and the errors are printed (pytest -s) and written as a markdown table to
+$TMPDIR/tokenpace-llamacpp-calibrate.md (the last run's, with the load average) for docs/sim.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +27,23 @@ OUT = "32"  # output tokens per request
 TARGETS = {("ttft", 50), ("ttft", 95), ("tpot", 50), ("tpot", 95), ("e2e", 50)}
 
 
+def _write_table(rows: list, header: str) -> None:
+    """The error table as docs/sim.md shows it (signed relative error per load and metric)."""
+    cols = [(m, p) for m in ("ttft", "tpot", "e2e") for p in (50, 95)]
+    err = {(r.load, r.metric, r.percentile): r.rel_error for r in rows}
+    loads = list(dict.fromkeys(r.load for r in rows))
+    lines = [
+        f"{header}; load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        "",
+        "| load | " + " | ".join(f"{m.upper()} P{p}" for m, p in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for load in loads:
+        cells = [f"{err[(load, m, p)]:+.1%}" if (load, m, p) in err else "-" for m, p in cols]
+        lines.append(f"| {load} | " + " | ".join(cells) + " |")
+    Path(tempfile.gettempdir(), "tokenpace-llamacpp-calibrate.md").write_text("\n".join(lines) + "\n")
+
+
 def _sweep(server: LlamaServer, out: Path, *args: str) -> dict:
     done = run_cli(
         "sweep", "--url", server.url, "--keep-going", "--no-store", "-q", "--output-len", OUT,
@@ -35,8 +55,8 @@ def _sweep(server: LlamaServer, out: Path, *args: str) -> dict:
 
 @pytest.mark.timing
 @pytest.mark.xfail(
-    reason="the 10 % target is not met on the 2-core shared machine (docs/sim.md: the CPU engine's "
-    "prefill is neither linear nor quadratic in the prompt, and busy cores move P95s by 2x)",
+    reason="the 10 % target is not met on the 2-core shared machine (docs/sim.md: busy cores move the "
+    "engine's speed between runs, and a per-request cost after the last token is not modelled)",
     strict=False,
 )
 def test_calibrated_profile_predicts_held_out_loads_of_llama_server(
@@ -60,6 +80,7 @@ def test_calibrated_profile_predicts_held_out_loads_of_llama_server(
     result = validate(profile, [str(tmp_path / "held.json"), str(tmp_path / "rate.json")])
     rows = result.rows
 
+    _write_table(rows, f"calibration sweep {calibration_s:.0f} s; {profile.calibration}")
     print(f"\ncalibration sweep {calibration_s:.0f} s; {profile.calibration}")
     for r in rows:
         print(

@@ -10,6 +10,7 @@ of 1,000 TFLOP/s and 1,000 GB/s at full efficiency:
 - k, KV read per token       -> kv_bytes (one layer, one KV head of dimension one)
 - F and S                    -> step_overhead_ms and per_seq_overhead_us
 - R                          -> the network's rtt_ms
+- step noise, prefill table  -> the engine's step_cv, step_cv_hold_ms, prefill_table_* (step_noise.py)
 
 The [provenance] table keeps the fit in its own units, which runs it came from, which parameters the
 data identified and which were left at a default (and why), the residuals, and where it holds.
@@ -70,13 +71,20 @@ def calibrated_profile(
         prefix_caching=False,  # the sweep's prompts are unique: prefix reuse is not calibrated
         max_model_len=UNLIMITED_MODEL_LEN,
         num_gpu_blocks=-(-fit.kv_tokens // 16) if fit.kv_tokens else UNLIMITED_KV_BLOCKS,
+        step_cv=fit.step_cv,
+        step_cv_hold_ms=fit.step_cv_hold * 1e3,
+        prefill_table_tokens=tuple(n for n, _ in fit.prefill_table),
+        prefill_table_ms=tuple(ms for _, ms in fit.prefill_table),
     )
     c = fit.costs
     summary = (
         f"fitted: prefill {c.per_token * 1e6:.3g} ms per 1k tokens + {(c.fixed + c.per_seq) * 1e3:.3g} ms "
         "fixed; "
         f"decode step {c.decode_step(1, 0) * 1e3:.3g} ms at batch 1, +{c.per_seq * 1e3:.3g} ms per sequence; "
-        f"round trip {c.rtt * 1e3:.3g} ms; max_num_seqs {fit.max_num_seqs}"
+        f"round trip {c.rtt * 1e3:.3g} ms; max_num_seqs {fit.max_num_seqs}; "
+        f"step time CV {fit.step_cv:.3g}"
+        + (f" held {fit.step_cv_hold * 1e3:.3g} ms" if fit.step_cv_hold else "")
+        + (f"; prefill as measured at {len(fit.prefill_table)} lengths" if fit.prefill_table else "")
     )
     return Profile(
         name=name,

@@ -5,6 +5,10 @@ attention over each token's context) or reading memory (the weights once per ste
 of every sequence that attends). Decode-only steps at small batch are memory bound (flat in batch
 size), large prefills are compute bound (linear in tokens), and big decode batches cross over: the
 shapes real engines show.
+
+Two optional terms, both off in the shipped profiles (a calibration sets them, see docs/sim.md):
+a measured prefill table (step_noise.PrefillTable) prices prefill chunks instead of the roofline's
+line-plus-curve, and step-time variability (step_noise.StepNoise) multiplies every step's duration.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tokenpace.sim.profile import Profile
+from tokenpace.sim.step_noise import PrefillTable, StepNoise
 
 
 @dataclass(slots=True)
@@ -23,10 +28,21 @@ class StepWork:
     decode_seqs: int = 0  # sequences decoding one token
     decode_context: int = 0  # total context length those sequences attend to
     seqs: int = 0  # sequences touched (prefill + decode)
+    # (start, n) of each prefill chunk, for a measured prefill table; at most one per sequence in the
+    # step, so bounded by max_num_seqs. None until the first chunk.
+    prefill_chunks: list[tuple[int, int]] | None = None
 
     @property
     def tokens(self) -> int:
         return self.prefill_tokens + self.decode_seqs
+
+    def add_prefill(self, start: int, n: int) -> None:
+        """n new prompt tokens computed after `start` cached ones."""
+        self.prefill_tokens += n
+        self.prefill_pairs += prefill_pairs(start, n)
+        if self.prefill_chunks is None:
+            self.prefill_chunks = []
+        self.prefill_chunks.append((start, n))
 
 
 def prefill_pairs(start: int, n: int) -> float:
@@ -35,7 +51,7 @@ def prefill_pairs(start: int, n: int) -> float:
 
 
 class CostModel:
-    def __init__(self, profile: Profile, slowdown: float = 1.0) -> None:
+    def __init__(self, profile: Profile, slowdown: float = 1.0, seed: int = 0) -> None:
         m = profile.model
         self._flops_tok = m.flops_per_token
         self._flops_pair = m.attn_flops_per_pair
@@ -49,14 +65,31 @@ class CostModel:
         self.slowdown = slowdown  # >1 while the engine is cold (see faults.cold_start)
         # A dense model reads all its weights whatever the step holds (None: MoE, per step)
         self._weights = None if m.experts > 0 else m.weight_bytes_read(1)
+        eng = profile.engine
+        self._table = PrefillTable.of(eng.prefill_table_tokens, eng.prefill_table_ms, self._roofline_prefill)
+        self._noise = StepNoise.of(eng.step_cv, eng.step_cv_hold_ms, seed)
+        if self._noise is None:  # the hot path of the shipped profiles: no extra call per step
+            self.step_seconds = self.base_seconds  # type: ignore[method-assign]
 
-    def step_seconds(self, w: StepWork) -> float:
-        tokens = w.prefill_tokens + w.decode_seqs
+    def _roofline_prefill(self, n: float) -> float:
+        """Compute time of an n-token prompt from scratch on the roofline (the table's extension)."""
+        return (n * self._flops_tok + n * (n + 1) / 2.0 * self._flops_pair) / self._eff_flops
+
+    def base_seconds(self, w: StepWork) -> float:
+        """The step's duration without the variability term."""
+        tokens = w.prefill_tokens + w.decode_seqs  # not the property: one call fewer a step
         if tokens == 0:
             return 0.0
-        compute = (tokens * self._flops_tok + (w.prefill_pairs + w.decode_context) * self._flops_pair) / (
-            self._eff_flops
-        )
+        table = self._table
+        if table is not None and w.prefill_chunks:
+            compute = (
+                table.chunks_seconds(w.prefill_chunks)
+                + (w.decode_seqs * self._flops_tok + w.decode_context * self._flops_pair) / self._eff_flops
+            )
+        else:
+            compute = (
+                tokens * self._flops_tok + (w.prefill_pairs + w.decode_context) * self._flops_pair
+            ) / self._eff_flops
         weights = self._weights
         if weights is None:
             weights = self._model.weight_bytes_read(tokens)
@@ -64,9 +97,17 @@ class CostModel:
         t = self._fixed + w.seqs * self._per_seq + max(compute, memory)
         return t * self.slowdown
 
-    # Convenience figures for docs and --list-profiles.
+    def step_seconds(self, w: StepWork) -> float:
+        """The step's duration: every step that runs draws its variability (a seeded stream)."""
+        t = self.base_seconds(w)
+        noise = self._noise
+        return t * noise.factor(t) if noise is not None and t > 0 else t
+
+    # Convenience figures for docs and --list-profiles (no variability: typical values).
     def decode_step_seconds(self, batch: int, context: int) -> float:
-        return self.step_seconds(StepWork(decode_seqs=batch, decode_context=batch * context, seqs=batch))
+        return self.base_seconds(StepWork(decode_seqs=batch, decode_context=batch * context, seqs=batch))
 
     def prefill_seconds(self, n: int) -> float:
-        return self.step_seconds(StepWork(prefill_tokens=n, prefill_pairs=prefill_pairs(0, n), seqs=1))
+        work = StepWork(seqs=1)
+        work.add_prefill(0, n)
+        return self.base_seconds(work)

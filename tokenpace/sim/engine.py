@@ -17,7 +17,7 @@ import random
 from collections import deque
 from typing import Any
 
-from tokenpace.sim.costmodel import CostModel, StepWork, prefill_pairs
+from tokenpace.sim.costmodel import CostModel, StepWork
 from tokenpace.sim.fast_forward import FastForward
 from tokenpace.sim.kvcache import KVCache, block_hashes
 from tokenpace.sim.lazy_decode import LazyDecoders
@@ -44,7 +44,7 @@ class Engine(FastForward):
         )
         self.kv = KVCache(profile.num_gpu_blocks, e.block_size, e.prefix_caching)
         self.watermark = max(1, int(0.01 * self.kv.num_blocks))  # headroom kept when admitting
-        self.cost = CostModel(profile)
+        self.cost = CostModel(profile, seed=seed)
         self.rng = random.Random(seed)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
@@ -391,5 +391,4 @@ class Engine(FastForward):
             work.decode_seqs += 1
             work.decode_context += num_tokens
         else:
-            work.prefill_tokens += n
-            work.prefill_pairs += prefill_pairs(req.num_computed, n)
+            work.add_prefill(req.num_computed, n)

@@ -97,6 +97,15 @@ class EngineConfig:
     reasoning_tokens: int = 0
     tokens_per_chunk: int = 1
     usage_every_chunk: bool = False
+    # Measured terms of the cost model (sim/step_noise.py), set by a calibration; off by default.
+    # Step-time variability: a lognormal factor of this coefficient of variation on every step, its
+    # log correlated over step_cv_hold_ms of simulated time (0: independent steps).
+    step_cv: float = 0.0
+    step_cv_hold_ms: float = 0.0
+    # Prefill time (ms, from scratch, compute part) against prompt length, where the roofline's
+    # line-plus-curve misfits the measured ladder; empty: the roofline prices prefill.
+    prefill_table_tokens: tuple[float, ...] = ()
+    prefill_table_ms: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,7 +240,7 @@ def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
             model=ModelSpec(**p["model"]),
             hardware=Hardware(**p["hardware"]),
             efficiency=Efficiency(**p["efficiency"]),
-            engine=EngineConfig(**p["engine"]),
+            engine=_engine(p["engine"]),
             network=network,
             calibration=p.get("calibration", ""),
             sources=tuple(p.get("sources", ())),
@@ -239,3 +248,18 @@ def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
         )
     except (KeyError, TypeError) as e:
         raise ProfileError(f"profile {name!r}: missing or unknown field ({e})") from None
+
+
+MAX_PREFILL_TABLE = 64  # lengths in a prefill table (a ladder has a handful)
+
+
+def _engine(section: dict[str, Any]) -> EngineConfig:
+    """The engine section; a TOML file's lists become tuples (a profile stays hashable)."""
+    fixed: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+    n, ms = fixed.get("prefill_table_tokens", ()), fixed.get("prefill_table_ms", ())
+    if len(n) != len(ms) or len(n) > MAX_PREFILL_TABLE:
+        raise ProfileError(
+            f"engine.prefill_table_tokens and _ms: {len(n)} and {len(ms)} values "
+            f"(equal counts, at most {MAX_PREFILL_TABLE})"
+        )
+    return EngineConfig(**fixed)

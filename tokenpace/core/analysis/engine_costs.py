@@ -64,6 +64,11 @@ class EngineFit:
     observed: dict[str, list[float]] = field(default_factory=dict)  # ranges the data covered
     jitter: float = 0.0  # seconds: half-normal scale of the round trip's spread (see engine_fit)
     kv_tokens: int | None = None  # KV-cache capacity, where the server's gauge showed it
+    step_cv: float = 0.0  # coefficient of variation of a step's duration (step_noise_fit)
+    step_cv_hold: float = 0.0  # seconds: correlation time of that variation (0: independent steps)
+    # Prefill time against prompt length as measured, where the line misfits (prefill_table_fit):
+    # (prompt tokens, ms) at the ladder's lengths; empty when the line prices prefill.
+    prefill_table: tuple[tuple[float, float], ...] = ()
 
 
 @dataclass(slots=True)

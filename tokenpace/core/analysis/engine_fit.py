@@ -47,6 +47,8 @@ from tokenpace.core.analysis.engine_obs import (
     timeline,
 )
 from tokenpace.core.analysis.engine_solve import solve
+from tokenpace.core.analysis.prefill_table_fit import prefill_table
+from tokenpace.core.analysis.step_noise_fit import fit_step_noise
 
 DEFAULT_MAX_NUM_SEQS = 256
 
@@ -157,14 +159,42 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
+    noise = fit_step_noise(loads)
+    by_length: dict[float, list[float]] = {}
+    for o in alone:
+        by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
+    table_n, table_ms, table = prefill_table(
+        prefill.groups, result.costs, result.residuals["prefill_rel_rms"], noise.sigma, by_length
+    )
+    result = _as_means(result, noise.sigma)
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
     return replace(
         result,
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
-        params=(*result.params, jitter, limit, kv),
+        params=(*result.params, jitter, *noise.params, table, limit, kv),
+        step_cv=noise.cv,
+        step_cv_hold=noise.hold_s,
+        prefill_table=tuple(zip(table_n, table_ms, strict=True)),
     )
+
+
+def _as_means(fit: EngineFit, sigma: float) -> EngineFit:
+    """The prefill's coefficients as a step's mean: they were fitted to median TTFTs of one step each,
+    and the simulator's step noise (lognormal, log sd sigma) has mean 1 and median exp(-sigma^2/2).
+    The decode's come from times per output token, means of many steps already."""
+    k = float(np.exp(0.5 * sigma * sigma))
+    if k == 1.0:
+        return fit
+    c = fit.costs
+    scaled = ("prefill_per_token", "attention_per_pair")
+    note = f" (x {k:.3g}: a step's mean under the step noise)"
+    params = tuple(
+        replace(p, value=p.value * k, how=p.how + note) if p.name in scaled and p.identified else p
+        for p in fit.params
+    )
+    return replace(fit, costs=replace(c, per_token=c.per_token * k, per_pair=c.per_pair * k), params=params)
 
 
 def _kv_capacity(loads: Sequence[MeasuredLoad]) -> Param:
@@ -187,7 +217,9 @@ HALF_NORMAL_MEAN = (2 / np.pi) ** 0.5  # its mean over s
 def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Param]:
     """TTFT's spread at a prompt length (robust: 1.4826 x MAD around the length's median, so a misfit of
     the line is not counted as spread; the least over lengths with 5 requests or more), taken as the
-    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean.
+    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean. Part of
+    that spread is the step noise's (step_noise_fit) and is counted twice: kept, because the step
+    noise alone does not desynchronise a closed loop (requests that share steps share their noise).
 
     Without it a replayed closed loop of equal requests stays in lock step for ever, where a real
     one drifts apart and its newcomers' prefills land inside the others' decodes."""
