@@ -9,6 +9,8 @@ measured maximum; the target is TTFT and TPOT at P50 and P95, and E2E at P50, wi
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,8 +49,28 @@ class Acceptance:
         ]
 
 
+def write_table(rows: list[Any], name: str, header: str) -> Path:
+    """The error table as docs/sim.md shows it (signed relative error per load and metric), with the
+    load average, to $TMPDIR/tokenpace-NAME-calibrate.md: the last run's, for the docs."""
+    cols = [(m, p) for m in ("ttft", "tpot", "e2e") for p in (50, 95)]
+    err = {(r.load, r.metric, r.percentile): r.rel_error for r in rows}
+    loads = list(dict.fromkeys(r.load for r in rows))
+    lines = [
+        f"{header}; load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}",
+        "",
+        "| load | " + " | ".join(f"{m.upper()} P{p}" for m, p in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
+    for load in loads:
+        cells = [f"{err[(load, m, p)]:+.1%}" if (load, m, p) in err else "-" for m, p in cols]
+        lines.append(f"| {load} | " + " | ".join(cells) + " |")
+    out = Path(tempfile.gettempdir(), f"tokenpace-{name}-calibrate.md")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
 def run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
-    """Calibrate, predict the held-out loads, print the table (pytest -s: for docs/sim.md)."""
+    """Calibrate, predict the held-out loads, print the table (pytest -s) and write it (write_table)."""
     t0 = time.monotonic()
     _sweep(url, tmp_path / "ladder.json", "--input-len", "16,128,512,1024", "-n", "8")
     conc = _sweep(url, tmp_path / "conc.json", "--concurrency", "1,2,4", "-n", "40", "--input-len", "64")
@@ -61,7 +83,9 @@ def run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
     _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64")
     _sweep(url, tmp_path / "rate.json", "--rate", str(rate), "-n", "120", "--input-len", "64")
     result = validate(profile, [str(tmp_path / "held.json"), str(tmp_path / "rate.json")])
-    print(f"\n{name}: calibration sweep {calibration_s:.0f} s; {profile.calibration}")
+    header = f"calibration sweep {calibration_s:.0f} s; {profile.calibration}"
+    write_table(result.rows, name, header)
+    print(f"\n{name}: {header}")
     for r in result.rows:
         print(
             f"{r.load:<18} {r.metric.upper()} P{r.percentile}: predicted {r.predicted_ms:8.2f} ms, "
