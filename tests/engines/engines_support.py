@@ -17,7 +17,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from tokenpace.testing import procs
 from tokenpace.testing.procs import free_port
@@ -62,8 +62,55 @@ def http_json(url: str, body: dict[str, Any] | None = None, timeout_s: float = 6
         return json.loads(resp.read())
 
 
+_Engine = TypeVar("_Engine", bound="ServedEngine")
+
+
+class ServedEngine:
+    """What both engine processes share: a free 127.0.0.1 port, the URLs, starting with a wait for
+    /health (the log's tail in the error), stopping, and use as a context manager."""
+
+    port: int
+    proc: subprocess.Popen[bytes] | None
+    log: Path
+    stop_grace_s = 10.0
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def url(self) -> str:
+        """The OpenAI-compatible base URL (what `tokenpace bench --url` takes)."""
+        return self.base + "/v1"
+
+    def start(self: _Engine) -> _Engine:
+        raise NotImplementedError
+
+    def _launch(self, cmd: list[str], wait_s: float, name: str, env: dict[str, str] | None = None) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
+            )
+        try:
+            wait_http(self.base + "/health", wait_s, self.proc)
+        except (RuntimeError, TimeoutError) as exc:
+            self.stop()
+            tail = self.log.read_text(errors="replace")[-4000:]
+            raise RuntimeError(f"{name} did not start: {exc}\n{tail}") from exc
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            stop_process(self.proc, grace_s=self.stop_grace_s)
+
+    def __enter__(self: _Engine) -> _Engine:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
 @dataclass
-class LlamaServer:
+class LlamaServer(ServedEngine):
     """One llama-server process on a free 127.0.0.1 port."""
 
     binary: Path
@@ -74,15 +121,6 @@ class LlamaServer:
     extra: list[str] = field(default_factory=list)
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        """The OpenAI-compatible base URL (what `tokenpace bench --url` takes)."""
-        return self.base + "/v1"
 
     def start(self) -> LlamaServer:
         self.port = free_port()
@@ -108,25 +146,8 @@ class LlamaServer:
             "--no-webui",
             *self.extra,
         ]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            wait_http(self.base + "/health", 60, self.proc)
-        except (RuntimeError, TimeoutError) as exc:
-            self.stop()
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"llama-server did not start: {exc}\n{tail}") from exc
+        self._launch(cmd, 60, "llama-server")
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def __enter__(self) -> LlamaServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def run_cli(*args: str, timeout_s: float = 120) -> subprocess.CompletedProcess[str]:
@@ -169,7 +190,7 @@ def assert_exact_counts(result: dict[str, Any], records: list[dict[str, Any]], n
 
 
 @dataclass
-class VllmServer:
+class VllmServer(ServedEngine):
     """vLLM's OpenAI server on CPU (the `make test-vllm` venv's interpreter), tiny model, free port.
     vLLM takes minutes to start on 2 cores (its compile warm-up), hence the long wait."""
 
@@ -180,13 +201,7 @@ class VllmServer:
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
 
-    @property
-    def base(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return self.base + "/v1"
+    stop_grace_s = 30.0
 
     def start(self) -> VllmServer:
         self.port = free_port()
@@ -204,24 +219,5 @@ class VllmServer:
             "--max-model-len", "2048", "--max-num-seqs", str(self.max_num_seqs),
             "--dtype", os.environ.get("TOKENPACE_VLLM_DTYPE", "float32"),
         ]  # fmt: skip
-        with open(self.log, "ab") as out:
-            self.proc = subprocess.Popen(
-                cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env
-            )
-        try:
-            wait_http(self.base + "/health", 900, self.proc)
-        except (RuntimeError, TimeoutError) as exc:
-            self.stop()
-            tail = self.log.read_text(errors="replace")[-4000:]
-            raise RuntimeError(f"vLLM did not start: {exc}\n{tail}") from exc
+        self._launch(cmd, 900, "vLLM", env)
         return self
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            stop_process(self.proc, grace_s=30)
-
-    def __enter__(self) -> VllmServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
