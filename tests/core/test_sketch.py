@@ -41,3 +41,22 @@ def test_edges_zero_tiny_huge_and_nothing() -> None:
     sketch.add_many(np.array([0.0, MIN_VALUE / 10, 1e15]))
     assert sketch.percentiles([0, 100]) == [0.0, 1e15]  # the exact extremes, past the last bucket
     assert sketch.distribution().low_sample == ["p50", "p90", "p95", "p99"]
+
+
+def test_the_sketch_interval_holds_the_exact_interval_it_stands_for() -> None:
+    # the order-statistic interval from the sketch's ranks, widened by its error, must contain the
+    # interval describe() computes from the sorted values, and the exact percentile
+    from tokenpace.core.stats import describe
+
+    rng = np.random.default_rng(7)
+    values = rng.lognormal(3.0, 0.8, 5000)
+    sketch = LogSketch()
+    sketch.add_many(values)
+    approx = sketch.distribution(with_ci=True)
+    exact = describe(values)
+    assert not sketch.distribution().ci95  # off unless asked
+    for key, (lo, hi) in exact.ci95.items():
+        s_lo, s_hi = approx.ci95[key]
+        assert s_lo <= lo and hi <= s_hi, (key, (s_lo, s_hi), (lo, hi))
+        assert s_lo <= getattr(exact, key) <= s_hi
+        assert s_hi - s_lo <= (hi - lo) + 0.05 * getattr(exact, key)  # not wider than the error allows

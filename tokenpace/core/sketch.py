@@ -21,7 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tokenpace.core.stats import PERCENTILES, Distribution, enough_samples
+from tokenpace.core.stats import PERCENTILES, Distribution, enough_samples, rank_bounds
 
 RELATIVE_ERROR = 0.01  # every percentile the sketch gives is within 1 % of numpy's on the same values
 MIN_VALUE = 1e-3  # below: the low bucket (absolute error < MIN_VALUE)
@@ -105,8 +105,10 @@ class LogSketch:
             out.append(v_lo + (h - lo) * (v_hi - v_lo))
         return out
 
-    def distribution(self) -> Distribution:
-        """As ``core.stats.describe`` would give, without intervals (a sketch keeps no ranks)."""
+    def distribution(self, with_ci: bool = False) -> Distribution:
+        """As ``core.stats.describe`` would give. ``with_ci``: each percentile's distribution-free
+        95 % interval, as describe's (the order statistics at the binomial rank bounds), read from
+        the cumulative counts and widened by the sketch's own error, so the bound stays a bound."""
         if self.n == 0:
             return Distribution(n=0)
         dist = Distribution(
@@ -116,8 +118,14 @@ class LogSketch:
             min=self.min,
             max=self.max,
         )
+        cum = np.cumsum(self.counts) if with_ci else None
         for p, value in zip(PERCENTILES, self.percentiles(PERCENTILES), strict=True):
             setattr(dist, f"p{p}", value)
+            if cum is not None:
+                lo, hi = rank_bounds(self.n, p / 100, 0.025)
+                a = RELATIVE_ERROR
+                low = max(self.min, self._at_rank(cum, lo) * (1 - a) - MIN_VALUE)
+                dist.ci95[f"p{p}"] = (low, min(self.max, self._at_rank(cum, hi) * (1 + a) + MIN_VALUE))
             if not enough_samples(self.n, p):
                 dist.low_sample.append(f"p{p}")
         return dist

@@ -76,12 +76,12 @@ def percentile_cis(
     alpha = (1 - confidence) / 2
     out = []
     for q in qs:
-        lo_rank, hi_rank = _rank_bounds(n, q / 100, alpha)
+        lo_rank, hi_rank = rank_bounds(n, q / 100, alpha)
         out.append((float(sorted_values[lo_rank]), float(sorted_values[hi_rank])))
     return out
 
 
-def _rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
+def rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
     """0-based ranks (l, u) with P(X_(l) <= percentile <= X_(u)) >= 1 - 2 alpha, as equal tails."""
     if n * p * (1 - p) > 0 and n > _EXACT_BINOMIAL_N:
         z = NormalDist().inv_cdf(1 - alpha)

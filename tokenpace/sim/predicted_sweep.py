@@ -13,8 +13,9 @@ scenario's lines (attainment, goodput) the way it counts a measured run's record
 which select widens the predicted intervals.
 
 A summary-only run (no records) gives the same document from its streaming summaries: percentiles
-from the sketches (within 1 %, and without confidence intervals, so plan judges those steps as
-points and says so) and the stride sample each step kept (`virtual_stream.StrideSample`).
+from the sketches (within 1 %) with the same distribution-free intervals a records step has, read
+from the sketches' ranks and widened by their error (`LogSketch.distribution(with_ci=True)`), and
+the stride sample each step kept (`virtual_stream.StrideSample`).
 """
 
 from __future__ import annotations
@@ -58,8 +59,8 @@ def _records_step(load: VirtualLoad, results: list[VirtualResult]) -> StepData:
 
 
 def _streamed_step(s: StreamedSummary) -> StepData:
-    """A summary-only step: the sketches' percentiles (no intervals: plan judges them as points) and
-    the stride sample the step kept."""
+    """A summary-only step: the sketches' percentiles with their rank intervals, and the stride
+    sample the step kept."""
     return s.client.to_dict(), s.sample, s.client.counts["ok"]
 
 

@@ -28,7 +28,7 @@ STREAM_BUFFER = 16_384  # finished requests' numbers held per step (~3 MB) befor
 SUMMARY_ONLY_ABOVE = 1_000_000  # expected requests past which a virtual run keeps no records
 RECORDS_NOT_KEPT = (
     "records not kept (summary only): percentiles from streaming sketches within "
-    f"{RELATIVE_ERROR:.0%} relative error, no confidence intervals, no per-request rows"
+    f"{RELATIVE_ERROR:.0%} relative error (their intervals from the sketches' ranks), no per-request rows"
 )
 
 # per finished request: sent, first token, finish (virtual s), output and prompt tokens, engine queue (s)
@@ -165,9 +165,9 @@ class StreamedStep:
 
         client = StreamedClient(
             counts={"sent": self.n, "ok": self.n},
-            ttft_ms=self.sketches["ttft"].distribution(),
-            tpot_ms=self.sketches["tpot"].distribution(),
-            e2e_ms=self.sketches["e2e"].distribution(),
+            ttft_ms=self.sketches["ttft"].distribution(with_ci=True),
+            tpot_ms=self.sketches["tpot"].distribution(with_ci=True),
+            e2e_ms=self.sketches["e2e"].distribution(with_ci=True),
             window_s=window,
             request_throughput=per_s(self.n),
             output_token_throughput=per_s(self.output_tokens),
