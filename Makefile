@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test lint bench-accuracy clean engines test-vllm playbook-images
+.PHONY: run test lint bench-accuracy clean engines native test-vllm playbook-images
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -13,15 +13,20 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 ## run: benchmark the built-in simulated engine (no flags needed)
-run: $(STAMP)
+run: $(STAMP) native
 	$(BIN)/tokenpace bench
+
+## native: compile the simulator's virtual-clock hot path with mypyc (about a minute, redone only
+## when those sources change; without a C compiler the engine stays pure Python: same results, slower)
+native: $(STAMP)
+	$(BIN)/python scripts/build_native.py || [ $$? -eq 3 ]
 
 $(VENV)/.system-deps: scripts/system-packages.txt scripts/system-deps.sh | $(STAMP)
 	scripts/system-deps.sh
 	touch $@
 
 ## test: lint, check the layer map (import contracts, mypy) and run the test suite (Ray installed so the actor tests run) (installs the system packages tests need, once)
-test: $(STAMP) $(VENV)/.system-deps engines
+test: $(STAMP) $(VENV)/.system-deps engines native
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/mypy
@@ -47,4 +52,4 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .ruff_cache .mypy_cache .import_linter_cache
+	rm -rf $(VENV) build *.egg-info tokenpace/sim/*.so tokenpace/sim/_native.json .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

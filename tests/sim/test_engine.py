@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from itertools import pairwise
 
 import numpy as np
@@ -70,14 +71,10 @@ def test_chunked_prefill_lowers_p95_ttft_of_short_requests_among_long_ones():
 def test_warm_prefix_is_several_times_faster_than_cold():
     base = VirtualLoad(input_len=L(4096), output_len=L(8), rates=(0.5,), step_duration_s=40, seed=4)
     cold = run_virtual(base)
-    warm = run_virtual(VirtualLoad(**{**_fields(base), "shared_prefix": 4000}))
+    warm = run_virtual(dataclasses.replace(base, shared_prefix=4000))
     assert warm[0].cached_tokens == 0 and all(r.cached_tokens >= 3984 for r in warm[1:])
     ratio = _p(cold, 50) / _p(warm[1:], 50)
     assert ratio > 4, ratio
-
-
-def _fields(w: VirtualLoad) -> dict:
-    return {k: getattr(w, k) for k in w.__slots__}
 
 
 def test_prefix_cache_evicts_least_recently_used_blocks():

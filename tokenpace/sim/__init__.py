@@ -1,5 +1,7 @@
 """tokenpace sim: a simulated OpenAI-compatible LLM serving engine, on the wall clock or a virtual one."""
 
+# First: decides whether the engine's compiled build or its source is loaded (sim/native.py).
+from tokenpace.sim import native  # noqa: F401  (must come first)
 from tokenpace.sim.engine import Engine
 from tokenpace.sim.faults import FaultConfig
 from tokenpace.sim.profile import Profile, get_network, get_profile, profile_names

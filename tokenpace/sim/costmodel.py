@@ -68,8 +68,6 @@ class CostModel:
         eng = profile.engine
         self._table = PrefillTable.of(eng.prefill_table_tokens, eng.prefill_table_ms, self._roofline_prefill)
         self._noise = StepNoise.of(eng.step_cv, eng.step_cv_hold_ms, seed)
-        if self._noise is None:  # the hot path of the shipped profiles: no extra call per step
-            self.step_seconds = self.base_seconds  # type: ignore[method-assign]
 
     def _roofline_prefill(self, n: float) -> float:
         """Compute time of an n-token prompt from scratch on the roofline (the table's extension)."""
