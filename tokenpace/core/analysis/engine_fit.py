@@ -36,11 +36,11 @@ from tokenpace.core.analysis.engine_costs import (
     significant,
     wls,
 )
+from tokenpace.core.analysis.engine_decode_obs import decode_observations
 from tokenpace.core.analysis.engine_obs import (
     DecodeObs,
     MeasuredLoad,
     PrefillObs,
-    decode_observations,
     kv_capacity_estimates,
     max_decoding_at_once,
     prefill_observations,
@@ -151,10 +151,10 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     prefill = _fit_prefill(alone)
     costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
     result = None
-    for _ in range(3):  # joining prefills are priced with the previous round's costs
+    for _ in range(3):  # joining prefills and steps are priced with the previous round's costs
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
-            decode += decode_observations(tl, ld.label, costs.joining_prefill)
+            decode += decode_observations(tl, ld.label, costs)
         result = solve(prefill, decode, loads)
         costs = result.costs
     assert result is not None
