@@ -62,27 +62,32 @@ def _one_phase(tl: Timeline, i: int, tol: float, costs: StepCosts) -> tuple[floa
     extra = np.zeros_like(dur)
     # Requests whose first token ended a step of this phase: their prefill ran in that step.
     joined = np.flatnonzero((f > lo + tol) & (f < hi + tol))
-    for step_first, prompts in _by_step(f, tl.prompt, joined[joined != i], tol):
-        k = int(np.clip(np.searchsorted(ends, step_first - 1e-12), 0, len(dur) - 1))
-        extra[k] += costs.joining_prefill(prompts, float(batch[k]), float(context[k]))
+    steps_joined = _by_step(f, tl.prompt, joined[joined != i], tol)
+    if steps_joined:  # each in the piece its step ended (the newcomer's first token ends it)
+        at = np.searchsorted(ends, np.asarray([t for t, _ in steps_joined]) - 1e-12)
+        for k, (_, prompts) in zip(np.minimum(at, len(dur) - 1).tolist(), steps_joined, strict=True):
+            extra[k] += costs.joining_prefill(prompts, float(batch[k]), float(context[k]))
     n_steps = tl.out[i] - 1
     decode_time = float(span[i] - extra.sum())
     if decode_time <= 0:
         return None
     left = np.clip(dur - extra, 0.0, None)
-    price = np.array([_step_price(costs, b, c) for b, c in zip(batch, context, strict=True)])
-    steps = left / price
+    steps = left / _step_price(costs, batch, context)
     if steps.sum() <= 0:
         return None
     weight = steps / steps.sum()
     return float(weight @ batch), float(weight @ context), decode_time / n_steps
 
 
-def _step_price(costs: StepCosts, batch: float, context: float) -> float:
-    """A decode step's relative duration at this batch: the fit so far, or the batch itself before it."""
-    if costs.fixed == 0.0 and costs.per_seq == 0.0 and costs.weights == 0.0:
+def _step_price(costs: StepCosts, batch: np.ndarray, context: np.ndarray) -> np.ndarray:
+    """Decode steps' relative durations at these batches: the fit so far (StepCosts.decode_step, on
+    arrays), or the batch itself before it."""
+    c = costs
+    if c.fixed == 0.0 and c.per_seq == 0.0 and c.weights == 0.0:
         return batch
-    return max(costs.decode_step(batch, context), 1e-12)
+    compute = c.per_token * batch + c.per_pair * context
+    memory = c.weights + c.per_context * context
+    return np.maximum(c.fixed + c.per_seq * batch + np.maximum(compute, memory), 1e-12)
 
 
 def _by_step(
