@@ -5,14 +5,16 @@ requests start decoding (their first token ends the step that prefilled them, a 
 shared) and stop. Its time per output token, once the joining prefills are taken out, is the mean of
 its steps; for the fit it must be set against the mean batch *of those steps*.
 
-Averaging the batch over the phase's time instead (what this module did first) gives the slow steps
-too much weight: a joining prompt's prefill step lasts many decode steps (13 ms against 1-2 ms on a
-CPU engine), and while it runs the newcomer is not yet decoding, so a phase at an engine's 2-slot
-limit read as batch 1.8 while all its decode steps ran at batch 2; the fit then tilted the
-per-sequence slope up (+10 % on the simulator, more on llama-server) and over-predicted every load
-at the limit. Here the phase is cut where the set of requests decoding alongside changes; each piece
-lasts its time less the joining prefills that ended in it, and holds that time over the previous
-round's step price at its batch, in steps (scaled so the pieces hold the phase's out - 1 steps).
+Averaging the batch over the phase's time instead (as the calibration first did) gives the slow
+steps too much weight: a joining prompt's prefill step lasts many decode steps (13 ms against
+1-2 ms on a CPU engine), and while it runs the newcomer is not yet decoding, so a phase at an
+engine's 2-slot limit read as batch 1.8 while all its decode steps ran at batch 2; the fit then
+tilted the per-sequence cost up (+19-23 % on a simulated 2-slot engine, tests/sim/
+test_sim_calibrate_slope.py) and over-predicted the loads at the limit.
+
+Here the phase is cut where the set of requests decoding alongside changes; each piece lasts its
+time less the joining prefills that ended in it, and holds that time over the previous round's step
+price at its batch, in steps (scaled so the pieces hold the phase's out - 1 steps).
 """
 
 from __future__ import annotations
