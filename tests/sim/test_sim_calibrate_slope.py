@@ -4,7 +4,7 @@ An engine of 2 slots driven at concurrency 2 and 4 (llama-server's acceptance): 
 finishes, the next one's prompt is prefilled in a step the other slot's decode shares. That step
 lasts as long as many decode steps, and the newcomer is not decoding yet while it runs: a batch
 averaged over the decode phase's *time* read 1.8 where every decode step ran at 2, and tilted the
-fitted slope up by 10-20 %."""
+fitted per-sequence cost up by 19-23 %."""
 
 from __future__ import annotations
 
