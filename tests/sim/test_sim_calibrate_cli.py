@@ -54,6 +54,8 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
         assert re.search(rf"^{name}\s+\S+\s+\S+.*\s(data|default)\s", done.stdout, re.M), name
     assert re.search(r"^max_num_seqs\s+2\s+requests\s+data\s", done.stdout, re.M), done.stdout
     assert "where it holds" in done.stdout
+    # The sweep revisited concurrency 1 after 4: whether the engine's decode speed moved is said.
+    assert re.search(r"^where it holds: .*c=1 in=256.*revisit", done.stdout, re.M), done.stdout
     profile = get_profile(str(prof))
     assert profile.calibrated and profile.engine.max_num_seqs == 2
     # The KV capacity, from the server's usage gauge against the tokens the client saw in flight.

@@ -34,6 +34,8 @@ class LoadedRun:
     engine: str  # what the server's metrics said it is ("" when not scraped)
     model: str
     loads: tuple[MeasuredLoad, ...]
+    # (a load's first pass, its revisit after the sweep's last step): at most one per step
+    revisits: tuple[tuple[MeasuredLoad, MeasuredLoad], ...] = ()
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
@@ -53,17 +55,15 @@ def _load_run(path: Path) -> LoadedRun:
     if not isinstance(doc, dict) or not ("steps" in doc or "records" in doc):
         raise ValueError(f"{path}: not a tokenpace sweep or bench result")
     steps = doc.get("steps", [doc])
-    loads = []
-    for k, step in enumerate(steps):
-        rec = (step.get("records") or {}).get("path")
-        if not rec:
-            raise ValueError(f"{path}: step {k + 1} has no records file (run without --no-records)")
-        rec_path = path.parent / rec
-        try:
-            records = read_records(rec_path)
-        except OSError as e:
-            raise ValueError(f"cannot read {rec_path}: {e.strerror or e}") from None
-        loads.append(measured_load(step, tuple(records)))
+    loads = [_step_load(path, step, f"step {k + 1}") for k, step in enumerate(steps)]
+    # The sweep's revisit of a step after its last (sweep --revisit): did the engine's speed move?
+    revisits = []
+    for again in (doc.get("revisit") or [])[: len(steps)]:
+        if (again.get("records") or {}).get("path"):
+            load = _step_load(path, again, "the revisit")
+            first_pass = next((ld for ld in loads if ld.label == load.label), None)
+            if first_pass is not None:
+                revisits.append((first_pass, load))
     first = steps[0] if steps else {}
     cond = first.get("conditions", {})
     return LoadedRun(
@@ -72,7 +72,20 @@ def _load_run(path: Path) -> LoadedRun:
         engine=str((first.get("server_metrics") or {}).get("engine") or ""),
         model=str(cond.get("model") or ""),
         loads=tuple(loads),
+        revisits=tuple(revisits),
     )
+
+
+def _step_load(path: Path, step: dict[str, Any], which: str) -> MeasuredLoad:
+    rec = (step.get("records") or {}).get("path")
+    if not rec:
+        raise ValueError(f"{path}: {which} has no records file (run without --no-records)")
+    rec_path = path.parent / rec
+    try:
+        records = read_records(rec_path)
+    except OSError as e:
+        raise ValueError(f"cannot read {rec_path}: {e.strerror or e}") from None
+    return measured_load(step, tuple(records))
 
 
 def load_label(cond: dict[str, Any]) -> str:
@@ -110,7 +123,11 @@ def measured_load(step: dict[str, Any], records: tuple[Any, ...]) -> MeasuredLoa
 def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tuple[Profile, EngineFit]:
     """Fit, build and write the profile; returns it with the fit (for the report)."""
     runs = load_runs(paths)
-    fit = fit_engine([ld for run in runs for ld in run.loads], max_num_seqs=max_num_seqs)
+    fit = fit_engine(
+        [ld for run in runs for ld in run.loads],
+        max_num_seqs=max_num_seqs,
+        revisits=[pair for run in runs for pair in run.revisits],
+    )
     engines = sorted({r.engine for r in runs if r.engine})
     model = next((r.model for r in runs if r.model), "calibrated")
     provenance = {

@@ -114,6 +114,8 @@ def fit_provenance(fit: EngineFit) -> dict[str, Any]:
 
 
 def fit_error(profile: Profile) -> float:
-    """The calibration's relative fit residual (the worse of prefill and decode), as --validate uses."""
+    """The calibration's relative error (the worst of its prefill and decode residuals and of a decode
+    speed that moved during its sweep, engine_drift), as --validate widens its intervals by."""
     residuals = (profile.provenance or {}).get("residuals") or {}
-    return max(float(residuals.get("prefill_rel_rms", 0.0)), float(residuals.get("decode_rel_rms", 0.0)))
+    keys = ("prefill_rel_rms", "decode_rel_rms", "decode_drift")
+    return max(float(residuals.get(k, 0.0)) for k in keys)

@@ -36,11 +36,12 @@ from tokenpace.core.analysis.engine_costs import (
     significant,
     wls,
 )
+from tokenpace.core.analysis.engine_decode_obs import decode_observations
+from tokenpace.core.analysis.engine_drift import decode_drift
 from tokenpace.core.analysis.engine_obs import (
     DecodeObs,
     MeasuredLoad,
     PrefillObs,
-    decode_observations,
     kv_capacity_estimates,
     max_decoding_at_once,
     prefill_observations,
@@ -142,8 +143,15 @@ def _line_after(
     return float(c[0]), float(c[1]), p, sse, floor, with_pairs
 
 
-def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -> EngineFit:
-    """The cost model and scheduler limit that explain the loads; ValueError when they cannot."""
+def fit_engine(
+    loads: Sequence[MeasuredLoad],
+    max_num_seqs: int | None = None,
+    revisits: Sequence[tuple[MeasuredLoad, MeasuredLoad]] = (),
+) -> EngineFit:
+    """The cost model and scheduler limit that explain the loads; ValueError when they cannot.
+
+    `revisits`: (a load's first pass, its revisit after the sweep's last step), to say whether the
+    engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual."""
     timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
     if not timelines:
         raise ValueError("no successful streamed request with two or more tokens in the runs given")
@@ -151,10 +159,10 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     prefill = _fit_prefill(alone)
     costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
     result = None
-    for _ in range(3):  # joining prefills are priced with the previous round's costs
+    for _ in range(3):  # joining prefills and steps are priced with the previous round's costs
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
-            decode += decode_observations(tl, ld.label, costs.joining_prefill)
+            decode += decode_observations(tl, ld.label, costs)
         result = solve(prefill, decode, loads)
         costs = result.costs
     assert result is not None
@@ -169,8 +177,13 @@ def fit_engine(loads: Sequence[MeasuredLoad], max_num_seqs: int | None = None) -
     result = _as_means(result, noise.sigma)
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
+    drifts = [d for first, again in revisits if (d := decode_drift(first, again)) is not None]
+    moved = [abs(d.change) for d in drifts if d.moved]
+    if moved:
+        result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
     return replace(
         result,
+        holds=(*result.holds, *(d.note for d in drifts)),
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
         params=(*result.params, jitter, *noise.params, table, limit, kv),

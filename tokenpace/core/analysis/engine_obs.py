@@ -5,15 +5,15 @@ Pure. A calibration needs three kinds of observation, each taken where the load 
 - prefill: the TTFT of a request that was alone in the engine (nothing else in flight between its send
   and its first token), against its prompt length;
 - decode: a request's time per output token, against how many requests were decoding alongside it
-  (time-averaged over its decode phase) and their total context, less the prompts of requests that
-  joined mid-way (their prefill shares steps with this decode; `PrefillCost` prices it);
+  (averaged over its steps) and their total context, less the prompts of requests that joined
+  mid-way (their prefill shares steps with this decode): `engine_decode_obs`;
 - concurrency: the most requests ever decoding at once, which shows a scheduler limit when a load asked
   for more.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +24,8 @@ from tokenpace.core.record import RequestRecord, Status
 # Requests of one load used (the pairwise overlaps cost O(n^2) time): the first ones, in send order.
 MAX_REQUESTS_PER_LOAD = 3000
 
-# (prompts that joined one step, the decode batch, its context) -> seconds they added to that step
 MAX_KV_SAMPLES = 10_000
 MIN_KV_USAGE = 0.05  # below this a gauge's rounding dominates the estimate
-
-PrefillCost = Callable[[list[float], float, float], float]
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +60,7 @@ class DecodeObs:
 
 
 @dataclass(slots=True)
-class _Timeline:
+class Timeline:
     """A load's usable requests as arrays (seconds from the first send)."""
 
     sent: np.ndarray
@@ -96,7 +93,7 @@ def prompt_of(r: RequestRecord) -> int:
     return r.prompt_tokens if r.prompt_tokens is not None else (r.prompt_tokens_requested or 0)
 
 
-def timeline(records: Sequence[RequestRecord]) -> _Timeline | None:
+def timeline(records: Sequence[RequestRecord]) -> Timeline | None:
     ok = usable(records)
     if not ok:
         return None
@@ -105,7 +102,7 @@ def timeline(records: Sequence[RequestRecord]) -> _Timeline | None:
     def secs(values: list[int]) -> np.ndarray:
         return (np.asarray(values, dtype=np.int64) - t0) / NS_PER_S
 
-    return _Timeline(
+    return Timeline(
         sent=secs([r.sent_ns for r in ok]),
         first=secs([r.first_token_ns or 0 for r in ok]),
         end=secs([r.end_ns or 0 for r in ok]),
@@ -114,7 +111,7 @@ def timeline(records: Sequence[RequestRecord]) -> _Timeline | None:
     )
 
 
-def prefill_observations(tl: _Timeline) -> list[PrefillObs]:
+def prefill_observations(tl: Timeline) -> list[PrefillObs]:
     """Requests alone in flight from their send to their first token: TTFT is prefill + fixed parts."""
     starts, ends = tl.sent, tl.end
     obs = []
@@ -126,43 +123,7 @@ def prefill_observations(tl: _Timeline) -> list[PrefillObs]:
     return obs
 
 
-def decode_observations(tl: _Timeline, load: str, joining_prefill: PrefillCost) -> list[DecodeObs]:
-    """Each request's decode phase: its time per token, the batch it shared, the batch's context."""
-    f, e = tl.first, tl.end
-    span = e - f
-    tol = 0.5 * float(np.median(span / (tl.out - 1)))  # token arrival jitter: same-step events straddle
-    out = []
-    for i in range(len(f)):
-        # seconds each request spent decoding during request i's decode phase
-        lo, hi = np.maximum(f, f[i]), np.minimum(e, e[i])
-        overlap = np.clip(hi - lo, 0.0, None)
-        # their context meanwhile: prompt plus the tokens made by the middle of the overlap
-        made = np.clip((0.5 * (lo + hi) - f) / np.maximum(span, 1e-12), 0.0, 1.0) * tl.out
-        batch = overlap.sum() / span[i]
-        context = float((overlap * (tl.prompt + made)).sum() / span[i])
-        joined = np.flatnonzero((f > f[i] + tol) & (f < e[i] + tol))  # steps (f_i, e_i]
-        extra = sum(
-            joining_prefill(step, float(batch), context) for step in _by_step(f, tl.prompt, joined, tol)
-        )
-        step = (span[i] - extra) / (tl.out[i] - 1)
-        if step > 0:
-            out.append(DecodeObs(load, float(batch), context, float(step), float(tl.prompt[i])))
-    return out
-
-
-def _by_step(first: np.ndarray, prompt: np.ndarray, idx: np.ndarray, tol: float) -> list[list[float]]:
-    """Prompts of the joining requests, grouped by the step their first token ended."""
-    steps: list[list[float]] = []
-    last = -np.inf
-    for j in idx[np.argsort(first[idx])]:
-        if first[j] - last > tol:
-            steps.append([])
-        steps[-1].append(float(prompt[j]))
-        last = first[j]
-    return steps
-
-
-def max_decoding_at_once(tl: _Timeline) -> int:
+def max_decoding_at_once(tl: Timeline) -> int:
     """The most requests decoding at the same time (intervals shrunk by half a step against jitter)."""
     tol = 0.5 * float(np.median((tl.end - tl.first) / (tl.out - 1)))
     events = [(s + tol, 1) for s in tl.first] + [(t - tol, -1) for t in tl.end]

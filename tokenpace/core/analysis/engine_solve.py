@@ -50,7 +50,8 @@ def solve(prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoa
         if fixed >= 0 or weights <= 0:
             break
         weights = max(0.0, weights + fixed)
-    fixed = max(fixed, 0.0)
+    if fixed < 0:  # steps that grow faster than their batch (a CPU engine): S alone, F held at 0
+        fixed, per_seq = 0.0, _per_seq_alone(b, ctx, step, w, held) if with_batch else per_seq
     notes["weights"] = Param(
         "weights", weights * 1e3, "ms", notes["weights"].identified, notes["weights"].how
     )
@@ -184,3 +185,11 @@ def _fixed_and_per_seq(
     if per_seq < 0:
         per_seq, fixed = 0.0, float(np.average(y, weights=w))
     return fixed, per_seq
+
+
+def _per_seq_alone(b: np.ndarray, ctx: np.ndarray, step: np.ndarray, w: np.ndarray, held: StepCosts) -> float:
+    """S by least squares with F = 0: clamping an unconstrained fit's negative F to 0 and keeping its
+    S (steeper, to make up for that F) priced every decode step too high (+40 % at batch 1 on one
+    llama-server run)."""
+    y = np.asarray([si - held.decode_step(bi, ci) for bi, ci, si in zip(b, ctx, step, strict=True)])
+    return max(0.0, float((w * b * y).sum() / (w * b * b).sum()))
