@@ -13,24 +13,24 @@ line-plus-curve, and step-time variability (step_noise.StepNoise) multiplies eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tokenpace.sim.profile import Profile
 from tokenpace.sim.step_noise import PrefillTable, StepNoise
 
 
-@dataclass(slots=True)
 class StepWork:
-    """What the scheduler packed into one step."""
+    """What the scheduler packed into one step (one per step: a plain class with its own __init__)."""
 
-    prefill_tokens: int = 0  # tokens prefilled in this step (all chunks)
-    prefill_pairs: float = 0.0  # causal (query, context) pairs of those chunks
-    decode_seqs: int = 0  # sequences decoding one token
-    decode_context: int = 0  # total context length those sequences attend to
-    seqs: int = 0  # sequences touched (prefill + decode)
-    # (start, n) of each prefill chunk, for a measured prefill table; at most one per sequence in the
-    # step, so bounded by max_num_seqs. None until the first chunk.
-    prefill_chunks: list[tuple[int, int]] | None = None
+    __slots__ = ("decode_context", "decode_seqs", "prefill_chunks", "prefill_pairs", "prefill_tokens", "seqs")
+
+    def __init__(self, decode_seqs: int = 0, decode_context: int = 0, seqs: int = 0) -> None:
+        self.prefill_tokens = 0  # tokens prefilled in this step (all chunks)
+        self.prefill_pairs = 0.0  # causal (query, context) pairs of those chunks
+        self.decode_seqs = decode_seqs  # sequences decoding one token
+        self.decode_context = decode_context  # total context length those sequences attend to
+        self.seqs = seqs  # sequences touched (prefill + decode)
+        # (start, n) of each prefill chunk, for a measured prefill table; at most one per sequence in
+        # the step, so bounded by max_num_seqs. None until the first chunk.
+        self.prefill_chunks: list[tuple[int, int]] | None = None
 
     @property
     def tokens(self) -> int:

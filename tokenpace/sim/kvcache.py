@@ -4,11 +4,17 @@ Blocks hold `block_size` tokens. A full prompt block is registered under a hash 
 every block before it, so equal hashes mean equal prefixes. Blocks nobody references stay in an LRU
 free queue with their contents: a later request with the same prefix takes them back (a hit, no
 prefill); a new allocation evicts from the head of the queue (least recently freed first).
+
+The free queue is a list of block numbers read from a head index, with lazy removal: a hit that
+takes a block back leaves its entry in place, and a block freed again is appended again; an entry is
+live only if it is its block's last one and the block is unreferenced, and stale ones are skipped
+when they reach the head (the same order an ordered dict's delete and re-insert would give, with
+only list operations, which compiled code runs as C: sim/native.py). Bound: when the list holds more
+than twice the blocks (read or stale entries), it is rebuilt from its live entries.
 """
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 
 
@@ -32,23 +38,27 @@ class KVCache:
         self._ref = [0] * num_blocks
         self._hash: list[Hashable | None] = [None] * num_blocks
         self._cached: dict[Hashable, int] = {}
-        # Unreferenced blocks, least recently freed first (the next to be evicted).
-        self._free: OrderedDict[int, None] = OrderedDict((b, None) for b in range(num_blocks))
+        # Unreferenced blocks, least recently freed first (the next to be evicted), with stale
+        # entries (see the module's doc); _entries[b]: b's entries in the queue.
+        self._queue = list(range(num_blocks))
+        self._head = 0  # entries before it are read
+        self._entries = [1] * num_blocks
+        self._num_free = num_blocks
         self.queries = 0  # prompt tokens looked up (vLLM's prefix_cache_queries)
         self.hits = 0  # of which found cached
 
     @property
     def num_free(self) -> int:
-        return len(self._free)
+        return self._num_free
 
     @property
     def usage(self) -> float:
-        return 1.0 - len(self._free) / self.num_blocks
+        return 1.0 - self._num_free / self.num_blocks
 
     def blocks_for(self, tokens: int) -> int:
         return -(-tokens // self.block_size)
 
-    def lookup(self, hashes: Sequence[int]) -> list[int]:
+    def lookup(self, hashes: list[int]) -> list[int]:
         """Blocks of the longest cached prefix (references unchanged)."""
         found: list[int] = []
         if not self.prefix_caching:
@@ -60,48 +70,70 @@ class KVCache:
             found.append(b)
         return found
 
-    def count_free_among(self, blocks: Sequence[int]) -> int:
+    def count_free_among(self, blocks: list[int]) -> int:
         return sum(1 for b in blocks if self._ref[b] == 0)
 
-    def touch(self, blocks: Sequence[int]) -> None:
+    def touch(self, blocks: list[int]) -> None:
         """Take a reference on cached blocks (removing them from the free queue)."""
+        ref = self._ref
         for b in blocks:
-            if self._ref[b] == 0:
-                del self._free[b]
-            self._ref[b] += 1
+            if ref[b] == 0:
+                self._num_free -= 1  # its queue entry goes stale
+            ref[b] += 1
 
     def allocate(self, n: int) -> list[int]:
-        if n > len(self._free):
+        if n > self._num_free:
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        popitem, hashes, cached, ref = self._free.popitem, self._hash, self._cached, self._ref
-        out = [popitem(False)[0] for _ in range(n)]
-        for b in out:
-            h = hashes[b]
-            if h is not None:  # evict its cached contents (a block's hash is cached under it: register)
-                del cached[h]
-                hashes[b] = None
-            ref[b] = 1
-        return out
+        return [self.allocate_one() for _ in range(n)]
 
     def allocate_one(self) -> int:
-        """`allocate(1)[0]` without the list: a decoding request crossing into a new block."""
-        if not self._free:
+        """The least recently freed block, its cached contents evicted, referenced once."""
+        if not self._num_free:
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        b = self._free.popitem(False)[0]
+        queue, entries, ref = self._queue, self._entries, self._ref
+        head = self._head
+        while True:
+            b = queue[head]
+            head += 1
+            entries[b] -= 1
+            if entries[b] == 0 and ref[b] == 0:
+                break  # else stale: taken back by a hit, or freed again later in the queue
+        self._head = head
         h = self._hash[b]
-        if h is not None:  # evict its cached contents
+        if h is not None:  # evict its cached contents (a block's hash is cached under it: register)
             del self._cached[h]
             self._hash[b] = None
-        self._ref[b] = 1
+        ref[b] = 1
+        self._num_free -= 1
         return b
 
-    def free(self, blocks: Sequence[int]) -> None:
+    def free(self, blocks: list[int]) -> None:
         # Reverse order: a sequence's tail blocks are the least likely to be shared, so evict them first.
-        ref, free = self._ref, self._free
+        ref, queue, entries = self._ref, self._queue, self._entries
+        freed = 0
         for b in reversed(blocks):
             ref[b] -= 1
             if ref[b] == 0:
-                free[b] = None
+                queue.append(b)
+                entries[b] += 1
+                freed += 1
+        self._num_free += freed
+        if len(queue) > 2 * self.num_blocks:
+            self._compact()
+
+    def _compact(self) -> None:
+        """Keep only live entries (each unreferenced block's last), in order."""
+        ref, entries, queue = self._ref, self._entries, self._queue
+        live: list[int] = []
+        for b in reversed(queue[self._head :]):  # entries before the head are read (uncounted)
+            if entries[b] > 0 and ref[b] == 0:
+                live.append(b)
+            entries[b] = 0  # later (earlier-queued) entries of b are stale
+        live.reverse()
+        for b in live:
+            entries[b] = 1
+        self._queue = live
+        self._head = 0
 
     # Invariant: _hash[b] is h only while _cached[h] is b (both set in register, both cleared when b is
     # evicted), so an eviction deletes without checking.
