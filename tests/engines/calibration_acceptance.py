@@ -4,6 +4,10 @@ Calibrate from a sweep of under 5 minutes (an input-length ladder at concurrency
 1, 2, 4 of 64-token prompts, 32 output tokens) against an engine whose slot limit is 2, so
 concurrency 4 shows it; predict held-out concurrency 8 and 16 and a Poisson rate at 70 % of the
 measured maximum; the target is TTFT and TPOT at P50 and P95, and E2E at P50, within 10 %.
+
+Then concurrency 8 is run again, last, to count the noise between runs: the engine's own change on
+the same load a minute later. A target missed by less than 10 % plus that change is undecided (the
+measurement itself moved that much), not missed.
 """
 
 from __future__ import annotations
@@ -34,27 +38,44 @@ def _sweep(url: str, out: Path, *args: str) -> dict[str, Any]:
     return result
 
 
+REPEATED = "c=8 in=64"  # the held-out load run twice
+
+
 @dataclass
 class Acceptance:
     calibration_s: float
     max_num_seqs: int | None
     rows: list[Any]  # the validation's rows: load, metric, percentile, predicted, measured, error
+    # the engine's own change on REPEATED run again (measured again / measured - 1), per target
+    between_runs: dict[tuple[str, int], float]
+
+    def _off(self) -> list[Any]:
+        return [r for r in self.rows if (r.metric, r.percentile) in TARGETS and abs(r.rel_error) > 0.10]
 
     @property
     def misses(self) -> list[tuple[str, str, int, str]]:
+        """Targets off by more than 10 % (decided or not)."""
+        return [(r.load, r.metric, r.percentile, f"{r.rel_error:+.1%}") for r in self._off()]
+
+    @property
+    def decided_misses(self) -> list[tuple[str, str, int, str]]:
+        """Off by more than 10 % plus the engine's own change between two runs of one load."""
         return [
             (r.load, r.metric, r.percentile, f"{r.rel_error:+.1%}")
-            for r in self.rows
-            if (r.metric, r.percentile) in TARGETS and abs(r.rel_error) > 0.10
+            for r in self._off()
+            if abs(r.rel_error) > 0.10 + abs(self.between_runs.get((r.metric, r.percentile), 0.0))
         ]
 
 
-def write_table(rows: list[Any], name: str, header: str) -> Path:
-    """The error table as docs/sim.md shows it (signed relative error per load and metric), with the
-    load average, to $TMPDIR/tokenpace-NAME-calibrate.md: the last run's, for the docs."""
+def write_table(rows: list[Any], name: str, header: str, between_runs: dict[tuple[str, int], float]) -> Path:
+    """The error table as docs/sim.md shows it (signed relative error per load and metric; last, the
+    engine's own change on the repeated load), with the load average, to
+    $TMPDIR/tokenpace-NAME-calibrate.md: the last run's, for the docs."""
     cols = [(m, p) for m in ("ttft", "tpot", "e2e") for p in (50, 95)]
     err = {(r.load, r.metric, r.percentile): r.rel_error for r in rows}
-    loads = list(dict.fromkeys(r.load for r in rows))
+    again = f"{REPEATED} run again (measured vs measured)"
+    err.update({(again, m, p): v for (m, p), v in between_runs.items()})
+    loads = [*dict.fromkeys(r.load for r in rows), again]
     lines = [
         f"{header}; load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}",
         "",
@@ -82,15 +103,30 @@ def run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
     rate = round(0.7 * max_rps, 2)
     _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64")
     _sweep(url, tmp_path / "rate.json", "--rate", str(rate), "-n", "120", "--input-len", "64")
+    _sweep(url, tmp_path / "again.json", "--concurrency", "8", "-n", "64", "--input-len", "64")
     result = validate(profile, [str(tmp_path / "held.json"), str(tmp_path / "rate.json")])
+    again = validate(profile, [str(tmp_path / "again.json")])
+    first = {(r.metric, r.percentile): r.measured_ms for r in result.rows if r.load == REPEATED}
+    between = {
+        (r.metric, r.percentile): r.measured_ms / first[(r.metric, r.percentile)] - 1
+        for r in again.rows
+        if r.load == REPEATED and first.get((r.metric, r.percentile))
+    }
     header = f"calibration sweep {calibration_s:.0f} s; {profile.calibration}"
-    write_table(result.rows, name, header)
+    write_table(result.rows, name, header, between)
     print(f"\n{name}: {header}")
     for r in result.rows:
         print(
             f"{r.load:<18} {r.metric.upper()} P{r.percentile}: predicted {r.predicted_ms:8.2f} ms, "
             f"measured {r.measured_ms:8.2f} ms, error {r.rel_error:+.1%}, in interval: {r.inside}"
         )
+    for (metric, p), change in between.items():
+        print(f"{REPEATED} run again: {metric.upper()} P{p} measured {change:+.1%} against its first run")
     for load, notes in result.notes.items():
         print(load, notes)
-    return Acceptance(calibration_s, fit.max_num_seqs, result.rows)
+    accepted = Acceptance(calibration_s, fit.max_num_seqs, result.rows, between)
+    print(
+        f"off by > 10 %: {accepted.misses}; "
+        f"of those, beyond the engine's own change: {accepted.decided_misses}"
+    )
+    return accepted

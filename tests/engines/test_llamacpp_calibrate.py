@@ -22,8 +22,8 @@ from engines.engines_support import LlamaServer
 
 @pytest.mark.timing
 @pytest.mark.xfail(
-    reason="the 10 % target is not met on the 2-core shared machine (docs/sim.md: busy cores move the "
-    "engine's speed between runs, and a per-request cost after the last token is not modelled)",
+    reason="the 10 % target is not met on the 2-core machine (docs/sim.md: the engine's own speed moves "
+    "between runs of the same load by about as much as the target, and the open loop near saturation misses)",
     strict=False,
 )
 def test_calibrated_profile_predicts_held_out_loads_of_llama_server(

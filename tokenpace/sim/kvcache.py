@@ -84,7 +84,24 @@ class KVCache:
     def allocate(self, n: int) -> list[int]:
         if n > self._num_free:
             raise MemoryError("KV cache exhausted")  # callers check num_free first
-        return [self.allocate_one() for _ in range(n)]
+        queue, entries, ref, hashes, cached = self._queue, self._entries, self._ref, self._hash, self._cached
+        head = self._head
+        out: list[int] = []
+        while len(out) < n:  # `allocate_one` n times, inline (one call per prompt, not per block)
+            b = queue[head]
+            head += 1
+            entries[b] -= 1
+            if entries[b] or ref[b]:
+                continue  # stale: taken back by a hit, or freed again later in the queue
+            h = hashes[b]
+            if h is not None:
+                del cached[h]
+                hashes[b] = None
+            ref[b] = 1
+            out.append(b)
+        self._head = head
+        self._num_free -= n
+        return out
 
     def allocate_one(self) -> int:
         """The least recently freed block, its cached contents evicted, referenced once."""
