@@ -7,18 +7,21 @@ sources (`tokenpace/sim/*.so`, git-ignored) and records the sources' SHA-256 in
 `tokenpace/sim/_native.json`; `tokenpace.sim.native` loads the compiled build only while that record
 matches the sources, so an edit or a pull never runs stale code. Runs in a temporary directory (so
 no project configuration is read by setuptools), then copies the results in. Exit 0: built or up to
-date; 3: no C compiler here (the engine stays pure Python, same results, slower); 1: the build failed.
+date; 3: no C compiler, Python headers or mypyc here (the engine stays pure Python, same results,
+slower); 1: the build failed.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.machinery
+import importlib.util
 import json
 import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -30,8 +33,6 @@ NO_COMPILER = 3
 def _native() -> object:
     # The module list and digests live with the loader that checks them; import it by path, so that
     # building never imports the package (whose stale extension modules it is about to replace).
-    import importlib.util
-
     spec = importlib.util.spec_from_file_location("_tokenpace_native", SIM / "native.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -60,8 +61,9 @@ def main() -> int:
     if not args.force and native.built_matches_source(SIM):  # type: ignore[attr-defined]
         print("tokenpace sim: compiled engine up to date")
         return 0
-    if shutil.which(os.environ.get("CC", "cc")) is None:
-        print("tokenpace sim: no C compiler: the engine stays pure Python (same results, slower)")
+    missing = _missing_toolchain()
+    if missing:
+        print(f"tokenpace sim: {missing}: the engine stays pure Python (same results, slower)")
         return NO_COMPILER
     modules = native.MODULES  # type: ignore[attr-defined]
     digests = native.source_digests(SIM)  # type: ignore[attr-defined]
@@ -91,6 +93,17 @@ def main() -> int:
     (SIM / "_native.json").write_text(json.dumps({"suffix": suffix, "sources": digests}, indent=1) + "\n")
     print(f"tokenpace sim: compiled engine built ({len(built)} extension modules)")
     return 0
+
+
+def _missing_toolchain() -> str:
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        return "no C compiler"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").is_file():
+        return "no Python headers (python3-dev)"
+    for module in ("mypyc", "setuptools"):
+        if importlib.util.find_spec(module) is None:
+            return f"no {module} in this Python"
+    return ""
 
 
 def _install(built: list[Path], out: Path, suffix: str) -> None:
