@@ -11,10 +11,11 @@ from __future__ import annotations
 import pytest
 
 from tokenpace.core.workload.lengths import parse_length
-from tokenpace.sim import VirtualLoad, get_profile, run_virtual
+from tokenpace.sim import SimRequest, VirtualLoad, get_profile, run_virtual
 from tokenpace.sim.engine import Engine
 from tokenpace.sim.profile import Profile
 
+from .builds import SOURCE_ONLY
 from .test_sim_virtual_pinned import _case, _digest
 
 
@@ -43,18 +44,22 @@ def _block_events() -> tuple[VirtualLoad, Profile]:
     return load, get_profile().with_overrides(engine={"num_gpu_blocks": 220})
 
 
+@SOURCE_ONLY
 @pytest.mark.parametrize("name", ["ladder-prefix", "preempt-eos", "unchunked", "full-batch", "block-events"])
 def test_lazy_decoding_changes_no_record(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     extra = {"full-batch": _full_batch, "block-events": _block_events}
     load, profile = extra[name]() if name in extra else _case(name)
     lazy = run_virtual(load, profile)
-    monkeypatch.setattr(Engine, "enable_lazy_decode", lambda self: None)
+    calls: list[int] = []
+    monkeypatch.setattr(Engine, "enable_lazy_decode", lambda self: calls.append(1))
     eager = run_virtual(load, profile)
+    assert calls  # the patch took effect (it cannot in the compiled build: see SOURCE_ONLY)
     assert len(lazy) == len(eager) > 0
     assert _digest(lazy) == _digest(eager)
     assert [r.record for r in lazy] == [r.record for r in eager]
 
 
+@SOURCE_ONLY
 @pytest.mark.parametrize("name", ["preempt-eos", "ladder-prefix", "block-events"])
 def test_offering_private_blocks_only_at_a_preemption_changes_no_record(
     name: str, monkeypatch: pytest.MonkeyPatch
@@ -64,10 +69,15 @@ def test_offering_private_blocks_only_at_a_preemption_changes_no_record(
     load, profile = _block_events() if name == "block-events" else _case(name)
     deferred = run_virtual(load, profile)
     add_hashed = Engine.add_hashed
-    monkeypatch.setattr(
-        Engine, "add_hashed", lambda self, req, now, hashes, _=0: add_hashed(self, req, now, hashes)
-    )
+    calls: list[int] = []
+
+    def offer_all(self: Engine, req: SimRequest, now: float, hashes: list[int], _: int = 0) -> None:
+        calls.append(1)
+        add_hashed(self, req, now, hashes)
+
+    monkeypatch.setattr(Engine, "add_hashed", offer_all)
     offered = run_virtual(load, profile)
+    assert calls  # the patch took effect
     assert sum(r.preemptions for r in deferred) > 0 or name == "ladder-prefix"
     assert [r.record for r in deferred] == [r.record for r in offered]
     assert _digest(deferred) == _digest(offered)

@@ -1,15 +1,16 @@
 """Which build of the engine's hot modules Python loads: the mypyc-compiled one, or the source.
 
 `scripts/build_native.py` (run by `make run` and `make test`) compiles the modules named here with
-mypyc into extension modules beside their sources, and records each source's SHA-256 in
-`_native.json`. An extension module wins over its `.py` in Python's import order, so a compiled copy
-left behind by a source that changed since (a pull, an edit) would run old code silently. This module
-is imported first by `tokenpace.sim` and loads the compiled group only if every source still matches
-the record; otherwise, or with ``TOKENPACE_SIM_NATIVE=0``, it puts a finder first on the import path
-that loads all of them from source. All or none: compiled modules call each other directly, so a
-compiled engine cannot run against a source KV cache.
+mypyc into extension modules in a folder of their own, `_compiled/` (git-ignored, never on the
+import path, so no other checkout or commit of these sources can pick them up), with a record of the
+SHA-256 of every source the build read: the compiled modules and every tokenpace module they import,
+transitively (compiled code type-checks what it reads from them). This module is imported first by
+`tokenpace.sim` and, while every recorded source still matches, puts a finder first on the import
+path that loads the compiled group from `_compiled/`; otherwise (an edit, a pull, no build, or
+``TOKENPACE_SIM_NATIVE=0``) the sources load as usual. All or none: compiled modules call each other
+directly, so a compiled engine cannot run against a source KV cache.
 
-Same source, same results: the compiled build runs the same Python, only faster (about 1.6x-2x fewer
+Same source, same results: the compiled build runs the same Python, only faster (about 2.4x fewer
 instructions per simulated request, see docs/sim.md).
 """
 
@@ -41,49 +42,60 @@ MODULES = (
     "virtual_stream",
 )
 PACKAGE = "tokenpace.sim"
-GROUP = f"{PACKAGE}._native"  # the shared library: tokenpace/sim/_native__mypyc.*.so
+GROUP = f"{PACKAGE}._native"  # mypyc's group; its shared library is the module `_native__mypyc`
+LIBRARY = "_native__mypyc"
 HERE = Path(__file__).parent
-RECORD = HERE / "_native.json"
+SOURCE_ROOT = HERE.parent.parent  # holds the `tokenpace` package; recorded paths are relative to it
+BUILD = HERE / "_compiled"
+RECORD = "record.json"
 ENV = "TOKENPACE_SIM_NATIVE"  # "0": always the source
 
 
-def source_digests(directory: Path = HERE) -> dict[str, str]:
-    """SHA-256 of each compiled module's source, as the build records it."""
-    return {m: hashlib.sha256((directory / f"{m}.py").read_bytes()).hexdigest() for m in MODULES}
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def built_matches_source(directory: Path = HERE) -> bool:
-    """A compiled build is present for this Python, and was built from exactly these sources."""
+def built_matches_source(build: Path = BUILD, root: Path = SOURCE_ROOT) -> bool:
+    """A compiled build for this Python is present, and every source it read is unchanged."""
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
     try:
-        record = json.loads((directory / RECORD.name).read_text())
-    except (OSError, ValueError):
+        record = json.loads((build / RECORD).read_text())
+        sources = record["sources"]
+        if record["suffix"] != suffix or not isinstance(sources, dict):
+            return False
+        if not all(f"tokenpace/sim/{m}.py" in sources for m in MODULES):
+            return False
+        if not all((build / f"{name}{suffix}").is_file() for name in (*MODULES, LIBRARY)):
+            return False
+        return all(digest(root / rel) == sha for rel, sha in sources.items())
+    except (OSError, ValueError, KeyError, TypeError):
         return False
-    if not isinstance(record, dict) or record.get("suffix") != suffix:
-        return False
-    if not all((directory / f"{m}{suffix}").is_file() for m in MODULES):
-        return False
-    return bool(record.get("sources") == source_digests(directory))
 
 
-class _FromSource(importlib.abc.MetaPathFinder):
-    """Loads the compiled group's modules from their `.py` files, ahead of any extension module."""
+class _FromBuild(importlib.abc.MetaPathFinder):
+    """Loads the compiled group (its modules and their shared library) from the build folder."""
+
+    def __init__(self, build: Path) -> None:
+        self.build = build
+        self.suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
-        if package != PACKAGE or name not in MODULES:
+        if package != PACKAGE or (name not in MODULES and name != LIBRARY):
             return None
-        return importlib.util.spec_from_file_location(fullname, HERE / f"{name}.py")
+        so = str(self.build / f"{name}{self.suffix}")
+        loader = importlib.machinery.ExtensionFileLoader(fullname, so)
+        return importlib.util.spec_from_file_location(fullname, so, loader=loader)
 
 
 def _choose() -> bool:
-    if os.environ.get(ENV, "1") != "0" and built_matches_source():
-        return True
-    if not any(isinstance(f, _FromSource) for f in sys.meta_path):
-        sys.meta_path.insert(0, _FromSource())
-    return False
+    if os.environ.get(ENV, "1") == "0" or not built_matches_source():
+        return False
+    if not any(isinstance(f, _FromBuild) for f in sys.meta_path):
+        sys.meta_path.insert(0, _FromBuild(BUILD))
+    return True
 
 
 COMPILED_WANTED = _choose()

@@ -178,7 +178,8 @@ def fit_engine(
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
     drifts = [d for first, again in revisits if (d := decode_drift(first, again)) is not None]
-    moved = [abs(d.change) for d in drifts if d.moved]
+    # how far it surely moved: the bound nearest zero (non-zero when moved), not the point estimate
+    moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
     if moved:
         result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
     return replace(
