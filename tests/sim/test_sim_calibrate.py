@@ -72,6 +72,15 @@ def test_without_a_ladder_or_a_saturated_load_it_says_what_it_left_at_a_default(
     assert "max_num_seqs" in defaulted and "per_seq" in defaulted
 
 
+def test_a_calibration_of_closed_loops_only_warns_that_an_idle_engine_was_never_seen() -> None:
+    src = get_profile().with_overrides(engine={"max_num_seqs": 3})
+    closed = _short_sweep(src)
+    assert any("closed loops only" in line for line in fit_engine(closed).holds)
+    poisson = VirtualLoad(parse_length("512"), parse_length("32"), rates=(2.0,), step_duration_s=10, seed=3)
+    with_rate = [*closed, _measured(src, "2/s", poisson)]
+    assert not any("closed loops only" in line for line in fit_engine(with_rate).holds)
+
+
 def test_a_calibrated_profile_survives_its_toml_file_and_serves_the_same_costs(tmp_path) -> None:
     src = get_profile().with_overrides(engine={"max_num_seqs": 3})
     fit = fit_engine(_short_sweep(src))

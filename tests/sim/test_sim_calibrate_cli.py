@@ -4,7 +4,9 @@ one-line errors."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,24 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
     plan = run_cli("plan", str(sweep), "--peak-rps", "30")
     assert plan.returncode == 0, plan.stderr
     assert "PREDICTED by the simulator from the calibrated profile mine" in plan.stdout
+
+
+def test_a_revisit_that_cannot_be_read_is_said_and_the_calibration_goes_on(
+    measured: Path, tmp_path: Path
+) -> None:
+    d = shutil.copytree(measured, tmp_path / "runs")
+    doc = json.loads((d / "conc.json").read_text())
+    (d / doc["revisit"][0]["records"]["path"]).unlink()
+    done = run_cli(
+        "sim", "--calibrate", str(d / "conc.json"), "--calibrate", str(d / "ladder.json"),
+        "--out", str(d / "mine.toml"),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.search(
+        r"^where it holds: the engine's speed during the sweep was not checked: cannot read ",
+        done.stdout,
+        re.M,
+    ), done.stdout
 
 
 @pytest.mark.parametrize(

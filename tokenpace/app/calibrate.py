@@ -7,7 +7,7 @@ Reads sweeps and bench runs (their JSON and the records beside them), turns each
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ class LoadedRun:
     loads: tuple[MeasuredLoad, ...]
     # (a load's first pass, its revisit after the sweep's last step): at most one per step
     revisits: tuple[tuple[MeasuredLoad, MeasuredLoad], ...] = ()
+    notes: tuple[str, ...] = ()  # what could not be read and was left out (a revisit's records)
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
@@ -57,10 +58,14 @@ def _load_run(path: Path) -> LoadedRun:
     steps = doc.get("steps", [doc])
     loads = [_step_load(path, step, f"step {k + 1}") for k, step in enumerate(steps)]
     # The sweep's revisit of a step after its last (sweep --revisit): did the engine's speed move?
-    revisits = []
+    revisits, notes = [], []
     for again in (doc.get("revisit") or [])[: len(steps)]:
         if (again.get("records") or {}).get("path"):
-            load = _step_load(path, again, "the revisit")
+            try:
+                load = _step_load(path, again, "the revisit")
+            except ValueError as e:  # only a check of the fit, not part of it: say so and go on
+                notes.append(f"the engine's speed during the sweep was not checked: {e}")
+                continue
             first_pass = next((ld for ld in loads if ld.label == load.label), None)
             if first_pass is not None:
                 revisits.append((first_pass, load))
@@ -73,6 +78,7 @@ def _load_run(path: Path) -> LoadedRun:
         model=str(cond.get("model") or ""),
         loads=tuple(loads),
         revisits=tuple(revisits),
+        notes=tuple(notes),
     )
 
 
@@ -128,6 +134,7 @@ def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tu
         max_num_seqs=max_num_seqs,
         revisits=[pair for run in runs for pair in run.revisits],
     )
+    fit = replace(fit, holds=(*fit.holds, *(note for run in runs for note in run.notes)))
     engines = sorted({r.engine for r in runs if r.engine})
     model = next((r.model for r in runs if r.model), "calibrated")
     provenance = {

@@ -34,11 +34,17 @@ class DecodeDrift:
     note: str  # what the calibration says about it
 
 
-def decode_drift(first: MeasuredLoad, again: MeasuredLoad) -> DecodeDrift | None:
+def decode_drift(first: MeasuredLoad, again: MeasuredLoad) -> DecodeDrift:
     """The change of the median time per output token from a load's first pass to its revisit."""
     a, b = _tpot(first), _tpot(again)
     if len(a) < MIN_REQUESTS or len(b) < MIN_REQUESTS:
-        return None
+        nan = float("nan")
+        note = (
+            f"decode speed at {first.label}: not checked, {len(a)} and {len(b)} requests decoded two or "
+            f"more tokens in the first pass and the revisit, under {MIN_REQUESTS} each (more requests "
+            "per step would let the revisit say whether the engine moved)"
+        )
+        return DecodeDrift(first.label, nan, nan, nan, False, note)
     a_lo, a_hi = percentile_ci(a, 50)
     b_lo, b_hi = percentile_ci(b, 50)
     change = float(np.median(b) / np.median(a) - 1)

@@ -177,7 +177,7 @@ def fit_engine(
     result = _as_means(result, noise.sigma)
     result, jitter = _with_jitter(result, alone)
     kv = _kv_capacity(loads)
-    drifts = [d for first, again in revisits if (d := decode_drift(first, again)) is not None]
+    drifts = [decode_drift(first, again) for first, again in revisits]
     # how far it surely moved: the bound nearest zero (non-zero when moved), not the point estimate
     moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
     if moved:

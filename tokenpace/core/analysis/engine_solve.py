@@ -50,6 +50,9 @@ def solve(prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoa
         if fixed >= 0 or weights <= 0:
             break
         weights = max(0.0, weights + fixed)
+    else:  # lowered a third time: F and S again against the weights the profile will carry
+        held = StepCosts(0.0, 0.0, weights, per_context, a, p)
+        fixed, per_seq = _fixed_and_per_seq(b, ctx, step, w, with_batch, held)
     if fixed < 0:  # steps that grow faster than their batch (a CPU engine): S alone, F held at 0
         fixed, per_seq = 0.0, _per_seq_alone(b, ctx, step, w, held) if with_batch else per_seq
     notes["weights"] = Param(
@@ -143,6 +146,12 @@ def _holds(observed: dict[str, list[float]], loads: Sequence[MeasuredLoad]) -> t
         f"holds for prompts of {lo:.0f}-{hi:.0f} tokens, decode batches of {blo:.1f}-{bhi:.1f}: fitted there",
         f"longer prompts and batches past {bhi:.1f} are extrapolated (linear step costs)",
     ]
+    if loads and all(ld.rate is None for ld in loads):
+        out.append(
+            "fitted on closed loops only, where the engine never idles: an open loop's gaps between "
+            "arrivals may slow its next steps (a core or GPU clocks down when idle), which the model "
+            "does not price; a rate step in the calibration would show it"
+        )
     kv = [ld.server_max_kv_usage for ld in loads if ld.server_max_kv_usage is not None]
     if not kv:
         out.append(
