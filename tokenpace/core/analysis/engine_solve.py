@@ -150,7 +150,7 @@ def _holds(observed: dict[str, list[float]], loads: Sequence[MeasuredLoad]) -> t
         out.append(
             "fitted on closed loops only, where the engine never idles: an open loop's gaps between "
             "arrivals may slow its next steps (a core or GPU clocks down when idle), which the model "
-            "does not price; a rate step in the calibration would show it"
+            "does not price; --validate on a measured rate step shows how much that matters"
         )
     kv = [ld.server_max_kv_usage for ld in loads if ld.server_max_kv_usage is not None]
     if not kv:
