@@ -3,7 +3,7 @@
     python benchmarks/core_wake.py [--trials 30] [--pieces 40]
 
 A fixed piece of CPU work (PBKDF2-SHA256, 500 rounds: C code on a few hundred bytes, so no cache or
-memory effect, ~0.15 ms on a warm core) is timed `--pieces` times back to back after an idle pause
+memory effect, ~0.16 ms on a warm core) is timed `--pieces` times back to back after an idle pause
 of 1, 10 and 100 ms, `--trials` times each; the table gives the median time of the 1st, 2nd, ...
 piece after the pause over the trials, relative to the warm core's (the last pieces after a 1 ms
 pause). Then the same with the cores kept awake (tokenpace.testing.awake: a SCHED_IDLE busy loop
@@ -23,7 +23,11 @@ import numpy as np
 from tokenpace.testing.awake import cores_kept_awake
 
 PAUSES_S = (0.001, 0.01, 0.1)
-SHOWN = (1, 2, 3, 5, 10, 20, 40)  # which pieces after the pause the table shows
+SHOWN = (1, 2, 3, 5, 10, 20, 40)
+MAX_TRIALS, MAX_PIECES = (
+    1000,
+    1000,
+)  # the timings table: at most 3 x 1000 x 1000 floats (24 MB)  # which pieces after the pause the table shows
 
 
 def _piece() -> None:
@@ -65,16 +69,15 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=30)
     ap.add_argument("--pieces", type=int, default=40)
     args = ap.parse_args()
-    if args.trials < 1 or args.pieces < 2:
-        ap.error("--trials must be >= 1 and --pieces >= 2")
+    if not (1 <= args.trials <= MAX_TRIALS and 2 <= args.pieces <= MAX_PIECES):
+        ap.error(f"--trials must be 1-{MAX_TRIALS} and --pieces 2-{MAX_PIECES}")
     print(f"load average {' / '.join(f'{x:.1f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs\n")
     plain = measure(args.trials, args.pieces)
     warm = float(np.median(plain[PAUSES_S[0]][args.pieces // 2 :]))
     print(table("cores left to idle", plain, warm) + "\n")
-    with cores_kept_awake() as spinners:
-        time.sleep(0.5)  # the loops start (a Python start-up each)
+    with cores_kept_awake() as spinners:  # yields once every loop runs in its idle class
         awake = measure(args.trials, args.pieces)
-    print(table(f"cores kept awake ({spinners} SCHED_IDLE loops)", awake, warm))
+    print(table(f"cores kept awake ({len(spinners)} SCHED_IDLE loops)", awake, warm))
     return 0
 
 

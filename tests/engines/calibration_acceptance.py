@@ -11,9 +11,10 @@ interval lies beyond 10 % plus that change; otherwise the miss is undecided (the
 moved that much).
 
 Throughout, the cores are kept out of their idle states (tokenpace.testing.awake): on this
-project's 2-core VM a core that idled 10 ms ran 1.3-1.5x slower for its next few ms of work, and
-2.4x after 100 ms. The calibration's closed loops never let the engine idle, the open loop's gaps
-between arrivals do, and that alone made the open loop's predictions too fast (docs/sim.md).
+project's 2-core VM a core that idled 10 ms ran its next few ms of work 1.5-1.8x slower, and
+1.7-2.0x after 100 ms (benchmarks/core_wake.py). The calibration's closed loops never let the
+engine idle, the open loop's gaps between arrivals do, and that alone made the open loop's
+predictions too fast (docs/sim.md).
 """
 
 from __future__ import annotations

@@ -85,21 +85,27 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
     assert "PREDICTED by the simulator from the calibrated profile mine" in plan.stdout
 
 
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [("missing", r"cannot read \S+"), ("corrupt", r"\S+\.jsonl: not tokenpace records \(JSONDecodeError")],
+)
 def test_a_revisit_that_cannot_be_read_is_said_and_the_calibration_goes_on(
-    measured: Path, tmp_path: Path
+    measured: Path, tmp_path: Path, damage: str, said: str
 ) -> None:
     d = shutil.copytree(measured, tmp_path / "runs")
     doc = json.loads((d / "conc.json").read_text())
-    (d / doc["revisit"][0]["records"]["path"]).unlink()
+    records = d / doc["revisit"][0]["records"]["path"]
+    if damage == "missing":
+        records.unlink()
+    else:
+        records.write_bytes(b"\x00\xffnot json\n")
     done = run_cli(
         "sim", "--calibrate", str(d / "conc.json"), "--calibrate", str(d / "ladder.json"),
         "--out", str(d / "mine.toml"),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert re.search(
-        r"^where it holds: the engine's speed during the sweep was not checked: cannot read ",
-        done.stdout,
-        re.M,
+        r"^where it holds: the engine's speed during the sweep was not checked: " + said, done.stdout, re.M
     ), done.stdout
 
 

@@ -1,40 +1,66 @@
-"""The busy loops that keep the cores awake: one per core, at SCHED_IDLE, and always stopped."""
+"""The busy loops that keep the cores awake: one per core, at SCHED_IDLE, and always stopped, even
+when the measurement raises or the parent that started them dies."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tokenpace.testing.awake import cores_kept_awake, supported
+from tokenpace.testing.awake import cores_kept_awake, cpu_quota, supported
 
-pytestmark = pytest.mark.skipif(not supported(), reason="SCHED_IDLE is Linux-only")
+pytestmark = pytest.mark.skipif(
+    not supported() or cpu_quota(), reason="needs Linux's SCHED_IDLE and no cgroup CPU quota"
+)
 
 
-def _children() -> set[int]:
-    me = os.getpid()
-    kids = Path(f"/proc/{me}/task/{me}/children")
-    return {int(p) for p in kids.read_text().split()} if kids.exists() else set()
+def _gone(pid: int) -> bool:
+    """Not running: no such process, or a zombie (an orphan's reaper may be slow, or absent in a
+    container whose first process reaps nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
 
 
 def test_one_idle_class_loop_per_core_and_none_left_after() -> None:
-    before = _children()
-    with cores_kept_awake() as started:
-        spinners = _children() - before
-        assert started == len(os.sched_getaffinity(0)) == len(spinners)
-        for pid in spinners:  # the policy is set by the child itself: wait until it has
-            deadline = time.monotonic() + 10  # a Python start-up, however busy the machine
-            while os.sched_getscheduler(pid) != os.SCHED_IDLE and time.monotonic() < deadline:
-                time.sleep(0.01)
+    with cores_kept_awake() as pids:
+        assert len(pids) == len(os.sched_getaffinity(0))
+        for pid in pids:
             assert os.sched_getscheduler(pid) == os.SCHED_IDLE
             assert len(os.sched_getaffinity(pid)) == 1
-    assert _children() == before
+    assert all(_gone(pid) for pid in pids)
 
 
 def test_the_loops_stop_when_the_measurement_raises() -> None:
-    before = _children()
-    with pytest.raises(RuntimeError), cores_kept_awake():
+    seen: list[int] = []
+    with pytest.raises(RuntimeError), cores_kept_awake() as pids:
+        seen += pids
         raise RuntimeError("the engine died")
-    assert _children() == before
+    assert seen and all(_gone(pid) for pid in seen)
+
+
+# A parent killed outright (SIGKILL: no finally runs) must not leave its loops spinning.
+_PARENT = """
+import os, sys
+from tokenpace.testing.awake import cores_kept_awake
+with cores_kept_awake() as pids:
+    print(" ".join(map(str, pids)), flush=True)
+    os.kill(os.getpid(), 9)
+"""
+
+
+def test_the_loops_end_by_themselves_when_their_parent_is_killed() -> None:
+    done = subprocess.run([sys.executable, "-c", _PARENT], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -9
+    pids = [int(p) for p in done.stdout.split()]
+    assert pids
+    deadline = time.monotonic() + 10  # each loop checks its parent every few ms
+    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert all(_gone(pid) for pid in pids)

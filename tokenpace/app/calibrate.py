@@ -91,6 +91,8 @@ def _step_load(path: Path, step: dict[str, Any], which: str) -> MeasuredLoad:
         records = read_records(rec_path)
     except OSError as e:
         raise ValueError(f"cannot read {rec_path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError) as e:  # orjson's errors are ValueErrors without the file
+        raise ValueError(f"{rec_path}: not tokenpace records ({type(e).__name__}: {e})") from None
     return measured_load(step, tuple(records))
 
 

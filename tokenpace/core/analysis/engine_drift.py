@@ -41,8 +41,8 @@ def decode_drift(first: MeasuredLoad, again: MeasuredLoad) -> DecodeDrift:
         nan = float("nan")
         note = (
             f"decode speed at {first.label}: not checked, {len(a)} and {len(b)} requests decoded two or "
-            f"more tokens in the first pass and the revisit, under {MIN_REQUESTS} each (more requests "
-            "per step would let the revisit say whether the engine moved)"
+            f"more tokens in the first pass and the revisit, fewer than {MIN_REQUESTS} in one of them "
+            "(more requests per step would let the revisit say whether the engine moved)"
         )
         return DecodeDrift(first.label, nan, nan, nan, False, note)
     a_lo, a_hi = percentile_ci(a, 50)
