@@ -23,11 +23,8 @@ import numpy as np
 from tokenpace.testing.awake import cores_kept_awake
 
 PAUSES_S = (0.001, 0.01, 0.1)
-SHOWN = (1, 2, 3, 5, 10, 20, 40)
-MAX_TRIALS, MAX_PIECES = (
-    1000,
-    1000,
-)  # the timings table: at most 3 x 1000 x 1000 floats (24 MB)  # which pieces after the pause the table shows
+SHOWN = (1, 2, 3, 5, 10, 20, 40)  # which pieces after the pause the table shows
+MAX_TRIALS = MAX_PIECES = 1000  # the timings: at most 3 tables of 1000 x 1000 floats (24 MB)
 
 
 def _piece() -> None:

@@ -12,6 +12,7 @@ import aiohttp
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.workers import WorkerPool
+from tokenpace.testing.procs import running
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
@@ -154,19 +155,11 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
     deadline = time.monotonic() + 20  # a liveness bound: the watch looks every second
     alive = kids
     while alive and time.monotonic() < deadline:
-        alive = [k for k in alive if _alive(k)]
+        alive = [k for k in alive if running(k)]
         time.sleep(0.1)
     for k in alive:  # do not leave them behind even if the test fails
         os.kill(k, signal.SIGKILL)
     assert not alive
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def _read(pid: int, task: str) -> str:

@@ -7,25 +7,15 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from tokenpace.testing.awake import cores_kept_awake, cpu_quota, supported
+from tokenpace.testing.procs import running
 
 pytestmark = pytest.mark.skipif(
     not supported() or cpu_quota(), reason="needs Linux's SCHED_IDLE and no cgroup CPU quota"
 )
-
-
-def _gone(pid: int) -> bool:
-    """Not running: no such process, or a zombie (an orphan's reaper may be slow, or absent in a
-    container whose first process reaps nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in {"Z", "X"}
 
 
 def test_one_idle_class_loop_per_core_and_none_left_after() -> None:
@@ -34,7 +24,7 @@ def test_one_idle_class_loop_per_core_and_none_left_after() -> None:
         for pid in pids:
             assert os.sched_getscheduler(pid) == os.SCHED_IDLE
             assert len(os.sched_getaffinity(pid)) == 1
-    assert all(_gone(pid) for pid in pids)
+    assert not any(running(pid) for pid in pids)
 
 
 def test_the_loops_stop_when_the_measurement_raises() -> None:
@@ -42,7 +32,7 @@ def test_the_loops_stop_when_the_measurement_raises() -> None:
     with pytest.raises(RuntimeError), cores_kept_awake() as pids:
         seen += pids
         raise RuntimeError("the engine died")
-    assert seen and all(_gone(pid) for pid in seen)
+    assert seen and not any(running(pid) for pid in seen)
 
 
 # A parent killed outright (SIGKILL: no finally runs) must not leave its loops spinning.
@@ -61,6 +51,6 @@ def test_the_loops_end_by_themselves_when_their_parent_is_killed() -> None:
     pids = [int(p) for p in done.stdout.split()]
     assert pids
     deadline = time.monotonic() + 10  # each loop checks its parent every few ms
-    while not all(_gone(pid) for pid in pids) and time.monotonic() < deadline:
+    while any(running(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert all(_gone(pid) for pid in pids)
+    assert not any(running(pid) for pid in pids)

@@ -10,7 +10,7 @@ the loops here (a shared hyperthread, the scheduler). A machine tuned for benchm
 governor, no deep C-states, dedicated cores) needs none of it.
 
 Under a cgroup CPU quota (`cpu.max`, `docker --cpus`) SCHED_IDLE time counts against the quota and
-the loops would throttle what they sit beside: then none is started, and the caller is told (0).
+the loops would throttle what they sit beside: then none is started, and the caller gets no pids.
 A loop ends by itself when its parent is gone, however the parent died.
 """
 

@@ -1,5 +1,5 @@
-"""What tests (and the benchmarks) share for child processes: a free port on 127.0.0.1, and the CLI
-run as a user runs it (real signals, real exit codes)."""
+"""What tests (and the benchmarks) share for child processes: a free port on 127.0.0.1, the CLI
+run as a user runs it (real signals, real exit codes), and whether a process still runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,16 @@ import sys
 # Exit codes of a bench or sweep that ran to the end: 0, or 3 when the client fell behind (NOT VALID),
 # which a busy test machine can cause on its own (a 50 ms stall). Tests about something else accept both.
 FINISHED = (0, 3)
+
+
+def running(pid: int) -> bool:
+    """The process exists and is not a zombie (an orphan's reaper may be slow, or absent in a
+    container whose first process reaps nothing). Linux: reads /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] not in {"Z", "X"}
+    except OSError:
+        return False
 
 
 def free_port() -> int:
