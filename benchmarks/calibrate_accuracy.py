@@ -22,7 +22,7 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-from tokenpace.app.simproc import SimProcess
+from tokenpace.app.serving.simproc import SimProcess
 
 
 def _tokenpace(*args: str) -> str:

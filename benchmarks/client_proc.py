@@ -34,7 +34,7 @@ def _rss_mb() -> float:
 
 
 def run_tokenpace(args: argparse.Namespace) -> dict:
-    from tokenpace.app.bench import BenchConfig, BenchRun
+    from tokenpace.app.bench.bench import BenchConfig, BenchRun
     from tokenpace.core.workload.lengths import parse_length
 
     config = BenchConfig(

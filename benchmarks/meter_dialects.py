@@ -17,15 +17,15 @@ from collections.abc import Callable
 from functools import partial
 
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.meter import Meter
-from tokenpace.gateway.outcome import Outcome
-from tokenpace.gateway.realtime_meter import RealtimeMeter
-from tokenpace.sim.anthropic_api import AnthropicFormat, parse_messages
-from tokenpace.sim.api import StreamDefaults, generation_from
-from tokenpace.sim.chunks import ANSWER, REASONING, WireFormat, openai_format
-from tokenpace.sim.realtime_api import RealtimeFormat
-from tokenpace.sim.responses_api import ResponsesFormat, parse_responses
-from tokenpace.sim.tokens import output_word
+from tokenpace.gateway.metering.meter import Meter
+from tokenpace.gateway.metering.outcome import Outcome
+from tokenpace.gateway.metering.realtime_meter import RealtimeMeter
+from tokenpace.sim.endpoints.anthropic_api import AnthropicFormat, parse_messages
+from tokenpace.sim.endpoints.api import StreamDefaults, generation_from
+from tokenpace.sim.endpoints.chunks import ANSWER, REASONING, WireFormat, openai_format
+from tokenpace.sim.endpoints.realtime_api import RealtimeFormat
+from tokenpace.sim.endpoints.responses_api import ResponsesFormat, parse_responses
+from tokenpace.sim.endpoints.tokens import output_word
 from tokenpace.wire.dialects import get_dialect
 from tokenpace.wire.websocket import FrameReader
 

@@ -16,7 +16,7 @@ import asyncio
 import aiohttp
 import numpy as np
 
-from tokenpace.sim.server import SimServer
+from tokenpace.sim.endpoints.server import SimServer
 from tokenpace.testing.otlp_receiver import OtlpReceiver
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "a b c d e f g h"}], "max_tokens": 32}

@@ -22,9 +22,9 @@ import time
 
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import VirtualLoad, get_profile, run_virtual, summarize_virtual
-from tokenpace.sim.virtual import run_virtual_streamed
-from tokenpace.sim.virtual_stream import StreamedSummary
-from tokenpace.sim.virtual_summary import VirtualSummary
+from tokenpace.sim.virtual_time.virtual import run_virtual_streamed
+from tokenpace.sim.virtual_time.virtual_stream import StreamedSummary
+from tokenpace.sim.virtual_time.virtual_summary import VirtualSummary
 
 
 def _args() -> argparse.Namespace:

@@ -22,8 +22,8 @@ from tokenpace.adapters.store import connect
 from tokenpace.core.metrics import Slo, summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.running_summary import RunningSummary
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.store_writer import StoreRecordWriter
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 
 MS = 1_000_000
 

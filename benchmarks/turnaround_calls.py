@@ -38,9 +38,9 @@ def _profiled_run(url: str, streams: int, requests: int, cli: bool) -> tuple[pst
     from rich.console import Console
 
     from tokenpace.adapters.results import RecordWriter
-    from tokenpace.app import load_shapes
-    from tokenpace.app.bench import BenchConfig, BenchRun
-    from tokenpace.cli.run_view import BenchProgress
+    from tokenpace.app.bench import load_shapes
+    from tokenpace.app.bench.bench import BenchConfig, BenchRun
+    from tokenpace.cli.bench.run_view import BenchProgress
     from tokenpace.core.workload.lengths import parse_length
 
     prof = cProfile.Profile()

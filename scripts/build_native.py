@@ -123,7 +123,7 @@ def main() -> int:
         (Path(tmp) / "setup_native.py").write_text(_SETUP.format(group=native.GROUP))
         print(f"tokenpace sim: compiling {len(native.MODULES)} modules with mypyc (about a minute) ...")
         done = subprocess.run(
-            [sys.executable, "setup_native.py", *(f"src/tokenpace/sim/{m}.py" for m in native.MODULES)],
+            [sys.executable, "setup_native.py", *(f"src/{native.source_of(m)}" for m in native.MODULES)],
             cwd=tmp,
             env=dict(os.environ, MYPYPATH=str(src)),
             capture_output=True,
@@ -135,8 +135,11 @@ def main() -> int:
             return 1
         staged = Path(tmp) / "_compiled"
         staged.mkdir()
-        for so in (Path(tmp) / "out" / "tokenpace" / "sim").glob(f"*{suffix}"):
-            shutil.copy2(so, staged / so.name)
+        built = Path(tmp) / "out" / "tokenpace" / "sim"
+        for name in (*native.MODULES, native.LIBRARY):  # each where the finder looks for it
+            target = staged / native.built_name(name, suffix)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(built / native.built_name(name, suffix), target)
         record = {"suffix": suffix, "sources": sources}
         (staged / native.RECORD).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
         shutil.rmtree(native.BUILD, ignore_errors=True)
@@ -161,7 +164,7 @@ def _missing_toolchain() -> str:
 
 def _remove_strays() -> None:
     """Extension modules beside the sources (an earlier layout) would outrank them: removed."""
-    for stray in [*SIM.glob("*.so"), SIM / "_native.json"]:
+    for stray in [*SIM.glob("*.so"), *SIM.glob("*/*.so"), SIM / "_native.json"]:
         stray.unlink(missing_ok=True)
 
 

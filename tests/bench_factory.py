@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenpace.app.bench_config import BenchConfig
+from tokenpace.app.run.bench_config import BenchConfig
 from tokenpace.core.workload.lengths import parse_length
 
 

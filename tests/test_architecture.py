@@ -30,3 +30,25 @@ def test_no_function_over_80_lines() -> None:
                 if n > MAX_FUNCTION_LINES:
                     long[f"{p.relative_to(ROOT)}:{node.name}"] = n
     assert not long, f"split these functions: {long}"
+
+
+MAX_ROOM_MODULES = 15
+
+
+def _packages() -> list[Path]:
+    return sorted(p.parent for p in (ROOT / "tokenpace").rglob("__init__.py") if "_compiled" not in p.parts)
+
+
+def test_every_room_holds_at_most_15_modules() -> None:
+    sizes = {str(d.relative_to(ROOT)): len(list(d.glob("*.py"))) for d in _packages()}
+    crowded = {name: n for name, n in sizes.items() if n > MAX_ROOM_MODULES}
+    assert not crowded, f"split these folders by job (at most {MAX_ROOM_MODULES} modules each): {crowded}"
+
+
+def test_every_room_says_what_it_owns() -> None:
+    silent = [
+        str(d.relative_to(ROOT))
+        for d in _packages()
+        if not ast.get_docstring(ast.parse((d / "__init__.py").read_text()))
+    ]
+    assert not silent, f"give these packages an __init__ docstring saying what the room owns: {silent}"

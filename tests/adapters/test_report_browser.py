@@ -18,8 +18,8 @@ import pytest
 
 from tokenpace.adapters.report.figures import make_steps
 from tokenpace.adapters.report.html import render_html
-from tokenpace.app.bench import BenchConfig
-from tokenpace.app.sweep import Sweep, SweepConfig
+from tokenpace.app.bench.bench import BenchConfig
+from tokenpace.app.sweep.sweep import Sweep, SweepConfig
 from tokenpace.core.metrics import Slo
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer

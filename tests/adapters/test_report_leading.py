@@ -66,7 +66,7 @@ def test_no_server_metrics_no_figure():
 def test_report_of_a_real_run_includes_it():
     import asyncio
 
-    from tokenpace.app.bench import BenchConfig, BenchRun
+    from tokenpace.app.bench.bench import BenchConfig, BenchRun
     from tokenpace.core.workload.lengths import parse_length
     from tokenpace.sim import SimServer
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tokenpace.adapters.scenario_files import default_book, load_book
-from tokenpace.core.analysis.scenarios import ScenarioError
+from tokenpace.core.analysis.selection.scenarios import ScenarioError
 
 DEFAULTS = {"voice", "chat", "code-completion", "rag-answer", "long-form", "batch-summarisation"}
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from core.analysis.test_select import result
+from core.analysis.selection.test_select import result
 
 from adapters.test_report_browser import CHROMIUM, open_in_chromium
 from tokenpace.adapters.report.select_html import render_select_html
-from tokenpace.app.select import SelectReport
-from tokenpace.core.analysis.cost import cost_of, recommend
-from tokenpace.core.analysis.scenarios import Prices, Scenario, SloLine
-from tokenpace.core.analysis.select import judge, run_point
+from tokenpace.app.selection.select import SelectReport
+from tokenpace.core.analysis.selection.cost import cost_of, recommend
+from tokenpace.core.analysis.selection.scenarios import Prices, Scenario, SloLine
+from tokenpace.core.analysis.selection.select import judge, run_point
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 

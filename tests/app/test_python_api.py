@@ -13,7 +13,7 @@ import pytest
 from bench_factory import bench_config
 
 from tokenpace.app.api import REFUSALS, BenchConfig, SweepConfig, run_bench, run_sweep
-from tokenpace.app.store_ops import open_store
+from tokenpace.app.baseline.store_ops import open_store
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.testing.procs import free_port
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from baseline_fixtures import ROOT, served, tokenpace
 
-from tokenpace.app.exit_status import (
+from tokenpace.app.run.exit_status import (
     BAD_INPUT,
     ERROR,
     INTERRUPTED,
@@ -25,7 +25,7 @@ from tokenpace.app.exit_status import (
     run_exit_status,
     sweep_exit_status,
 )
-from tokenpace.app.simproc import SimProcess
+from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.testing.scripted_server import Script
 
 FAST = Script(ttft_s=0.01, itl_s=0.001)

@@ -13,8 +13,8 @@ from rich.table import Table
 
 from tokenpace.adapters.store import connect
 from tokenpace.cli.fit import show_table
-from tokenpace.core.analysis.runnoise import GroupNoise, noise_key
-from tokenpace.core.analysis.samples import METRICS
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise, noise_key
+from tokenpace.core.analysis.evidence.samples import METRICS
 from tokenpace.testing.procs import run_cli
 
 NARROW = {"COLUMNS": "80"}

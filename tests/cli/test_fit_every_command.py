@@ -18,8 +18,8 @@ from baseline_fixtures import make_record
 from tokenpace.adapters.store import connect
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.store_writer import StoreRecordWriter
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 from tokenpace.testing.procs import run_cli
 
 PIPE_AT_80 = {"COLUMNS": "80"}

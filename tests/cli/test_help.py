@@ -44,7 +44,7 @@ def test_top_level_help_imports_no_command_nor_its_heavy_libraries() -> None:
         "sys.argv = ['tokenpace', '--help']\n"
         "from tokenpace.cli.main import main\n"
         "try:\n    main()\nexcept SystemExit:\n    pass\n"
-        "heavy = ('sqlalchemy', 'numpy', 'rich', 'tokenpace.cli.bench_cmd', 'tokenpace.app',"
+        "heavy = ('sqlalchemy', 'numpy', 'rich', 'tokenpace.cli.bench.bench_cmd', 'tokenpace.app',"
         " 'tokenpace.gateway')\n"
         "print(sorted({m for m in sys.modules if m.startswith(heavy)}), file=sys.stderr)\n"
     )

@@ -21,7 +21,7 @@ from tokenpace.core.credentials import (
     secrets_of,
     split_credentials,
 )
-from tokenpace.gateway.config import parse_upstream
+from tokenpace.gateway.config.config import parse_upstream
 from tokenpace.testing.procs import FINISHED
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 from tokenpace.wire.endpoint import parse_endpoint
@@ -233,8 +233,8 @@ def test_gateway_records_scrub_a_key_an_upstream_echoes(tmp_path):
     import aiohttp
     from aiohttp import web
 
-    from tokenpace.gateway.config import GatewayConfig
-    from tokenpace.gateway.serve import RunningGateway
+    from tokenpace.gateway.config.config import GatewayConfig
+    from tokenpace.gateway.lifecycle.serve import RunningGateway
 
     async def upstream(request: web.Request) -> web.StreamResponse:
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

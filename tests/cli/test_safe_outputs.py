@@ -21,7 +21,7 @@ import pytest
 
 from tokenpace.adapters.safe_files import OutputPathError, check_output, write_atomic
 from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
-from tokenpace.app.bench import MAX_CONSECUTIVE_CONNECT_ERRORS, BenchConfig, BenchRun
+from tokenpace.app.bench.bench import MAX_CONSECUTIVE_CONNECT_ERRORS, BenchConfig, BenchRun
 from tokenpace.core.record import Status
 from tokenpace.core.workload.lengths import MAX_TOKENS, parse_length
 from tokenpace.testing.procs import FINISHED

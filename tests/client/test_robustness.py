@@ -8,9 +8,9 @@ import pytest
 from bench_factory import bench_config
 
 from tokenpace.adapters.servermetrics.parse import parse_metrics
-from tokenpace.app.bench import BenchConfig, BenchRun
+from tokenpace.app.bench.bench import BenchConfig, BenchRun
 from tokenpace.client import Sender
-from tokenpace.core.analysis.engine_metrics import analyse
+from tokenpace.core.analysis.diagnosis.engine_metrics import analyse
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 from tokenpace.testing.wire_upstream import ClosingRace

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from bench_factory import bench_config
 
-from tokenpace.app.bench import BenchResult, BenchRun
-from tokenpace.app.preflight import PreflightError
+from tokenpace.app.bench.bench import BenchResult, BenchRun
+from tokenpace.app.watch.preflight import PreflightError
 from tokenpace.core.network import network_phases
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.workload.lengths import parse_length

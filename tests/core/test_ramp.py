@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.schedule.ramp import Ramp, ramp_offsets_s, user_start_offsets_s
 from tokenpace.core.steady import steady_state
-from tokenpace.core.workload.ramp import Ramp, ramp_offsets_s, user_start_offsets_s
 
 
 def _gaps(ramp: Ramp, n: int) -> np.ndarray:

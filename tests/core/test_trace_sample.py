@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from tokenpace.app.bench import build_requests
-from tokenpace.app.bench_config import BenchConfig
+from tokenpace.app.bench.bench import build_requests
+from tokenpace.app.run.bench_config import BenchConfig
 from tokenpace.core.trace_sample import check_share, trace_sampled
 from tokenpace.core.workload import WorkItem
 from tokenpace.wire.tracecontext import is_sampled, parse_traceparent

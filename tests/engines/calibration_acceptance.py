@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tokenpace.app.calibrate import calibrate, validate
+from tokenpace.app.calibration.calibrate import calibrate, validate
 from tokenpace.testing.awake import cores_kept_awake
 from tokenpace.testing.procs import FINISHED, run_cli
 

@@ -4,7 +4,7 @@ by the engine's own change between two runs of one load; otherwise it is undecid
 from __future__ import annotations
 
 from engines.calibration_acceptance import Acceptance
-from tokenpace.sim.replay import Prediction
+from tokenpace.sim.virtual_time.replay import Prediction
 
 
 def _row(predicted: float, low: float, high: float, metric: str = "ttft") -> Prediction:

@@ -20,10 +20,10 @@ from typing import TypeVar
 import aiohttp
 
 from gateway.hostile_upstream import HEALTHY, HostileUpstream
-from gateway.test_gateway_hostile import AUTH, chat
+from gateway.request_path.test_gateway_hostile import AUTH, chat
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.serve import RunningGateway
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.lifecycle.serve import RunningGateway
 
 T = TypeVar("T")
 HEALTHY_LANES = 3

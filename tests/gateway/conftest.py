@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from gateway.test_gateway import FixedUpstream
+from gateway.request_path.test_gateway import FixedUpstream
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config import GatewayConfig, parse_upstream
-from tokenpace.gateway.otlp import Traces
-from tokenpace.gateway.serve import RunningGateway
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.lifecycle.serve import RunningGateway
+from tokenpace.gateway.observability.otlp import Traces
 
 
 @dataclass

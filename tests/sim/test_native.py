@@ -31,7 +31,7 @@ _WHICH = "import tokenpace.sim, tokenpace.sim.native as n; print(n.active())"
 
 
 def test_the_source_build_passes_the_pinned_runs():
-    """The pinned digests (tests/sim/test_sim_virtual_pinned.py) are checked in this process with
+    """The pinned digests (tests/sim/virtual_time/test_sim_virtual_pinned.py) are checked in this process with
     whichever build is loaded (the compiled one under `make test`); here again from source."""
     env = {**os.environ, native.ENV: "0", "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
@@ -42,7 +42,7 @@ def test_the_source_build_passes_the_pinned_runs():
             "-q",
             "-p",
             "no:cacheprovider",
-            "tests/sim/test_sim_virtual_pinned.py",
+            "tests/sim/virtual_time/test_sim_virtual_pinned.py",
         ],
         env=env,
         cwd=ROOT,
@@ -58,7 +58,8 @@ def test_the_source_build_passes_the_pinned_runs():
 def test_the_compiled_build_is_loaded_while_it_matches_its_source():
     assert _python(_WHICH) == "True"
     out = _python(
-        "import tokenpace.sim.engine as e, tokenpace.sim.kvcache as k; print(e.__file__, k.__file__)"
+        "import tokenpace.sim.model.engine as e, tokenpace.sim.model.kvcache as k;"
+        " print(e.__file__, k.__file__)"
     )
     assert all(not f.endswith(".py") for f in out.split())
 
@@ -72,7 +73,7 @@ def test_an_edited_source_is_loaded_from_source_all_of_the_group(tmp_path: Path)
     with (tmp_path / "tokenpace" / "sim" / "kvcache.py").open("a") as f:
         f.write("\n# edited after the build\n")
     assert _python(_WHICH, path=tmp_path) == "False"
-    out = _python("import tokenpace.sim.engine as e; print(e.__file__)", path=tmp_path)
+    out = _python("import tokenpace.sim.model.engine as e; print(e.__file__)", path=tmp_path)
     assert out.endswith("engine.py")
 
 

@@ -1,0 +1,2 @@
+"""Adapters around the core: result files, the run store, reports, dataset readers, server-metrics
+scraping, tokenizers, scenario files."""

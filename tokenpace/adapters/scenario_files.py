@@ -7,7 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tokenpace.core.analysis.scenarios import ScenarioBook, ScenarioError, parse_book
+from tokenpace.core.analysis.selection.scenarios import ScenarioBook, ScenarioError, parse_book
 
 if sys.version_info >= (3, 11):
     import tomllib

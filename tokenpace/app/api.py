@@ -9,7 +9,7 @@ Nothing is written unless asked: ``out=`` writes the result file with its record
 files ``tokenpace bench --out`` writes), ``store=`` saves the run in that run store. Ctrl-C stops
 the run early and the result comes back marked interrupted. Inside a running event loop (Jupyter,
 an async service) call ``config.validate()`` then await ``BenchRun(config).run()`` instead
-(``tokenpace.app.bench``).
+(``tokenpace.app.bench.bench``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from tokenpace.app.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig, BenchResult
-from tokenpace.app.bench_job import REFUSALS, run_bench_job
-from tokenpace.app.outputs import RunOutputs
-from tokenpace.app.progress import RunProgress, SweepProgress
-from tokenpace.app.run_store import RunStoreError
-from tokenpace.app.sweep import SweepConfig, SweepResult
-from tokenpace.app.sweep_job import run_sweep_job
+from tokenpace.app.baseline.run_store import RunStoreError
+from tokenpace.app.jobs.bench_job import REFUSALS, run_bench_job
+from tokenpace.app.jobs.progress import RunProgress, SweepProgress
+from tokenpace.app.jobs.sweep_job import run_sweep_job
+from tokenpace.app.run.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig, BenchResult
+from tokenpace.app.run.outputs import RunOutputs
+from tokenpace.app.sweep.sweep import SweepConfig, SweepResult
 
 __all__ = [
     "REFUSALS",

@@ -11,21 +11,21 @@ from tokenpace import __version__
 # Command name -> module defining it (attribute of the same name). Modules load only when their
 # command runs, so `tokenpace bench` does not pay for the store's or the report's imports.
 COMMANDS = {
-    "bench": "tokenpace.cli.bench_cmd",
-    "sweep": "tokenpace.cli.sweep_cmd",
-    "plan": "tokenpace.cli.plan_cmd",
-    "report": "tokenpace.cli.report_cmd",
-    "runs": "tokenpace.cli.runs_cmd",
-    "compare": "tokenpace.cli.compare_cmd",
-    "check": "tokenpace.cli.check_cmd",
-    "arms": "tokenpace.cli.arms_cmd",
-    "history": "tokenpace.cli.history_cmd",
-    "baseline": "tokenpace.cli.baseline_cmd",
-    "ab": "tokenpace.cli.ab_cmd",
-    "gateway": "tokenpace.cli.gateway_cmd",
-    "sim": "tokenpace.cli.sim_cmd",
-    "scenarios": "tokenpace.cli.scenarios_cmd",
-    "select": "tokenpace.cli.select_cmd",
+    "bench": "tokenpace.cli.bench.bench_cmd",
+    "sweep": "tokenpace.cli.bench.sweep_cmd",
+    "plan": "tokenpace.cli.bench.plan_cmd",
+    "report": "tokenpace.cli.bench.report_cmd",
+    "runs": "tokenpace.cli.library.runs_cmd",
+    "compare": "tokenpace.cli.library.compare_cmd",
+    "check": "tokenpace.cli.library.check_cmd",
+    "arms": "tokenpace.cli.gateway.arms_cmd",
+    "history": "tokenpace.cli.library.history_cmd",
+    "baseline": "tokenpace.cli.library.baseline_cmd",
+    "ab": "tokenpace.cli.library.ab_cmd",
+    "gateway": "tokenpace.cli.gateway.gateway_cmd",
+    "sim": "tokenpace.cli.sim.sim_cmd",
+    "scenarios": "tokenpace.cli.selection.scenarios_cmd",
+    "select": "tokenpace.cli.selection.select_cmd",
 }
 
 

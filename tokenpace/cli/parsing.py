@@ -11,9 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
-from tokenpace.core.credentials import header_problem
-from tokenpace.core.metrics import Slo
-from tokenpace.core.workload.lengths import MAX_TOKENS, LengthDist, LengthSpecError, parse_length
+from tokenpace.app.run.terms import MAX_TOKENS, LengthDist, LengthSpecError, Slo, header_problem, parse_length
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}

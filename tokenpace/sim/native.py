@@ -28,18 +28,18 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 from types import ModuleType
 
-# The virtual clock's hot path; one mypyc group (they call each other as C).
+# The virtual clock's hot path, named below `tokenpace.sim`; one mypyc group (they call each other as C).
 MODULES = (
-    "costmodel",
-    "engine",
-    "fast_forward",
-    "kvcache",
-    "lazy_decode",
-    "request",
-    "step_noise",
-    "virtual",
-    "virtual_load",
-    "virtual_stream",
+    "model.costmodel",
+    "model.engine",
+    "model.fast_forward",
+    "model.kvcache",
+    "model.lazy_decode",
+    "model.request",
+    "model.step_noise",
+    "virtual_time.virtual",
+    "virtual_time.virtual_load",
+    "virtual_time.virtual_stream",
 )
 PACKAGE = "tokenpace.sim"
 GROUP = f"{PACKAGE}._native"  # mypyc's group; its shared library is the module `_native__mypyc`
@@ -49,6 +49,16 @@ SOURCE_ROOT = HERE.parent.parent  # holds the `tokenpace` package; recorded path
 BUILD = HERE / "_compiled"
 RECORD = "record.json"
 ENV = "TOKENPACE_SIM_NATIVE"  # "0": always the source
+
+
+def source_of(module: str) -> str:
+    """The recorded (root-relative) path of one of MODULES' sources."""
+    return f"tokenpace/sim/{module.replace('.', '/')}.py"
+
+
+def built_name(module: str, suffix: str) -> str:
+    """Where one of MODULES (or LIBRARY) lies in the build folder, relative to it."""
+    return f"{module.replace('.', '/')}{suffix}"
 
 
 def digest(path: Path) -> str:
@@ -63,9 +73,9 @@ def built_matches_source(build: Path = BUILD, root: Path = SOURCE_ROOT) -> bool:
         sources = record["sources"]
         if record["suffix"] != suffix or not isinstance(sources, dict):
             return False
-        if not all(f"tokenpace/sim/{m}.py" in sources for m in MODULES):
+        if not all(source_of(m) in sources for m in MODULES):
             return False
-        if not all((build / f"{name}{suffix}").is_file() for name in (*MODULES, LIBRARY)):
+        if not all((build / built_name(name, suffix)).is_file() for name in (*MODULES, LIBRARY)):
             return False
         return all(digest(root / rel) == sha for rel, sha in sources.items())
     except (OSError, ValueError, KeyError, TypeError):
@@ -82,10 +92,12 @@ class _FromBuild(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> ModuleSpec | None:
-        package, _, name = fullname.rpartition(".")
-        if package != PACKAGE or (name not in MODULES and name != LIBRARY):
+        if not fullname.startswith(PACKAGE + "."):
             return None
-        so = str(self.build / f"{name}{self.suffix}")
+        name = fullname[len(PACKAGE) + 1 :]
+        if name not in MODULES and name != LIBRARY:
+            return None
+        so = str(self.build / built_name(name, self.suffix))
         loader = importlib.machinery.ExtensionFileLoader(fullname, so)
         return importlib.util.spec_from_file_location(fullname, so, loader=loader)
 
@@ -103,5 +115,5 @@ COMPILED_WANTED = _choose()
 
 def active() -> bool:
     """Whether the engine running in this process is the compiled build."""
-    engine = sys.modules.get(f"{PACKAGE}.engine")
+    engine = sys.modules.get(f"{PACKAGE}.model.engine")
     return engine is not None and not str(getattr(engine, "__file__", "")).endswith(".py")

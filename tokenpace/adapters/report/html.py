@@ -34,7 +34,7 @@ from tokenpace.adapters.report.tail_section import (
     tail_lines,
     tail_shares_table,
 )
-from tokenpace.core.analysis.tail_hops import TailHops
+from tokenpace.core.analysis.diagnosis.tail_hops import TailHops
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1280px;

@@ -1,6 +1,6 @@
 """The report's "where the P95+ requests' time went" (``report --traces FILE``): one stacked bar of
 hops per request of the TTFT tail, the median share of the TTFT each hop took, and how many of the
-tail had no trace (never silently left out). The data comes from ``core/analysis/tail_hops.py``."""
+tail had no trace (never silently left out). The data comes from ``core/analysis/diagnosis/tail_hops.py``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from tokenpace.adapters.report.figures import LAYOUT
 from tokenpace.adapters.report.tables import Table, fmt
-from tokenpace.core.analysis.tail_hops import DECODE_HOP, TTFT_HOPS, TailHops, hop_ms, median_shares
+from tokenpace.core.analysis.diagnosis.tail_hops import DECODE_HOP, TTFT_HOPS, TailHops, hop_ms, median_shares
 
 TITLE = "Where the P95+ requests' time went (traces)"
 SHARE_COLUMN = "median share of TTFT"

@@ -8,7 +8,7 @@ Linux, the same clock in both processes, so scrapes line up with request records
 
 With ROTATE_BYTES (the gateway, which runs for months), a file past that size is renamed to
 OUT.jsonl.1 (replacing the previous one) and a new OUT.jsonl is begun: a reader that holds the
-file open finishes it, then follows the name (see gateway/engine_watch.py).
+file open finishes it, then follows the name (see gateway/observability/engine_watch.py).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tokenpace.adapters.store import noise
-from tokenpace.core.analysis.runnoise import GroupNoise
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 
 
 class RepeatGroups:

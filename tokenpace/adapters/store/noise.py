@@ -11,8 +11,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
-from tokenpace.core.analysis.conditions import gate_mismatches
-from tokenpace.core.analysis.runnoise import GroupNoise
+from tokenpace.core.analysis.comparison.conditions import gate_mismatches
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 
 # Groups read when learning the noise of one test: the newest this many (a bound on the scan).
 MAX_GROUPS_SCANNED = 500

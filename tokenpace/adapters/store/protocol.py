@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from tokenpace.core.analysis.runnoise import GroupNoise
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 

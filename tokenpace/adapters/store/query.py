@@ -7,7 +7,7 @@ from typing import Any
 
 from tokenpace.adapters.store.protocol import RunInfo
 from tokenpace.adapters.store.url import StoreError
-from tokenpace.core.analysis.conditions import get_path
+from tokenpace.core.analysis.comparison.conditions import get_path
 
 COLUMN_KEYS = ("model", "endpoint", "kind")
 

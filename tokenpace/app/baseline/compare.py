@@ -1,0 +1,167 @@
+"""Use case: compare two stored runs (ids, labels or baseline names)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.core.analysis.comparison.compare import (
+    DEFAULT_ALPHA,
+    DEFAULT_PERCENTILES,
+    Comparison,
+    compare_runs_records,
+)
+from tokenpace.core.analysis.comparison.conditions import cache_warnings, differing_fields, run_level
+from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD
+from tokenpace.core.analysis.evidence.verdict import DEFAULT_MIN_EFFECT
+
+
+@dataclass(slots=True)
+class RunComparison:
+    a: RunInfo
+    b: RunInfo
+    comparison: Comparison
+    differing: list[tuple[str, Any, Any]]
+    run_level: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    runs_a: list[str] = field(default_factory=list)  # the side's runs: its repeat group, or the run
+    runs_b: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "a": _side(self.a) | {"runs": self.runs_a},
+            "b": _side(self.b) | {"runs": self.runs_b},
+            "differing_conditions": [{"field": f, "a": va, "b": vb} for f, va, vb in self.differing],
+            "warnings": self.warnings,
+            **self.comparison.to_dict(),
+            "run_level": self.run_level,
+        }
+
+
+def _side(run: RunInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.id,
+        "started_at": run.started_at,
+        "model": run.model,
+        "endpoint": run.endpoint,
+        "labels": run.labels,
+        "records": run.record_count,
+    }
+
+
+def condition_warnings(a: RunInfo, b: RunInfo, differing: list[tuple[str, Any, Any]]) -> list[str]:
+    out = []
+    if differing:
+        shown = ", ".join(f for f, _, _ in differing[:12])
+        more = f" and {len(differing) - 12} more" if len(differing) > 12 else ""
+        out.append(f"the runs' conditions differ: {shown}{more}")
+    out += cache_warnings(a.conditions, b.conditions, a.summary, b.summary)
+    for run, side in ((a, "A"), (b, "B")):
+        if run.interrupted:
+            out.append(f"run {side} ({run.id}) was interrupted: {run.stop_reason}")
+        if not run.valid:
+            why = "; ".join(run.extra.get("invalid_reasons") or []) or "the client could not keep up"
+            out.append(f"run {side} ({run.id}) is marked NOT VALID ({why}): judged only because allowed")
+    return out
+
+
+class RunNotJudgeable(ValueError):
+    """A run that is not valid or did not finish: comparing it would judge the client, not the server."""
+
+
+def not_judgeable_reasons(run: RunInfo) -> list[str]:
+    """Why a stored run cannot be judged (empty when it can)."""
+    reasons = [] if run.valid else list(run.extra.get("invalid_reasons") or ["marked not valid"])
+    if run.interrupted and not any("did not finish" in r for r in reasons):
+        reasons.append(f"interrupted ({run.stop_reason})")
+    return reasons
+
+
+def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) -> None:
+    if allow_invalid:
+        return
+    for side, run in runs:
+        reasons = not_judgeable_reasons(run)
+        if reasons:
+            raise RunNotJudgeable(
+                f"run {side} ({run.id}) is NOT VALID: {'; '.join(reasons)}. Its numbers measure a run that "
+                "did not do what was asked; rerun it, or pass --allow-invalid to judge it anyway"
+            )
+
+
+def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, list[str]]:
+    """The runs a side stands for: the repeat group ``run`` belongs to (unless ``single``)."""
+    group = None if single else store.repeat_group_of(run.id)
+    return (group[0], group[1]) if group else (None, [run.id])
+
+
+# Labels that name one window both runs were measured in, interleaved: the gateway's session (its
+# arms split live traffic) and an A/B test's id (its arms alternate block by block).
+SAME_WINDOW_LABELS = ("gateway_session", "ab")
+
+
+def measured_together(a: RunInfo, b: RunInfo) -> bool:
+    """Two arms of one gateway session or one A/B test: what moves one run moves the other."""
+    return a.id != b.id and any(
+        a.labels.get(k) and a.labels.get(k) == b.labels.get(k) for k in SAME_WINDOW_LABELS
+    )
+
+
+def noise_warning(comparison: Comparison) -> str | None:
+    assumed = comparison.assumed_noise
+    if not assumed:
+        return None
+    shown = ", ".join(assumed[:6]) + (" ..." if len(assumed) > 6 else "")
+    return (
+        f"no repeated runs under these conditions for {shown}: the noise between runs is assumed "
+        f"({ASSUMED_CENTRE_SD:.0%} of the value up to P50, {ASSUMED_TAIL_SD:.0%} above), so only large "
+        "changes are decided; measure both sides with bench --repeat 5 to learn it"
+    )
+
+
+def compare_runs(
+    store: Store,
+    ref_a: str,
+    ref_b: str,
+    percentiles: Sequence[float] = DEFAULT_PERCENTILES,
+    alpha: float = DEFAULT_ALPHA,
+    min_effect: float = DEFAULT_MIN_EFFECT,
+    resamples: int = 1000,
+    seed: int = 0,
+    allow_invalid: bool = False,
+    single: bool = False,
+    one_sided: bool = False,
+) -> RunComparison:
+    """B against A: positive differences mean B is larger (slower, for latencies). A run of a repeat
+    group stands for its whole group (``single``: only itself). A run that is not valid or was
+    interrupted is refused (``RunNotJudgeable``) unless ``allow_invalid``."""
+    a, b = store.resolve(ref_a), store.resolve(ref_b)
+    group_a, ids_a = side_runs(store, a, single)
+    group_b, ids_b = side_runs(store, b, single)
+    members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
+    require_judgeable(members, allow_invalid)
+    learned = store.learned_noise(a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    same_window = measured_together(a, b)
+    comparison = compare_runs_records(
+        [store.load_records(i) for i in ids_a],
+        [store.load_records(i) for i in ids_b],
+        percentiles=percentiles,
+        alpha=alpha,
+        min_effect=min_effect,
+        resamples=resamples,
+        seed=seed,
+        learned=learned,
+        one_sided=one_sided,
+        same_window=same_window,
+    )
+    differing = differing_fields(a.conditions, b.conditions)
+    warnings = condition_warnings(a, b, differing)
+    if a.id == b.id or (group_a is not None and group_a == group_b):
+        warnings.insert(0, f"A and B are the same run{'s' if group_a else ''} ({a.id})")
+    if (note := noise_warning(comparison)) is not None:
+        warnings.append(note)
+    rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
+    rc.runs_a, rc.runs_b = ids_a, ids_b
+    return rc

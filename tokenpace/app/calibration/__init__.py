@@ -1,0 +1,2 @@
+"""The simulator calibrated from measured runs, and a profile validated against them (`tokenpace sim
+--calibrate`, `--validate`)."""

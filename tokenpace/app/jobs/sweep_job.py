@@ -1,0 +1,140 @@
+"""Use case: a sweep from config to stored result: the sweep id and files (the sweep JSON, saved
+after every step, and each step's records beside it), the simulated engine when no URL is given,
+the event loop, Ctrl-C, one stored run per step, and the exit status."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tokenpace.adapters.results import RecordWriter, write_result
+from tokenpace.adapters.safe_files import check_output
+from tokenpace.app.baseline.run_store import open_for_run, save_run
+from tokenpace.app.jobs.progress import NoProgress, SweepProgress
+from tokenpace.app.run.exit_status import ExitDecision, sweep_exit_status
+from tokenpace.app.run.outputs import (
+    ExitStatus,
+    RunOutputs,
+    default_result_path,
+    new_run_id,
+    step_records_path,
+)
+from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
+from tokenpace.app.serving.simproc import SimProcess
+from tokenpace.app.sweep.sweep import Sweep, SweepConfig, SweepResult, SweepStep
+from tokenpace.app.workers.workers import AnyRun
+from tokenpace.core.record import RequestRecord
+
+if TYPE_CHECKING:  # imported when used: --no-store sweeps never load SQLAlchemy
+    from tokenpace.adapters.store import Store
+
+
+@dataclass
+class SweepOutcome:
+    result: SweepResult
+    doc: dict[str, Any]  # the sweep as written to ``out``
+    out: Path | None
+
+    @property
+    def exit_decision(self) -> ExitDecision:
+        """Interrupted or aborted as a whole, no success at any step, or NOT VALID at some step."""
+        steps = [step.result.outcome for step in self.result.curve()]
+        return sweep_exit_status(steps, self.result.interrupted, self.result.stop_reason)
+
+    @property
+    def exit_status(self) -> ExitStatus:
+        return self.exit_decision.code
+
+
+def run_sweep_job(
+    config: SweepConfig,
+    outputs: RunOutputs | None = None,
+    sim_profile: str | None = None,
+    progress: SweepProgress | None = None,
+) -> SweepOutcome:
+    """Run the sweep against ``config.base.url``, or the simulated engine when it is empty. Raises
+    one of ``bench_job.REFUSALS`` (or ValueError for a bad config) before any load."""
+    config.validate()
+    outputs = outputs or RunOutputs()
+    sweep_id = new_run_id()
+    out = (outputs.out or default_result_path(sweep_id, "sweep")) if outputs.write_files else None
+    if out is not None:  # a device, a pipe or a read-only folder: refused before any load
+        check_output(out, "--out")
+        check_output(step_records_path(out, 0), "--out")
+    store = open_for_run(outputs.store_url, outputs.save)  # before any load
+    try:
+        job = _SweepFiles(out, store, progress or NoProgress())
+        if config.base.url:
+            return job.run(config, sweep_id)
+        base = dataclasses.replace(config.base, target=f"sim:{sim_profile or 'default'}")
+        config = dataclasses.replace(config, base=base)
+        with SimProcess(sim_profile) as url:
+            base.url = url
+            return job.run(config, sweep_id)
+    finally:
+        if store is not None:
+            store.close()
+
+
+class _SweepFiles:
+    """Writes each step's records as they end, the sweep file after every step, and the store."""
+
+    def __init__(self, out: Path | None, store: Store | None, progress: SweepProgress) -> None:
+        self.out = out
+        self.store = store
+        self.progress = progress
+        self.writers: dict[int, RecordWriter] = {}
+        self.files: dict[int, str] = {}
+        self.runner: Sweep | None = None
+        self.duration_s: float | None = None
+
+    def run(self, config: SweepConfig, sweep_id: str) -> SweepOutcome:
+        self.duration_s = config.base.duration_s
+
+        async def main() -> SweepResult:
+            self.runner = Sweep(config, sweep_id, self.step_started, self.record, self.step_done)
+            stop_on_signals(self.runner.stop)
+            return await self.runner.run()
+
+        result: SweepResult | None = None
+        try:
+            result = run_event_loop(main())
+        finally:
+            for w in self.writers.values():
+                w.close()
+                if result is None and w.count == 0:  # refused before any load: leave no empty file
+                    w.path.unlink(missing_ok=True)
+        doc = result.to_dict(self.files)
+        if self.out is not None:
+            write_result(self.out, doc)
+        return SweepOutcome(result, doc, self.out)
+
+    def step_started(self, index: int, phase: str, mode: str, load: float, run: AnyRun) -> None:
+        if self.out is not None:
+            path = step_records_path(self.out, index)
+            self.writers[index] = RecordWriter(path)
+            self.files[index] = path.name
+        self.progress.step_started(index, phase, mode, load, run.total_planned, self.duration_s)
+
+    def record(self, index: int, record: RequestRecord) -> None:
+        writer = self.writers.get(index)
+        if writer is not None:
+            writer.write(record)
+        self.progress.record(record)
+
+    def step_done(self, step: SweepStep) -> None:
+        writer = self.writers.get(step.index)
+        if writer is not None:
+            writer.close()
+        assert self.runner is not None
+        if self.out is not None:
+            write_result(self.out, self.runner.snapshot().to_dict(self.files))  # saved after every step
+        problem = None
+        if self.store is not None:  # each step is a full run in the store, labelled with its sweep
+            report = save_run(self.store, step.result, kind="sweep")
+            if not report.ok:
+                where = self.out if self.out is not None else "the sweep's result"
+                problem = f"{report.error}; it is in {where}"
+        self.progress.step_finished(step, problem)

@@ -1,0 +1,157 @@
+"""Use case: ``tokenpace arms`` — the gateway's arms over a time window, judged as a gray release.
+
+Reads the real-traffic runs the gateway stored (kind ``gateway``, one per session and upstream),
+keeps the records sent within the window (each record's time from its run's clock anchor), the
+outcome events received within it, and the split each session was configured with; the analysis
+is ``tokenpace.core.analysis.rollout.arms``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.core.analysis.rollout.arms import ArmsReport, analyse_arms
+from tokenpace.core.analysis.rollout.guards import Guard
+from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.record import RequestRecord
+
+
+@dataclass(slots=True)
+class ArmsWindow:
+    since_unix: float
+    until_unix: float | None
+    sessions: list[str] = field(default_factory=list)  # newest first
+    records: dict[str, list[RequestRecord]] = field(default_factory=dict)  # by arm, config order
+    events: list[OutcomeEvent] = field(default_factory=list)
+    weights: dict[str, float] = field(default_factory=dict)  # the newest session's split
+    expected: dict[str, dict[str, float]] = field(default_factory=dict)  # unit -> arm -> share
+    warnings: list[str] = field(default_factory=list)
+
+
+def _sent_unix(rec: RequestRecord, clock: dict[str, Any]) -> float | None:
+    perf, unix = clock.get("perf_ns"), clock.get("unix_ns")
+    if not rec.sent_ns or perf is None or unix is None:
+        return None
+    return float(unix + rec.sent_ns - perf) / 1e9
+
+
+def _split_weights(run: RunInfo) -> dict[str, float]:
+    weights: dict[str, float] = {}
+    for up in run.conditions.get("gateway", {}).get("split", []):
+        weights[up["arm"]] = weights.get(up["arm"], 0.0) + float(up.get("weight", 0.0))
+    return weights
+
+
+def _ramping(run: RunInfo, since_unix: float) -> list[str]:
+    started = run.started_unix
+    return [
+        up["arm"]
+        for up in run.conditions.get("gateway", {}).get("split", [])
+        if up.get("ramp_s") and started + float(up["ramp_s"]) > since_unix
+    ]
+
+
+def load_window(
+    store: Store, since_unix: float, until_unix: float | None = None, session: str | None = None
+) -> ArmsWindow:
+    where = {"kind": "gateway", "source": "gateway", **({"gateway_session": session} if session else {})}
+    window = ArmsWindow(since_unix, until_unix)
+    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}  # session -> arm -> users, requests
+    splits: dict[str, dict[str, float]] = {}
+    ramping: set[str] = set()
+    for run in store.list_runs(where):
+        if run.stored_unix < since_unix or (until_unix is not None and run.started_unix >= until_unix):
+            continue
+        if run.labels.get("shadow") == "true":  # a mirror's copies: no user saw them, no split holds them
+            continue
+        clock = run.conditions.get("clock", {})
+        kept = [
+            r
+            for r in store.load_records(run.id)
+            if not r.warmup
+            and (t := _sent_unix(r, clock)) is not None
+            and t >= since_unix
+            and (until_unix is None or t < until_unix)
+        ]
+        if not kept:
+            continue
+        sess, arm = run.labels.get("gateway_session", run.id), run.labels.get("arm", run.id)
+        if sess not in splits:
+            window.sessions.append(sess)
+            splits[sess] = _split_weights(run)
+            ramping.update(_ramping(run, since_unix))
+        window.records.setdefault(arm, []).extend(kept)
+        tally = per_session.setdefault(sess, {}).setdefault(arm, {"users": set(), "requests": 0})
+        tally["users"] |= {u for r in kept if (u := r.labels.get("user"))}  # type: ignore[operator]
+        tally["requests"] += len(kept)  # type: ignore[operator]
+    if window.sessions:
+        window.weights = splits[window.sessions[0]]
+        order = list(window.weights) + [a for a in window.records if a not in window.weights]
+        window.records = {a: window.records[a] for a in order if a in window.records}
+    window.expected = _expected(per_session, splits)
+    if len({tuple(sorted(w.items())) for w in splits.values()}) > 1:
+        window.warnings.append(
+            f"the split changed within the window ({len(splits)} sessions): the sample-ratio check "
+            "expects each session's counts under that session's weights"
+        )
+    if ramping:
+        window.warnings.append(
+            f"arm(s) {', '.join(sorted(ramping))} were ramping within the window: the sample-ratio check "
+            "assumes full weight; start the window after the ramp (--since)"
+        )
+    sessions = [session] if session else None
+    window.events = store.load_events(since_unix, until_unix, sessions)
+    return window
+
+
+def _expected(
+    per_session: dict[str, Any], splits: dict[str, dict[str, float]]
+) -> dict[str, dict[str, float]]:
+    """Per unit, each arm's expected count: every session's total spread by that session's weights."""
+    out: dict[str, dict[str, float]] = {"users": {}, "requests": {}}
+    for sess, arms in per_session.items():
+        weights = splits.get(sess, {})
+        total_weight = sum(w for w in weights.values() if w > 0)
+        if total_weight <= 0:
+            continue
+        for unit in out:
+            n = sum(len(t["users"]) if unit == "users" else t["requests"] for t in arms.values())
+            for arm, w in weights.items():
+                out[unit][arm] = out[unit].get(arm, 0.0) + n * max(w, 0.0) / total_weight
+    return out
+
+
+def arms_report(
+    store: Store,
+    since_unix: float,
+    until_unix: float | None = None,
+    guards: Sequence[Guard] = (),
+    reference: str | None = None,
+    session: str | None = None,
+    alpha: float = 0.05,
+    resamples: int = 1000,
+    seed: int = 0,
+) -> tuple[ArmsWindow, ArmsReport]:
+    """Raises ValueError (one line for the user) when the window holds no gateway traffic."""
+    window = load_window(store, since_unix, until_unix, session)
+    if not window.records:
+        raise ValueError(
+            "no gateway traffic stored in this window (tokenpace gateway stores it; widen --since)"
+        )
+    report = analyse_arms(
+        window.records,
+        window.events,
+        window.weights,
+        guards,
+        reference,
+        alpha,
+        resamples,
+        seed,
+        window.expected,
+        store.event_names(),
+    )
+    report.warnings = window.warnings + report.warnings
+    return window, report

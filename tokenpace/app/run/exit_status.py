@@ -1,0 +1,74 @@
+"""How a bench run or a sweep ends, as an exit status: one decision, made here, that the jobs report
+(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with.
+
+| code | meaning |
+|---|---|
+| 0 | the run measured what was asked |
+| 1 | error: the run aborted (50 connect errors in a row, the client failed, a record could not be saved) |
+| 2 | bad input (flags, URL, files), or the result could not be stored |
+| 3 | NOT VALID: the client could not keep up with the load asked (a sweep: at some step) |
+| 4 | no request succeeded (every request failed, or none was sent) |
+| 130 / 143 | interrupted (SIGINT / SIGTERM); what was measured is kept, marked not valid |
+
+When several apply, the first in this order wins: interrupted, error, not stored, no success, not valid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tokenpace.app.run.outputs import ExitStatus, stopped_status
+
+OK, ERROR, BAD_INPUT = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.REFUSED
+NOT_VALID, NO_SUCCESS = ExitStatus.NOT_VALID, ExitStatus.NO_SUCCESS
+INTERRUPTED, TERMINATED = ExitStatus.INTERRUPTED, ExitStatus.TERMINATED
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutcome:
+    """What the exit status depends on, for one run (or one sweep step)."""
+
+    interrupted: bool
+    stop_reason: str
+    client_valid: bool  # the client kept up (client health)
+    sent: int
+    ok: int
+
+
+@dataclass(frozen=True, slots=True)
+class ExitDecision:
+    code: ExitStatus
+    reason: str  # one line for stderr; "" when the code is 0
+
+
+def run_exit_status(run: RunOutcome, stored: bool = True) -> ExitDecision:
+    if run.interrupted:
+        return ExitDecision(stopped_status(run.stop_reason), run.stop_reason or "interrupted")
+    if run.stop_reason.startswith("aborted"):
+        return ExitDecision(ERROR, run.stop_reason)
+    if not stored:
+        return ExitDecision(BAD_INPUT, "the run could not be stored (its files were written)")
+    if not run.ok:
+        what = f"all {run.sent} requests failed" if run.sent else "no request was sent"
+        return ExitDecision(NO_SUCCESS, f"no request succeeded ({what})")
+    if not run.client_valid:
+        return ExitDecision(NOT_VALID, "run NOT VALID: the client could not keep up with the load asked")
+    return ExitDecision(OK, "")
+
+
+def sweep_exit_status(steps: Sequence[RunOutcome], interrupted: bool, stop_reason: str) -> ExitDecision:
+    """The curve's steps decide: a sweep is interrupted or aborted as a whole; it failed when no step
+    had a success; it is not valid when the client could not keep up at some step."""
+    if interrupted:
+        return ExitDecision(stopped_status(stop_reason), stop_reason or "interrupted")
+    if "aborted" in stop_reason:
+        return ExitDecision(ERROR, stop_reason)
+    if not any(s.ok for s in steps):
+        return ExitDecision(NO_SUCCESS, "no request succeeded at any step")
+    invalid = [str(i + 1) for i, s in enumerate(steps) if not s.client_valid]
+    if invalid:
+        return ExitDecision(
+            NOT_VALID, f"NOT VALID at step(s) {', '.join(invalid)}: the client could not keep up (left out)"
+        )
+    return ExitDecision(OK, "")

@@ -1,0 +1,2 @@
+"""Selection: stored and predicted candidates judged against a scenario, costed, and the cheapest that
+passes."""

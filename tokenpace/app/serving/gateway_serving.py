@@ -1,0 +1,127 @@
+"""Use case: serve the measuring gateway from its config until stopped. The composition root of
+`tokenpace gateway`: the OTLP extra checked, upstream /metrics probed, the run store opened (its
+writer labels real-traffic runs with a session id), the event loop (uvloop when installed), and
+what the operator is told, line by line, through ``say``."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from tokenpace.app.baseline.run_store import open_for_run
+from tokenpace.app.run.run_loop import run_event_loop
+from tokenpace.app.watch.heap import freeze_startup_heap
+from tokenpace.gateway.config.config import GatewayConfig
+from tokenpace.wire.descriptors import reserve_descriptors
+
+if TYPE_CHECKING:
+    from tokenpace.gateway.lifecycle.serve import RunningGateway
+    from tokenpace.gateway.lifecycle.workers import WorkerPool
+
+
+class GatewayRefused(Exception):
+    """The gateway cannot serve as configured (said before it listens)."""
+
+
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def serve_gateway(
+    config: GatewayConfig,
+    labels: dict[str, str] | None = None,
+    store_url: str | None = None,
+    save: bool = True,
+    say: Callable[[str], None] = _to_stderr,
+) -> None:
+    """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
+    returns. Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
+    check_otlp(config)
+    if config.scrape_upstream_metrics:
+        for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
+            say(line)
+    from tokenpace.gateway.lifecycle.serve import serve_forever
+
+    store = open_for_run(store_url, save)
+    writer = None
+    session = uuid.uuid4().hex[:12]
+    if store is not None:
+        from tokenpace.gateway.recording.store_writer import StoreRecordWriter
+
+        writer = StoreRecordWriter(store, config, session, labels or {})
+
+    def ready(gw: RunningGateway | WorkerPool) -> None:
+        freeze_startup_heap()  # no full collection walks the start-up heap while serving
+        reserve_descriptors(2 * config.max_connections + 64)  # client and upstream side of each
+        names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
+        say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
+        for m in config.mirrors:
+            say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
+        if store is not None:
+            say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
+            for m in config.mirrors:
+                this = f"source=gateway,gateway_session={session}"
+                live, shadow = f"{this},upstream={config.upstreams[0].name}", f"{this},upstream={m.name}"
+                say(f"live vs shadow on the same requests: tokenpace compare {live} {shadow}")
+
+    def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
+        sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
+        say(f"records: {sink.written} written, {sink.dropped} dropped")
+        if getattr(sink, "events_written", 0) or getattr(sink, "events_dropped", 0):
+            say(f"outcome events: {sink.events_written} written, {sink.events_dropped} dropped")
+        if store is not None:
+            store.close()
+
+    from tokenpace.gateway.lifecycle.workers import serve_workers
+
+    if config.workers == 1:
+        main = serve_forever(config, ready, writer=writer, done=done)
+    else:  # each worker process runs its loop as chosen here
+        main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
+    with contextlib.suppress(KeyboardInterrupt):
+        try:
+            run_event_loop(main)
+        except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
+            raise GatewayRefused(f"cannot serve: {exc}") from None
+
+
+def compare_hint(config: GatewayConfig) -> str:
+    """The commands that read this session back, with the arm labels the store really holds."""
+    arms = list(dict.fromkeys(u.arm for u in config.upstreams))
+    if len(arms) < 2:
+        return "tokenpace runs list --where source=gateway"
+    return (
+        f"tokenpace compare source=gateway,arm={arms[0]} source=gateway,arm={arms[1]}; "
+        f"tokenpace arms --since 1h"
+    )
+
+
+def check_otlp(config: GatewayConfig) -> None:
+    """Fail now, with the install hint, rather than inside the server."""
+    if not config.otlp_endpoint:
+        return
+    from tokenpace.gateway.observability.otlp import MissingExtra, Traces
+
+    try:
+        Traces(config.otlp_endpoint).close()
+    except MissingExtra as exc:
+        raise GatewayRefused(str(exc)) from None
+
+
+def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
+    """One line per upstream whose /metrics does not answer now."""
+    from tokenpace.adapters.servermetrics import probe_metrics_url
+    from tokenpace.core.credentials import strip_credentials
+    from tokenpace.gateway.observability.engine_watch import metrics_auth, metrics_url
+
+    out = []
+    for up in config.upstreams:
+        url = metrics_url(up)
+        problem = probe_metrics_url(url, timeout_s=2.0, auth=metrics_auth(up))
+        if problem is not None:  # the URL may hold credentials: name the upstream only
+            shown = strip_credentials(url)
+            out.append(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}")
+    return out

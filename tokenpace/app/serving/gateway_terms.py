@@ -1,0 +1,27 @@
+"""The gateway's configuration as its command parses it (upstreams, listen address, mirror, static
+labels, key files, the open-files limit) and the deploy artefacts it writes: the CLI reads them
+here, so that it imports the app only."""
+
+from __future__ import annotations
+
+from tokenpace.gateway.config.config import (
+    GatewayConfig,
+    parse_listen,
+    parse_static_labels,
+    parse_upstream,
+    read_key_file,
+)
+from tokenpace.gateway.experiments.mirror import parse_mirror
+from tokenpace.gateway.observability.emit import emit
+from tokenpace.gateway.operations.guard import fit_to_open_files
+
+__all__ = [
+    "GatewayConfig",
+    "emit",
+    "fit_to_open_files",
+    "parse_listen",
+    "parse_mirror",
+    "parse_static_labels",
+    "parse_upstream",
+    "read_key_file",
+]

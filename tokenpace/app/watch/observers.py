@@ -1,0 +1,111 @@
+"""What watches a run besides the client: the engine's /metrics and TCP connect probes."""
+
+from __future__ import annotations
+
+import asyncio
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tokenpace.adapters.servermetrics import ScraperProcess, probe_metrics_url
+from tokenpace.app.watch.preflight import PreflightError
+from tokenpace.app.watch.probe import ConnectProbe
+from tokenpace.core.analysis.diagnosis.engine_metrics import analyse
+from tokenpace.core.credentials import strip_credentials
+from tokenpace.core.record import RequestRecord
+from tokenpace.wire.endpoint import Endpoint
+
+
+async def metrics_url_for(endpoint: Endpoint, setting: str) -> tuple[str | None, str]:
+    """The /metrics URL to scrape and why: "auto" tries the endpoint's own, quietly; a URL given
+    explicitly must answer, or the run is refused before any load."""
+    if setting == "off":
+        return None, "off"
+    url = f"{endpoint.scheme}://{endpoint.host_header}/metrics" if setting == "auto" else setting
+    problem = await asyncio.to_thread(probe_metrics_url, url)  # blocking I/O off the loop
+    if setting == "auto":
+        return (None, f"auto: none ({problem})") if problem else (url, "auto")
+    if problem:
+        raise PreflightError(f"--server-metrics: {problem}")
+    return setting, "given"
+
+
+class RunObservers:
+    """Build with ``await RunObservers.create(...)``."""
+
+    @classmethod
+    async def create(
+        cls,
+        endpoint: Endpoint,
+        metrics_setting: str,
+        interval_s: float,
+        connect_probe: bool,
+        scrape_path: Path | None = None,
+    ) -> RunObservers:
+        url, source = await metrics_url_for(endpoint, metrics_setting)
+        return cls(endpoint, url, source, interval_s, connect_probe, scrape_path)
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        metrics_url: str | None,
+        metrics_source: str,
+        interval_s: float,
+        connect_probe: bool,
+        scrape_path: Path | None,
+    ) -> None:
+        self.metrics_url, self.metrics_source = metrics_url, metrics_source
+        self.interval_s = interval_s
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if self.metrics_url and scrape_path is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="tokenpace-scrape-")
+            scrape_path = Path(self._tmp.name) / "scrapes.jsonl"
+        self.scrape_path = scrape_path
+        self.scraper = (
+            ScraperProcess(self.metrics_url, interval_s, scrape_path)
+            if self.metrics_url and scrape_path is not None
+            else None
+        )
+        self.probe = ConnectProbe(endpoint.host, endpoint.port) if connect_probe else None
+
+    async def start(self) -> None:
+        if self.scraper is not None:
+            self.scraper.start()
+            await asyncio.to_thread(self.scraper.wait_first_scrape)
+        if self.probe is not None:
+            self.probe.start()
+
+    async def stop(
+        self, records: list[RequestRecord], start_ns: int, streamed: bool = True
+    ) -> dict[str, Any]:
+        """Stop watching; what was seen, analysed against the run's records. Each observer stops
+        whatever happened to the other, so no scraper process outlives the run."""
+        out: dict[str, Any] = {}
+        try:
+            if self.probe is not None:
+                await self.probe.stop()
+                out["connect_probe"] = self.probe.summary(start_ns)
+        finally:
+            try:
+                if self.scraper is not None:
+                    scrapes = await asyncio.to_thread(self.scraper.stop)  # waits for its last scrape
+                    analysis = analyse(scrapes, records, start_ns, streamed)
+                    analysis.update(
+                        url=strip_credentials(self.metrics_url or ""),
+                        source=self.metrics_source,
+                        interval_s=self.interval_s,
+                        raw_file=str(self.scrape_path) if self._tmp is None else None,
+                    )
+                    out["server_metrics"] = analysis
+            finally:
+                if self._tmp is not None:
+                    self._tmp.cleanup()
+        return out
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "server_metrics": strip_credentials(self.metrics_url) if self.metrics_url else None,
+            "server_metrics_source": self.metrics_source,
+            "server_metrics_interval_s": self.interval_s if self.metrics_url else None,
+            "connect_probe": self.probe is not None,
+        }

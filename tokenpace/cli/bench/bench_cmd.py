@@ -1,0 +1,348 @@
+"""`tokenpace bench`: flags in, one run, dashboard and files out."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.console import Console
+
+from tokenpace.app.jobs.bench_job import REFUSALS, BenchOutcome, run_bench_job
+from tokenpace.app.jobs.repeat_job import run_repeated_bench
+from tokenpace.app.run.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
+from tokenpace.app.run.outputs import ExitStatus, RunOutputs
+from tokenpace.app.run.terms import ARRIVALS, DIALECTS, EndpointError, Sampling, parse_percentiles
+from tokenpace.cli import parsing
+from tokenpace.cli.bench import workload_opts
+from tokenpace.cli.bench.dashboard import render
+from tokenpace.cli.bench.repeat_view import show_repeat_noise
+from tokenpace.cli.bench.run_view import STORE_HELP, BenchProgress, print_saved
+from tokenpace.cli.vllm import vllm_opts, vllm_target
+
+EXIT_BAD_INPUT = 2
+
+
+class VllmArgs(click.Command):
+    """Takes vLLM's several-values flags (``--goodput ttft:500 tpot:50``) as argparse does."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, vllm_target.expand_variadic(args))
+
+
+@click.command(cls=VllmArgs)
+@click.option(
+    "--url",
+    help="Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1. "
+    "Without it, tokenpace starts its simulated engine on 127.0.0.1 and measures that.",
+)
+@click.option(
+    "--sim",
+    "sim_profile",
+    metavar="PROFILE",
+    help="Benchmark this profile of the simulated engine (see `tokenpace sim --list-profiles`).",
+)
+@click.option("--model", help="Model name to request (default: the first one the server lists).")
+@click.option(
+    "--api",
+    type=click.Choice(sorted(DIALECTS)),
+    default="chat",
+    show_default=True,
+    help="API dialect: chat, completions, anthropic (/v1/messages), responses, embeddings, "
+    "realtime (WebSocket) (see docs/dialects.md).",
+)
+@click.option("--api-key", envvar="OPENAI_API_KEY", help="Bearer token (or OPENAI_API_KEY).")
+@click.option("--header", "headers", multiple=True, metavar="K:V", help="Extra request header.")
+@click.option("--no-stream", is_flag=True, help="Ask for whole responses (TTFT then equals E2E).")
+@click.option(
+    "--concurrency",
+    "-c",
+    type=int,
+    help=f"Closed loop: requests in flight at once (default {DEFAULT_CONCURRENCY}).",
+)
+@click.option("--rate", "-r", type=float, help="Open loop: requests per second.")
+@click.option(
+    "--arrival",
+    type=click.Choice(ARRIVALS),
+    default="poisson",
+    show_default=True,
+    help="Open-loop arrival process.",
+)
+@click.option(
+    "--burstiness",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Gamma arrival shape: 1 = Poisson, <1 burstier, >1 smoother.",
+)
+@click.option("--max-concurrency", type=int, help="Open loop: cap on requests in flight.")
+@click.option(
+    "--requests",
+    "-n",
+    type=int,
+    help=f"Measured requests (default {DEFAULT_REQUESTS} unless --duration is given).",
+)
+@click.option("--duration", "duration", help="Stop sending after this long, e.g. 60s or 5m.")
+@click.option(
+    "--warmup",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Requests sent first and left out of every number.",
+)
+@click.option("--timeout", "timeout", default="300s", show_default=True, help="Per-request timeout.")
+@click.option(
+    "--input-len",
+    default="512",
+    show_default=True,
+    help="Prompt tokens: 512 | 256:1024 | normal:512,128 | lognormal:512,0.5 | 128,512,2048 | 128@3,2048@1.",
+)
+@click.option(
+    "--output-len",
+    default="128",
+    show_default=True,
+    help="Output tokens (max_tokens), same forms as --input-len.",
+)
+@click.option(
+    "--ignore-eos",
+    is_flag=True,
+    help="Ask the engine to generate exactly the output length (ignore_eos, min_tokens).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the workload and arrivals.")
+@click.option(
+    "--temperature",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Sampling temperature sent with every request (recorded).",
+)
+@click.option(
+    "--top-p",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Nucleus sampling top_p sent with every request (recorded).",
+)
+@click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
+@click.option(
+    "--percentiles",
+    metavar="P,P,...",
+    help="Percentiles shown, each with its 95% confidence interval, e.g. 50,90,99,99.9 "
+    "(default P50, P90, P95, P99).",
+)
+@click.option(
+    "--label",
+    "labels",
+    multiple=True,
+    metavar="K=V",
+    help="Label the run (engine, version, hardware, region, ...).",
+)
+@click.option("--request-id-prefix", help="Prefix of each x-request-id (default tp-RUNID-).")
+@click.option(
+    "--out",
+    "out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Result JSON path; records go beside it as .records.jsonl (default results/TIME-RUNID.json). "
+    "-: the result JSON on standard output (the dashboard on standard error).",
+)
+@click.option(
+    "--server-metrics",
+    default="auto",
+    show_default=True,
+    metavar="URL|auto|off",
+    help="Scrape the engine's Prometheus metrics during the run (auto: the endpoint's own /metrics "
+    "when it answers); vLLM, SGLang, TGI, llama.cpp and the simulator are understood.",
+)
+@click.option(
+    "--server-metrics-interval", default="1s", show_default=True, help="Scrape interval (>= 100ms)."
+)
+@click.option("--connect-probe", is_flag=True, help="Time a TCP connect to the endpoint every second.")
+@click.option(
+    "--new-connection-per-request",
+    is_flag=True,
+    help="Open a new connection for every request (measures connection set-up on purpose).",
+)
+@click.option(
+    "--resend-unanswered",
+    is_flag=True,
+    help="Resend once a request that a reused connection dropped unanswered even when the server "
+    "may have read it (default: only when its TCP provably never received it). Recorded as attempts.",
+)
+@click.option(
+    "--otlp-endpoint",
+    metavar="URL",
+    help="Start a trace per request (W3C traceparent sent to the server) and export the client's span "
+    "to this OTLP/HTTP traces URL (e.g. http://127.0.0.1:4318/v1/traces); the otlp extra.",
+)
+@click.option(
+    "--otlp-sample",
+    type=float,
+    metavar="SHARE",
+    help="Trace this share of the requests, in (0, 1] (default: all), chosen by a hash of --seed and "
+    "each request's index: the rest still send traceparent, with the sampled flag 0, and export no span.",
+)
+@click.option("--insecure", is_flag=True, help="Do not verify the endpoint's TLS certificate.")
+@click.option("--ca-cert", type=click.Path(exists=True, dir_okay=False), help="Trust this CA (PEM) for TLS.")
+@click.option(
+    "--workers",
+    default="1",
+    show_default=True,
+    metavar="N|auto",
+    help="Send the load from N worker processes (one schedule split between them, each pinned to a "
+    "core); auto: as many as the asked rate needs, up to the cores.",
+)
+@click.option(
+    "--ray",
+    metavar="ADDRESS|auto",
+    help="Run the workers as Ray actors on this Ray cluster (an optional extra: "
+    "pip install 'tokenpace[ray]').",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option(
+    "--repeat",
+    type=int,
+    default=1,
+    show_default=True,
+    metavar="K",
+    help="Run the same test K times (2-20) and store them as a repeat group: compare and check "
+    "learn the noise between runs from it, and judge the group as one side.",
+)
+@click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
+@click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
+@workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
+@vllm_opts.vllm_options  # vLLM bench serve's names: --num-prompts, --request-rate, ..., --vllm-json
+def bench(**opts: Any) -> None:
+    """Benchmark an OpenAI-compatible streaming endpoint (default: the built-in simulated engine)."""
+    to_stdout = stdout_out(opts)  # --out - : the result JSON on stdout, the dashboard on stderr
+    console = Console(stderr=to_stdout)
+    try:
+        identity = vllm_opts.apply(opts)
+        config = bench_config(opts)
+        config.extra_body = vllm_opts.extra_body(opts)
+        config.ready_check_timeout_s = opts["ready_check_timeout_sec"]
+        vllm_export = vllm_opts.export(opts, identity)
+    except (click.BadParameter, ValueError, EndpointError) as exc:
+        _die(str(exc))
+    for note in identity["notes"]:
+        console.print(note, style="dim", highlight=False)
+    outputs = RunOutputs(
+        out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
+    )
+    if opts["repeat"] != 1:
+        _repeat(config, outputs, opts, console)
+        return
+    try:
+        outcome = run_bench_job(config, outputs, opts["sim_profile"], BenchProgress(console, opts["quiet"]))
+    except (ValueError, *REFUSALS) as exc:  # a bad config is refused by the job, before any load
+        _die(str(exc))
+    result = outcome.result
+    render(result.to_dict(), console)
+    console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+    if to_stdout and outcome.out is not None:
+        sys.stdout.buffer.write(outcome.out.read_bytes().rstrip(b"\n") + b"\n")
+        sys.stdout.flush()
+    print_saved(console, outcome.saved, "bench", outcome.out)
+    decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
+
+
+def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], console: Console) -> None:
+    def shown(k: int, outcome: BenchOutcome) -> None:
+        console.rule(f"run {k + 1} of {opts['repeat']}")
+        render(outcome.result.to_dict(), console)
+        console.print(f"results: {outcome.out}  (records: {outcome.records_path})")
+        print_saved(console, outcome.saved, "bench", outcome.out)
+
+    try:
+        progress = BenchProgress(console, opts["quiet"])
+        group = run_repeated_bench(config, opts["repeat"], outputs, opts["sim_profile"], progress, shown)
+    except (*REFUSALS, ValueError) as exc:
+        _die(str(exc))
+    show_repeat_noise(console, group)
+    decision = group.exit_decision
+    if decision.code is not ExitStatus.OK:
+        click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
+        sys.exit(int(decision.code))
+
+
+STDOUT_NAMES = ("-", "/dev/stdout")
+
+
+def stdout_out(o: dict[str, Any]) -> bool:
+    """``--out -`` (or /dev/stdout): the result JSON goes to standard output, and the result file
+    with its records to the default place (results/TIME-ID.json), named in the JSON."""
+    if o.get("out") is not None and str(o["out"]) in STDOUT_NAMES:
+        o["out"] = None
+        return True
+    return False
+
+
+def bench_config(o: dict[str, Any]) -> BenchConfig:
+    """The bench options as a config (sweep shares them); click.BadParameter on bad input."""
+    parsing.check_numbers(o)  # nan, inf, negative seeds, absurd sizes: one line naming the flag
+    rate = o["rate"]
+    concurrency = o["concurrency"]
+    if rate is not None and concurrency is not None:
+        raise click.BadParameter(
+            "--concurrency is closed loop and --rate is open loop: pick one "
+            "(cap an open loop with --max-concurrency)"
+        )
+    if rate is None and concurrency is None:
+        concurrency = DEFAULT_CONCURRENCY
+    duration = parsing.duration_s(o["duration"], "--duration") if o["duration"] else None
+    requests = o["requests"]
+    if requests is None and duration is None:
+        requests = DEFAULT_REQUESTS
+    if o["url"] and o["sim_profile"]:
+        raise click.BadParameter("--url and --sim name two targets: give one")
+    headers = parsing.headers(o["headers"])
+    config = BenchConfig(
+        url=o["url"] or "",
+        model=o["model"],
+        api=o["api"],
+        stream=not o["no_stream"],
+        concurrency=concurrency,
+        rate=rate,
+        arrival=o["arrival"],
+        burstiness=o["burstiness"],
+        max_concurrency=o["max_concurrency"],
+        requests=requests,
+        duration_s=duration,
+        warmup=o["warmup"],
+        timeout_s=parsing.duration_s(o["timeout"], "--timeout"),
+        input_len=parsing.length(o["input_len"], "--input-len"),
+        output_len=parsing.length(o["output_len"], "--output-len"),
+        seed=o["seed"],
+        sampling=Sampling(o["temperature"], o["top_p"], o["ignore_eos"]),
+        headers=headers,
+        api_key=o["api_key"],
+        request_id_prefix=o["request_id_prefix"],
+        slo=parsing.slo(o["slo"]),
+        labels=parsing.key_values(o["labels"], "=", "a label as KEY=VALUE"),
+        server_metrics=o["server_metrics"],
+        server_metrics_interval_s=parsing.duration_s(
+            o["server_metrics_interval"], "--server-metrics-interval"
+        ),
+        connect_probe=o["connect_probe"],
+        new_connection_per_request=o["new_connection_per_request"],
+        resend_unanswered=o.get("resend_unanswered", False),
+        otlp_endpoint=o.get("otlp_endpoint"),
+        otlp_sample=o.get("otlp_sample"),
+        tls_verify=not o["insecure"],
+        ca_cert=o["ca_cert"],
+        workers=parsing.workers(o.get("workers") or "1"),
+        ray=o.get("ray"),
+        ramp=o.get("ramp"),
+        keep_texts=bool(o.get("save_detailed")),
+        percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
+    )
+    with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load
+    return with_workload
+
+
+def _die(message: str) -> NoReturn:
+    click.echo(f"tokenpace bench: error: {message}", err=True)
+    sys.exit(EXIT_BAD_INPUT)

@@ -1,0 +1,1 @@
+"""The gateway's commands: `gateway` (serve it) and `arms` (judge its gray release)."""

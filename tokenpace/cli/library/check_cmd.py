@@ -1,0 +1,99 @@
+"""`tokenpace check --baseline NAME --max-regression ttft.p95=5%`: the release gate for CI."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from tokenpace.app.baseline.check import check as run_check
+from tokenpace.app.baseline.terms import parse_thresholds
+from tokenpace.cli.fit import show_table
+from tokenpace.cli.library.analysis_view import (
+    COMPARISON_OPTIONAL,
+    comparison_table,
+    gate_table,
+    noise_lines,
+    print_rule,
+    print_warnings,
+)
+from tokenpace.cli.library.store_opts import (
+    bootstrap_options,
+    guarded,
+    open_or_fail,
+    store_option,
+    write_report,
+)
+
+
+@click.command()
+@click.option("--baseline", required=True, metavar="NAME", help="Baseline to check against.")
+@click.option(
+    "--max-regression",
+    "max_regression",
+    required=True,
+    metavar="M.pNN=X%,...",
+    help="Largest regression allowed per metric and percentile, e.g. ttft.p95=5%,e2e.p99=10%.",
+)
+@click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
+@click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
+@bootstrap_options  # --resamples, --seed
+@click.option(
+    "--out", type=click.Path(dir_okay=False, path_type=Path), help="Machine-readable report (JSON)."
+)
+@click.option("--quiet", "-q", is_flag=True, help="Only the outcome line.")
+@click.option("--allow-invalid", is_flag=True, help="Judge a run that is NOT VALID or was interrupted.")
+@click.option(
+    "--allow-other-conditions",
+    is_flag=True,
+    help="Judge a run measured under other conditions than the baseline (load, lengths, API).",
+)
+@store_option
+@guarded("check")
+def check(
+    baseline: str,
+    max_regression: str,
+    run_ref: str | None,
+    alpha: float,
+    resamples: int,
+    seed: int,
+    out: Path | None,
+    quiet: bool,
+    allow_invalid: bool,
+    allow_other_conditions: bool,
+    store_url: str | None,
+) -> None:
+    """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
+    wholly beyond it (regressed), 2 when one is undecided (its interval holds the threshold, or too
+    few samples) and on bad input (a run that is NOT VALID or was interrupted, unless
+    --allow-invalid; a run measured under other conditions, unless --allow-other-conditions)."""
+    thresholds = parse_thresholds(max_regression)
+    if not 0 < alpha < 1:
+        raise ValueError("--alpha must be between 0 and 1")
+    store = open_or_fail("check", store_url)
+    report = run_check(
+        store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid, allow_other_conditions
+    )
+    if out:
+        write_report(out, report.to_dict())
+    console = Console()
+    if not quiet:
+        title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
+        show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
+        show_table(console, gate_table(report.items), optional=("allowed",))
+        for line in noise_lines(report.run.comparison, [t.name for t in report.thresholds]):
+            console.print(line, highlight=False)
+        print_warnings(console, report.run.warnings)
+        print_rule(console, report.run.comparison.rule)
+    failed = [i.threshold.name for i in report.items if i.outcome == "regressed"]
+    undecided = [i.threshold.name for i in report.items if i.outcome == "undecided"]
+    if failed:
+        line = f"REGRESSED: {', '.join(failed)} (run {report.run.b.id} vs baseline {baseline})"
+    elif undecided:
+        line = f"UNDECIDED: {', '.join(undecided)} (see why; run {report.run.b.id} vs baseline {baseline})"
+    else:
+        line = f"PASS: no regression beyond the thresholds (run {report.run.b.id} vs baseline {baseline})"
+    console.print(line, highlight=False)
+    sys.exit(report.exit_code)

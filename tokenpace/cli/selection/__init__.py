@@ -1,0 +1,1 @@
+"""`tokenpace select` and `tokenpace scenarios`: candidates judged against a scenario's lines."""

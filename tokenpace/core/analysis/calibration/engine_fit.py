@@ -1,0 +1,285 @@
+"""Fit the simulator's step-cost model to measured loads: what a calibration identifies, and how.
+
+Pure. The simulator prices one engine step as
+    F + seqs x S + max(compute, memory),  compute = tokens x a + attention pairs x p,
+                                          memory  = W + decoding context x k
+(tokenpace.sim.model.costmodel). From the client's records (engine_obs) this fits, in order:
+
+1. prefill: TTFT of requests alone in flight = I + max(a x n + p x n(n+1)/2, W) against the prompt
+   length n; a flat start (short prompts all as slow) is the memory-bound plateau and gives W;
+2. decode: time per output token = F + b x S + W + k x context against the batch b and its context;
+3. the round trip R and the weights' time W: a prefill step and a decode step share F + S, so
+   TTFT's intercept I = R + F + S and a decode step at batch 1 = F + S + W. Without a plateau or the
+   server's own TTFT one of R, W is not identified; the gap is given to whichever it must be;
+4. F and S again by least squares with a, p, W, k held, over both kinds of observation;
+5. the scheduler limit: the most requests ever decoding at once, where a load asked for more (or the
+   server's running gauge while requests waited).
+
+Each parameter says whether the data identified it, and how, or why it was left at a default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from tokenpace.core.analysis.calibration.engine_costs import (
+    EngineFit,
+    Linear,
+    Param,
+    Prefill,
+    StepCosts,
+    groups,
+    significant,
+    wls,
+)
+from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
+from tokenpace.core.analysis.calibration.engine_drift import decode_drift
+from tokenpace.core.analysis.calibration.engine_obs import (
+    DecodeObs,
+    MeasuredLoad,
+    PrefillObs,
+    kv_capacity_estimates,
+    max_decoding_at_once,
+    prefill_observations,
+    timeline,
+)
+from tokenpace.core.analysis.calibration.engine_solve import solve
+from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
+from tokenpace.core.analysis.calibration.step_noise_fit import fit_step_noise
+
+DEFAULT_MAX_NUM_SEQS = 256
+
+
+def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
+    if not obs:
+        raise ValueError(
+            "no request was alone in flight: calibration needs a low-load step (concurrency 1, or a "
+            "low rate) to see the prefill"
+        )
+    g = np.asarray(groups([((o.prompt_tokens,), o.prompt_tokens, o.ttft_s) for o in obs]))
+    n, t, w = g[:, 0], g[:, 1], g[:, 2]
+    n_range = (float(n.min()), float(n.max()))
+    if len(n) < 2 or n.max() < 1.5 * n.min():
+        why = "needs an input-length ladder (prompts differing by 1.5x or more); TTFT kept as a constant"
+        return Prefill(
+            float(np.average(t, weights=w)),
+            0.0,
+            0.0,
+            None,
+            {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
+            n_range,
+            [tuple(row) for row in g.tolist()],
+        )
+    order = np.argsort(n)
+    n, t, w = n[order], t[order], w[order]
+    best = _line_after(n, t, w, 0)
+    for j in range(1, len(n) - 1):  # j shortest prompts on the memory-bound floor
+        cand = _line_after(n, t, w, j)
+        if cand is not None and best is not None and cand[3] < 0.5 * best[3]:
+            best = cand
+    assert best is not None
+    intercept, per_token, per_pair, _, plateau, with_pairs = best
+    notes = {
+        "prefill_per_token": Param(
+            "prefill_per_token", per_token * 1e6, "ms/1k tokens", True,
+            f"slope of TTFT over {n_range[0]:.0f}-{n_range[1]:.0f}-token prompts, requests alone in flight",
+        ),
+        "attention_per_pair": Param(
+            "attention_per_pair", per_pair * 1e9, "ns/pair", with_pairs,
+            "curvature of TTFT over the ladder" if with_pairs
+            else "no significant curvature of TTFT over the ladder (attention cost folded into the slope)",
+        ),
+    }  # fmt: skip
+    return Prefill(
+        intercept, per_token, per_pair, plateau, notes, n_range, [tuple(row) for row in g.tolist()]
+    )
+
+
+def _line_after(
+    n: np.ndarray, t: np.ndarray, w: np.ndarray, j: int
+) -> tuple[float, float, float, float, float | None, bool] | None:
+    """TTFT = I + a n (+ p pairs) on prompts j.., a flat floor before; (I, a, p, sse, floor, pairs).
+
+    A floor must leave a line of three lengths or more and sit clearly above that line's extension
+    (three residual deviations, and 2 %), so noise at the short end is not taken for one; the
+    curvature p needs four lengths and a significant coefficient."""
+    nn, tt, ww = n[j:], t[j:], w[j:]
+    if len(nn) < (3 if j else 2) or nn.max() < 1.5 * nn.min():
+        return None
+    pairs = nn * (nn + 1) / 2
+    with_pairs = False
+    fit = wls(np.column_stack([np.ones_like(nn), nn]), tt, ww)
+    if len(nn) >= 4:
+        quad = wls(np.column_stack([np.ones_like(nn), nn, pairs]), tt, ww)
+        # A line that starts below zero is a convex curve seen through a straight edge: take the curve.
+        convex = fit.coef[0] < 0 <= quad.coef[0] and quad.coef[2] > 0
+        if (significant(quad, 2) or convex) and quad.coef[1] > 0:
+            fit, with_pairs = quad, True
+        elif fit.coef[0] < 0:  # both start below zero: the curve through zero
+            through = wls(np.column_stack([nn, pairs]), tt, ww)
+            if through.coef[0] > 0 and through.coef[1] >= 0:
+                fit = Linear(np.concatenate([[0.0], through.coef]), np.concatenate([[0.0], through.se]))
+                with_pairs = True
+    c = fit.coef
+    if c[1] <= 0:
+        return None
+    p = float(c[2]) if with_pairs else 0.0
+    pred = c[0] + c[1] * nn + p * pairs
+    sse = float((ww * (tt - pred) ** 2).sum())
+    floor = None
+    if j:
+        level = float(np.average(t[:j], weights=w[:j]))
+        sd = (sse / max(1.0, float(ww.sum()) - len(c))) ** 0.5
+        m = n[j - 1]
+        cut_off = float(c[0] + c[1] * m + p * m * (m + 1) / 2)
+        if c[0] < 0 or level - cut_off <= max(3 * sd, 0.02 * level):
+            return None  # a convex line that dips below zero at short prompts is no floor
+        floor = level - float(c[0])
+        sse += float((w[:j] * (t[:j] - level) ** 2).sum())
+    return float(c[0]), float(c[1]), p, sse, floor, with_pairs
+
+
+def fit_engine(
+    loads: Sequence[MeasuredLoad],
+    max_num_seqs: int | None = None,
+    revisits: Sequence[tuple[MeasuredLoad, MeasuredLoad]] = (),
+) -> EngineFit:
+    """The cost model and scheduler limit that explain the loads; ValueError when they cannot.
+
+    `revisits`: (a load's first pass, its revisit after the sweep's last step), to say whether the
+    engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual."""
+    timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
+    if not timelines:
+        raise ValueError("no successful streamed request with two or more tokens in the runs given")
+    alone = [o for _, tl in timelines for o in prefill_observations(tl)]
+    prefill = _fit_prefill(alone)
+    costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
+    result = None
+    for _ in range(3):  # joining prefills and steps are priced with the previous round's costs
+        decode: list[DecodeObs] = []
+        for ld, tl in timelines:
+            decode += decode_observations(tl, ld.label, costs)
+        result = solve(prefill, decode, loads)
+        costs = result.costs
+    assert result is not None
+    limit = _scheduler_limit(timelines, max_num_seqs)
+    noise = fit_step_noise(loads)
+    by_length: dict[float, list[float]] = {}
+    for o in alone:
+        by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
+    table_n, table_ms, table = prefill_table(
+        prefill.groups, result.costs, result.residuals["prefill_rel_rms"], noise.sigma, by_length
+    )
+    result = _as_means(result, noise.sigma)
+    result, jitter = _with_jitter(result, alone)
+    kv = _kv_capacity(loads)
+    drifts = [decode_drift(first, again) for first, again in revisits]
+    # how far it surely moved: the bound nearest zero (non-zero when moved), not the point estimate
+    moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
+    if moved:
+        result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
+    return replace(
+        result,
+        holds=(*result.holds, *(d.note for d in drifts)),
+        max_num_seqs=int(limit.value),
+        kv_tokens=int(kv.value) if kv.identified else None,
+        params=(*result.params, jitter, *noise.params, table, limit, kv),
+        step_cv=noise.cv,
+        step_cv_hold=noise.hold_s,
+        prefill_table=tuple(zip(table_n, table_ms, strict=True)),
+    )
+
+
+def _as_means(fit: EngineFit, sigma: float) -> EngineFit:
+    """The prefill's coefficients as a step's mean: they were fitted to median TTFTs of one step each,
+    and the simulator's step noise (lognormal, log sd sigma) has mean 1 and median exp(-sigma^2/2).
+    The decode's come from times per output token, means of many steps already."""
+    k = float(np.exp(0.5 * sigma * sigma))
+    if k == 1.0:
+        return fit
+    c = fit.costs
+    scaled = ("prefill_per_token", "attention_per_pair")
+    note = f" (x {k:.3g}: a step's mean under the step noise)"
+    params = tuple(
+        replace(p, value=p.value * k, how=p.how + note) if p.name in scaled and p.identified else p
+        for p in fit.params
+    )
+    return replace(fit, costs=replace(c, per_token=c.per_token * k, per_pair=c.per_pair * k), params=params)
+
+
+def _kv_capacity(loads: Sequence[MeasuredLoad]) -> Param:
+    estimates = [e for ld in loads for e in kv_capacity_estimates(ld)]
+    if len(estimates) < 3:
+        why = (
+            "the server's KV gauge was never 5 % full at three scrapes or more (or is not exported): "
+            "no KV limit in the profile, so past the real one (preemption, refusals) it does not hold"
+        )
+        return Param("kv_capacity", 0.0, "tokens", False, why)
+    value = float(np.median(estimates))
+    how = f"tokens the decoding requests held over the server's KV usage, median of {len(estimates)} scrapes"
+    return Param("kv_capacity", round(value), "tokens", True, how)
+
+
+HALF_NORMAL_SD = (1 - 2 / np.pi) ** 0.5  # sd of |N(0, s)| over s
+HALF_NORMAL_MEAN = (2 / np.pi) ** 0.5  # its mean over s
+
+
+def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Param]:
+    """TTFT's spread at a prompt length (robust: 1.4826 x MAD around the length's median, so a misfit of
+    the line is not counted as spread; the least over lengths with 5 requests or more), taken as the
+    round trip's half-normal jitter, as the simulator draws it; the round trip keeps its mean. Part of
+    that spread is the step noise's (step_noise_fit) and is counted twice: kept, because the step
+    noise alone does not desynchronise a closed loop (requests that share steps share their noise).
+
+    Without it a replayed closed loop of equal requests stays in lock step for ever, where a real
+    one drifts apart and its newcomers' prefills land inside the others' decodes."""
+    by_length: dict[float, list[float]] = {}
+    for o in alone:
+        by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
+    # The least spread of any length: noise that grows with the prefill is the engine's, not the network's.
+    spreads = [_mad_sd(v) for v in by_length.values() if len(v) >= 5]
+    if not spreads:
+        why = "no prompt length had 5 requests alone in flight: no spread measured"
+        return fit, Param("rtt_jitter", 0.0, "ms", False, why)
+    spread = min(spreads)
+    if spread < 1e-6:  # exact data (a virtual run): a jitter of nothing would only break ties
+        return fit, Param("rtt_jitter", 0.0, "ms", True, "TTFT does not vary at equal prompt lengths")
+    scale = spread / HALF_NORMAL_SD
+    rtt = max(0.0, fit.costs.rtt - HALF_NORMAL_MEAN * scale)
+    note = Param(
+        "rtt_jitter", scale * 1e3, "ms", True, "spread of TTFT at equal prompt lengths, alone in flight"
+    )
+    return replace(fit, costs=replace(fit.costs, rtt=rtt), jitter=scale), note
+
+
+def _scheduler_limit(timelines: list[Any], given: int | None) -> Param:
+    name = "max_num_seqs"
+    if given is not None:
+        return Param(name, given, "requests", True, "given (--max-num-seqs)")
+    server = [ld.server_max_running_when_waiting for ld, _ in timelines]
+    server = [v for v in server if v is not None and v > 0]
+    if server:
+        return Param(name, max(server), "requests", True, "server's running gauge while requests waited")
+    seen = [(ld, max_decoding_at_once(tl)) for ld, tl in timelines]
+    saturated = [m for ld, m in seen if ld.concurrency is not None and m < ld.concurrency]
+    most = max(m for _, m in seen)
+    if saturated:
+        return Param(
+            name, most, "requests", True,
+            f"never more than {most} decoding at once although a load kept more requests in flight",
+        )  # fmt: skip
+    return Param(
+        name, max(DEFAULT_MAX_NUM_SEQS, most), "requests", False,
+        f"no load asked for more than ran ({most} at most at once); loads past that are predicted "
+        "without a queue (pass --max-num-seqs, or sweep further)",
+    )  # fmt: skip
+
+
+def _mad_sd(values: list[float]) -> float:
+    """A standard deviation that a few stalls cannot inflate: 1.4826 x the median absolute deviation."""
+    arr = np.asarray(values)
+    return 1.4826 * float(np.median(np.abs(arr - np.median(arr))))

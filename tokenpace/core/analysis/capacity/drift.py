@@ -1,0 +1,229 @@
+"""Latency that moved with time, not with load: a trend inside a step, and a step revisited. Pure.
+
+A sweep reads latency against load; if the server's latency also moves with wall-clock time (a
+neighbour's load, thermal throttling, a cache warming or filling, a leak), the curve mixes the two
+and a knee or a replica count read from it is wrong. Two checks, both on measured successful
+requests:
+
+- *Inside a step* (``time_trend``): the Spearman rank correlation of TTFT and E2E with the send
+  time (open loop: from the scheduled time), on the middle 80 % of the step's requests (ramp-up and
+  drain trimmed). The step *moved* when the correlation is significant (p < 0.001, normal
+  approximation of Spearman's rho, at least 30 requests) and the median of the last third differs
+  from that of the first third by ``TREND_MIN_CHANGE`` or more. In closed loop a steady step has no
+  trend: one that moved is drift. In open loop a rising trend is also what a growing queue looks
+  like (the server falls behind the arrivals): the overload check reads it as saturation.
+- *A step revisited* (``revisit_check``, ``sweep --revisit``, on by default for 3 steps or more):
+  the first step is run again after the last; the load is the same, so its TTFT and E2E P50 should
+  be too. Latency moved with time when a P50's 95 % intervals of the two runs do not overlap and
+  the P50 changed by ``REVISIT_MIN_CHANGE`` or more.
+
+Either move counts only when it is also ``SHARE_OF_RANGE`` of the range the metric's P50 spans
+across the sweep's steps: a few milliseconds of noise beside a curve that rises tenfold changes no
+knee; the same move on a curve that rose only by it is the whole curve.
+
+What it cannot tell: drift slower than the noise of one step, or drift that comes back to where it
+started by the revisit; a sweep run in one order cannot tell a slow drift from load alone.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from tokenpace.core.analysis.capacity.loadpoint import LoadPoint
+from tokenpace.core.metrics import e2e_ns, ttft_ns
+from tokenpace.core.record import RequestRecord, Status
+
+TREND_P = 0.001
+TREND_MIN_CHANGE = 0.10  # a 10 % move from the step's first third to its last
+REVISIT_MIN_CHANGE = 0.20
+SHARE_OF_RANGE = 0.25  # a move that matters to the curve: a quarter of its P50 range across the steps
+MIN_TREND_SAMPLES = 30
+MAX_TREND_SAMPLES = 5000  # larger steps are thinned evenly (bounds the sort; rho barely moves)
+TRIM = 0.10  # of the requests at each end of a step: ramp-up and drain
+
+
+@dataclass(frozen=True, slots=True)
+class Trend:
+    metric: str  # ttft_ms | e2e_ms
+    n: int
+    rho: float  # Spearman rank correlation with time
+    p_value: float
+    first_ms: float  # median of the first third
+    last_ms: float  # median of the last third
+
+    @property
+    def change(self) -> float:
+        return self.last_ms / self.first_ms - 1 if self.first_ms > 0 else 0.0
+
+    @property
+    def moved(self) -> bool:
+        return self.p_value < TREND_P and abs(self.change) >= TREND_MIN_CHANGE
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metric": self.metric,
+            "n": self.n,
+            "spearman_rho": self.rho,
+            "p_value": self.p_value,
+            "first_third_p50_ms": self.first_ms,
+            "last_third_p50_ms": self.last_ms,
+            "change": self.change,
+            "moved": self.moved,
+        }
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(len(x))
+    return ranks
+
+
+def time_trend(times: Sequence[float], values: Sequence[float], metric: str) -> Trend | None:
+    """None when fewer than MIN_TREND_SAMPLES pairs remain after trimming."""
+    order = np.argsort(np.asarray(times, dtype=np.float64), kind="mergesort")
+    t = np.asarray(times, dtype=np.float64)[order]
+    v = np.asarray(values, dtype=np.float64)[order]
+    cut = int(len(t) * TRIM)
+    t, v = t[cut : len(t) - cut], v[cut : len(v) - cut]
+    if len(t) > MAX_TREND_SAMPLES:
+        keep = np.linspace(0, len(t) - 1, MAX_TREND_SAMPLES).astype(int)
+        t, v = t[keep], v[keep]
+    n = len(t)
+    if n < MIN_TREND_SAMPLES:
+        return None
+    rt, rv = _ranks(t), _ranks(v)
+    sd = float(np.std(rt) * np.std(rv))
+    rho = float(np.mean((rt - rt.mean()) * (rv - rv.mean())) / sd) if sd > 0 else 0.0
+    p = 2 * (1 - NormalDist().cdf(abs(rho) * math.sqrt(n - 1)))
+    third = n // 3
+    return Trend(metric, n, rho, p, float(np.median(v[:third])), float(np.median(v[-third:])))
+
+
+def step_trends(records: Sequence[RequestRecord], open_loop: bool) -> list[Trend]:
+    """TTFT and E2E against the send time (open loop: both from the scheduled time)."""
+    ok = [r for r in records if not r.warmup and r.status is Status.OK and r.sent_ns]
+    out = []
+    for metric, fn in (("ttft_ms", ttft_ns), ("e2e_ms", e2e_ns)):
+        times, values = [], []
+        for r in ok:
+            value = fn(r)
+            if value is None:
+                continue
+            start = r.scheduled_ns if open_loop and r.scheduled_ns else r.sent_ns
+            times.append(start / 1e9)
+            values.append((value + r.sent_ns - start) / 1e6)
+        trend = time_trend(times, values, metric)
+        if trend is not None:
+            out.append(trend)
+    return out
+
+
+def trend_dict(records: Sequence[RequestRecord], open_loop: bool) -> dict[str, Any]:
+    """What a sweep step stores as ``time_trend``."""
+    trends = step_trends(records, open_loop)
+    return {
+        "basis": "scheduled" if open_loop else "send",
+        "moved": any(t.moved for t in trends),
+        "rising": any(t.moved and t.change > 0 for t in trends),
+        "metrics": [t.to_dict() for t in trends],
+    }
+
+
+def _trend_matters(trend: dict[str, Any], ranges: dict[str, float]) -> bool:
+    return any(
+        m.get("moved")
+        and abs(m["last_third_p50_ms"] - m["first_third_p50_ms"]) >= SHARE_OF_RANGE * ranges[m["metric"]]
+        for m in trend.get("metrics") or []
+        if m.get("metric") in ranges
+    )
+
+
+def trend_note(step: int, trend: dict[str, Any]) -> str:
+    moved = [m for m in trend.get("metrics") or [] if m.get("moved")]
+    parts = ", ".join(
+        f"{m['metric'][:-3].upper()} P50 {m['first_third_p50_ms']:.4g} -> {m['last_third_p50_ms']:.4g} ms"
+        for m in moved
+    )
+    return f"step {step}: {parts} from its first third to its last"
+
+
+@dataclass(frozen=True, slots=True)
+class Revisit:
+    step: int  # the step revisited
+    moved: bool
+    notes: list[str]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "moved": self.moved, "notes": self.notes}
+
+
+def _ranges(points: Sequence[LoadPoint]) -> dict[str, float]:
+    out = {}
+    for metric in ("ttft_ms", "e2e_ms"):
+        p50s = [v for p in points if p.usable and (v := p.slo_pct(metric, "p50")) is not None]
+        out[metric] = max(p50s) - min(p50s) if p50s else 0.0
+    return out
+
+
+def revisit_check(first: LoadPoint, again: LoadPoint, ranges: dict[str, float] | None = None) -> Revisit:
+    """The same load run again at the end of the sweep: did its P50 latencies move (by a share of
+    the curve's range, when ``ranges`` gives it per metric)?"""
+    notes, moved = [], False
+    for metric in ("ttft_ms", "e2e_ms"):
+        a, b = first.slo_pct(metric, "p50"), again.slo_pct(metric, "p50")
+        ca, cb = first.slo_ci(metric, "p50"), again.slo_ci(metric, "p50")
+        if a is None or b is None or ca is None or cb is None or a <= 0:
+            continue
+        apart = ca[1] < cb[0] or cb[1] < ca[0]
+        change = b / a - 1
+        matters = ranges is None or abs(b - a) >= SHARE_OF_RANGE * ranges.get(metric, 0.0)
+        if apart and abs(change) >= REVISIT_MIN_CHANGE and matters:
+            moved = True
+            name = metric[:-3].upper()
+            notes.append(f"{name} P50 {a:.4g} ms at first, {b:.4g} ms when revisited ({change:+.0%})")
+    return Revisit(first.step, moved, notes)
+
+
+@dataclass(frozen=True, slots=True)
+class Drift:
+    moved: bool
+    reasons: list[str]
+    revisit: Revisit | None
+    note: str = ""  # why a step run again was not compared
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "latency_moved_with_time": self.moved,
+            "reasons": self.reasons,
+            "revisit": self.revisit.to_dict() if self.revisit else None,
+            "revisit_not_compared": self.note or None,
+        }
+
+
+def detect_drift(points: Sequence[LoadPoint], revisit: LoadPoint | None) -> Drift:
+    """Closed-loop steps whose latency moved inside the step, and the revisited step's P50s. Open-loop
+    steps' rising trends are left to the overload check (a growing queue)."""
+    ranges = _ranges(points)
+    reasons = [
+        "latency moved inside " + trend_note(p.step, p.trend)
+        for p in points
+        if p.usable and p.mode == "closed_loop" and p.trend and _trend_matters(p.trend, ranges)
+    ]
+    check, note = None, ""
+    first = next((p for p in points if revisit is not None and p.offered == revisit.offered), None)
+    if revisit is not None and not revisit.usable:
+        note = f"the revisit was left out ({', '.join(revisit.left_out_reasons)})"
+    elif first is not None and not first.usable:
+        note = f"step {first.step}, revisited, was left out ({', '.join(first.left_out_reasons)})"
+    elif revisit is not None and first is not None:
+        check = revisit_check(first, revisit, ranges)
+        if check.moved:
+            reasons.append(f"step {first.step} revisited at the end: " + "; ".join(check.notes))
+    return Drift(bool(reasons), reasons, check, note)

@@ -1,0 +1,156 @@
+"""The change of one percentile between two sides of one or more runs each, with the noise between
+requests (bootstrap inside each run) and between runs (``runnoise``) in its interval. Pure.
+
+Each side's level is the mean of its runs' percentiles; the change B/A - 1 is judged on the log
+scale, where its variance is, per side, (rel_sd^2 + mean relative sampling variance) / runs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles, resamples_for
+from tokenpace.core.analysis.evidence.runnoise import (
+    MAX_RUNS_ADVISED,
+    POWER,
+    RunNoise,
+    satterthwaite_df,
+    t_cdf,
+    t_quantile,
+)
+from tokenpace.core.analysis.evidence.samples import Samples
+
+
+@dataclass(slots=True)
+class SideLevels:
+    """Per run (rows) and percentile (columns): the run's percentile and its bootstrap SE."""
+
+    values: np.ndarray
+    ses: np.ndarray
+    counts: list[int]
+
+    @property
+    def runs(self) -> int:
+        return len(self.counts)
+
+
+def side_levels(
+    runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator
+) -> SideLevels:
+    """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty."""
+    values, ses = [], []
+    for s in runs:
+        values.append(np.percentile(s.values, qs))
+        boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng)
+        ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
+    return SideLevels(np.array(values), np.array(ses), [s.n for s in runs])
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    a: float  # side A's level (mean of its runs' percentiles)
+    b: float
+    rel: float | None  # B/A - 1
+    rel_lo: float | None
+    rel_hi: float | None
+    p_value: float | None  # two-sided, of "no change"
+    se_log: float  # SE of log(B/A)
+    df: float
+    detectable: float | None  # smallest worsening beyond the threshold called with POWER
+    runs_needed: int | None  # runs a side that would decide an undecided change (None: too close)
+    per_run_var: float = 0.0  # relative variance of one run's value: between-run plus sampling
+    alpha: float = 0.05
+
+    @property
+    def diff(self) -> float:
+        return self.b - self.a
+
+    @property
+    def ci(self) -> tuple[float, float] | None:
+        if self.rel_lo is None or self.rel_hi is None:
+            return None
+        return (self.a * self.rel_lo, self.a * self.rel_hi)
+
+
+def _side_var(values: np.ndarray, ses: np.ndarray) -> tuple[float, float]:
+    """Mean relative sampling variance of one run, and the runs' mean level."""
+    rel = np.where(values > 0, ses / np.where(values > 0, values, 1.0), np.nan)
+    within = float(np.nanmean(rel**2)) if np.isfinite(rel).any() else 0.0
+    return within, float(np.mean(values))
+
+
+def change(
+    a_values: np.ndarray,
+    a_ses: np.ndarray,
+    b_values: np.ndarray,
+    b_ses: np.ndarray,
+    noise: RunNoise,
+    alpha: float,
+    threshold: float,
+    higher_is_better: bool,
+    one_sided: bool = False,
+) -> Change:
+    """The change of one percentile, B against A, with run noise ``noise`` and the practical
+    ``threshold`` (relative) that ``detectable`` and ``runs_needed`` refer to; ``one_sided``: only
+    the worse side's threshold counts (a gate), else both (compare)."""
+    within_a, level_a = _side_var(a_values, a_ses)
+    within_b, level_b = _side_var(b_values, b_ses)
+    k_a, k_b = len(a_values), len(b_values)
+    tau2 = noise.rel_sd**2
+    run_part = tau2 * (1 / k_a + 1 / k_b)
+    var = run_part + within_a / k_a + within_b / k_b
+    # The estimate of run noise came with its sampling part (var(log x) = tau^2 + se^2): all of a
+    # run's variance is as uncertain as that estimate, also when tau^2 came out as zero.
+    df = (
+        satterthwaite_df(var, noise.df, var)
+        if not noise.assumed
+        else satterthwaite_df(run_part, noise.df, var)
+    )
+    se = math.sqrt(var)
+    if level_a <= 0 or level_b <= 0:
+        return Change(level_a, level_b, None, None, None, None, se, df, None, None)
+    log_r = math.log(level_b / level_a)
+    t = t_quantile(1 - alpha / 2, df)
+    lo, hi = math.exp(log_r - t * se) - 1, math.exp(log_r + t * se) - 1
+    p = 2 * (1 - t_cdf(abs(log_r) / se, df)) if se > 0 else (0.0 if log_r else 1.0)
+    base = Change(level_a, level_b, level_b / level_a - 1, lo, hi, p, se, df, None, None)
+    base = dataclasses.replace(base, per_run_var=tau2 + (within_a + within_b) / 2, alpha=alpha)
+    return against(base, threshold, higher_is_better, one_sided)
+
+
+def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: bool) -> Change:
+    """``ch`` with ``detectable`` and ``runs_needed`` for this threshold."""
+    if ch.rel is None or ch.rel_lo is None or ch.rel_hi is None:
+        return ch
+    t = t_quantile(1 - ch.alpha / 2, ch.df)
+    reach = (t + NormalDist().inv_cdf(POWER)) * ch.se_log
+    m = min(threshold, 0.99)
+    if higher_is_better:
+        detectable = 1 - math.exp(math.log(1 - m) - reach)
+    else:
+        detectable = math.exp(math.log(1 + m) + reach) - 1
+    bounds = ((-m,) if higher_is_better else (m,)) if one_sided else (m, -m)
+    log_r = math.log(1 + ch.rel)
+    needed = _runs_needed(log_r, ch.rel_lo, ch.rel_hi, bounds, ch.per_run_var, t)
+    return dataclasses.replace(ch, detectable=detectable, runs_needed=needed)
+
+
+def _runs_needed(
+    log_r: float, lo: float, hi: float, bounds: tuple[float, ...], per_run_var: float, t: float
+) -> int | None:
+    """Runs a side (both alike) that would put the interval clear of the threshold it now holds,
+    if the change is as estimated; 0 when already decided, None when too close to decide."""
+    held = [b for b in bounds if lo <= b <= hi]
+    if not held:
+        return 0
+    dist = min(abs(log_r - math.log(1 + b)) for b in held)
+    if dist <= 0:
+        return None
+    k = math.ceil(2 * per_run_var * t * t / dist**2)
+    return max(2, k) if k <= MAX_RUNS_ADVISED else None

@@ -1,0 +1,334 @@
+"""A gray release judged: per arm, requests, users, latency percentiles with intervals, error and
+interruption rates and each business event's rate; each candidate arm against the reference (B - A
+with an interval); the sample-ratio check first; one verdict from the operator's guard rails. Pure.
+
+Events are joined to arms by request id through the records (which carry the arm and a hash of the
+user's sticky key), else by the arm the gateway found when the event came; an event whose arm stays
+unknown is counted apart, never dropped silently.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tokenpace.core.analysis.comparison.compare import Comparison, compare_records, pct_name
+from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff
+from tokenpace.core.analysis.evidence.samples import metric_samples
+from tokenpace.core.analysis.evidence.verdict import Verdict
+from tokenpace.core.analysis.rollout.guards import Guard, GuardItem, judge
+from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
+from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
+from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
+from tokenpace.core.stats import Distribution, describe
+
+LATENCY = ("ttft", "tpot", "e2e")
+PERCENTILES = (50.0, 90.0, 95.0, 99.0)
+MIN_SHARE_N = 30  # requests (or users) on each arm before a rate's guard is judged
+PROMOTE, ROLL_BACK, HOLD = "promote", "roll back", "hold"
+EXIT_CODES = {PROMOTE: 0, ROLL_BACK: 1, HOLD: 2}
+
+
+@dataclass(slots=True)
+class EventRates:
+    count: int
+    per_request: Share  # share of the arm's requests with the event (reported by request id)
+    per_user: Share  # share of the arm's users with the event (by request id or user id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "count": self.count,
+            "per_request": self.per_request.to_dict(),
+            "per_user": self.per_user.to_dict(),
+        }
+
+
+@dataclass(slots=True)
+class ArmStats:
+    arm: str
+    weight: float | None
+    requests: int
+    users: int
+    latency: dict[str, Distribution]
+    errors: Share
+    interruptions: Share
+    events: dict[str, EventRates]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm,
+            "weight": self.weight,
+            "requests": self.requests,
+            "users": self.users,
+            "latency_ms": {k: v.to_dict() for k, v in self.latency.items()},
+            "error_rate": self.errors.to_dict(),
+            "interruption_rate": self.interruptions.to_dict(),
+            "events": {k: v.to_dict() for k, v in self.events.items()},
+        }
+
+
+@dataclass(slots=True)
+class ArmDiff:
+    """A candidate arm against the reference: positive = larger on the candidate."""
+
+    arm: str
+    latency: Comparison
+    errors: ShareDiff
+    interruptions: ShareDiff
+    events: dict[str, tuple[ShareDiff, ShareDiff]]  # (per request, per user)
+    requests: int = 0  # the fewer of the two arms'
+    users: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "arm": self.arm,
+            "latency": self.latency.to_dict(),
+            "error_rate": self.errors.to_dict(),
+            "interruption_rate": self.interruptions.to_dict(),
+            "events": {
+                k: {"per_request": r.to_dict(), "per_user": u.to_dict()} for k, (r, u) in self.events.items()
+            },
+        }
+
+
+@dataclass(slots=True)
+class ArmsReport:
+    reference: str
+    arms: list[ArmStats]
+    diffs: list[ArmDiff]
+    srm: list[SrmResult]
+    guards: list[GuardItem]
+    verdict: str
+    reason: str
+    unmatched_events: int
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def split_broken(self) -> bool:
+        return any(r.flagged for r in self.srm)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "exit_code": self.exit_code,
+            "reference": self.reference,
+            "sample_ratio": [r.to_dict() for r in self.srm],
+            "arms": [a.to_dict() for a in self.arms],
+            "diffs": [d.to_dict() for d in self.diffs],
+            "guards": [g.to_dict() for g in self.guards],
+            "unmatched_events": self.unmatched_events,
+            "warnings": list(self.warnings),
+        }
+
+
+def resolve_events(
+    records_by_arm: Mapping[str, Sequence[RequestRecord]], events: Sequence[OutcomeEvent]
+) -> tuple[list[OutcomeEvent], int]:
+    """Each event with the arm (and user) of its stored request where there is one; the count of
+    events whose arm is still unknown (kept out of every arm's rates)."""
+    by_request: dict[str, tuple[str, str | None]] = {}
+    for arm, records in records_by_arm.items():
+        for r in records:
+            by_request[r.request_id] = (arm, r.labels.get("user"))
+    out, unmatched = [], 0
+    for e in events:
+        known = by_request.get(e.request_id) if e.request_id else None
+        if known is not None:
+            e = OutcomeEvent(
+                e.event, known[0], e.unix_s, e.request_id, e.user or known[1], e.upstream, e.value
+            )
+        if e.arm == UNKNOWN_ARM:
+            unmatched += 1
+            continue
+        out.append(e)
+    return out, unmatched
+
+
+def arm_stats(
+    arm: str,
+    records: Sequence[RequestRecord],
+    events: Sequence[OutcomeEvent],
+    names: Sequence[str],
+    weight: float | None,
+    alpha: float,
+) -> ArmStats:
+    sent = [r for r in records if not r.warmup]
+    request_ids = {r.request_id for r in sent}
+    users = {u for r in sent if (u := r.labels.get("user"))}
+    failed = sum(1 for r in sent if r.status in FAILURE_STATUSES)
+    cut = sum(1 for r in sent if r.status is Status.STREAM_INTERRUPTED)
+    rates = {}
+    for name in names:
+        mine = [e for e in events if e.arm == arm and e.event == name]
+        by_request = {e.request_id for e in mine if e.request_id in request_ids}
+        by_user = {e.user for e in mine if e.user in users}
+        rates[name] = EventRates(
+            len(mine), share(len(by_request), len(sent), alpha), share(len(by_user), len(users), alpha)
+        )
+    latency = {m: describe(metric_samples(sent, m).values) for m in LATENCY}
+    errors, cuts = share(failed, len(sent), alpha), share(cut, len(sent), alpha)
+    return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates)
+
+
+def arm_diff(
+    ref: ArmStats,
+    cand: ArmStats,
+    records: Mapping[str, Sequence[RequestRecord]],
+    percentiles: Sequence[float],
+    alpha: float,
+    resamples: int,
+    seed: int,
+) -> ArmDiff:
+    latency = compare_records(  # arms share one window: no noise between runs to count
+        records[ref.arm],
+        records[cand.arm],
+        percentiles,
+        alpha,
+        0.0,
+        LATENCY,
+        resamples,
+        seed,
+        same_window=True,
+    )
+    events = {
+        name: (
+            share_diff(ref.events[name].per_request, cand.events[name].per_request, alpha),
+            share_diff(ref.events[name].per_user, cand.events[name].per_user, alpha),
+        )
+        for name in ref.events
+    }
+    return ArmDiff(
+        cand.arm,
+        latency,
+        share_diff(ref.errors, cand.errors, alpha),
+        share_diff(ref.interruptions, cand.interruptions, alpha),
+        events,
+        min(ref.requests, cand.requests),
+        min(ref.users, cand.users),
+    )
+
+
+def guard_item(guard: Guard, diff: ArmDiff) -> GuardItem:
+    pct = guard.percentile
+    if pct is not None:
+        metric, q = pct
+        row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
+        if row is None or row.verdict is Verdict.TOO_FEW:
+            return judge(guard, diff.arm, None, None)
+        return judge(guard, diff.arm, row.rel, row.rel_ci, diff.requests, "requests")
+    unit = "requests"
+    if guard.name in ("error_rate", "interruption_rate"):
+        d, n = (diff.errors if guard.name == "error_rate" else diff.interruptions), diff.requests
+    else:
+        name, per_request = guard.event or (guard.name, False)
+        pair = diff.events.get(name, (ShareDiff(None, None),) * 2)  # refused before: see known_events
+        d, n = (pair[0], diff.requests) if per_request else (pair[1], diff.users)
+        unit = "requests" if per_request else "users"
+    if n < MIN_SHARE_N:
+        return GuardItem(
+            guard, diff.arm, d.diff, d.ci, "undecided", f"fewer than {MIN_SHARE_N} {unit} on an arm ({n})"
+        )
+    return judge(guard, diff.arm, d.diff, d.ci, n, unit)
+
+
+def check_event_guards(guards: Sequence[Guard], known: Sequence[str]) -> None:
+    """A guard on an event nobody reported (a misspelled name) would compare zero with zero: refused,
+    with the names that were reported. Raises ValueError (one line for the user)."""
+    for g in guards:
+        name = g.event[0] if g.event else None
+        if name is not None and name not in known:
+            listed = ", ".join(sorted(known)) or "none reported in this window"
+            raise ValueError(f"--guard {g.text}: no event {name!r} was reported (known events: {listed})")
+
+
+def decide(srm: Sequence[SrmResult], items: Sequence[GuardItem], guards: Sequence[Guard]) -> tuple[str, str]:
+    broken = [r for r in srm if r.flagged]
+    if broken:
+        units = " and ".join(r.unit for r in broken)
+        return (
+            HOLD,
+            f"sample ratio mismatch in {units} (p < 0.001): the split is broken, fix it before judging",
+        )
+    if not guards:
+        return HOLD, "no guard rails given (--guard ttft.p95=+10%,error_rate=+0.5pp,...)"
+    breached = [i for i in items if i.outcome == "breached"]
+    if breached:
+        return ROLL_BACK, "; ".join(f"{i.arm} {i.guard.name} {i.reason}" for i in breached)
+    waiting = [i for i in items if i.outcome in ("hold", "undecided")]
+    if waiting:
+        return HOLD, "; ".join(f"{i.arm} {i.guard.name} {i.reason}" for i in waiting)
+    if not items:
+        return HOLD, "no candidate arm with traffic to judge"
+    return PROMOTE, "every guard rail holds: each interval lies within its limit"
+
+
+def _split_checks(
+    stats: Mapping[str, ArmStats], weights: Mapping[str, float], expected: Mapping[str, Mapping[str, float]]
+) -> list[SrmResult]:
+    """The split is judged on users, the unit the router splits: requests of one user are not
+    independent (one heavy user moves the request counts of a correct router), so the request-level
+    test is shown but decides nothing -- unless no request carries a user, when it is all there is."""
+    with_users = any(s.users for s in stats.values())
+    users = srm_check({a: s.users for a, s in stats.items()}, expected.get("users") or weights, "users")
+    requests = srm_check(
+        {a: s.requests for a, s in stats.items()},
+        expected.get("requests") or weights,
+        "requests",
+        judged=not with_users,
+    )
+    return [r for r in (users, requests) if r is not None]
+
+
+def analyse_arms(
+    records_by_arm: Mapping[str, Sequence[RequestRecord]],
+    events: Sequence[OutcomeEvent],
+    weights: Mapping[str, float],
+    guards: Sequence[Guard] = (),
+    reference: str | None = None,
+    alpha: float = 0.05,
+    resamples: int = 1000,
+    seed: int = 0,
+    expected: Mapping[str, Mapping[str, float]] | None = None,
+    known_events: Sequence[str] | None = None,
+) -> ArmsReport:
+    """``weights``: the configured split per arm (arm order = config order; the first is the
+    reference unless ``reference`` names another); ``expected``: per unit (users, requests), the
+    expected share of each arm when the window spans sessions with different splits;
+    ``known_events``: every event name ever reported (default: those in ``events``). Raises
+    ValueError on a reference with no arm, or a guard on an event name nobody reported."""
+    order = list(dict.fromkeys([*weights, *records_by_arm]))
+    reference = reference or (order[0] if order else None)
+    if reference is None or reference not in order:
+        known = ", ".join(order) or "none"
+        raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
+    records = {arm: list(records_by_arm.get(arm, ())) for arm in order}
+    joined, unmatched = resolve_events(records, events)
+    check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
+    guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
+    names = sorted({e.event for e in joined} | guarded)
+    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
+    srm = _split_checks(stats, weights, expected or {})
+    percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
+    diffs = [
+        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed)
+        for a in order
+        if a != reference and stats[a].requests > 0
+    ]
+    items = [guard_item(g, d) for d in diffs for g in guards]
+    verdict, reason = decide(srm, items, guards)
+    warnings = []
+    if not any(s.users for s in stats.values()) and srm:
+        warnings.append("no request carries a user: the split is judged on requests, taken as independent")
+    if unmatched:
+        warnings.append(f"{unmatched} event(s) name a request the store does not hold: counted, not judged")
+    if not weights:
+        warnings.append("no configured split stored with these runs: the sample-ratio check is skipped")
+    return ArmsReport(
+        reference, [stats[a] for a in order], diffs, srm, items, verdict, reason, unmatched, warnings
+    )

@@ -1,0 +1,2 @@
+"""Starting and stopping the gateway: one process on a TCP address, or N worker processes on one port.
+The top of the gateway."""

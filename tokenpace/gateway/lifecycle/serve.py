@@ -1,0 +1,119 @@
+"""Start and stop a gateway on a TCP address (used by the CLI and by tests)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Callable
+
+from aiohttp import web
+
+from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config.config import GatewayConfig, admin_url, proxy_url
+from tokenpace.gateway.operations.guard import listen
+from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
+from tokenpace.gateway.request_path.proxy import Gateway
+
+
+class RunningGateway:
+    """``async with RunningGateway(config) as gw:`` then send requests to ``gw.url``."""
+
+    def __init__(
+        self,
+        config: GatewayConfig,
+        writer: BatchWriter | None = None,
+        on_record: Callable[[RequestRecord], None] | None = None,
+        worker: int | None = None,
+    ) -> None:
+        if config.records_path and worker is None:  # the JSONL file as well as any other writer
+            writer = fan_out(writer, jsonl_writer(config.records_path))
+        self.gateway = Gateway(config, writer=writer, on_record=on_record, worker=worker or 0)
+        self.worker = worker  # one of --workers: shares the port; the parent serves the admin pages
+        self.config = config
+        self.port = config.port
+        self.admin_port = config.admin_port
+        self._runner: web.AppRunner | None = None
+        self._admin_runner: web.AppRunner | None = None
+        self._listeners: list[asyncio.AbstractServer] = []
+
+    @property
+    def url(self) -> str:
+        return proxy_url(self.config, self.port)
+
+    @property
+    def admin_url(self) -> str:
+        """Where /metrics and /tokenpace/* are served (the proxy's own URL unless apart)."""
+        return admin_url(self.config, self.port, self.admin_port)
+
+    async def start(self) -> RunningGateway:
+        cfg, gw = self.config, self.gateway
+        # handler_cancellation: a client that goes away cancels its handler, which cancels the
+        # upstream request at once instead of at the next write. aiohttp's own keep-alive timer
+        # is only a backstop behind the guard's idle and header timeouts.
+        backstop = cfg.idle_timeout_s + cfg.header_timeout_s + 1.0
+        # At stop, open requests get half the shutdown timeout, the records' writer what is left.
+        self._runner = web.AppRunner(
+            gw.app,
+            handler_cancellation=True,
+            access_log=None,
+            keepalive_timeout=backstop,
+            shutdown_timeout=cfg.shutdown_timeout_s / 2,
+        )
+        await self._runner.setup()
+        reuse = self.worker is not None
+        self._listeners.append(await listen(self._runner, gw.guard, cfg.host, cfg.port, reuse))
+        self.port = _bound_port(self._listeners[-1])
+        if gw.admin_app is not None and cfg.admin_port is not None and not self.worker:  # worker 0 serves it
+            self._admin_runner = web.AppRunner(gw.admin_app, access_log=None, keepalive_timeout=backstop)
+            await self._admin_runner.setup()
+            host = cfg.admin_host or cfg.host
+            self._listeners.append(await listen(self._admin_runner, gw.admin_guard, host, cfg.admin_port))
+            self.admin_port = _bound_port(self._listeners[-1])
+        return self
+
+    async def stop(self) -> None:
+        self.gateway.stop_deadline = asyncio.get_running_loop().time() + self.config.shutdown_timeout_s
+        for listener in self._listeners:
+            listener.close()  # no new connections; open ones are closed by the runners' cleanup
+        self._listeners.clear()
+        for runner in (self._admin_runner, self._runner):
+            if runner is not None:
+                await runner.cleanup()
+        self._runner = self._admin_runner = None
+
+    async def __aenter__(self) -> RunningGateway:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+async def serve_forever(
+    config: GatewayConfig,
+    ready: Callable[[RunningGateway], None] | None = None,
+    writer: BatchWriter | None = None,
+    done: Callable[[RunningGateway], None] | None = None,
+    worker: int | None = None,
+) -> None:
+    """Serve until cancelled; ``done`` runs after the queued records are flushed."""
+    gw = RunningGateway(config, writer=writer, worker=worker)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, stop.set)
+    try:
+        async with gw:
+            if ready is not None:
+                ready(gw)
+            await stop.wait()
+    finally:
+        if done is not None:
+            done(gw)
+
+
+def _bound_port(listener: asyncio.AbstractServer) -> int:
+    """The port actually bound (when 0 was asked for)."""
+    port: int = listener.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+    return port

@@ -1,0 +1,227 @@
+"""Gateway TTFT beside engine TTFT, per upstream: where the wait went (engine or network + proxy).
+
+Each upstream's own ``/metrics`` is scraped by the project's scraper process
+(``tokenpace.adapters.servermetrics``), so fetching and parsing never run on the proxy's event
+loop; the gateway only tails the scraper's JSON lines every interval. Scrapes and request records
+share the monotonic clock (``perf_counter_ns``), so ``engine_metrics.analyse`` can put the
+records whose first token fell between two scrapes against what the engine counted meanwhile.
+A window of recent scrapes is analysed; the result is served as JSON and as gauges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+from prometheus_client import CollectorRegistry, Gauge
+
+from tokenpace.adapters.servermetrics import ScraperProcess
+from tokenpace.core.analysis.diagnosis.engine_metrics import analyse
+from tokenpace.core.record import RequestRecord, Status
+from tokenpace.gateway.config.config import Upstream
+
+ENGINE_TTFT = "tokenpace_gateway_upstream_engine_ttft_seconds"
+GATEWAY_TTFT = "tokenpace_gateway_upstream_gateway_ttft_seconds"
+NETWORK = "tokenpace_gateway_upstream_network_and_proxy_seconds"
+ENGINE_QUEUE = "tokenpace_gateway_upstream_engine_queue_seconds"
+
+
+def metrics_url(up: Upstream) -> str:
+    """The upstream's own /metrics: ``metrics=URL`` when given, else beside its API root."""
+    return up.metrics_url or f"{up.origin}{up.base_path}/metrics"
+
+
+def metrics_auth(up: Upstream) -> str | None:
+    """The upstream URL's credentials serve its default /metrics too (``metrics=URL`` has its own)."""
+    return None if up.metrics_url else up.auth
+
+
+# The scraper starts a new file past this size, keeping one previous file: on disk at most two
+# files of 4 MiB per upstream (a third while the tail finishes a replaced one), however long it runs.
+ROTATE_BYTES = 4 * 1024 * 1024
+
+
+class _Tail:
+    """New complete JSON lines of a file that another process appends to and rotates: the open
+    file is read to its end before the name is followed to the new one, so no line is lost."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.fh: BinaryIO | None = None
+        self.partial = b""  # a line being written waits for the next read
+
+    def read(self) -> list[dict[str, Any]]:
+        if self.fh is None:
+            try:
+                self.fh = self.path.open("rb")
+            except OSError:
+                return []
+        rotated = self._rotated()  # asked first: once renamed, the old file gets no more lines
+        out = self._drain()
+        if rotated:
+            self.close()
+            out += self.read()
+        return out
+
+    def _rotated(self) -> bool:
+        assert self.fh is not None
+        try:
+            return os.stat(self.path).st_ino != os.fstat(self.fh.fileno()).st_ino
+        except OSError:
+            return False  # between the rename and the new file: next time
+
+    def _drain(self) -> list[dict[str, Any]]:
+        assert self.fh is not None
+        data = self.partial + self.fh.read()
+        end = data.rfind(b"\n") + 1
+        self.partial = data[end:]
+        out = []
+        for line in data[:end].splitlines():
+            with contextlib.suppress(orjson.JSONDecodeError):
+                out.append(orjson.loads(line))
+        return out
+
+    def close(self) -> None:
+        if self.fh is not None:
+            self.fh.close()
+            self.fh = None
+        self.partial = b""
+
+
+class _Watched:
+    def __init__(self, up: Upstream, url: str, interval_s: float, path: Path, window: int) -> None:
+        self.upstream = up
+        self.scraper = ScraperProcess(url, interval_s, path, metrics_auth(up), ROTATE_BYTES)
+        self.tail = _Tail(path)
+        self.scrapes: deque[dict[str, Any]] = deque(maxlen=window)
+        self.records: deque[RequestRecord] = deque(maxlen=20_000)
+        self.view: dict[str, Any] = {"scrapes": 0, "engine": "unknown"}
+
+
+class EngineWatch:
+    def __init__(
+        self,
+        upstreams: tuple[Upstream, ...],
+        registry: CollectorRegistry,
+        interval_s: float = 5.0,
+        window_s: float = 60.0,
+    ) -> None:
+        self.interval_s = interval_s
+        self.start_ns = time.perf_counter_ns()
+        self._dir = tempfile.TemporaryDirectory(prefix="tokenpace-gw-scrapes-")
+        window = max(2, round(window_s / interval_s) + 1)
+        self.watched = {
+            u.name: _Watched(u, metrics_url(u), interval_s, Path(self._dir.name) / f"{i}.jsonl", window)
+            for i, u in enumerate(upstreams)
+        }
+        self.engine_ttft = Gauge(
+            ENGINE_TTFT, "Engine's own mean TTFT over the window", ("upstream",), registry=registry
+        )
+        self.gateway_ttft = Gauge(
+            GATEWAY_TTFT,
+            "Gateway mean TTFT over the same window and requests",
+            ("upstream",),
+            registry=registry,
+        )
+        self.network = Gauge(
+            NETWORK, "Gateway TTFT minus engine TTFT (network, proxy, HTTP)", ("upstream",), registry=registry
+        )
+        self.queue = Gauge(
+            ENGINE_QUEUE, "Engine's mean queue time over the window", ("upstream",), registry=registry
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._lock = threading.Lock()  # one reader of the scrape files at a time
+
+    def add(self, rec: RequestRecord) -> None:
+        """A finished record (hot path: one dict lookup and a deque append)."""
+        if rec.status is Status.OK and rec.first_token_ns is not None:
+            w = self.watched.get(rec.labels.get("upstream", ""))
+            if w is not None:
+                w.records.append(rec)
+
+    def start(self) -> None:
+        for w in self.watched.values():
+            w.scraper.start()
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        """Reading and parsing the scrape files (bounded: two 4 MiB files) runs in a thread, so a
+        big page never holds the loop; the records it joins are copied on the loop first."""
+        while True:
+            await asyncio.sleep(self.interval_s)
+            for name, w in self.watched.items():
+                records = list(w.records)
+                view = await asyncio.to_thread(self._analyse, w, records)
+                if view is not None:
+                    self._publish(name, w, view)
+
+    def refresh(self) -> None:
+        """On the loop (the /tokenpace/upstreams page): when the thread is at it, the last view stands."""
+        for name, w in self.watched.items():
+            view = self._analyse(w, list(w.records), wait=False)
+            if view is not None:
+                self._publish(name, w, view)
+
+    def _analyse(self, w: _Watched, records: list[RequestRecord], wait: bool = True) -> dict[str, Any] | None:
+        if not self._lock.acquire(blocking=wait):
+            return None
+        try:
+            w.scrapes.extend(w.tail.read())
+            if not w.scrapes:
+                return None
+            first_ns = w.scrapes[0]["t_ns"]
+            recent = [r for r in records if (r.first_token_ns or 0) >= first_ns]  # in the window
+            view = analyse(list(w.scrapes), recent, self.start_ns)
+            view["_first_ns"] = first_ns
+        finally:
+            self._lock.release()
+        view.pop("series", None)
+        return view
+
+    def _publish(self, name: str, w: _Watched, view: dict[str, Any]) -> None:
+        first_ns = view.pop("_first_ns", 0)
+        while w.records and (w.records[0].first_token_ns or 0) < first_ns:
+            w.records.popleft()  # older than the window
+        w.view = view
+        d = view.get("decomposition")
+        if d:
+            self.engine_ttft.labels(name).set(d["engine_ttft_mean_ms"] / 1000)
+            self.gateway_ttft.labels(name).set(d["client_ttft_mean_ms"] / 1000)
+            self.network.labels(name).set(d["network_and_client_ms"] / 1000)
+            if d.get("engine_queue_mean_ms") is not None:
+                self.queue.labels(name).set(d["engine_queue_mean_ms"] / 1000)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Per upstream: engine, window, engine latencies and the TTFT decomposition (JSON-ready).
+        The gateway's TTFT stands where analyse says "client": the gateway is the engine's client."""
+        out = {}
+        for name, w in self.watched.items():
+            v = dict(w.view)
+            v["upstream"], v["arm"] = name, w.upstream.arm
+            v["scrape_interval_s"] = self.interval_s
+            out[name] = v
+        return {"upstreams": out}
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        await asyncio.to_thread(self._stop_scrapers)
+
+    def _stop_scrapers(self) -> None:
+        for w in self.watched.values():
+            w.scraper.stop()
+            with self._lock:  # a refresh thread may still be reading
+                w.scrapes.extend(w.tail.read())
+                w.tail.close()
+        self._dir.cleanup()

@@ -1,0 +1,68 @@
+"""Choose the upstream for a request: by model, then by weight; sticky per user by rendezvous hashing.
+
+Weighted rendezvous (highest random weight) hashing: each (user, upstream) pair gets a score
+-w / ln(u); the top score wins. A user stays on their upstream while weights are stable, and when a
+new upstream's weight ramps up only the users it wins over move, never users between old upstreams.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from collections.abc import Callable, Sequence
+
+from tokenpace.gateway.config.config import Upstream
+
+
+def _unit(key: bytes, name: str) -> float:
+    """A uniform number in (0, 1) from (key, name)."""
+    digest = hashlib.blake2b(key + b"\x00" + name.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "big") + 0.5) / 2**64
+
+
+class Router:
+    def __init__(
+        self,
+        upstreams: Sequence[Upstream],
+        clock: Callable[[], float],
+        rng: random.Random | None = None,
+    ) -> None:
+        self.upstreams = tuple(upstreams)
+        self.clock = clock
+        self.started = clock()
+        self.rng = rng or random.Random()
+
+    def weight(self, u: Upstream) -> float:
+        """Configured weight, scaled by the ramp while the upstream is warming up."""
+        if u.ramp_s <= 0:
+            return u.weight
+        elapsed = self.clock() - self.started
+        return u.weight * min(1.0, max(0.0, elapsed / u.ramp_s))
+
+    def candidates(self, model: str | None) -> tuple[Upstream, ...]:
+        """Upstreams serving this model; else those without a model; else all."""
+        exact = tuple(u for u in self.upstreams if model is not None and u.model == model)
+        if exact:
+            return exact
+        generic = tuple(u for u in self.upstreams if u.model is None)
+        return generic or self.upstreams
+
+    def choose(self, model: str | None, sticky_key: bytes | None) -> Upstream:
+        pool = self.candidates(model)
+        weights = [self.weight(u) for u in pool]
+        if not any(w > 0 for w in weights):
+            # Every candidate is at zero (e.g. all ramping from their start): serve anyway.
+            weights = [1.0] * len(pool)
+        if len(pool) == 1:
+            return pool[0]
+        if sticky_key is None:
+            return self.rng.choices(pool, weights)[0]
+        best, best_score = pool[0], -math.inf
+        for u, w in zip(pool, weights, strict=True):
+            if w <= 0:
+                continue
+            score = -w / math.log(_unit(sticky_key, u.name))
+            if score > best_score:
+                best, best_score = u, score
+        return best

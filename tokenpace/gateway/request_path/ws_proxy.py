@@ -1,0 +1,187 @@
+"""The Realtime WebSocket proxy: the upgrade is passed on, every message (text, binary, ping, pong,
+close) is relayed both ways with its payload and opcode unchanged, and a copy of the text events is
+measured (realtime_meter.py).
+
+Bounds: a message (all its frames) is at most ``MAX_MESSAGE`` bytes either way (larger closes both
+sides with 1009); each direction reads its next message only once the previous one is written out
+(aiohttp's writer drains past 64 KiB, its reader pauses the socket past 64 KiB queued), so a slow
+reader on one side slows the other. When either side closes, the other is closed with the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+import aiohttp
+from aiohttp import web
+
+from tokenpace.gateway.config.config import Upstream
+from tokenpace.gateway.messages import errors
+from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
+from tokenpace.gateway.metering.realtime_meter import RealtimeMeter
+
+MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one WebSocket message, either way
+_NOT_FORWARDED = frozenset(
+    h.lower()
+    for h in (
+        "Host",
+        "Connection",
+        "Upgrade",
+        "Sec-WebSocket-Key",
+        "Sec-WebSocket-Version",
+        "Sec-WebSocket-Extensions",  # no compression is negotiated: payloads stay as they are
+        "Sec-WebSocket-Protocol",  # passed as aiohttp's protocols
+        "Content-Length",
+        "Transfer-Encoding",
+        "Keep-Alive",
+        "Proxy-Authorization",
+    )
+)
+if TYPE_CHECKING:
+    _WsClient = aiohttp.ClientWebSocketResponse[bool]  # generic (its decode mode) in newer aiohttp only
+else:
+    _WsClient = aiohttp.ClientWebSocketResponse
+_WsBoth = web.WebSocketResponse | _WsClient
+perf_ns = time.perf_counter_ns
+
+
+def ws_url(origin: str, base_path: str, path_qs: str) -> str:
+    scheme, rest = origin.split("://", 1)
+    return ("wss" if scheme == "https" else "ws") + "://" + rest + base_path + path_qs
+
+
+class UpstreamSessions:
+    """The aiohttp client that opens the upstream half of every proxied session (made on first use)."""
+
+    def __init__(self, connect_timeout_s: float) -> None:
+        self.connect_timeout_s = connect_timeout_s
+        self.http: aiohttp.ClientSession | None = None
+
+    def client(self) -> aiohttp.ClientSession:
+        if self.http is None:
+            # sock_read bounds the upgrade's answer only: aiohttp lifts it once the session is open
+            t = self.connect_timeout_s
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
+            self.http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+        return self.http
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+
+
+async def proxy_session(
+    request: web.Request, sessions: UpstreamSessions, upstream: Upstream, meter: RealtimeMeter
+) -> web.StreamResponse:
+    """Opens the upstream's session first, so that a refusal reaches the client as its status."""
+    url = ws_url(upstream.origin, upstream.base_path, request.rel_url.raw_path_qs)
+    headers = {k: v for k, v in request.headers.items() if k.lower() not in _NOT_FORWARDED}
+    if upstream.auth is not None and "Authorization" not in request.headers:
+        headers["Authorization"] = upstream.auth
+    offered = request.headers.get("Sec-WebSocket-Protocol", "")
+    try:
+        up = await sessions.client().ws_connect(
+            url,
+            headers=headers,
+            protocols=tuple(p.strip() for p in offered.split(",") if p.strip()),
+            max_msg_size=MAX_MESSAGE,
+            autoping=False,  # pings and pongs are relayed, not answered here
+            timeout=aiohttp.ClientWSTimeout(ws_close=sessions.connect_timeout_s),
+            compress=0,
+        )
+    except aiohttp.WSServerHandshakeError as exc:
+        meter.session_failed(Outcome.HTTP_ERROR, f"HTTP {exc.status}: WebSocket upgrade refused", exc.status)
+        status = exc.status if exc.status >= 400 else 502
+        message = f"upstream {upstream.name!r} refused the WebSocket upgrade (HTTP {exc.status})"
+        return errors.error_response(status, message, "upstream_error", "upgrade_refused")
+    except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as exc:
+        meter.session_failed(Outcome.CONNECT_ERROR, f"{type(exc).__name__}: {exc}")
+        return errors.bad_gateway(upstream.name)
+    try:
+        return await relay_session(request, up, meter)
+    finally:
+        if not up.closed:
+            await up.close()
+
+
+async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMeter) -> web.WebSocketResponse:
+    down = web.WebSocketResponse(
+        protocols=(up.protocol,) if up.protocol else (),
+        max_msg_size=MAX_MESSAGE,
+        autoping=False,
+        compress=False,
+    )
+    await down.prepare(request)
+    closes: list[tuple[int, str]] = []  # the first close seen (code, reason): passed on to the other side
+    to_up = asyncio.ensure_future(_pump(down, up, meter.from_client, closes))
+    to_down = asyncio.ensure_future(_pump(up, down, meter.from_upstream, closes))
+    try:
+        done, _ = await asyncio.wait((to_up, to_down), return_when=asyncio.FIRST_COMPLETED)
+    except asyncio.CancelledError:  # the client's connection went away
+        meter.close(Outcome.CLIENT_DISCONNECT, "the client went away")
+        raise
+    finally:
+        for task in (to_up, to_down):
+            task.cancel()
+        code, reason = closes[0] if closes else (1001, "")  # 1001: the client went away
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(up.close(code=code, message=reason.encode()), 1.0)
+    fault = _our_fault(done)
+    if fault is not None:  # a bug of ours, not either peer's doing: the open responses say so
+        meter.close(Outcome.INTERNAL_ERROR, internal_error_text(fault))
+        closes.insert(0, (1011, ""))  # 1011: the server met an unexpected condition
+    elif to_up in done:
+        meter.close(Outcome.CLIENT_DISCONNECT, "the client closed the session mid-response")
+    else:
+        meter.close(Outcome.UPSTREAM_ABORT_MID_STREAM, "the upstream closed the session mid-response")
+    code, reason = closes[0] if closes else (_code(up), "")
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(down.close(code=code, message=reason.encode()), 1.0)
+    return down
+
+
+async def _pump(
+    src: _WsBoth, dst: _WsBoth, seen: Callable[[str, int], None], closes: list[tuple[int, str]]
+) -> None:
+    """Relays messages until ``src`` closes (then closes ``dst`` with its code) or breaks."""
+    while True:
+        msg = await src.receive()
+        kind = msg.type
+        if kind is aiohttp.WSMsgType.TEXT:
+            with contextlib.suppress(Exception):  # the meter never breaks the relay
+                seen(msg.data, perf_ns())
+            await dst.send_str(msg.data)
+        elif kind is aiohttp.WSMsgType.BINARY:
+            await dst.send_bytes(msg.data)
+        elif kind is aiohttp.WSMsgType.PING:
+            await dst.ping(msg.data)
+        elif kind is aiohttp.WSMsgType.PONG:
+            await dst.pong(msg.data)
+        else:  # CLOSE (answered by aiohttp), CLOSING, CLOSED, ERROR (1009 for a message too large)
+            code = msg.data if kind is aiohttp.WSMsgType.CLOSE else _code(src)
+            if isinstance(msg.data, aiohttp.WebSocketError):  # 1009 (too large), 1002 (bad framing)
+                code = msg.data.code
+            reason = msg.extra if kind is aiohttp.WSMsgType.CLOSE and msg.extra else ""
+            closes.append((code, reason[:123]))  # before the await: a cancelled pump still passes it on
+            await dst.close(code=code, message=reason.encode()[:123])
+            return
+
+
+def _our_fault(done: Iterable[asyncio.Future[None]]) -> BaseException | None:
+    """An ended pump's exception that is not the network's (every one is retrieved: none is left
+    for asyncio to log with its traceback)."""
+    fault = None
+    for task in done:
+        exc = None if task.cancelled() else task.exception()
+        if exc is not None and not isinstance(exc, (OSError, aiohttp.ClientError, asyncio.TimeoutError)):
+            fault = exc
+    return fault
+
+
+def _code(ws: _WsBoth) -> int:
+    code = ws.close_code
+    return code if code is not None and code not in (1005, 1006) else 1011

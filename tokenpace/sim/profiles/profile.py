@@ -1,0 +1,265 @@
+"""Engine profiles: a model on some hardware, run by a vLLM-like engine, read from profiles.json.
+
+A profile holds public facts (model shape, hardware peaks) plus a few efficiency assumptions; every
+derived quantity the cost model needs (FLOPs per token, bytes read per step, KV capacity) is computed
+here so the data file stays readable.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from tokenpace.sim.profiles.profile_file import ProfileFileError, read_profile_file
+
+GB = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSpec:
+    params_b: float  # total parameters, billions
+    layers: int
+    hidden: int
+    kv_heads: int
+    head_dim: int
+    weight_bytes: float  # bytes per weight (2 for BF16, ~0.56 for Q4_K_M)
+    kv_bytes: float  # bytes per KV element
+    active_params_b: float | None = None  # MoE: parameters used per token
+    expert_params_b: float = 0.0  # MoE: parameters that live in routed experts
+    experts: int = 0
+    top_k: int = 0
+
+    @property
+    def flops_per_token(self) -> float:
+        """Dense matmul FLOPs per token: two per active parameter."""
+        return 2.0 * (self.active_params_b or self.params_b) * GB
+
+    @property
+    def attn_flops_per_pair(self) -> float:
+        """FLOPs of QK^T and AV for one (query token, context token) pair, all layers."""
+        return 4.0 * self.layers * self.hidden
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return 2.0 * self.layers * self.kv_heads * self.head_dim * self.kv_bytes
+
+    def weight_bytes_read(self, n_tokens: int) -> float:
+        """Weight bytes a step must stream from memory when it processes n_tokens tokens.
+
+        Dense: all weights, once per step. MoE: the shared part plus each expert touched by at least one
+        token; with top_k of E experts per token, a fraction 1 - (1 - k/E)^n of them is touched.
+        """
+        if self.experts <= 0 or n_tokens <= 0:
+            return self.params_b * GB * self.weight_bytes
+        dense = self.params_b - self.expert_params_b
+        touched = 1.0 - (1.0 - self.top_k / self.experts) ** n_tokens
+        return (dense + self.expert_params_b * touched) * GB * self.weight_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Hardware:
+    name: str
+    gpus: int
+    mem_gb: float  # per GPU
+    mem_bw_gbs: float  # per GPU, GB/s
+    tflops: float  # per GPU, dense 16-bit tensor FLOP/s in TFLOP/s
+
+
+@dataclass(frozen=True, slots=True)
+class Efficiency:
+    mfu: float  # share of peak FLOP/s reached by compute-bound work
+    mbu: float  # share of peak bandwidth reached by memory-bound work
+    step_overhead_ms: float  # scheduler, sampling, kernel launches: paid once per engine step
+    per_seq_overhead_us: float  # per running sequence per step (sampling, detokenising, output)
+    tp_comm_ms: float  # tensor-parallel all-reduces, per step
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    block_size: int = 16
+    gpu_memory_utilization: float = 0.9
+    max_num_seqs: int = 256
+    max_num_batched_tokens: int = 8192
+    chunked_prefill: bool = True
+    # With chunking, the most tokens one request may prefill per step (vLLM's
+    # long_prefill_token_threshold); 0 = up to the whole budget. Leaves room for short prompts.
+    long_prefill_token_threshold: int = 0
+    prefix_caching: bool = True
+    max_model_len: int = 32768
+    eos_prob: float = 0.0  # per generated token after min_tokens; 0 = always run to max_tokens
+    num_gpu_blocks: int | None = None  # fixed KV capacity; None = derive from memory
+    # How answers stream (a request's body may override each): reasoning tokens before the answer
+    # (chat-style APIs), tokens per streamed chunk, and usage on every chunk.
+    reasoning_tokens: int = 0
+    tokens_per_chunk: int = 1
+    usage_every_chunk: bool = False
+    # Measured terms of the cost model (sim/model/step_noise.py), set by a calibration; off by default.
+    # Step-time variability: a lognormal factor of this coefficient of variation on every step, its
+    # log correlated over step_cv_hold_ms of simulated time (0: independent steps).
+    step_cv: float = 0.0
+    step_cv_hold_ms: float = 0.0
+    # Prefill time (ms, from scratch, compute part) against prompt length, where the roofline's
+    # line-plus-curve misfits the measured ladder; empty: the roofline prices prefill.
+    prefill_table_tokens: tuple[float, ...] = ()
+    prefill_table_ms: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Network:
+    rtt_ms: float = 0.0
+    jitter_ms: float = 0.0
+    name: str = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    description: str
+    served_model_name: str
+    model: ModelSpec
+    hardware: Hardware
+    efficiency: Efficiency
+    engine: EngineConfig
+    network: Network
+    calibration: str = ""
+    sources: tuple[str, ...] = field(default_factory=tuple)
+    # A calibrated profile's record of how it was made (runs, engine, fit, residuals); see calibrated.py.
+    provenance: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def calibrated(self) -> bool:
+        """Fitted to measured runs (`tokenpace sim --calibrate`): what it predicts is a prediction."""
+        return bool(self.provenance)
+
+    @property
+    def eff_flops(self) -> float:
+        return self.hardware.tflops * 1e12 * self.hardware.gpus * self.efficiency.mfu
+
+    @property
+    def eff_bw(self) -> float:
+        return self.hardware.mem_bw_gbs * GB * self.hardware.gpus * self.efficiency.mbu
+
+    @property
+    def num_gpu_blocks(self) -> int:
+        """KV blocks: memory the engine may use, minus weights and an activation reserve."""
+        if self.engine.num_gpu_blocks is not None:
+            return self.engine.num_gpu_blocks
+        hw = self.hardware
+        usable = hw.mem_gb * GB * hw.gpus * self.engine.gpu_memory_utilization
+        weights = self.model.params_b * GB * self.model.weight_bytes
+        reserve = 2.0 * GB * hw.gpus  # activations, CUDA graphs, sampler buffers
+        per_block = self.model.kv_bytes_per_token * self.engine.block_size
+        return max(0, int((usable - weights - reserve) // per_block))
+
+    def with_overrides(self, **sections: dict[str, Any]) -> Profile:
+        """A copy with some fields replaced, e.g. with_overrides(engine={"chunked_prefill": False})."""
+        changes: dict[str, Any] = {}
+        for key, values in sections.items():
+            if key in ("model", "hardware", "efficiency", "engine", "network"):
+                changes[key] = replace(getattr(self, key), **values)
+            else:
+                changes[key] = values
+        return replace(self, **changes)
+
+
+class ProfileError(ValueError):
+    pass
+
+
+@cache
+def _raw() -> dict[str, Any]:
+    text = resources.files("tokenpace.sim.profiles").joinpath("profiles.json").read_text(encoding="utf-8")
+    doc: dict[str, Any] = json.loads(text)
+    return doc
+
+
+def default_profile_name() -> str:
+    return str(_raw()["default"])
+
+
+def network_names() -> list[str]:
+    return list(_raw()["networks"])
+
+
+def get_network(name: str) -> Network:
+    nets = _raw()["networks"]
+    if name not in nets:
+        raise ProfileError(f"unknown network {name!r}; known: {', '.join(nets)}")
+    n = nets[name]
+    return Network(rtt_ms=float(n["rtt_ms"]), jitter_ms=float(n["jitter_ms"]), name=name)
+
+
+def profile_names() -> list[str]:
+    return list(_raw()["profiles"])
+
+
+def is_profile_file(name: str) -> bool:
+    """A profile given as a file (a calibrated profile) rather than a shipped profile's name."""
+    return name.endswith(".toml") or "/" in name
+
+
+def load_profile_file(path: str | Path) -> Profile:
+    """A profile file (TOML, the shipped profiles' schema: e.g. from `tokenpace sim --calibrate`)."""
+    try:
+        name, doc = read_profile_file(path)
+    except ProfileFileError as e:
+        raise ProfileError(str(e)) from None
+    return profile_from_dict(name, doc)
+
+
+def get_profile(name: str | None = None) -> Profile:
+    """A shipped profile by name, or a profile file (TOML, e.g. from `tokenpace sim --calibrate`)."""
+    name = name or default_profile_name()
+    if is_profile_file(name):
+        return load_profile_file(name)
+    profiles = _raw()["profiles"]
+    if name not in profiles:
+        raise ProfileError(
+            f"unknown profile {name!r}; known: {', '.join(profiles)} (or a profile file, PATH.toml)"
+        )
+    return profile_from_dict(name, profiles[name])
+
+
+def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
+    """A profile from its sections; `network` is a preset's name or a table of rtt_ms and jitter_ms."""
+    net = p.get("network", "local")
+    network = (
+        get_network(net)
+        if isinstance(net, str)
+        else Network(float(net["rtt_ms"]), float(net.get("jitter_ms", 0.0)), str(net.get("name", "custom")))
+    )
+    try:
+        return Profile(
+            name=name,
+            description=p["description"],
+            served_model_name=p["served_model_name"],
+            model=ModelSpec(**p["model"]),
+            hardware=Hardware(**p["hardware"]),
+            efficiency=Efficiency(**p["efficiency"]),
+            engine=_engine(p["engine"]),
+            network=network,
+            calibration=p.get("calibration", ""),
+            sources=tuple(p.get("sources", ())),
+            provenance=dict(p.get("provenance", {})),
+        )
+    except (KeyError, TypeError) as e:
+        raise ProfileError(f"profile {name!r}: missing or unknown field ({e})") from None
+
+
+MAX_PREFILL_TABLE = 64  # lengths in a prefill table (a ladder has a handful)
+
+
+def _engine(section: dict[str, Any]) -> EngineConfig:
+    """The engine section; a TOML file's lists become tuples (a profile stays hashable)."""
+    fixed: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in section.items()}
+    n, ms = fixed.get("prefill_table_tokens", ()), fixed.get("prefill_table_ms", ())
+    if len(n) != len(ms) or len(n) > MAX_PREFILL_TABLE:
+        raise ProfileError(
+            f"engine.prefill_table_tokens and _ms: {len(n)} and {len(ms)} values "
+            f"(equal counts, at most {MAX_PREFILL_TABLE})"
+        )
+    return EngineConfig(**fixed)
