@@ -20,13 +20,13 @@ from tokenpace.core.analysis.calibration.engine_fit import fit_engine
 from tokenpace.core.analysis.calibration.engine_obs import (
     MAX_KV_SAMPLES,
     MeasuredLoad,
-    max_decoding_at_once,
-    timeline,
+    usable,
 )
-from tokenpace.sim.profiles.calibrated import calibrated_profile, fit_error, fit_provenance
+from tokenpace.core.analysis.calibration.verdicts import FIT_RESIDUAL_BOUND, fit_problems
+from tokenpace.core.analysis.capacity.loadpoint import point_from_result
+from tokenpace.sim.profiles.calibrated import calibrated_profile, fit_provenance
 from tokenpace.sim.profiles.profile import Profile, get_profile
 from tokenpace.sim.profiles.profile_file import profile_to_toml
-from tokenpace.sim.virtual_time.replay import Prediction, predict
 
 MAX_RUN_FILES = 64  # --calibrate / --validate files in one command
 
@@ -43,6 +43,7 @@ class LoadedRun:
     # (a load's first pass, its revisit after the sweep's last step): at most one per step
     revisits: tuple[tuple[MeasuredLoad, MeasuredLoad], ...] = ()
     notes: tuple[str, ...] = ()  # what could not be read and was left out (a revisit's records)
+    refused: tuple[str, ...] = ()  # steps NOT VALID, short, interrupted or without a success, by name
 
 
 def load_runs(paths: list[str]) -> list[LoadedRun]:
@@ -62,7 +63,22 @@ def _load_run(path: Path) -> LoadedRun:
     if not isinstance(doc, dict) or not ("steps" in doc or "records" in doc):
         raise ValueError(f"{path}: not a tokenpace sweep or bench result")
     steps = doc.get("steps", [doc])
-    loads = [_step_load(path, step, f"step {k + 1}") for k, step in enumerate(steps)]
+    loads, refused = [], []
+    for k, step in enumerate(steps):
+        which = f"step {k + 1}" if "steps" in doc else "the run"
+        why = unusable(step)
+        if why:  # a step the tool itself does not trust is no evidence of the engine's speed
+            label = load_label(step.get("conditions") or {})
+            refused.append(f"{path} {which} ({label}) refused: {why}")
+            continue
+        load = _step_load(path, step, which)
+        if len(usable(load.records)) < MIN_REQUESTS:
+            n = len(usable(load.records))
+            refused.append(
+                f"{path} {which} ({load.label}) refused: short ({n} usable requests, {MIN_REQUESTS} needed)"
+            )
+            continue
+        loads.append(load)
     # The sweep's revisit of a step after its last (sweep --revisit): did the engine's speed move?
     revisits, notes = [], []
     for again in (doc.get("revisit") or [])[: len(steps)]:
@@ -85,7 +101,23 @@ def _load_run(path: Path) -> LoadedRun:
         loads=tuple(loads),
         revisits=tuple(revisits),
         notes=tuple(notes),
+        refused=tuple(refused),
     )
+
+
+MIN_REQUESTS = 3  # usable requests a step needs to be evidence (fewer: short, no median robust to a stall)
+
+
+def unusable(step: dict[str, Any]) -> str:
+    """Why a step's records are no evidence of the engine's speed ("" when they are): no success, the
+    client NOT VALID, interrupted. (Plan's "short", too short a steady window for a throughput, does
+    not apply: a calibration reads requests one by one; a step is short here with fewer than
+    MIN_REQUESTS usable requests, checked once its records are read.)"""
+    try:
+        reasons = point_from_result(1, step).left_out_reasons
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        return f"not a tokenpace step ({type(e).__name__})"
+    return ", ".join(r for r in reasons if not r.startswith("short"))
 
 
 def _step_load(path: Path, step: dict[str, Any], which: str) -> MeasuredLoad:
@@ -127,22 +159,41 @@ def measured_load(step: dict[str, Any], records: tuple[Any, ...]) -> MeasuredLoa
         records=records,
         concurrency=load.get("concurrency") if load.get("rate") is None else None,
         rate=load.get("rate"),
-        server_max_running_when_waiting=max(busy) if busy else None,
+        server_running_when_waiting=tuple(float(v) for v in busy[:MAX_KV_SAMPLES] if v is not None),
         server_max_kv_usage=max(kv) if kv else None,
         server_network_ms=float(network) if network is not None else None,
         kv_samples=kv_samples[:MAX_KV_SAMPLES] if start_ns else (),
     )
 
 
-def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tuple[Profile, EngineFit]:
-    """Fit, build and write the profile; returns it with the fit (for the report)."""
+class NotWritten(ValueError):
+    """The fit failed its quality gate and --force was not given: no profile was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    profile: Profile
+    fit: EngineFit
+    problems: tuple[str, ...]  # the fit-quality gate's: the engine model does not describe this engine
+    refused: tuple[str, ...]  # steps not used, each with its reason
+    written: bool
+
+
+def calibrate(
+    paths: list[str], out: str, max_num_seqs: int | None = None, force: bool = False
+) -> Calibration:
+    """Fit and build the profile; write it unless its fit fails the quality gate (then only with
+    `force`, and marked: every prediction from it is undecided)."""
     runs = load_runs(paths)
+    refused = tuple(line for run in runs for line in run.refused)
+    loads = [ld for run in runs for ld in run.loads]
+    if not loads:
+        raise ValueError("no usable step to calibrate from: " + "; ".join(refused))
     fit = fit_engine(
-        [ld for run in runs for ld in run.loads],
-        max_num_seqs=max_num_seqs,
-        revisits=[pair for run in runs for pair in run.revisits],
+        loads, max_num_seqs=max_num_seqs, revisits=[pair for run in runs for pair in run.revisits]
     )
     fit = replace(fit, holds=(*fit.holds, *(note for run in runs for note in run.notes)))
+    problems = tuple(fit_problems(fit.residuals, prefill_table=bool(fit.prefill_table)))
     engines = sorted({r.engine for r in runs if r.engine})
     model = next((r.model for r in runs if r.model), "calibrated")
     provenance = {
@@ -150,64 +201,32 @@ def calibrate(paths: list[str], out: str, max_num_seqs: int | None = None) -> tu
         "engine": ", ".join(engines) or "unknown (no server metrics scraped)",
         "model": model,
         "runs": [f"{r.path} ({r.ident}: {', '.join(ld.label for ld in r.loads)})" for r in runs],
+        "refused": list(refused),
         "method": "tokenpace sim --calibrate: step-cost fit to the client's records (docs/sim.md)",
+        "fit_quality": {
+            "verdict": "poor" if problems else "ok",
+            "bound": f"{FIT_RESIDUAL_BOUND:.0%} relative RMS",
+            "problems": list(problems),
+        },
         **fit_provenance(fit),
     }
     profile = calibrated_profile(fit, Path(out).stem, model, provenance)
+    if problems and not force:
+        return Calibration(profile, fit, problems, refused, written=False)
     header = (
         "tokenpace engine profile, calibrated by `tokenpace sim --calibrate` from measured runs.\n"
         "An effective engine: its roofline reproduces the fitted step costs (see [provenance]);\n"
         "what it predicts is a prediction. Serve it with `tokenpace sim --profile THIS.toml`."
     )
+    if problems:
+        header += (
+            "\nMARKED: its fit failed the quality gate ([provenance.fit_quality]); predictions are undecided."
+        )
     try:
         write_atomic(Path(out), profile_to_toml(profile, header).encode())
     except OSError as e:
         raise ValueError(f"cannot write {out}: {e.strerror or e}") from None
-    return profile, fit
-
-
-@dataclass(frozen=True, slots=True)
-class Validation:
-    rows: list[Prediction]
-    notes: dict[str, list[str]]  # per load: where it lies outside what the profile was fitted on
-
-
-def validate(profile: Profile, paths: list[str]) -> Validation:
-    """The profile's predictions for every load of the given (held-out) runs, beside what was measured."""
-    error = fit_error(profile)
-    rows: list[Prediction] = []
-    notes: dict[str, list[str]] = {}
-    for run in load_runs(paths):
-        for measured in run.loads:
-            rows += predict(profile, measured, fit_error=error)
-            notes[measured.label] = outside_the_fit(profile, measured)
-    return Validation(rows, notes)
-
-
-def outside_the_fit(profile: Profile, measured: MeasuredLoad) -> list[str]:
-    """Where a load goes past what the calibration saw: there the model extrapolates."""
-    seen = (profile.provenance.get("observed") or {}) if profile.provenance else {}
-    tl = timeline(measured.records)
-    out: list[str] = []
-    if tl is None or not seen:
-        return out
-    batch = min(max_decoding_at_once(tl), profile.engine.max_num_seqs)
-    fitted_batch = float((seen.get("batch") or [0, 0])[1])
-    if batch > fitted_batch + 0.5:
-        out.append(
-            f"decodes up to {batch} at once, fitted up to {fitted_batch:.1f}: per-sequence cost extrapolated"
-        )
-    prompt = float(tl.prompt.max())
-    fitted_prompt = float((seen.get("prompt_tokens") or [0, 0])[1])
-    if prompt > fitted_prompt * 1.05:
-        out.append(
-            f"prompts up to {prompt:.0f} tokens, fitted up to {fitted_prompt:.0f}: prefill extrapolated"
-        )
-    if measured.server_max_kv_usage is not None and measured.server_max_kv_usage >= 0.9:
-        out.append(
-            f"KV cache at {measured.server_max_kv_usage:.0%}: near its limit, which was not calibrated"
-        )
-    return out
+    return Calibration(profile, fit, problems, refused, written=True)
 
 
 def profile_named(name: str) -> Profile:

@@ -12,8 +12,9 @@ from typing import Any
 from tokenpace.adapters.results import write_result
 from tokenpace.sim.endpoints.faults import FaultConfig
 from tokenpace.sim.model.describe import describe_profiles
+from tokenpace.sim.profiles.limits import limits_of
 from tokenpace.sim.profiles.profile import Network, Profile, get_network, get_profile
-from tokenpace.sim.virtual_time.predicted_sweep import predicted_sweep_doc
+from tokenpace.sim.virtual_time.predicted_sweep import predicted_sweep_doc, step_beyond
 from tokenpace.sim.virtual_time.replicas import run_replicated, run_replicated_streamed
 from tokenpace.sim.virtual_time.virtual import VirtualResult
 from tokenpace.sim.virtual_time.virtual_load import VirtualLoad
@@ -139,6 +140,20 @@ class VirtualRun:
         if self.records_note:
             doc["requests"] = self.records_note
         path.write_text(json.dumps(doc, indent=1), encoding="utf-8")
+
+    def caveats(self) -> list[str]:
+        """What the profile carries into every prediction (a calibrated profile's limits)."""
+        return limits_of(self.profile).caveats()
+
+    def undecided_steps(self) -> list[tuple[str, str]]:
+        """(step, why) for each step past what the profile vouches for: predicted, not to be judged."""
+        limits = limits_of(self.profile)
+        out = []
+        for k, (label, summary) in enumerate(self.steps):
+            why = step_beyond(limits, self.load, k, summary.client.to_dict(), self.replicas)
+            if why:
+                out.append((label, why))
+        return out
 
     def write_predicted_sweep(self, path: Path) -> None:
         """The steps as a sweep marked predicted (``tokenpace plan`` reads it)."""

@@ -2,18 +2,27 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import click
 
-from tokenpace.app.calibration.calibrate import calibrate, profile_named, validate
+from tokenpace.app.calibration.calibrate import calibrate, profile_named
+from tokenpace.app.calibration.validate import Validation, validate
+from tokenpace.app.run.terms import check_output
 
 
 def calibrate_cli(o: dict[str, Any]) -> None:
     if not o.get("out_path"):
         raise ValueError("--calibrate needs --out PROFILE.toml (where to write the profile)")
-    profile, fit = calibrate(list(o["calibrate"]), o["out_path"], max_num_seqs=o.get("max_num_seqs"))
+    done = calibrate(
+        list(o["calibrate"]), o["out_path"], max_num_seqs=o.get("max_num_seqs"), force=bool(o.get("force"))
+    )
+    profile, fit = done.profile, done.fit
     click.echo(f"calibrated profile {profile.name} from {len(o['calibrate'])} run file(s)")
+    for line in done.refused:
+        click.echo(line)
     click.echo(f"{'parameter':<20} {'value':>12}  {'unit':<13} {'from':<10} how / why")
     for p in fit.params:
         status = "data" if p.identified else "default"
@@ -26,7 +35,17 @@ def calibrate_cli(o: dict[str, Any]) -> None:
     )
     for line in fit.holds:
         click.echo(f"where it holds: {line}")
-    click.echo(f"wrote {o['out_path']}  (serve it: tokenpace sim --profile {o['out_path']})")
+    for problem in done.problems:
+        click.echo(f"fit quality: POOR: {problem}")
+    if not done.written:
+        click.echo(
+            f"tokenpace sim: the engine model does not describe this engine: {o['out_path']} not written "
+            "(--force writes it marked, and every prediction from it is undecided)",
+            err=True,
+        )
+        sys.exit(1)
+    mark = " MARKED: its fit failed the quality gate" if done.problems else ""
+    click.echo(f"wrote {o['out_path']}{mark}  (serve it: tokenpace sim --profile {o['out_path']})")
 
 
 def validate_cli(o: dict[str, Any]) -> None:
@@ -35,23 +54,52 @@ def validate_cli(o: dict[str, Any]) -> None:
         raise ValueError(
             "--validate PROFILE needs one or more held-out runs: tokenpace sim --validate P RUN..."
         )
+    if o.get("out_path"):
+        check_output(Path(o["out_path"]), "--out")
     profile = profile_named(o["validate"])
-    result = validate(profile, runs)
-    rows = result.rows
-    kind = "calibrated, predicted" if profile.calibrated else "shipped profile, predicted"
-    click.echo(f"validation of {profile.name} ({kind}) on {len(runs)} held-out run file(s); times in ms")
+    result = validate(profile, runs, tolerance=o.get("tolerance") or 0.10)
+    show_validation(result, profile.calibrated, len(runs))
+    if o.get("out_path"):
+        result.write(Path(o["out_path"]))
+        click.echo(f"wrote {o['out_path']}")
+    sys.exit(result.exit_code)
+
+
+def show_validation(result: Validation, calibrated: bool, files: int) -> None:
+    kind = "calibrated, predicted" if calibrated else "shipped profile, predicted"
     click.echo(
-        f"{'load':<22} {'metric':<8} {'predicted':>10} {'measured':>10} {'error':>8}  {'interval':>19}  in it"
+        f"validation of {result.profile} ({kind}) on {files} held-out run file(s); times in ms; "
+        f"tolerance {result.tolerance:.0%}"
     )
-    for p in rows:
-        interval = f"{p.low_ms:.2f}-{p.high_ms:.2f}"
+    for line in result.caveats:
+        click.echo(f"profile: {line}")
+    for line in result.refused:
+        click.echo(line)
+    click.echo(
+        f"{'load':<18} {'metric':<9} {'predicted':>10} {'measured':>10} {'error':>8}  "
+        f"{'error interval':>17}  verdict"
+    )
+    for row in result.rows:
+        p, v = row.prediction, row.judged
+        interval = f"{_pct(v.low_error)} {_pct(v.high_error)}"
+        why = f" ({v.reason})" if v.reason and v.verdict != "met" else ""
         click.echo(
-            f"{p.load:<22} {p.metric.upper() + ' P' + str(p.percentile):<8} {p.predicted_ms:>10.2f} "
-            f"{p.measured_ms:>10.2f} {p.rel_error:>+8.1%}  {interval:>19}  {'yes' if p.inside else 'no'}"
+            f"{p.load:<18} {p.metric.upper() + ' P' + str(p.percentile):<9} {p.predicted_ms:>10.2f} "
+            f"{p.measured_ms:>10.2f} {p.rel_error:>+8.1%}  {interval:>17}  {v.verdict}{why}"
         )
-    for load, lines in result.notes.items():
-        for line in lines or ["within what the profile was fitted on"]:
-            click.echo(f"{load}: {line}")
-    worst = max((abs(p.rel_error) for p in rows), default=0.0)
-    inside = sum(p.inside for p in rows)
-    click.echo(f"largest error {worst:.1%}; measured value inside the interval for {inside} of {len(rows)}")
+    for load, verdict in result.loads.items():
+        notes = "; ".join(result.notes.get(load) or []) or "within what the profile was fitted on"
+        click.echo(f"load {load}: {verdict.upper()} ({notes})")
+    counts = {k: sum(1 for r in result.rows if r.judged.verdict == k) for k in ("met", "missed", "undecided")}
+    click.echo(
+        f"profile {result.profile}: {result.verdict.upper()} (rows: {counts['met']} met, "
+        f"{counts['missed']} missed, {counts['undecided']} undecided)"
+    )
+
+
+def _pct(x: float) -> str:
+    if x == float("inf"):
+        return "+inf"
+    if x == float("-inf"):
+        return "-inf"
+    return f"{x:+.0%}"

@@ -230,6 +230,18 @@ def _positive_duration(text: str) -> float:
     metavar="PROFILE",
     help="Replay held-out runs (the RUN arguments) on PROFILE in virtual time: predicted vs measured.",
 )
+@click.option(
+    "--force",
+    is_flag=True,
+    help="--calibrate: write the profile even when its fit fails the quality gate (marked: every "
+    "prediction from it is undecided).",
+)
+@click.option(
+    "--tolerance",
+    default="10%",
+    show_default=True,
+    help="--validate: how far a prediction may be off and still be met (e.g. 10%, 0.15).",
+)
 @click.argument("runs", nargs=-1, type=click.Path(exists=True, dir_okay=False))
 def sim(**o: Any) -> None:
     """Serve a simulated OpenAI-compatible LLM engine on the wall clock, or run a workload in virtual time."""
@@ -278,8 +290,22 @@ def _calibrate_or_validate(o: dict[str, Any]) -> None:
                 )
             calibrate_cli(o)
         elif o["validate"]:
-            validate_cli(o)
+            validate_cli({**o, "tolerance": _share(o["tolerance"])})
         else:
             raise ValueError("run files are arguments of --validate PROFILE only")
     except (ValueError, OSError) as e:  # a ProfileError is a ValueError
         _fail(str(e))
+    except (KeyError, TypeError, IndexError, ArithmeticError) as e:  # a file shaped unlike a run
+        _fail(f"cannot read these runs as tokenpace sweeps or results ({type(e).__name__}: {e})")
+
+
+def _share(text: str) -> float:
+    """A share as 10% or 0.1; ValueError with the flag's name."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise ValueError(f"--tolerance {text!r} is not a share (e.g. 10% or 0.1)") from None
+    if not 0 < value < 10:
+        raise ValueError(f"--tolerance {text!r} is not a share between 0 and 10 (e.g. 10%)")
+    return value

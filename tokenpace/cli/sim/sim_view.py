@@ -56,6 +56,10 @@ def run_virtual_cli(o: dict[str, Any], profile: Profile, network: Network) -> No
     for label, summary in run.steps:
         table.add_row(*_row(label, summary))
     show_table(Console(), table)
+    for line in run.caveats():
+        click.echo(f"profile: {line}")
+    for label, why in run.undecided_steps():
+        click.echo(f"step {label}: UNDECIDED, predicted past what the profile vouches for: {why}")
     if run.records_note:
         click.echo(run.records_note)
     if o.get("out_path"):

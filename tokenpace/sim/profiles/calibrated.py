@@ -115,7 +115,8 @@ def fit_provenance(fit: EngineFit) -> dict[str, Any]:
 
 def fit_error(profile: Profile) -> float:
     """The calibration's relative error (the worst of its prefill and decode residuals and of a decode
-    speed that moved during its sweep, engine_drift), as --validate widens its intervals by."""
+    speed that moved during its sweep, engine_drift), by which select widens a predicted candidate's
+    intervals (--validate judges the prediction unwidened, and gates the fit on its residuals)."""
     residuals = (profile.provenance or {}).get("residuals") or {}
     keys = ("prefill_rel_rms", "decode_rel_rms", "decode_drift")
     return max(float(residuals.get(k, 0.0)) for k in keys)

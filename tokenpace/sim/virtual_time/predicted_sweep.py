@@ -10,7 +10,10 @@ Each step also keeps a per-request sample (TTFT, TPOT, E2E in ms; every request 
 else an even stride through them), from which `tokenpace select` counts the requests meeting a
 scenario's lines (attainment, goodput) the way it counts a measured run's records. The document's
 ``predicted.fit_error`` is the calibration's relative fit residual (0 for a shipped profile), by
-which select widens the predicted intervals.
+which select widens the predicted intervals; ``predicted.caveats`` what the profile carries (a fit that
+failed its quality gate, a slot limit not identified), and each step's ``beyond_profile`` why it lies
+past what the profile vouches for ("" when it does not): plan and select leave such a step out, with
+that reason, as they leave out a measured step that is not valid.
 
 A summary-only run (no records) gives the same document from its streaming summaries: percentiles
 from the sketches (within 1 %) with the same distribution-free intervals a records step has, read
@@ -25,12 +28,13 @@ from typing import Any
 
 from tokenpace.core.metrics import NS_PER_MS, e2e_ns, summarize, tpot_ns, ttft_ns
 from tokenpace.sim.profiles.calibrated import fit_error
+from tokenpace.sim.profiles.limits import ProfileLimits, limits_of
 from tokenpace.sim.profiles.profile import Network, Profile
 from tokenpace.sim.virtual_time.virtual import VirtualResult
 from tokenpace.sim.virtual_time.virtual_load import VirtualLoad
 from tokenpace.sim.virtual_time.virtual_stream import SAMPLE_CAP, StreamedSummary
 
-__all__ = ["SAMPLE_CAP", "predicted_sweep_doc", "request_sample"]
+__all__ = ["SAMPLE_CAP", "predicted_sweep_doc", "request_sample", "step_beyond"]
 
 
 def _ms(ns: float | None) -> float | None:
@@ -64,11 +68,30 @@ def _streamed_step(s: StreamedSummary) -> StepData:
     return s.client.to_dict(), s.sample, s.client.counts["ok"]
 
 
-def _step_doc(load: VirtualLoad, k: int, data: StepData, replicas: int) -> dict[str, Any]:
+def step_beyond(
+    limits: ProfileLimits, load: VirtualLoad, k: int, summary: dict[str, Any], replicas: int
+) -> str:
+    """Why step k lies past what the profile vouches for ("" when it does not): its requests in flight
+    per engine (a closed loop's users; an open loop's rate x mean E2E, Little's law) and its longest
+    prompt."""
+    rate = load.rates[k] if load.rates else None
+    if rate is None:
+        in_flight: float | None = load.concurrency / replicas
+    else:
+        e2e_mean = (summary.get("e2e_ms") or {}).get("mean")
+        in_flight = rate / replicas * float(e2e_mean) / 1e3 if e2e_mean is not None else None
+    prompt = (summary.get("prompt_tokens") or {}).get("max")
+    return limits.beyond(in_flight, float(prompt) if prompt is not None else None)
+
+
+def _step_doc(
+    load: VirtualLoad, k: int, data: StepData, replicas: int, limits: ProfileLimits
+) -> dict[str, Any]:
     rate = load.rates[k] if load.rates else None
     open_loop = rate is not None
     summary, sample, requests = data
     return {
+        "beyond_profile": step_beyond(limits, load, k, summary, replicas),
         "valid": True,
         "interrupted": False,
         "predicted": True,
@@ -106,6 +129,7 @@ def predicted_sweep_doc(
 ) -> dict[str, Any]:
     """Each step from its records, or (`streamed`, a summary-only run) from its streaming summary."""
     data = [_streamed_step(s) for s in streamed] if streamed else [_records_step(load, r) for r in steps]
+    limits = limits_of(profile)
     kind = "calibrated profile" if profile.calibrated else "shipped profile (not calibrated to your engine)"
     return {
         "kind": "sweep",
@@ -123,7 +147,8 @@ def predicted_sweep_doc(
             "network": network.name,
             "replicas": replicas,
             "fit_error": fit_error(profile),
+            "caveats": limits.caveats(),
             "note": "every figure is predicted by the simulator in virtual time; no load was measured",
         },
-        "steps": [_step_doc(load, k, d, replicas) for k, d in enumerate(data)],
+        "steps": [_step_doc(load, k, d, replicas, limits) for k, d in enumerate(data)],
     }

@@ -5,8 +5,9 @@ send times, so only the engine model can differ. A closed loop is replayed with 
 request count, lengths drawn from those the run had. Each replay runs with several seeds (the round
 trip's jitter, and a closed loop's length draws, change); the prediction is the mean over seeds and
 its interval the 95 % prediction interval of one more run's value (mean +- t x sd x sqrt(1 + 1/seeds)),
-widened by twice the calibration's relative fit residual (the model's own error where it was fitted)
-and never below zero.
+widened by twice `fit_error` where a caller asks (`--validate` does not: core/analysis/calibration/
+verdicts.py) and never below zero. Each row also carries the measured percentile's distribution-free
+95 % interval and whether enough requests lie beyond it to bound it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import numpy as np
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, prompt_of, usable
 from tokenpace.core.analysis.selection.prefill_fit import _t975 as t975
 from tokenpace.core.metrics import NS_PER_S, e2e_ns, tpot_ns, ttft_ns
+from tokenpace.core.stats import enough_samples, percentile_cis
 from tokenpace.core.workload.lengths import LengthDist
 from tokenpace.sim.profiles.profile import Profile
 from tokenpace.sim.virtual_time.virtual import VirtualResult, run_virtual
@@ -40,6 +42,11 @@ class Prediction:
     low_ms: float
     high_ms: float
     measured_ms: float
+    # the measured percentile's distribution-free 95 % interval, and whether enough requests lay
+    # beyond the percentile to bound it (core.stats)
+    measured_low_ms: float = 0.0
+    measured_high_ms: float = 0.0
+    enough: bool = True
 
     @property
     def rel_error(self) -> float:
@@ -81,6 +88,15 @@ def _percentiles_ms(values: list[float]) -> dict[int, float]:
     return {p: float(np.percentile(arr, p)) for p in PERCENTILES} if len(arr) else {}
 
 
+def _measured_bounds(values: list[float]) -> dict[int, tuple[float, float, bool]]:
+    """Per percentile: its 95 % interval and whether enough requests lie beyond it."""
+    arr = np.sort(np.asarray(values, dtype=float))
+    if not len(arr):
+        return {}
+    cis = percentile_cis(arr, PERCENTILES)
+    return {p: (lo, hi, enough_samples(len(arr), p)) for p, (lo, hi) in zip(PERCENTILES, cis, strict=True)}
+
+
 def _virtual_values(results: list[VirtualResult]) -> dict[str, list[float]]:
     tpot = [r.tpot for r in results]
     return {
@@ -110,7 +126,9 @@ def predict(
         per_seed.append(
             {m: _percentiles_ms(v) for m, v in _virtual_values(run_virtual(load, profile)).items()}
         )
-    meas = {m: _percentiles_ms(v) for m, v in _measured_values(measured).items()}
+    values = _measured_values(measured)
+    meas = {m: _percentiles_ms(v) for m, v in values.items()}
+    bounds = {m: _measured_bounds(v) for m, v in values.items()}
     out = []
     for m in METRICS:
         for p in PERCENTILES:
@@ -118,7 +136,8 @@ def predict(
             if not vals or p not in meas.get(m, {}):
                 continue
             low, mid, high = _interval(vals, fit_error)
-            out.append(Prediction(measured.label, m, p, mid, low, high, meas[m][p]))
+            m_lo, m_hi, enough = bounds[m][p]
+            out.append(Prediction(measured.label, m, p, mid, low, high, meas[m][p], m_lo, m_hi, enough))
     return out
 
 

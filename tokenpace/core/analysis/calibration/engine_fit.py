@@ -81,7 +81,20 @@ def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
         cand = _line_after(n, t, w, j)
         if cand is not None and best is not None and cand[3] < 0.5 * best[3]:
             best = cand
-    assert best is not None
+    if best is None:  # TTFT did not grow with the prompt: nothing here prefills like an engine
+        why = (
+            f"TTFT did not grow with the prompt over {n_range[0]:.0f}-{n_range[1]:.0f} tokens: no prefill "
+            "cost seen (a server that does not prefill like an engine?); TTFT kept as a constant"
+        )
+        return Prefill(
+            float(np.average(t, weights=w)),
+            0.0,
+            0.0,
+            None,
+            {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
+            n_range,
+            [tuple(row) for row in g.tolist()],
+        )
     intercept, per_token, per_pair, _, plateau, with_pairs = best
     notes = {
         "prefill_per_token": Param(
@@ -182,8 +195,10 @@ def fit_engine(
     moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
     if moved:
         result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
+    most = max(max_decoding_at_once(tl) for _, tl in timelines)
     return replace(
         result,
+        observed={**result.observed, "decoding_at_once": [1.0, float(most)]},
         holds=(*result.holds, *(d.note for d in drifts)),
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
@@ -256,26 +271,47 @@ def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Pa
     return replace(fit, costs=replace(fit.costs, rtt=rtt), jitter=scale), note
 
 
+LIMIT_SCRAPES = 3  # a slot limit read from the server's gauge must show at this many scrapes
+
+
 def _scheduler_limit(timelines: list[Any], given: int | None) -> Param:
+    """The slot limit: given; or the server's running gauge where requests waited, if it shows the same
+    value at LIMIT_SCRAPES scrapes or more and no fewer than the records saw decoding at once (one
+    scrape in a request's admission, or a gauge that is not the slot limit, is no evidence); or the
+    records, where a closed loop never had all its users decoding at once; else not identified."""
     name = "max_num_seqs"
     if given is not None:
         return Param(name, given, "requests", True, "given (--max-num-seqs)")
-    server = [ld.server_max_running_when_waiting for ld, _ in timelines]
-    server = [v for v in server if v is not None and v > 0]
-    if server:
-        return Param(name, max(server), "requests", True, "server's running gauge while requests waited")
     seen = [(ld, max_decoding_at_once(tl)) for ld, tl in timelines]
-    saturated = [m for ld, m in seen if ld.concurrency is not None and m < ld.concurrency]
     most = max(m for _, m in seen)
-    if saturated:
+    waited = [v for ld, _ in timelines for v in ld.server_running_when_waiting if v > 0]
+    gauge_note = ""
+    if waited:
+        top = max(waited)
+        at_top = sum(1 for v in waited if v == top)
+        if top < most:
+            gauge_note = (
+                f"; the server's running gauge showed requests waiting beside {top:.0f} running, but the "
+                f"records show {most} decoding at once: that gauge is not the slot limit"
+            )
+        elif at_top < LIMIT_SCRAPES:
+            gauge_note = (
+                f"; the server's running gauge showed {top:.0f} running while requests waited at "
+                f"{at_top} scrape(s) only ({LIMIT_SCRAPES} needed)"
+            )
+        else:
+            how = f"server's running gauge while requests waited ({at_top} scrapes at {top:.0f})"
+            return Param(name, top, "requests", True, how)
+    if any(ld.concurrency is not None and m < ld.concurrency for ld, m in seen):
         return Param(
             name, most, "requests", True,
-            f"never more than {most} decoding at once although a load kept more requests in flight",
+            f"never more than {most} decoding at once although a load kept more requests in flight"
+            + gauge_note,
         )  # fmt: skip
     return Param(
         name, max(DEFAULT_MAX_NUM_SEQS, most), "requests", False,
-        f"no load asked for more than ran ({most} at most at once); loads past that are predicted "
-        "without a queue (pass --max-num-seqs, or sweep further)",
+        f"slot limit not identified: no load asked for more than ran ({most} at most at once); loads "
+        "past that are undecided (sweep past it or pass --max-num-seqs)" + gauge_note,
     )  # fmt: skip
 
 

@@ -36,7 +36,9 @@ class MeasuredLoad:
     records: tuple[RequestRecord, ...]
     concurrency: int | None = None  # closed loop users
     rate: float | None = None  # open loop req/s
-    server_max_running_when_waiting: float | None = None  # the server's gauges, where exported
+    # The server's running gauge at each scrape that showed requests waiting (at most MAX_KV_SAMPLES),
+    # where exported: a slot limit shows as the same value scrape after scrape.
+    server_running_when_waiting: tuple[float, ...] = ()
     server_max_kv_usage: float | None = None  # 0..1
     server_network_ms: float | None = None  # client TTFT - engine TTFT (the server's own histogram)
     # The server's KV-cache usage (0..1) at its scrapes: (perf_counter ns, usage), at most

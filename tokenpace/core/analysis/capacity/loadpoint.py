@@ -2,8 +2,10 @@
 
 A step is *left out* of every capacity figure (knee, max sustainable throughput, SLO ceiling,
 watermark, replicas) when it has no successful request, when the client could not keep up (NOT
-VALID), when it was interrupted, or when it was too short to reach a steady state (see
-``tokenpace.core.steady``). Its row is still shown, with the reason.
+VALID), when it was interrupted, when it was too short to reach a steady state (see
+``tokenpace.core.steady``), or, predicted, when it lies past what its calibrated profile vouches for
+(a slot limit not identified, prompts longer than calibrated, a fit that failed its quality gate). Its
+row is still shown, with the reason.
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ class LoadPoint:
     sent_rps: float | None = None  # requests actually sent per second (the schedule's realisation)
     slo_cis: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # 95 % intervals
     trend: dict[str, Any] | None = None  # latency against time inside the step (``drift``), if measured
+    # a predicted step past what its (calibrated) profile vouches for: why (sim/profiles/limits.py)
+    beyond_profile: str = ""
 
     def slo_ci(self, metric: str, p: str) -> tuple[float, float] | None:
         return (self.slo_cis.get(metric) or {}).get(p)
@@ -61,6 +65,8 @@ class LoadPoint:
             reasons.append("interrupted")
         if self.short:
             reasons.append(f"short ({self.short_reason})" if self.short_reason else "short")
+        if self.beyond_profile:
+            reasons.append(f"predicted past what its profile vouches for ({self.beyond_profile})")
         return reasons
 
     @property
@@ -122,4 +128,5 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         sent_rps=steady.get("send_rate"),
         slo_cis=_cis(s, names),
         trend=result.get("time_trend"),
+        beyond_profile=str(result.get("beyond_profile") or ""),
     )

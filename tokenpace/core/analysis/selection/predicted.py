@@ -5,7 +5,7 @@ judged by the same rules as a measured one, and kept apart from the measured one
   upper bound of each percentile under the line, open-loop steps for a rate scenario, the next step at
   or above the scenario's load.
 - Its intervals are the summary's (sampling: one virtual run is one sample of the engine model)
-  widened as `tokenpace sim --validate` widens a prediction: by twice the calibration's relative fit
+  widened by twice the calibration's relative fit
   residual, the model's own error where it was fitted (upper bound x (1 + 2e), lower / (1 + 2e)).
 - Attainment and goodput come from the per-request sample the predicted sweep keeps per step.
 - A predicted pass is not a measured one: the recommendation is made among measured candidates only;

@@ -1,0 +1,167 @@
+"""Use case: validate a profile on held-out runs (`tokenpace sim --validate PROFILE RUN...`).
+
+Each held-out load is replayed on the profile in virtual time (sim/virtual_time/replay.py); each
+metric and percentile gets the prediction, the measurement, the error and its interval, and a verdict
+(met, missed, undecided with the reason: core/analysis/calibration/verdicts.py). A verdict per load and
+one for the profile (holds, fails, undecided); steps NOT VALID, interrupted, without a success or
+too short are refused by name, never read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from tokenpace.adapters.safe_files import write_atomic
+from tokenpace.app.calibration.calibrate import MIN_REQUESTS, load_runs
+from tokenpace.core.analysis.calibration.engine_obs import (
+    MeasuredLoad,
+    max_decoding_at_once,
+    timeline,
+    usable,
+)
+from tokenpace.core.analysis.calibration.verdicts import (
+    DEFAULT_TOLERANCE,
+    RowVerdict,
+    combine,
+    judge_row,
+    profile_verdict,
+)
+from tokenpace.sim.profiles.limits import ProfileLimits, limits_of
+from tokenpace.sim.profiles.profile import Profile
+from tokenpace.sim.virtual_time.replay import Prediction, predict
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    prediction: Prediction
+    judged: RowVerdict
+
+    def to_dict(self) -> dict[str, Any]:
+        p, v = self.prediction, self.judged
+        return {
+            "load": p.load,
+            "metric": p.metric,
+            "percentile": p.percentile,
+            "predicted_ms": round(p.predicted_ms, 4),
+            "predicted_interval_ms": [round(p.low_ms, 4), round(p.high_ms, 4)],
+            "measured_ms": round(p.measured_ms, 4),
+            "measured_interval_ms": [round(p.measured_low_ms, 4), round(p.measured_high_ms, 4)],
+            "error": round(p.rel_error, 6),
+            "error_interval": [_finite(v.low_error), _finite(v.high_error)],
+            "verdict": v.verdict,
+            "reason": v.reason,
+        }
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no infinity: an unbounded side is null."""
+    return round(x, 6) if abs(x) != float("inf") else None
+
+
+@dataclass
+class Validation:
+    profile: str
+    tolerance: float
+    rows: list[Row] = field(default_factory=list)
+    loads: dict[str, str] = field(default_factory=dict)  # load -> met | missed | undecided
+    notes: dict[str, list[str]] = field(default_factory=dict)  # per load: past the fit, KV near its limit
+    refused: list[str] = field(default_factory=list)
+    caveats: list[str] = field(default_factory=list)  # what the profile itself carries
+
+    @property
+    def verdict(self) -> str:
+        """holds | fails | undecided (undecided too when nothing could be judged)."""
+        return profile_verdict(self.loads.values())
+
+    @property
+    def exit_code(self) -> int:
+        """0 holds, 1 fails, 2 undecided (as `check`: regressed 1, undecided 2)."""
+        return {"holds": 0, "fails": 1}.get(self.verdict, 2)
+
+    def write(self, path: Path) -> None:
+        """The validation as JSON (what the console shows, row for row)."""
+        try:
+            write_atomic(path, json.dumps(self.to_dict(), indent=1).encode())
+        except OSError as e:
+            raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "profile": self.profile,
+            "tolerance": self.tolerance,
+            "verdict": self.verdict,
+            "loads": dict(self.loads),
+            "rows": [r.to_dict() for r in self.rows],
+            "notes": {k: list(v) for k, v in self.notes.items()},
+            "refused": list(self.refused),
+            "caveats": list(self.caveats),
+        }
+
+
+def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLERANCE) -> Validation:
+    """Every held-out load replayed, judged per metric and percentile, per load and for the profile."""
+    if not 0 < tolerance < 10:
+        raise ValueError(f"--tolerance {tolerance:g} is not a share between 0 and 10 (e.g. 10%)")
+    limits = limits_of(profile)
+    out = Validation(profile.name, tolerance, caveats=limits.caveats())
+    # A profile whose fit failed its gate is still judged here, row by row: a validation is the
+    # evidence (elsewhere its predictions decide nothing).
+    limits = replace(limits, poor_fit=())
+    for run in load_runs(paths):
+        out.refused += run.refused
+        for measured in run.loads:
+            if len(usable(measured.records)) < MIN_REQUESTS:
+                n = len(usable(measured.records))
+                out.refused.append(f"{run.path} ({measured.label}) refused: short ({n} usable requests)")
+                continue
+            beyond, notes = _past_the_fit(limits, measured)
+            out.notes[measured.label] = notes
+            # the prediction's own interval: the replays' spread, not widened by the fit's residual
+            rows = [
+                Row(p, _judge(p, tolerance, limits, beyond))
+                for p in predict(profile, measured, fit_error=0.0)
+            ]
+            out.rows += rows
+            out.loads[measured.label] = combine(r.judged.verdict for r in rows)
+    return out
+
+
+def _judge(p: Prediction, tolerance: float, limits: ProfileLimits, beyond: str) -> RowVerdict:
+    return judge_row(
+        (p.low_ms, p.high_ms),
+        (p.measured_low_ms, p.measured_high_ms),
+        p.enough,
+        tolerance,
+        engine_moved=limits.engine_moved,
+        beyond=beyond,
+    )
+
+
+def in_flight_at_most(measured: MeasuredLoad) -> int:
+    """The most requests in flight at once (sent to last byte) in a measured load."""
+    events = []
+    for r in usable(measured.records):
+        events += [(r.sent_ns, 1), (r.end_ns or r.sent_ns, -1)]
+    events.sort(key=lambda ev: (ev[0], ev[1]))
+    now = best = 0
+    for _, delta in events:
+        now += delta
+        best = max(best, now)
+    return best
+
+
+def _past_the_fit(limits: ProfileLimits, measured: MeasuredLoad) -> tuple[str, list[str]]:
+    """(why the load lies past what the profile vouches for, "" if it does not; notes to print)."""
+    tl = timeline(measured.records)
+    if tl is None:
+        return "", []
+    beyond = limits.beyond(in_flight_at_most(measured), float(tl.prompt.max()), max_decoding_at_once(tl))
+    notes = [beyond] if beyond else []
+    if measured.server_max_kv_usage is not None and measured.server_max_kv_usage >= 0.9:
+        notes.append(
+            f"KV cache at {measured.server_max_kv_usage:.0%}: near its limit, which was not calibrated"
+        )
+    return beyond, notes

@@ -1,0 +1,91 @@
+"""What a calibrated profile can vouch for, read from its provenance: where its calibration saw the
+engine, which of its values were defaulted rather than identified, and whether its fit passed the
+quality gate. `sim --validate`, `sim --virtual` (its table and predicted sweeps), `plan` and `select`
+judge a load past these as undecided, with the reason, never as a pass or a miss.
+
+A shipped profile vouches for nothing about the user's engine (it is not calibrated to it) and is
+not limited here: its outputs already say "shipped profile, not calibrated".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tokenpace.sim.profiles.profile import Profile
+
+PROMPT_SLACK = 1.05  # prompts up to 5 % longer than the calibration's longest are within it
+BATCH_SLACK = 0.5  # half a request: the calibration's observed batch is a mean over steps
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileLimits:
+    calibrated: bool
+    poor_fit: tuple[str, ...] = ()  # the fit-quality gate's problems (a profile written with --force)
+    slot_limit_identified: bool = True
+    slot_note: str = ""  # why the slot limit was not identified
+    slot_limit: int = 0  # the profile's max_num_seqs (identified or defaulted)
+    batch_seen: float = 0.0  # the most requests the calibration saw decoding at once
+    prompt_seen: float = 0.0  # the longest prompt it saw (tokens)
+    engine_moved: float = 0.0  # how far the engine's speed surely moved during it (relative)
+
+    def caveats(self) -> list[str]:
+        """What every prediction from this profile carries, in one line each."""
+        out = [f"the engine model does not describe this engine: {p}" for p in self.poor_fit]
+        if self.calibrated and not self.slot_limit_identified:
+            out.append(
+                f"slot limit not identified (the calibration saw {self.batch_seen:.0f} decoding at once at "
+                "most): loads with more in flight are undecided; sweep past it or pass --max-num-seqs"
+            )
+        if self.engine_moved > 0:
+            out.append(f"the engine's speed moved {self.engine_moved:.0%} or more during the calibration")
+        return out
+
+    def beyond(self, in_flight: float | None, prompt: float | None, decoding: float | None = None) -> str:
+        """Why a load with this many requests in flight (and decoding at once: by default as many as
+        the slot limit lets in) and prompts this long lies past what the profile can vouch for ("" when
+        it does not)."""
+        if not self.calibrated:
+            return ""
+        if self.poor_fit:
+            return "the engine model does not describe this engine (its fit failed the quality gate)"
+        why = []
+        if decoding is None and in_flight is not None:
+            decoding = min(in_flight, self.slot_limit) if self.slot_limit else in_flight
+        if (
+            in_flight is not None
+            and in_flight > self.batch_seen + BATCH_SLACK
+            and not self.slot_limit_identified
+        ):
+            why.append(
+                f"{in_flight or 0:.0f} in flight, the calibration saw {self.batch_seen:.0f} at most and no "
+                "slot limit: sweep past it or pass --max-num-seqs"
+            )
+        elif decoding is not None and decoding > self.batch_seen + BATCH_SLACK:
+            why.append(
+                f"{decoding:.0f} decoding at once, fitted up to {self.batch_seen:.0f}: the per-sequence cost "
+                "is extrapolated"
+            )
+        if prompt is not None and self.prompt_seen and prompt > self.prompt_seen * PROMPT_SLACK:
+            why.append(f"prompts up to {prompt:.0f} tokens, fitted up to {self.prompt_seen:.0f}")
+        return "; ".join(why)
+
+
+def limits_of(profile: Profile) -> ProfileLimits:
+    prov = profile.provenance or {}
+    if not prov:
+        return ProfileLimits(calibrated=False)
+    observed = prov.get("observed") or {}
+    defaulted = prov.get("defaulted") or {}
+    quality = prov.get("fit_quality") or {}
+    residuals = prov.get("residuals") or {}
+    seen = observed.get("decoding_at_once") or observed.get("batch") or [0, 0]
+    return ProfileLimits(
+        calibrated=True,
+        poor_fit=tuple(str(p) for p in quality.get("problems") or ()),
+        slot_limit_identified="max_num_seqs" not in defaulted,
+        slot_note=str(defaulted.get("max_num_seqs", "")),
+        slot_limit=profile.engine.max_num_seqs,
+        batch_seen=float(seen[1]),
+        prompt_seen=float((observed.get("prompt_tokens") or [0, 0])[1]),
+        engine_moved=float(residuals.get("decode_drift", 0.0)),
+    )
