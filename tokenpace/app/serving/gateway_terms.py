@@ -11,11 +11,14 @@ from tokenpace.gateway.config.config import (
     parse_upstream,
     read_key_file,
 )
+from tokenpace.gateway.config.config_file import ConfigFileError, Flag, read_config_file, to_defaults
 from tokenpace.gateway.experiments.mirror import parse_mirror
 from tokenpace.gateway.observability.emit import emit
 from tokenpace.gateway.operations.guard import fit_to_open_files
 
 __all__ = [
+    "ConfigFileError",
+    "Flag",
     "GatewayConfig",
     "emit",
     "fit_to_open_files",
@@ -23,5 +26,7 @@ __all__ = [
     "parse_mirror",
     "parse_static_labels",
     "parse_upstream",
+    "read_config_file",
     "read_key_file",
+    "to_defaults",
 ]

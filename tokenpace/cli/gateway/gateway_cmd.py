@@ -7,11 +7,32 @@ from typing import Any
 
 import click
 
+from tokenpace.cli.gateway.gateway_config import check, load_config
 from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
 
 @click.command()
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    metavar="FILE",
+    is_eager=True,
+    expose_value=False,
+    callback=load_config,
+    help="A TOML file saying what the flags say (deploy/gateway.toml); flags given beside it override it.",
+)
+@click.option(
+    "--check-config",
+    "check_config",
+    default=None,
+    metavar="FILE",
+    is_eager=True,
+    callback=load_config,
+    help="Check a configuration file (every value, as a start would) and exit: 0 ok, 2 with one line "
+    "per problem.",
+)
 @click.option("--listen", default="127.0.0.1:9000", show_default=True, help="HOST:PORT to serve on.")
 @click.option(
     "--upstream",
@@ -190,10 +211,13 @@ def gateway(
     event_names: tuple[str, ...],
     events_rate: float,
     emit_dir: str | None,
+    check_config: str | None,
 ) -> None:
     """A measuring pass-through proxy: /metrics for Prometheus, request records, A/B split."""
     from tokenpace.app.serving.gateway_terms import emit
 
+    if check_config:
+        _check(check_config, locals())
     slo = parse_slo(slo_text)
     static_labels = _static_labels(labels)
     if emit_dir:  # a dashboard variable per label key, to split P95 by it
@@ -224,8 +248,43 @@ def gateway(
         die("gateway", str(exc))
 
 
+def _check(path: str, o: dict[str, Any]) -> None:
+    """--check-config: each value parsed as a start would, every problem said (gateway_config.check)."""
+    from tokenpace.app.serving.gateway_terms import (
+        parse_listen,
+        parse_mirror,
+        parse_static_labels,
+        parse_upstream,
+    )
+
+    durations = (
+        "first_token_timeout", "stall_timeout", "connect_timeout", "scrape_interval", "scrape_window",
+        "header_timeout", "body_timeout", "idle_timeout", "shutdown_timeout",
+    )  # fmt: skip
+    parts = [
+        lambda: parse_slo(o["slo_text"]),
+        lambda: parse_static_labels(o["labels"]),
+        lambda: parse_listen(o["listen"], "--listen"),
+        *(lambda u=u: parse_upstream(u) for u in o["upstreams"]),
+        *(lambda m=m: parse_mirror(m) for m in o["mirrors"]),
+        *(lambda d=d: duration_s(o[d], "--" + d.replace("_", "-")) for d in durations),
+    ]
+    if o["admin_listen"]:
+        parts.append(lambda: parse_listen(o["admin_listen"], "--admin-listen"))
+    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
+    check(path, build, parts)
+
+
 def _config(o: dict[str, Any], slo: Any) -> Any:
     """The options as a GatewayConfig; one line and exit 2 on a bad value (never a credential)."""
+    try:
+        return _build(o, slo)
+    except ValueError as exc:
+        die("gateway", str(exc))
+
+
+def _build(o: dict[str, Any], slo: Any) -> Any:
+    """The options as a GatewayConfig; ValueError (or click's BadParameter) on a bad value."""
     from tokenpace.app.serving.gateway_terms import (
         GatewayConfig,
         fit_to_open_files,
@@ -237,49 +296,44 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
     keys = _keys(o["client_keys"], o["client_key_file"], "--client-key-file")
     admin = _keys(o["admin_keys"], o["admin_key_file"], "--admin-key-file")
     max_connections = o["max_connections"]
-    try:
-        host, port = parse_listen(o["listen"], "--listen")
-        admin_listen = o["admin_listen"]
-        admin_host, admin_port = (
-            parse_listen(admin_listen, "--admin-listen") if admin_listen else (None, None)
-        )
-        return GatewayConfig(
-            upstreams=tuple(parse_upstream(u) for u in o["upstreams"]),
-            host=host,
-            port=port,
-            slo=slo,
-            slo_objective=o["slo_objective"],
-            max_body_bytes=o["max_body"],
-            connect_timeout_s=duration_s(o["connect_timeout"]),
-            first_token_timeout_s=duration_s(o["first_token_timeout"]),
-            stall_timeout_s=duration_s(o["stall_timeout"]),
-            sticky_header=o["sticky_header"].lower(),
-            records_path=o["records_path"],
-            keep_prompts=o["keep_prompts"],
-            client_keys=frozenset(keys),
-            scrape_upstream_metrics=o["scrape_upstream_metrics"],
-            scrape_interval_s=duration_s(o["scrape_interval"]),
-            scrape_window_s=duration_s(o["scrape_window"]),
-            otlp_endpoint=o["otlp_endpoint"],
-            static_labels=o["static_labels"],
-            header_timeout_s=duration_s(o["header_timeout"]),
-            body_timeout_s=duration_s(o["body_timeout"]),
-            idle_timeout_s=duration_s(o["idle_timeout"]),
-            max_connections=max_connections if max_connections is not None else fit_to_open_files(1024),
-            admin_host=admin_host,
-            admin_port=admin_port,
-            admin_keys=frozenset(admin),
-            workers=o["workers"],
-            mirrors=tuple(parse_mirror(m) for m in o["mirrors"]),
-            mirror_queue=o["mirror_queue"],
-            mirror_concurrency=o["mirror_concurrency"],
-            shutdown_timeout_s=duration_s(o["shutdown_timeout"]),
-            event_names=frozenset(o["event_names"]),
-            events_per_client_s=o["events_rate"],
-            events_burst=o["events_rate"] * 10,
-        )
-    except ValueError as exc:
-        die("gateway", str(exc))
+    host, port = parse_listen(o["listen"], "--listen")
+    admin_listen = o["admin_listen"]
+    admin_host, admin_port = parse_listen(admin_listen, "--admin-listen") if admin_listen else (None, None)
+    return GatewayConfig(
+        upstreams=tuple(parse_upstream(u) for u in o["upstreams"]),
+        host=host,
+        port=port,
+        slo=slo,
+        slo_objective=o["slo_objective"],
+        max_body_bytes=o["max_body"],
+        connect_timeout_s=duration_s(o["connect_timeout"]),
+        first_token_timeout_s=duration_s(o["first_token_timeout"]),
+        stall_timeout_s=duration_s(o["stall_timeout"]),
+        sticky_header=o["sticky_header"].lower(),
+        records_path=o["records_path"],
+        keep_prompts=o["keep_prompts"],
+        client_keys=frozenset(keys),
+        scrape_upstream_metrics=o["scrape_upstream_metrics"],
+        scrape_interval_s=duration_s(o["scrape_interval"]),
+        scrape_window_s=duration_s(o["scrape_window"]),
+        otlp_endpoint=o["otlp_endpoint"],
+        static_labels=o["static_labels"],
+        header_timeout_s=duration_s(o["header_timeout"]),
+        body_timeout_s=duration_s(o["body_timeout"]),
+        idle_timeout_s=duration_s(o["idle_timeout"]),
+        max_connections=max_connections if max_connections is not None else fit_to_open_files(1024),
+        admin_host=admin_host,
+        admin_port=admin_port,
+        admin_keys=frozenset(admin),
+        workers=o["workers"],
+        mirrors=tuple(parse_mirror(m) for m in o["mirrors"]),
+        mirror_queue=o["mirror_queue"],
+        mirror_concurrency=o["mirror_concurrency"],
+        shutdown_timeout_s=duration_s(o["shutdown_timeout"]),
+        event_names=frozenset(o["event_names"]),
+        events_per_client_s=o["events_rate"],
+        events_burst=o["events_rate"] * 10,
+    )
 
 
 def _static_labels(items: tuple[str, ...]) -> dict[str, str]:

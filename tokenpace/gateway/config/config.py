@@ -172,6 +172,8 @@ class GatewayConfig:
             raise ValueError("an upstream needs a name: --upstream name=URL")
         if len(set(names)) != len(names):
             raise ValueError(f"upstream names must be unique: {names}")
+        if not any(u.weight > 0 for u in self.upstreams):
+            raise ValueError("every upstream's weight is 0: no request could be routed")
         if any(has_control(k) or " " in k for k in self.client_keys):
             raise ValueError("a client key holds a space or a control character; refused, not shown")
         for name in ("header_timeout_s", "body_timeout_s", "idle_timeout_s", "stall_timeout_s"):
