@@ -39,10 +39,11 @@ def serve_sim(
     seed: int,
     otlp_endpoint: str | None = None,
     say: Callable[[str], None] = _to_stdout,
+    worker: int | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM (engine spans to ``otlp_endpoint`` when given); raises SimRefused
-    before listening."""
-    run_event_loop(_serve(profile, network, faults, host, port, seed, otlp_endpoint, say))
+    before listening. ``worker``: this process is one of several sharing the port (sim_workers.py)."""
+    run_event_loop(_serve(profile, network, faults, host, port, seed, otlp_endpoint, say, worker))
 
 
 async def _serve(
@@ -54,13 +55,15 @@ async def _serve(
     seed: int,
     otlp_endpoint: str | None,
     say: Callable[[str], None],
+    worker: int | None = None,
 ) -> None:
     from tokenpace.adapters.otlp import MissingExtra
     from tokenpace.sim.endpoints.server import SimServer
 
     srv = SimServer(
-        profile, host=host, port=port, faults=faults, network=network, seed=seed, otlp_endpoint=otlp_endpoint
-    )
+        profile, host=host, port=port, faults=faults, network=network, seed=seed, otlp_endpoint=otlp_endpoint,
+        worker=worker,
+    )  # fmt: skip
     try:
         await srv.start()
     except OSError as e:

@@ -150,6 +150,14 @@ def _positive_duration(text: str) -> float:
     help="Export engine spans (vLLM's llm_request with queue/prefill/decode) per finished request to "
     "this OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces (needs the otlp extra).",
 )
+@click.option(
+    "--workers",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Served: engine processes sharing the port (SO_REUSEPORT), each a replica of its own; a "
+    "client on many cores then measures itself, not the simulator.",
+)
 @click.option("--virtual", is_flag=True, help="Run a workload on the virtual clock instead of serving.")
 @click.option(
     "--input-len",
@@ -256,6 +264,8 @@ def sim(**o: Any) -> None:
         _fail(str(e))
     if o["replicas"] > 1 and not o["virtual"]:
         _fail("--replicas is a virtual-time what-if: add --virtual (a served sim is one engine)")
+    if o["workers"] > 1 and o["virtual"]:
+        _fail("--workers serves several engine processes: in virtual time use --replicas")
     if o["predicted_sweep"] and not o["virtual"]:
         _fail("--predicted-sweep needs --virtual")
     if o["list_profiles"]:
@@ -272,7 +282,22 @@ def sim(**o: Any) -> None:
     from tokenpace.app.serving.sim_serving import SimRefused, serve_sim
 
     try:
-        serve_sim(profile, network, faults, o["host"], o["port"], o["seed"], o["otlp_endpoint"])
+        if o["workers"] > 1:
+            from tokenpace.app.serving.sim_workers import serve_sim_workers
+
+            args = (
+                profile,
+                network,
+                faults,
+                o["host"],
+                o["port"],
+                o["seed"],
+                o["workers"],
+                o["otlp_endpoint"],
+            )
+            serve_sim_workers(*args, say=click.echo)
+        else:
+            serve_sim(profile, network, faults, o["host"], o["port"], o["seed"], o["otlp_endpoint"])
     except SimRefused as e:
         _fail(str(e))
 

@@ -75,6 +75,7 @@ class SimServer:
         network: Network | None = None,
         seed: int = 0,
         otlp_endpoint: str | None = None,  # export engine spans per finished request (sim/endpoints/otlp.py)
+        worker: int | None = None,  # one of several processes on the port (`sim --workers`): its index
     ) -> None:
         self.profile = profile if isinstance(profile, Profile) else get_profile(profile)
         self.host, self.port = host, port
@@ -97,6 +98,9 @@ class SimServer:
         self._loop: asyncio.AbstractEventLoop | None = None
         self.otlp_endpoint = otlp_endpoint
         self.traces: EngineTraces | None = None
+        self.worker = worker
+        # every answer says which worker's engine served it (x-tokenpace-sim-worker)
+        self._worker_header = None if worker is None else ("x-tokenpace-sim-worker", str(worker))
         # Signed lateness of each recent step's last and first written token against its model end
         # time, for exact quantiles of the sim's own timing error.
         self.lag_samples: deque[float] = deque(maxlen=50_000)
@@ -119,6 +123,7 @@ class SimServer:
             self.port,
             backlog=4096,
             reuse_address=True,
+            reuse_port=self.worker is not None or None,  # several workers share the port
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._started = time.monotonic()
@@ -201,6 +206,8 @@ class SimServer:
     # ---- routing -----------------------------------------------------------------------------
     def _handle(self, req: HttpRequest) -> None:
         headers = [JSON]
+        if self._worker_header is not None:
+            headers.append(self._worker_header)
         rid_header = req.headers.get("x-request-id")
         if rid_header is not None:
             headers.append(("x-request-id", rid_header))
