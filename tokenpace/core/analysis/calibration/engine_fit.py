@@ -65,15 +65,7 @@ def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
     n_range = (float(n.min()), float(n.max()))
     if len(n) < 2 or n.max() < 1.5 * n.min():
         why = "needs an input-length ladder (prompts differing by 1.5x or more); TTFT kept as a constant"
-        return Prefill(
-            float(np.average(t, weights=w)),
-            0.0,
-            0.0,
-            None,
-            {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
-            n_range,
-            [tuple(row) for row in g.tolist()],
-        )
+        return _constant_prefill(g, why)
     order = np.argsort(n)
     n, t, w = n[order], t[order], w[order]
     best = _line_after(n, t, w, 0)
@@ -86,15 +78,7 @@ def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
             f"TTFT did not grow with the prompt over {n_range[0]:.0f}-{n_range[1]:.0f} tokens: no prefill "
             "cost seen (a server that does not prefill like an engine?); TTFT kept as a constant"
         )
-        return Prefill(
-            float(np.average(t, weights=w)),
-            0.0,
-            0.0,
-            None,
-            {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
-            n_range,
-            [tuple(row) for row in g.tolist()],
-        )
+        return _constant_prefill(g, why)
     intercept, per_token, per_pair, _, plateau, with_pairs = best
     notes = {
         "prefill_per_token": Param(
@@ -109,6 +93,20 @@ def _fit_prefill(obs: list[PrefillObs]) -> Prefill:
     }  # fmt: skip
     return Prefill(
         intercept, per_token, per_pair, plateau, notes, n_range, [tuple(row) for row in g.tolist()]
+    )
+
+
+def _constant_prefill(g: np.ndarray, why: str) -> Prefill:
+    """TTFT as one constant (its weighted mean) where the data identify no prefill cost."""
+    n, t, w = g[:, 0], g[:, 1], g[:, 2]
+    return Prefill(
+        float(np.average(t, weights=w)),
+        0.0,
+        0.0,
+        None,
+        {"prefill_per_token": Param("prefill_per_token", 0.0, "ms/1k tokens", False, why)},
+        (float(n.min()), float(n.max())),
+        [tuple(row) for row in g.tolist()],
     )
 
 
