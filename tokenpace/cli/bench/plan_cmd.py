@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
-from tokenpace.app.reports import report_files
+from tokenpace.app.reports import report_files, sweep_records
 from tokenpace.app.sweep.sweep import capacity
 from tokenpace.cli import parsing
 from tokenpace.cli.bench.sweep_cmd import fraction, render_sweep
@@ -55,6 +55,11 @@ def plan(**o: Any) -> None:
     if not 0 <= headroom < 1:
         die("plan", "--headroom must be at least 0% and below 100%")
     doc = load_sweep(o["sweep_file"], "plan")
+    notes: list[str] = []
+    base = o["sweep_file"].parent
+    for step in [*doc["steps"], *(doc.get("revisit") or [])]:
+        if isinstance(step, dict):
+            sweep_records.refresh_steady(step, sweep_records.step_records(base, step, notes.append))
     slo = slo if slo is not None else doc.get("slo") or None
     pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
@@ -73,6 +78,8 @@ def plan(**o: Any) -> None:
             highlight=False,
         )
     render_sweep(doc, console)
+    for line in notes:
+        console.print(line, style="dim", highlight=False)
     if o["peak_rps"] is None:
         console.print("give --peak-rps to size the fleet", style="dim")
     if o["out"]:

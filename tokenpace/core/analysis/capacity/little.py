@@ -1,5 +1,10 @@
 """Little's law (L = X x W: requests in flight = completion rate x mean latency) on each sweep step. Pure.
 
+Rate and latency come from the same requests: the steady window's rate with the mean E2E of the
+requests it rests on (``steady``), else the whole step's. A step found *inconsistent* is left out of
+every capacity figure (``loadpoint``): a rate that puts more requests in flight than a closed loop has
+users, or a step that ran below its load, carries no ceiling.
+
 Closed loop: in the steady window C users keep C requests in flight; over a whole step (no steady
 window measured, older files) C users sharing n requests keep n / ceil(n / C) on average, less when
 ramp-up and drain are a large part of a short step. A step far below that was not run at the load it
@@ -89,7 +94,9 @@ def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
 
 
 def little_check(p: LoadPoint, max_error_rate: float = 0.05) -> LittleCheck:
-    w_ms = p.pct("e2e_ms", "mean")
+    """W is the mean E2E of the requests the rate rests on (the steady window's, when the step
+    carries it), so that rate and latency come from the same requests."""
+    w_ms = p.steady_latency_ms if p.steady_latency_ms is not None else p.pct("e2e_ms", "mean")
     if not p.ok or w_ms is None or p.window_s <= 0:
         return LittleCheck(p.step, "skipped", None, None, None, "no successful requests")
     if p.error_rate > max_error_rate:

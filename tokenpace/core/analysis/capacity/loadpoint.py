@@ -2,8 +2,9 @@
 
 A step is *left out* of every capacity figure (knee, max sustainable throughput, SLO ceiling,
 watermark, replicas) when it has no successful request, when the client could not keep up (NOT
-VALID), when it was interrupted, or when it was too short to reach a steady state (see
-``tokenpace.core.steady``). Its row is still shown, with the reason.
+VALID), when it was interrupted, when it was too short to reach a steady state (see
+``tokenpace.core.steady``), or when Little's law calls it inconsistent (its rate and latency cannot
+both be right: ``little``). Its row is still shown, with the reason.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class LoadPoint:
     sent_rps: float | None = None  # requests actually sent per second (the schedule's realisation)
     slo_cis: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # 95 % intervals
     trend: dict[str, Any] | None = None  # latency against time inside the step (``drift``), if measured
+    steady_latency_ms: float | None = None  # mean E2E of the requests the steady rate rests on
+    inconsistent: str = ""  # Little's law's note when the step fails it (set by ``plan.analyze``)
 
     def slo_ci(self, metric: str, p: str) -> tuple[float, float] | None:
         return (self.slo_cis.get(metric) or {}).get(p)
@@ -61,6 +64,8 @@ class LoadPoint:
             reasons.append("interrupted")
         if self.short:
             reasons.append(f"short ({self.short_reason})" if self.short_reason else "short")
+        if self.inconsistent:
+            reasons.append(f"inconsistent with Little's law ({self.inconsistent})")
         return reasons
 
     @property
@@ -122,4 +127,9 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         sent_rps=steady.get("send_rate"),
         slo_cis=_cis(s, names),
         trend=result.get("time_trend"),
+        steady_latency_ms=_ms(steady.get("mean_latency_s")) if use_steady else None,
     )
+
+
+def _ms(seconds: Any) -> float | None:
+    return float(seconds) * 1000 if isinstance(seconds, (int, float)) else None

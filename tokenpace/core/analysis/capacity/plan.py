@@ -3,7 +3,8 @@
 Pure: the steps' result dicts (the ``bench --out`` format) in, numbers and verdicts out.
 
 Every figure rests on the *usable* steps only: a step with no successful request, a client that could
-not keep up (NOT VALID), an interruption or no steady state (short) is left out of all of them, and
+not keep up (NOT VALID), an interruption, no steady state (short) or a rate and latency that fail
+Little's law (inconsistent) is left out of all of them, and
 the analysis lists it with its reason (``loadpoint``). Each figure names the step it comes from.
 
 - Max sustainable throughput: the highest achieved request rate (over the steady window) among usable
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenpace.core.analysis.capacity.drift import Drift, detect_drift
@@ -136,7 +137,11 @@ def analyze(
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
     steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
     again after the last (drift). When latency moved with time there is no knee."""
-    pts = list(points)
+    little = [little_check(p) for p in points]
+    pts = [
+        replace(p, inconsistent=c.note) if c.status == "inconsistent" else p
+        for p, c in zip(points, little, strict=True)
+    ]
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
     drift = detect_drift(pts, revisit)
@@ -148,7 +153,6 @@ def analyze(
     knees = [k for k in (knee_t.knee, knee_e.knee) if k is not None]
     knee = min(knees, key=lambda k: k.load) if knees else None
     knee_bounded = knee is None or pts[knee.index] is not _by_load(usable)[-1]
-    little = [little_check(p) for p in pts]
     overloaded = {c.step for c in little if c.status == "overloaded"}
     sustainable = [p for p in usable if p.error_rate <= max_error_rate and p.step not in overloaded]
     best = max(sustainable, key=lambda p: p.achieved_rps, default=None)
