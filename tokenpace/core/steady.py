@@ -153,9 +153,10 @@ def steady_state(
 
 def _overlap_s(records: list[RequestRecord], start: int, end: int) -> float:
     """Request-seconds spent in flight inside [start, end]."""
-    return sum(
-        max(0, min(r.end_ns, end) - max(r.sent_ns, start)) for r in records if r.end_ns is not None
-    ) / NS_PER_S
+    return (
+        sum(max(0, min(r.end_ns, end) - max(r.sent_ns, start)) for r in records if r.end_ns is not None)
+        / NS_PER_S
+    )
 
 
 def _measure(

@@ -29,7 +29,9 @@ def gpu_plan(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, str]:
 
 def test_every_step_the_plan_uses_keeps_at_most_its_users_in_flight(gpu_plan):
     doc, _ = gpu_plan
-    users = {s["step"]: c for s, c in zip(doc["analysis"]["littles_law"]["steps"], (1, 4, 16, 64), strict=True)}
+    users = {
+        s["step"]: c for s, c in zip(doc["analysis"]["littles_law"]["steps"], (1, 4, 16, 64), strict=True)
+    }
     little = {s["step"]: s for s in doc["analysis"]["littles_law"]["steps"]}
     used = doc["analysis"]["used_steps"]
     assert used  # the plan rests on something

@@ -201,7 +201,11 @@ def test_short_and_interrupted_steps_are_left_out_and_steady_throughput_is_used(
 def test_a_step_whose_rate_puts_more_in_flight_than_its_users_carries_no_figure():
     # an older file: a steady rate (5.9/s) counted between an engine's waves, beside the step's mean
     # E2E (1 s): 5.9 requests in flight for 4 users. It is the highest rate, and it is left out.
-    steps = [step(1, 1.5, 80, 600, steady_rps=1.6), step(2, 2.9, 82, 640, steady_rps=3.1), step(4, 4.0, 85, 680)]
+    steps = [
+        step(1, 1.5, 80, 600, steady_rps=1.6),
+        step(2, 2.9, 82, 640, steady_rps=3.1),
+        step(4, 4.0, 85, 680),
+    ]
     high = steps[2]
     high["summary"]["steady"] = {"request_throughput": 5.9, "window_s": 50.0, "short": False}
     a = analyze(points(steps))
