@@ -118,13 +118,26 @@ def _drift_lines(a: dict[str, Any]) -> list[str]:
     drift = a.get("drift")
     if not drift:  # a sweep file from before the drift check
         return []
+    return _drift_verdict(drift) + _noise_lines(drift)
+
+
+def _drift_verdict(drift: dict[str, Any]) -> list[str]:
     if drift.get("latency_moved_with_time"):
         return [f"Drift: latency moved with time ({'; '.join(drift['reasons'])})"]
     revisit = drift.get("revisit")
     if revisit:
-        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged"]
+        change = revisit.get("largest_change")
+        seen = f" beyond its noise (largest P50 change {change:.0%})" if change else ""
+        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged{seen}"]
     if drift.get("revisit_not_compared"):
         return [
             f"Drift check: no revisit compared: {drift['revisit_not_compared']}; trends inside steps only"
         ]
     return ["Drift check: no step revisited (sweep --revisit, 3 steps or more); trends inside steps only"]
+
+
+def _noise_lines(drift: dict[str, Any]) -> list[str]:
+    """Trends seen inside steps that the host's noise explains: said, not a verdict."""
+    noise = drift.get("noise") or {}
+    within = noise.get("trends_within_noise") or []
+    return [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []

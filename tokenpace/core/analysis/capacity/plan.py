@@ -29,11 +29,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenpace.core.analysis.capacity.drift import Drift, detect_drift
+from tokenpace.core.analysis.capacity.drift import Drift, detect_drift, noise_floor
 from tokenpace.core.analysis.capacity.knee import Knee, KneeResult, find_knee, shape_warnings
 from tokenpace.core.analysis.capacity.little import LittleCheck, little_check
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint, point_from_result
 from tokenpace.core.analysis.capacity.slo_steps import SloCapacity, slo_capacity, slo_warnings
+from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD
 
 __all__ = ["LittleCheck", "LoadPoint", "analyze", "little_check", "make_plan", "point_from_result"]
 
@@ -133,18 +134,21 @@ def analyze(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     plateau_rps: float | None = None,
     revisit: LoadPoint | None = None,
+    run_noise_sd: float = ASSUMED_CENTRE_SD,
 ) -> CurveAnalysis:
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
     steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
-    again after the last (drift). When latency moved with time there is no knee."""
-    little = [little_check(p) for p in points]
+    again after the last (drift). When latency moved with time there is no knee. ``run_noise_sd``: the
+    run-to-run SD of a P50 on this host (``evidence.runnoise``): drift and a rising open-loop trend are
+    declared only beyond what it explains."""
+    little = [little_check(p, floor=noise_floor(run_noise_sd)) for p in points]
     pts = [
         replace(p, inconsistent=c.note) if c.status == "inconsistent" else p
         for p, c in zip(points, little, strict=True)
     ]
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
-    drift = detect_drift(pts, revisit)
+    drift = detect_drift(pts, revisit, run_noise_sd)
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
     if drift.moved:
