@@ -74,6 +74,31 @@ def _plan_figures(p: dict[str, Any]) -> list[str]:
     return out
 
 
+def _span(v: list[float] | None, digits: str = ".3g") -> str | None:
+    return f"{v[0]:{digits}}-{v[1]:{digits}}" if v else None
+
+
+def _interval_lines(iv: dict[str, Any] | None) -> list[str]:
+    """The figures' 95 % intervals from resampling each step's records."""
+    if not iv or not iv.get("resamples"):
+        return []
+    parts = []
+    if knee := _span(iv.get("knee_load_rps_95")):
+        shares = sorted((iv.get("knee_step_shares") or {}).items(), key=lambda kv: -kv[1])
+        where = ", ".join(f"step {k} in {v:.0%}" for k, v in shares)
+        none = f", no knee in {iv['no_knee_share']:.0%}" if iv.get("no_knee_share") else ""
+        parts.append(f"knee {knee} req/s ({where}{none})")
+    if ceiling := _span(iv.get("ceiling_rps_95")):
+        parts.append(f"ceiling {ceiling} req/s")
+    if watermark := _span(iv.get("watermark_rps_95")):
+        parts.append(f"watermark {watermark} req/s")
+    if replicas := _span(iv.get("replicas_95"), "d"):
+        parts.append(f"replicas {replicas}")
+    if not parts:
+        return []
+    return [f"95 % intervals ({iv['resamples']} resamples of each step's records): {'; '.join(parts)}"]
+
+
 def plan_lines(sweep: dict[str, Any]) -> list[str]:
     """The capacity conclusions in sentences, each with the step it rests on."""
     a = sweep.get("analysis") or {}
@@ -96,6 +121,7 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     elif a.get("slo_capacity"):
         out.append(_slo_line(a["slo_capacity"]))
     out += _plan_figures(p)
+    out += _interval_lines(p.get("intervals"))
     out += _drift_lines(a)
     little = a.get("littles_law") or {}
     if little:

@@ -1,6 +1,7 @@
-"""A sweep's records read back for its capacity plan: each step's steady state measured again from its
-records with today's estimator (``core.steady``), so that a plan on an older sweep file does not rest
-on a rate an earlier estimator got wrong, and the records kept for the plan's intervals (resampling).
+"""A sweep's records read back for its capacity plan: each step's steady state and latency trend
+measured again from its records with today's estimators (``core.steady``, ``drift``), so that a plan
+on an older sweep file does not rest on a rate an earlier estimator got wrong, and the records kept
+for the plan's intervals (resampling).
 
 Records that are not beside the sweep leave the stored figures as they were (``note`` says so).
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.results import read_records
+from tokenpace.core.analysis.capacity.drift import trend_dict
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
 
@@ -34,12 +36,15 @@ def step_records(base: Path, step: dict[str, Any], note: Callable[[str], None]) 
 
 
 def refresh_steady(step: dict[str, Any], records: list[RequestRecord]) -> None:
-    """Replace the step's stored steady state by one measured from its records (a step run with a
-    ramp-up keeps the stored one: the ramp's length is not in the file)."""
+    """Replace the step's stored steady state and latency trend by ones measured from its records
+    (a step run with a ramp-up keeps its stored steady state: the ramp's length is not in the file)."""
     load = (step.get("conditions") or {}).get("load") or {}
-    if not records or load.get("ramp"):
+    if not records:
         return
     closed = load.get("mode") == "closed_loop"
+    step["time_trend"] = trend_dict(records, open_loop=not closed)
+    if load.get("ramp"):
+        return
     concurrency = load.get("concurrency") if closed else None
     summary = step.get("summary")
     if isinstance(summary, dict):

@@ -57,15 +57,21 @@ def plan(**o: Any) -> None:
     doc = load_sweep(o["sweep_file"], "plan")
     notes: list[str] = []
     base = o["sweep_file"].parent
+    records = []
     for step in [*doc["steps"], *(doc.get("revisit") or [])]:
         if isinstance(step, dict):
-            sweep_records.refresh_steady(step, sweep_records.step_records(base, step, notes.append))
+            recs = sweep_records.step_records(base, step, notes.append)
+            sweep_records.refresh_steady(step, recs)
+            records.append(recs)
+    records = records[: len(doc["steps"])]  # the curve's; the revisit's only re-measured
     slo = slo if slo is not None else doc.get("slo") or None
     pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
         plateau = doc.get("probe_plateau_rps")
         revisit = (doc.get("revisit") or [None])[0]
-        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit))
+        doc.update(
+            capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit, records)
+        )
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
     console = Console()

@@ -8,10 +8,14 @@ requests:
 - *Inside a step* (``time_trend``): the Spearman rank correlation of TTFT and E2E with the send
   time (open loop: from the scheduled time), on the middle 80 % of the step's requests (ramp-up and
   drain trimmed). The step *moved* when the correlation is significant (p < 0.001, normal
-  approximation of Spearman's rho, at least 30 requests) and the median of the last third differs
-  from that of the first third by ``TREND_MIN_CHANGE`` or more. In closed loop a steady step has no
-  trend: one that moved is drift. In open loop a rising trend is also what a growing queue looks
-  like (the server falls behind the arrivals): the overload check reads it as saturation.
+  approximation of Spearman's rho, at least 30 requests), the median of the last third differs
+  from that of the first third by ``TREND_MIN_CHANGE`` or more and the two medians' 95 % intervals
+  are apart. In a closed loop of C users the requests of one cycle share the engine's batch (an
+  engine that finishes them in waves gives them one latency): they are one observation, not C, so
+  the p-value and the intervals count n / C observations (at 64 users a 10 s step is a handful).
+  In closed loop a steady step has no trend: one that moved is drift. In open loop a rising trend
+  is also what a growing queue looks like (the server falls behind the arrivals): the overload
+  check reads it as saturation.
 - *A step revisited* (``revisit_check``, ``sweep --revisit``, on by default for 3 steps or more):
   the first step is run again after the last; the load is the same, so its TTFT and E2E P50 should
   be too. Latency moved with time when a P50's 95 % intervals of the two runs do not overlap and
@@ -50,7 +54,7 @@ from tokenpace.core.analysis.capacity.loadpoint import LoadPoint
 from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD
 from tokenpace.core.metrics import e2e_ns, ttft_ns
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.stats import percentile_ci
+from tokenpace.core.stats import percentile_ci, rank_bounds
 
 TREND_P = 0.001
 TREND_MIN_CHANGE = 0.10  # a 10 % move from the step's first third to its last
@@ -110,8 +114,13 @@ def _ranks(x: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def time_trend(times: Sequence[float], values: Sequence[float], metric: str) -> Trend | None:
-    """None when fewer than MIN_TREND_SAMPLES pairs remain after trimming."""
+def time_trend(
+    times: Sequence[float], values: Sequence[float], metric: str, cluster: int = 1
+) -> Trend | None:
+    """None when fewer than MIN_TREND_SAMPLES pairs remain after trimming. ``cluster``: how many
+    requests share one observation's worth of the server's state (a closed loop's C users: the
+    requests of one cycle are batched together); the p-value and the medians' intervals count
+    n / cluster independent observations."""
     order = np.argsort(np.asarray(times, dtype=np.float64), kind="mergesort")
     t = np.asarray(times, dtype=np.float64)[order]
     v = np.asarray(values, dtype=np.float64)[order]
@@ -126,7 +135,8 @@ def time_trend(times: Sequence[float], values: Sequence[float], metric: str) -> 
     rt, rv = _ranks(t), _ranks(v)
     sd = float(np.std(rt) * np.std(rv))
     rho = float(np.mean((rt - rt.mean()) * (rv - rv.mean())) / sd) if sd > 0 else 0.0
-    p = 2 * (1 - NormalDist().cdf(abs(rho) * math.sqrt(n - 1)))
+    n_eff = max(2.0, n / max(1, cluster))
+    p = 2 * (1 - NormalDist().cdf(abs(rho) * math.sqrt(n_eff - 1)))
     third = n // 3
     first, last = np.sort(v[:third]), np.sort(v[-third:])
     return Trend(
@@ -136,9 +146,21 @@ def time_trend(times: Sequence[float], values: Sequence[float], metric: str) -> 
         p,
         float(np.median(first)),
         float(np.median(last)),
-        percentile_ci(first, 50),
-        percentile_ci(last, 50),
+        _median_ci(first, cluster),
+        _median_ci(last, cluster),
     )
+
+
+def _median_ci(sorted_values: np.ndarray, cluster: int) -> tuple[float, float]:
+    """The median's 95 % interval counting len / cluster independent observations."""
+    if cluster <= 1:
+        return percentile_ci(sorted_values, 50)
+    n_eff = max(1, round(len(sorted_values) / cluster))
+    if n_eff < 2:
+        return float(sorted_values[0]), float(sorted_values[-1])
+    lo, hi = rank_bounds(n_eff, 0.5, 0.025)
+    q = np.quantile(sorted_values, [lo / (n_eff - 1), hi / (n_eff - 1)])
+    return float(q[0]), float(q[1])
 
 
 def _apart(a: Sequence[float], b: Sequence[float]) -> bool:
@@ -159,8 +181,10 @@ def rising_beyond_noise(trend: dict[str, Any] | None, floor: float | None = None
 
 
 def step_trends(records: Sequence[RequestRecord], open_loop: bool) -> list[Trend]:
-    """TTFT and E2E against the send time (open loop: both from the scheduled time)."""
+    """TTFT and E2E against the send time (open loop: both from the scheduled time). A closed loop's
+    users (the records' ``worker``) are one cluster: their requests of a cycle share a batch."""
     ok = [r for r in records if not r.warmup and r.status is Status.OK and r.sent_ns]
+    cluster = 1 if open_loop else len({r.worker for r in ok})
     out = []
     for metric, fn in (("ttft_ms", ttft_ns), ("e2e_ms", e2e_ns)):
         times, values = [], []
@@ -171,7 +195,7 @@ def step_trends(records: Sequence[RequestRecord], open_loop: bool) -> list[Trend
             start = r.scheduled_ns if open_loop and r.scheduled_ns else r.sent_ns
             times.append(start / 1e9)
             values.append((value + r.sent_ns - start) / 1e6)
-        trend = time_trend(times, values, metric)
+        trend = time_trend(times, values, metric, cluster)
         if trend is not None:
             out.append(trend)
     return out
