@@ -170,21 +170,27 @@ def _measure(
     sends: int,
     concurrency: int | None,
 ) -> SteadyState:
-    ok = [r for r in measured if r.status is Status.OK and r.end_ns is not None]
-    completed = [r for r in ok if start < r.end_ns <= end]  # type: ignore[operator]
+    # the successful requests as (sent, end, output tokens)
+    ok = [
+        (r.sent_ns, r.end_ns, r.output_tokens)
+        for r in measured
+        if r.status is Status.OK and r.end_ns is not None
+    ]
+    completed = [o for o in ok if start < o[1] <= end]
     window_s = (end - start) / NS_PER_S
     in_flight = _overlap_s(measured, start, end) / window_s
     if concurrency is not None:  # Little: X = L / W over the requests in flight in the window
-        basis = [r for r in ok if r.sent_ns <= end and r.end_ns > start]  # type: ignore[operator]
+        basis = [o for o in ok if o[0] <= end and o[1] > start]
         estimator = "in_flight/latency"
     else:
         basis, estimator = completed, "completions/window"
-    w = sum(r.end_ns - r.sent_ns for r in basis) / len(basis) / NS_PER_S if basis else None  # type: ignore[operator]
+    w = sum(e - s for s, e, _ in basis) / len(basis) / NS_PER_S if basis else None
     if concurrency is not None:
-        rps = _overlap_s(ok, start, end) / window_s / w if w else 0.0
+        held = sum(max(0, min(e, end) - max(s, start)) for s, e, _ in ok) / NS_PER_S
+        rps = held / window_s / w if w else 0.0
     else:
         rps = len(completed) / window_s
-    tokens = sum(r.output_tokens for r in basis) / len(basis) * rps if basis else 0.0
+    tokens = sum(t for _, _, t in basis) / len(basis) * rps if basis else 0.0
     reasons = []
     if window_s < MIN_STEADY_FRACTION * wall_s:
         share = window_s / wall_s

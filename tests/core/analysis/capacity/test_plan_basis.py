@@ -44,14 +44,15 @@ def step(
         "client": {"valid": valid},
     }
     if steady_rps is not None or short:
-        summary["steady"] = {
+        steady: dict = {
             "request_throughput": steady_rps,
             "window_s": sent / (steady_rps or rps) * 0.8,
             "short": short,
             "short_reason": "steady window 0.50 s is 20% of the 2.50 s step" if short else "",
         }
         if steady_rps and mode == "closed_loop":  # the steady requests' mean E2E: C / X (Little)
-            summary["steady"]["mean_latency_s"] = load / steady_rps
+            steady["mean_latency_s"] = load / steady_rps
+        summary["steady"] = steady
     if sched_ttft95 is not None:
         summary["ttft_from_scheduled_ms"] = {"n": sent, "p95": sched_ttft95}
         summary["e2e_from_scheduled_ms"] = {"n": sent, "p95": e2e95 + sched_ttft95 - ttft95}
