@@ -75,7 +75,10 @@ def _plan_figures(p: dict[str, Any]) -> list[str]:
 
 
 def _span(v: list[float] | None, digits: str = ".3g") -> str | None:
-    return f"{v[0]:{digits}}-{v[1]:{digits}}" if v else None
+    if not v:
+        return None
+    lo, hi = f"{v[0]:{digits}}", f"{v[1]:{digits}}"
+    return lo if lo == hi else f"{lo}-{hi}"
 
 
 def _interval_lines(iv: dict[str, Any] | None) -> list[str]:

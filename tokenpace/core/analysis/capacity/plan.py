@@ -330,9 +330,12 @@ def make_plan(a: CurveAnalysis, peak_rps: float | None = None, headroom: float =
 
 
 def _in_flight_at(points: Sequence[LoadPoint], load: float) -> float | None:
-    """Little's law at the watermark: load x mean E2E interpolated between the steps around it."""
+    """Little's law at the watermark: load x mean E2E (of the requests each step's rate rests on)
+    interpolated between the steps around it."""
     pairs = sorted(
-        (p.achieved_rps, w / 1000) for p in points if p.ok and (w := p.pct("e2e_ms", "mean")) is not None
+        (p.achieved_rps, w / 1000)
+        for p in points
+        if p.ok and (w := p.steady_latency_ms or p.pct("e2e_ms", "mean")) is not None
     )
     if not pairs or load <= 0:
         return None
