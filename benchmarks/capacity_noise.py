@@ -1,10 +1,11 @@
 """Capacity verdicts on a quiet but noisy host: is a server without a capacity limit ever called
 saturated, and is a real knee (a slot limit) found, sweep after sweep?
 
-    python benchmarks/capacity_noise.py [--sweeps 10] [--jitter 0.03] [--seed 1]
+    python benchmarks/capacity_noise.py [--sweeps 10] [--jitter 0.03] [--period 1] [--seed 1]
 
-The scripted server (tokenpace.testing) plays the host: its speed changes every second by a factor
-drawn from 1 +- ``--jitter`` (each sweep its own draws). Two sweeps per trial, both with the revisit:
+The scripted server (tokenpace.testing) plays the host: its speed changes every ``--period`` seconds
+by a factor drawn from 1 +- ``--jitter`` (each sweep its own draws). Two sweeps per trial, both
+with the revisit:
 - no capacity limit (10 ms to the first token, 2 ms a token): open-loop rates 5, 10, 20, 40 req/s,
   60 requests a step. A step called *overloaded* (saturated) or a drift verdict is a false alarm;
 - two slots (the same timing): concurrency 1, 2, 4, 8, 16, 80 requests a step. Past 2 users requests
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+from collections import Counter
 from typing import Any
 
 from tokenpace.app.bench.bench import BenchConfig
@@ -28,6 +30,7 @@ from tokenpace.testing.scripted_timing import Behaviour
 
 SCRIPT = Script(ttft_s=0.01, itl_s=0.002)
 MAX_SWEEPS = 100  # each sweep is ~15 s of traffic
+USERS = (1, 2, 4, 8, 16)  # the slotted server's steps
 
 
 def lenient_health() -> None:
@@ -53,14 +56,14 @@ async def sweep(
         return (await Sweep(cfg, f"noise{seed}").run()).to_dict()
 
 
-def unlimited(jitter: float, seed: int) -> dict[str, Any]:
-    b = Behaviour(speed_jitter=jitter, speed_seed=seed)
+def unlimited(jitter: float, period: float, seed: int) -> dict[str, Any]:
+    b = Behaviour(speed_jitter=jitter, speed_period_s=period, speed_seed=seed)
     return asyncio.run(sweep(b, "rate", [5, 10, 20, 40], 60, seed))
 
 
-def slotted(jitter: float, seed: int) -> dict[str, Any]:
-    b = Behaviour(slots=2, speed_jitter=jitter, speed_seed=seed)
-    return asyncio.run(sweep(b, "concurrency", [1, 2, 4, 8, 16], 80, seed))
+def slotted(jitter: float, period: float, seed: int) -> dict[str, Any]:
+    b = Behaviour(slots=2, speed_jitter=jitter, speed_period_s=period, speed_seed=seed)
+    return asyncio.run(sweep(b, "concurrency", [float(u) for u in USERS], 80, seed))
 
 
 def verdicts(doc: dict[str, Any]) -> dict[str, Any]:
@@ -77,27 +80,34 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sweeps", type=int, default=10)
     ap.add_argument("--jitter", type=float, default=0.03)
+    ap.add_argument("--period", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     if not 1 <= args.sweeps <= MAX_SWEEPS:
         ap.error(f"--sweeps must be 1 to {MAX_SWEEPS}")
+    if not 0 <= args.jitter < 1 or args.period <= 0:
+        ap.error("--jitter must be 0 to below 1 and --period positive")
     lenient_health()
-    free = [verdicts(unlimited(args.jitter, args.seed + i)) for i in range(args.sweeps)]
-    slots = [verdicts(slotted(args.jitter, args.seed + i)) for i in range(args.sweeps)]
+    free = [verdicts(unlimited(args.jitter, args.period, args.seed + i)) for i in range(args.sweeps)]
+    slots = [verdicts(slotted(args.jitter, args.period, args.seed + i)) for i in range(args.sweeps)]
     for kind, rows in (("no limit", free), ("2 slots", slots)):
         for r in rows:
             print(kind, r)
     n = args.sweeps
     print()
-    print(f"+-{args.jitter:.0%} speed per second, {n} sweeps each")
+    print(f"+-{args.jitter:.0%} speed every {args.period:g} s, {n} sweeps each")
     print()
-    print("| server | sweeps | a step called saturated | drift declared | knee found |")
+    print("| server | sweeps | a step called saturated | drift declared | knee found (at users: sweeps) |")
     print("|---|---|---|---|---|")
-    for kind, rows in (("no capacity limit (rates 5-40/s)", free), ("2 slots (1-16 users)", slots)):
+    for kind, rows in (("no capacity limit", free), ("2 slots", slots)):
         sat = sum(bool(r["overloaded"]) for r in rows)
         drift = sum(r["drift"] for r in rows)
+        knees = Counter(
+            USERS[r["knee_step"] - 1] for r in rows if r["knee_step"] is not None and kind == "2 slots"
+        )
+        where = ", ".join(f"{u}: {k}" for u, k in sorted(knees.items()))
         knee = sum(r["knee_step"] is not None for r in rows)
-        print(f"| {kind} | {n} | {sat} | {drift} | {knee} |")
+        print(f"| {kind} | {n} | {sat} | {drift} | {knee}{f' ({where})' if where else ''} |")
 
 
 if __name__ == "__main__":
