@@ -6,9 +6,24 @@ A run starts with a ramp-up and ends with a drain, and neither runs at the load 
   closed loop that is the first C completions, one wave: C users started together finish their first
   requests together, and a window opening inside that wave would count it as if it took no time;
 - drain: after the last request was sent, requests in flight finish and none replaces them.
-The steady window is what lies between. Throughput over it (completions inside it per second of it)
-is the rate the server sustained at that load; throughput over the whole run (first send to last
-completion) is lower by the share of ramp-up and drain, which is large in a short run.
+The steady window is what lies between. The rate the server sustained at that load is measured over
+it; throughput over the whole run (first send to last completion) is lower by the share of ramp-up
+and drain, which is large in a short run.
+
+How the rate is measured (Little's law, L = X x W, holds by construction):
+- closed loop: X = L / W, where L is the time-average number of successful requests in flight over
+  the window (from each record's send and end: measured, never more than the C users) and W the mean
+  E2E of the successful requests in flight at some point of it (every request sent at full load after
+  the first wave, the one sent last included: X = C / W when no user idles). Counting completions
+  inside the window
+  is wrong on an engine that finishes requests in waves (C users' requests end together): a window
+  whose ends fall between waves holds the fast waves and not the slow ones, and the count can put
+  more than C in flight (seen: 31.4 req/s at 64 users on a GPU engine whose waves took 1.3-3.5 s,
+  where 26.8 is right). L / W weighs each request by its own latency, whatever the waves' phase;
+- open loop: the arrivals set the pace, so X = successful completions inside the window per second
+  of it (a growing queue shows as X below the send rate).
+Either way the result carries W and the measured L (all requests), so a check of X x W against the
+load compares like with like.
 
 A run is *short* when its steady window is under ``MIN_STEADY_FRACTION`` of its wall time (first send
 to last completion) or holds fewer than ``MIN_STEADY_COMPLETIONS`` successful completions: its
@@ -34,8 +49,9 @@ DEFINITION = (
     "steady window: from when the load was reached (closed loop: the C-th user's first send; open "
     "loop: the first send), the first requests completed (closed loop: C of them) and any ramp-up "
     "asked for (--ramp-up) ended, to the last "
-    "send (after it, the run drains); throughput = successful completions inside it per second of "
-    "it. short: steady window "
+    "send (after it, the run drains); throughput: closed loop, the successful requests' mean number "
+    "in flight over the window divided by their mean E2E (Little's law; a count of completions is "
+    "biased by waves); open loop, successful completions inside it per second of it. short: steady window "
     f"under {MIN_STEADY_FRACTION:.0%} of the wall time or fewer than {MIN_STEADY_COMPLETIONS} "
     "completions inside it"
 )
@@ -55,6 +71,9 @@ class SteadyState:
     reason: str  # why it is short ("" when it is not)
 
     sends: int = 0  # measured requests sent
+    mean_latency_s: float | None = None  # W: mean E2E of the requests the rate rests on
+    in_flight: float | None = None  # L: time-average requests in flight over the window (all statuses)
+    estimator: str = ""  # in_flight/latency (closed loop) | completions/window (open loop)
 
     @property
     def send_rate(self) -> float | None:
@@ -79,6 +98,9 @@ class SteadyState:
             "output_token_throughput": self.output_token_throughput,
             "short": self.short,
             "short_reason": self.reason,
+            "mean_latency_s": self.mean_latency_s,
+            "in_flight": self.in_flight,
+            "estimator": self.estimator,
             "definition": DEFINITION,
         }
 
@@ -126,17 +148,56 @@ def steady_state(
             span_s,
             len(sends),
         )
-    steady = [
-        r for r in measured if r.status is Status.OK and r.end_ns is not None and start < r.end_ns <= end
+    return _measure(measured, start, end, wall_s, span_s, last_end, first_send, len(sends), concurrency)
+
+
+def _overlap_s(records: list[RequestRecord], start: int, end: int) -> float:
+    """Request-seconds spent in flight inside [start, end]."""
+    return (
+        sum(max(0, min(r.end_ns, end) - max(r.sent_ns, start)) for r in records if r.end_ns is not None)
+        / NS_PER_S
+    )
+
+
+def _measure(
+    measured: list[RequestRecord],
+    start: int,
+    end: int,
+    wall_s: float,
+    span_s: float,
+    last_end: int,
+    first_send: int,
+    sends: int,
+    concurrency: int | None,
+) -> SteadyState:
+    # the successful requests as (sent, end, output tokens)
+    ok = [
+        (r.sent_ns, r.end_ns, r.output_tokens)
+        for r in measured
+        if r.status is Status.OK and r.end_ns is not None
     ]
+    completed = [o for o in ok if start < o[1] <= end]
     window_s = (end - start) / NS_PER_S
+    in_flight = _overlap_s(measured, start, end) / window_s
+    if concurrency is not None:  # Little: X = L / W over the requests in flight in the window
+        basis = [o for o in ok if o[0] <= end and o[1] > start]
+        estimator = "in_flight/latency"
+    else:
+        basis, estimator = completed, "completions/window"
+    w = sum(e - s for s, e, _ in basis) / len(basis) / NS_PER_S if basis else None
+    if concurrency is not None:
+        held = sum(max(0, min(e, end) - max(s, start)) for s, e, _ in ok) / NS_PER_S
+        rps = held / window_s / w if w else 0.0
+    else:
+        rps = len(completed) / window_s
+    tokens = sum(t for _, _, t in basis) / len(basis) * rps if basis else 0.0
     reasons = []
     if window_s < MIN_STEADY_FRACTION * wall_s:
         share = window_s / wall_s
         reasons.append(f"steady window {window_s:.2f} s is {share:.0%} of the {wall_s:.2f} s step")
-    if len(steady) < MIN_STEADY_COMPLETIONS:
+    if len(completed) < MIN_STEADY_COMPLETIONS:
         reasons.append(
-            f"{len(steady)} completions in the steady window (fewer than {MIN_STEADY_COMPLETIONS})"
+            f"{len(completed)} completions in the steady window (fewer than {MIN_STEADY_COMPLETIONS})"
         )
     return SteadyState(
         wall_s=wall_s,
@@ -144,12 +205,15 @@ def steady_state(
         drain_s=(last_end - end) / NS_PER_S,
         window_s=window_s,
         send_span_s=span_s,
-        completions=len(steady),
-        request_throughput=len(steady) / window_s,
-        output_token_throughput=sum(r.output_tokens for r in steady) / window_s,
+        completions=len(completed),
+        request_throughput=rps,
+        output_token_throughput=tokens,
         short=bool(reasons),
         reason="; ".join(reasons),
-        sends=len(sends),
+        sends=sends,
+        mean_latency_s=w,
+        in_flight=in_flight,
+        estimator=estimator,
     )
 
 

@@ -246,7 +246,8 @@ class _Stream:
             chunk["tp_server_ns"] = self.truth[-1]
             answer.write_event(orjson.dumps(chunk), s)
             loop = asyncio.get_running_loop()
-            nxt = due + s.itl_s if self.timing is None else self.timing.after_freeze(due + s.itl_s)
+            timing = self.timing
+            nxt = due + s.itl_s if timing is None else timing.after_freeze(due + s.itl_s * timing.speed(due))
             self.handle = loop.call_at(nxt, self.emit, i + 1, nxt)
             return
         if self.include_usage and s.usage:

@@ -8,10 +8,16 @@
   (bimodal latency).
 - ``freeze_at_s`` / ``freeze_s``: from that second after start, nothing is written for ``freeze_s``
   (a server stall); what was due in the freeze goes out when it ends.
+- ``speed_jitter`` / ``speed_period_s``: a quiet but noisy host. Every ``speed_period_s`` of server
+  time the speed changes: TTFT and the gaps between tokens are multiplied by a factor drawn uniformly
+  from 1 +- ``speed_jitter`` (``speed_seed``: the draws, repeatable). A sweep's steps each see their
+  own speed, as runs on a real host do, and a step that spans a change sees a small step in latency.
 """
 
 from __future__ import annotations
 
+import math
+import random
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,6 +31,9 @@ class Behaviour:
     slow_ttft_s: float = 0.0
     freeze_at_s: float | None = None
     freeze_s: float = 0.0
+    speed_jitter: float = 0.0  # e.g. 0.03: +-3 % speed, redrawn every speed_period_s
+    speed_period_s: float = 1.0
+    speed_seed: int = 0
 
 
 @dataclass
@@ -36,6 +45,21 @@ class Timing:
     count: int = 0  # streams started so far
     active: int = 0  # streams holding a slot
     waiting: deque[Callable[[], None]] = field(default_factory=deque)  # bounded by the client's load
+    factors: dict[int, float] = field(default_factory=dict)  # speed per period; bounded below
+
+    def speed(self, now: float) -> float:
+        """The slowness factor at loop time ``now`` (1.0 without jitter)."""
+        b = self.behaviour
+        if b.speed_jitter <= 0:
+            return 1.0
+        period = max(0, math.floor((now - self.started) / b.speed_period_s))
+        factor = self.factors.get(period)
+        if factor is None:
+            if len(self.factors) >= 4096:  # a long test: forget the oldest periods
+                self.factors.pop(next(iter(self.factors)))
+            rng = random.Random(b.speed_seed * 1_000_003 + period)
+            factor = self.factors[period] = 1 + rng.uniform(-b.speed_jitter, b.speed_jitter)
+        return factor
 
     def first_token_delay(self, ttft_s: float, now: float) -> float:
         """The TTFT of the next stream that starts generating at ``now``."""
@@ -43,7 +67,7 @@ class Timing:
         self.count += 1
         if b.slow_every and self.count % b.slow_every == 0:
             ttft_s = b.slow_ttft_s
-        return ttft_s + b.drift_ms_per_s / 1000 * (now - self.started)
+        return ttft_s * self.speed(now) + b.drift_ms_per_s / 1000 * (now - self.started)
 
     def after_freeze(self, due: float) -> float:
         """When something due at ``due`` is written: the end of the freeze if it falls inside it."""

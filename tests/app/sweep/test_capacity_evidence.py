@@ -124,3 +124,32 @@ def test_a_server_freeze_in_a_closed_loop_is_reported_with_its_length():
     assert any("the server sent nothing for" in w for w in frozen.warnings)  # ... the warning does not
     steady, quiet = _bench(None)
     assert quiet["longest"] == [] and not any("sent nothing" in w for w in steady.warnings)
+
+
+def test_a_quiet_but_noisy_host_saturates_no_free_server_and_keeps_a_slot_knee():
+    # the host's speed changes every 0.5 s by up to +-3 %: steps differ, a step may span a change.
+    # No capacity limit: open-loop rates far below what it carries are never "saturated". Two slots:
+    # the knee (2 users) is found, not refused as drift. (The 10-sweep trial: benchmarks/capacity_noise.py)
+    free = asyncio.run(
+        _sweep(
+            Behaviour(speed_jitter=0.03, speed_period_s=0.5, speed_seed=5),
+            mode="rate",
+            steps=[5, 10, 20],
+            bench_kw={"requests": 40},
+        )
+    )
+    little = free["analysis"]["littles_law"]["steps"]
+    assert not any(c["status"] == "overloaded" for c in little), little
+    assert not free["analysis"]["drift"]["latency_moved_with_time"], free["analysis"]["drift"]
+    slotted = asyncio.run(
+        _sweep(
+            Behaviour(slots=2, speed_jitter=0.03, speed_period_s=0.5, speed_seed=5),
+            mode="concurrency",
+            steps=[1, 2, 4, 8],
+            bench_kw={"requests": 60},
+        )
+    )
+    a = slotted["analysis"]
+    assert not a["drift"]["latency_moved_with_time"], a["drift"]
+    assert a["knee"] is not None and a["knee"]["step"] == 2, a["knee_ttft_p95"]
+    assert slotted["plan"]["intervals"]["resamples"] == 200

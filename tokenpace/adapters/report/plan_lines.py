@@ -74,6 +74,34 @@ def _plan_figures(p: dict[str, Any]) -> list[str]:
     return out
 
 
+def _span(v: list[float] | None, digits: str = ".3g") -> str | None:
+    if not v:
+        return None
+    lo, hi = f"{v[0]:{digits}}", f"{v[1]:{digits}}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _interval_lines(iv: dict[str, Any] | None) -> list[str]:
+    """The figures' 95 % intervals from resampling each step's records."""
+    if not iv or not iv.get("resamples"):
+        return []
+    parts = []
+    if knee := _span(iv.get("knee_load_rps_95")):
+        shares = sorted((iv.get("knee_step_shares") or {}).items(), key=lambda kv: -kv[1])
+        where = ", ".join(f"step {k} in {v:.0%}" for k, v in shares)
+        none = f", no knee in {iv['no_knee_share']:.0%}" if iv.get("no_knee_share") else ""
+        parts.append(f"knee {knee} req/s ({where}{none})")
+    if ceiling := _span(iv.get("ceiling_rps_95")):
+        parts.append(f"ceiling {ceiling} req/s")
+    if watermark := _span(iv.get("watermark_rps_95")):
+        parts.append(f"watermark {watermark} req/s")
+    if replicas := _span(iv.get("replicas_95"), "d"):
+        parts.append(f"replicas {replicas}")
+    if not parts:
+        return []
+    return [f"95 % intervals ({iv['resamples']} resamples of each step's records): {'; '.join(parts)}"]
+
+
 def plan_lines(sweep: dict[str, Any]) -> list[str]:
     """The capacity conclusions in sentences, each with the step it rests on."""
     a = sweep.get("analysis") or {}
@@ -96,6 +124,7 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     elif a.get("slo_capacity"):
         out.append(_slo_line(a["slo_capacity"]))
     out += _plan_figures(p)
+    out += _interval_lines(p.get("intervals"))
     out += _drift_lines(a)
     little = a.get("littles_law") or {}
     if little:
@@ -118,13 +147,26 @@ def _drift_lines(a: dict[str, Any]) -> list[str]:
     drift = a.get("drift")
     if not drift:  # a sweep file from before the drift check
         return []
+    return _drift_verdict(drift) + _noise_lines(drift)
+
+
+def _drift_verdict(drift: dict[str, Any]) -> list[str]:
     if drift.get("latency_moved_with_time"):
         return [f"Drift: latency moved with time ({'; '.join(drift['reasons'])})"]
     revisit = drift.get("revisit")
     if revisit:
-        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged"]
+        change = revisit.get("largest_change")
+        seen = f" beyond its noise (largest P50 change {change:.0%})" if change else ""
+        return [f"Drift check: step {revisit['step']} revisited at the end, latency unchanged{seen}"]
     if drift.get("revisit_not_compared"):
         return [
             f"Drift check: no revisit compared: {drift['revisit_not_compared']}; trends inside steps only"
         ]
     return ["Drift check: no step revisited (sweep --revisit, 3 steps or more); trends inside steps only"]
+
+
+def _noise_lines(drift: dict[str, Any]) -> list[str]:
+    """Trends seen inside steps that the host's noise explains: said, not a verdict."""
+    noise = drift.get("noise") or {}
+    within = noise.get("trends_within_noise") or []
+    return [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []

@@ -23,17 +23,12 @@ from typing import Any
 from tokenpace import __version__
 from tokenpace.app.bench.bench import BenchConfig, BenchResult
 from tokenpace.app.run.outputs import USER_STOP
+from tokenpace.app.sweep.sweep_capacity import capacity as capacity
 from tokenpace.app.sweep.sweep_lengthen import MAX_RERUNS, is_short, lengthened, step_rps
 from tokenpace.app.workers.run_factory import make_run
 from tokenpace.app.workers.workers import AnyRun
 from tokenpace.core.analysis.capacity.drift import trend_dict
-from tokenpace.core.analysis.capacity.plan import (
-    DEFAULT_HEADROOM,
-    DEFAULT_MAX_ERROR_RATE,
-    analyze,
-    make_plan,
-    point_from_result,
-)
+from tokenpace.core.analysis.capacity.plan import DEFAULT_HEADROOM, DEFAULT_MAX_ERROR_RATE
 from tokenpace.core.analysis.selection.prefill_fit import fit_records
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import parse_length
@@ -158,6 +153,7 @@ class SweepResult:
                     cfg.headroom,
                     self.plateau_rps,
                     next((d for d in kept if d["sweep_step"]["phase"] == "revisit"), None),
+                    [s.result.records for s in self.curve()],
                 )
             ),
         }
@@ -170,26 +166,6 @@ def input_len_analysis(steps: list[SweepStep]) -> dict[str, Any]:
         return {"prefill_fit": fit_records(records).to_dict()}
     except ValueError as exc:
         return {"prefill_fit": None, "prefill_fit_reason": str(exc)}
-
-
-def capacity(
-    steps: list[dict[str, Any]],
-    slo: dict[str, float] | None,
-    slo_percentile: str = "p95",
-    max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
-    peak_rps: float | None = None,
-    headroom: float = DEFAULT_HEADROOM,
-    plateau_rps: float | None = None,
-    revisit: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan);
-    ``plateau_rps``: where an --auto probe's throughput levelled off, if it did; ``revisit``: the
-    first step run again after the last, if it was."""
-    points = [point_from_result(i + 1, d) for i, d in enumerate(steps)]
-    again = point_from_result(len(steps) + 1, revisit) if revisit else None
-    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps, again)
-    plan = make_plan(analysis, peak_rps, headroom)
-    return {"analysis": analysis.to_dict(), "plan": plan.to_dict()}
 
 
 def rate_steps(max_rps: float, n: int, low_fraction: float = 0.1) -> list[float]:

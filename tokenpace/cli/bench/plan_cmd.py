@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 import click
 from rich.console import Console
 
-from tokenpace.app.reports import report_files
+from tokenpace.app.reports import report_files, sweep_records
 from tokenpace.app.sweep.sweep import capacity
 from tokenpace.cli import parsing
 from tokenpace.cli.bench.sweep_cmd import fraction, render_sweep
@@ -55,12 +55,23 @@ def plan(**o: Any) -> None:
     if not 0 <= headroom < 1:
         die("plan", "--headroom must be at least 0% and below 100%")
     doc = load_sweep(o["sweep_file"], "plan")
+    notes: list[str] = []
+    base = o["sweep_file"].parent
+    records = []
+    for step in [*doc["steps"], *(doc.get("revisit") or [])]:
+        if isinstance(step, dict):
+            recs = sweep_records.step_records(base, step, notes.append)
+            sweep_records.refresh_steady(step, recs)
+            records.append(recs)
+    records = records[: len(doc["steps"])]  # the curve's; the revisit's only re-measured
     slo = slo if slo is not None else doc.get("slo") or None
     pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
         plateau = doc.get("probe_plateau_rps")
         revisit = (doc.get("revisit") or [None])[0]
-        doc.update(capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit))
+        doc.update(
+            capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit, records)
+        )
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
     console = Console()
@@ -73,6 +84,8 @@ def plan(**o: Any) -> None:
             highlight=False,
         )
     render_sweep(doc, console)
+    for line in notes:
+        console.print(line, style="dim", highlight=False)
     if o["peak_rps"] is None:
         console.print("give --peak-rps to size the fleet", style="dim")
     if o["out"]:

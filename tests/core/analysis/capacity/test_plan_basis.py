@@ -44,12 +44,15 @@ def step(
         "client": {"valid": valid},
     }
     if steady_rps is not None or short:
-        summary["steady"] = {
+        steady: dict = {
             "request_throughput": steady_rps,
             "window_s": sent / (steady_rps or rps) * 0.8,
             "short": short,
             "short_reason": "steady window 0.50 s is 20% of the 2.50 s step" if short else "",
         }
+        if steady_rps and mode == "closed_loop":  # the steady requests' mean E2E: C / X (Little)
+            steady["mean_latency_s"] = load / steady_rps
+        summary["steady"] = steady
     if sched_ttft95 is not None:
         summary["ttft_from_scheduled_ms"] = {"n": sent, "p95": sched_ttft95}
         summary["e2e_from_scheduled_ms"] = {"n": sent, "p95": e2e95 + sched_ttft95 - ttft95}
@@ -194,6 +197,24 @@ def test_short_and_interrupted_steps_are_left_out_and_steady_throughput_is_used(
     assert a.left_out[4][0].startswith("short (steady window")
     assert a.left_out[5] == ["interrupted"]
     assert a.max_sustainable_rps == 5.9 and a.max_sustainable_step == 3
+
+
+def test_a_step_whose_rate_puts_more_in_flight_than_its_users_carries_no_figure():
+    # an older file: a steady rate (5.9/s) counted between an engine's waves, beside the step's mean
+    # E2E (1 s): 5.9 requests in flight for 4 users. It is the highest rate, and it is left out.
+    steps = [
+        step(1, 1.5, 80, 600, steady_rps=1.6),
+        step(2, 2.9, 82, 640, steady_rps=3.1),
+        step(4, 4.0, 85, 680),
+    ]
+    high = steps[2]
+    high["summary"]["steady"] = {"request_throughput": 5.9, "window_s": 50.0, "short": False}
+    a = analyze(points(steps))
+    assert a.inconsistent_steps == [3]
+    assert a.left_out[3][0].startswith("inconsistent with Little's law (5.9 in flight exceeds concurrency 4")
+    assert a.max_sustainable_step == 2 and 3 not in a.used_steps
+    plan = make_plan(a)
+    assert plan.ceiling_step != 3 and 3 in plan.left_out_steps
 
 
 def test_open_loop_slo_is_judged_from_the_scheduled_time():

@@ -1,5 +1,10 @@
 """Little's law (L = X x W: requests in flight = completion rate x mean latency) on each sweep step. Pure.
 
+Rate and latency come from the same requests: the steady window's rate with the mean E2E of the
+requests it rests on (``steady``), else the whole step's. A step found *inconsistent* is left out of
+every capacity figure (``loadpoint``): a rate that puts more requests in flight than a closed loop has
+users, or a step that ran below its load, carries no ceiling.
+
 Closed loop: in the steady window C users keep C requests in flight; over a whole step (no steady
 window measured, older files) C users sharing n requests keep n / ceil(n / C) on average, less when
 ramp-up and drain are a large part of a short step. A step far below that was not run at the load it
@@ -8,8 +13,10 @@ Open loop: in the steady window the step should complete send rate x ok / sent r
 whole step: ok / (sent / rate + W)); more means the numbers are wrong. Tolerance: max(20 %, 3 / sqrt(n)),
 the Poisson noise of n requests. The server is *overloaded* (a growing queue: saturation, whatever
 the step's length) when it completed 20 % fewer than were due -- the sends are counted, so the
-shortfall is not arrival noise -- or when latency from the scheduled time rose through the step (its
-``time_trend``, see ``drift``).
+shortfall is not arrival noise -- or when latency from the scheduled time rose through the step by
+more than the host's noise explains (its ``time_trend`` beyond ``drift.noise_floor``: a run-to-run
+SD's worth of host noise at a tenth of the capacity is no growing queue). ``floor``: that relative
+change (default: the assumed run-to-run SD's).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from tokenpace.core.analysis.capacity.drift import rising_beyond_noise
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint
 
 LITTLE_MIN_TOLERANCE = 0.2
@@ -60,7 +68,7 @@ def _closed(p: LoadPoint, in_flight: float, tol: float) -> LittleCheck:
     return LittleCheck(p.step, "ok", in_flight, expected, ratio)
 
 
-def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
+def _open(p: LoadPoint, in_flight: float, w: float, tol: float, floor: float | None) -> LittleCheck:
     rate = float(p.offered or 0.0)
     if rate <= 0 or not p.sent:
         return LittleCheck(p.step, "skipped", in_flight, None, None, "no offered rate")
@@ -74,7 +82,7 @@ def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
         return LittleCheck(p.step, "inconsistent", in_flight, expected_rps, ratio, note)
     # a queue that grows: completions well short of the sends (the sends are counted, so this is
     # no Poisson noise), or latency from the schedule rising through the step
-    queue_growing = bool(p.trend and p.trend.get("rising"))
+    queue_growing = rising_beyond_noise(p.trend, floor)
     if ratio < 1 - LITTLE_MIN_TOLERANCE or queue_growing:
         why = "latency from the schedule rose through the step" if queue_growing else "a growing queue"
         note = (
@@ -88,8 +96,10 @@ def _open(p: LoadPoint, in_flight: float, w: float, tol: float) -> LittleCheck:
     return LittleCheck(p.step, "ok", in_flight, expected_rps, ratio)
 
 
-def little_check(p: LoadPoint, max_error_rate: float = 0.05) -> LittleCheck:
-    w_ms = p.pct("e2e_ms", "mean")
+def little_check(p: LoadPoint, max_error_rate: float = 0.05, floor: float | None = None) -> LittleCheck:
+    """W is the mean E2E of the requests the rate rests on (the steady window's, when the step
+    carries it), so that rate and latency come from the same requests."""
+    w_ms = p.steady_latency_ms if p.steady_latency_ms is not None else p.pct("e2e_ms", "mean")
     if not p.ok or w_ms is None or p.window_s <= 0:
         return LittleCheck(p.step, "skipped", None, None, None, "no successful requests")
     if p.error_rate > max_error_rate:
@@ -101,4 +111,4 @@ def little_check(p: LoadPoint, max_error_rate: float = 0.05) -> LittleCheck:
     tol = max(LITTLE_MIN_TOLERANCE, 3 / math.sqrt(p.ok))
     if p.mode == "closed_loop":
         return _closed(p, in_flight, tol)
-    return _open(p, in_flight, w, tol)
+    return _open(p, in_flight, w, tol, floor)

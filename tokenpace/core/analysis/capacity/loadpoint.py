@@ -3,7 +3,8 @@
 A step is *left out* of every capacity figure (knee, max sustainable throughput, SLO ceiling,
 watermark, replicas) when it has no successful request, when the client could not keep up (NOT
 VALID), when it was interrupted, when it was too short to reach a steady state (see
-``tokenpace.core.steady``), or, predicted, when it lies past what its calibrated profile vouches for
+``tokenpace.core.steady``), when Little's law calls it inconsistent (its rate and latency cannot
+both be right: ``little``), or, predicted, when it lies past what its calibrated profile vouches for
 (a slot limit not identified, prompts longer than calibrated, a fit that failed its quality gate). Its
 row is still shown, with the reason.
 """
@@ -44,6 +45,8 @@ class LoadPoint:
     trend: dict[str, Any] | None = None  # latency against time inside the step (``drift``), if measured
     # a predicted step past what its (calibrated) profile vouches for: why (sim/profiles/limits.py)
     beyond_profile: str = ""
+    steady_latency_ms: float | None = None  # mean E2E of the requests the steady rate rests on
+    inconsistent: str = ""  # Little's law's note when the step fails it (set by ``plan.analyze``)
 
     def slo_ci(self, metric: str, p: str) -> tuple[float, float] | None:
         return (self.slo_cis.get(metric) or {}).get(p)
@@ -67,6 +70,8 @@ class LoadPoint:
             reasons.append(f"short ({self.short_reason})" if self.short_reason else "short")
         if self.beyond_profile:
             reasons.append(f"predicted past what its profile vouches for ({self.beyond_profile})")
+        if self.inconsistent:
+            reasons.append(f"inconsistent with Little's law ({self.inconsistent})")
         return reasons
 
     @property
@@ -129,4 +134,9 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         slo_cis=_cis(s, names),
         trend=result.get("time_trend"),
         beyond_profile=str(result.get("beyond_profile") or ""),
+        steady_latency_ms=_ms(steady.get("mean_latency_s")) if use_steady else None,
     )
+
+
+def _ms(seconds: Any) -> float | None:
+    return float(seconds) * 1000 if isinstance(seconds, (int, float)) else None

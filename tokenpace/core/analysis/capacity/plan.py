@@ -3,7 +3,8 @@
 Pure: the steps' result dicts (the ``bench --out`` format) in, numbers and verdicts out.
 
 Every figure rests on the *usable* steps only: a step with no successful request, a client that could
-not keep up (NOT VALID), an interruption or no steady state (short) is left out of all of them, and
+not keep up (NOT VALID), an interruption, no steady state (short) or a rate and latency that fail
+Little's law (inconsistent) is left out of all of them, and
 the analysis lists it with its reason (``loadpoint``). Each figure names the step it comes from.
 
 - Max sustainable throughput: the highest achieved request rate (over the steady window) among usable
@@ -25,14 +26,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tokenpace.core.analysis.capacity.drift import Drift, detect_drift
+from tokenpace.core.analysis.capacity.drift import Drift, detect_drift, noise_floor
 from tokenpace.core.analysis.capacity.knee import Knee, KneeResult, find_knee, shape_warnings
 from tokenpace.core.analysis.capacity.little import LittleCheck, little_check
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint, point_from_result
 from tokenpace.core.analysis.capacity.slo_steps import SloCapacity, slo_capacity, slo_warnings
+from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD
 
 __all__ = ["LittleCheck", "LoadPoint", "analyze", "little_check", "make_plan", "point_from_result"]
 
@@ -132,14 +134,21 @@ def analyze(
     max_error_rate: float = DEFAULT_MAX_ERROR_RATE,
     plateau_rps: float | None = None,
     revisit: LoadPoint | None = None,
+    run_noise_sd: float = ASSUMED_CENTRE_SD,
 ) -> CurveAnalysis:
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
     steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
-    again after the last (drift). When latency moved with time there is no knee."""
-    pts = list(points)
+    again after the last (drift). When latency moved with time there is no knee. ``run_noise_sd``: the
+    run-to-run SD of a P50 on this host (``evidence.runnoise``): drift and a rising open-loop trend are
+    declared only beyond what it explains."""
+    little = [little_check(p, floor=noise_floor(run_noise_sd)) for p in points]
+    pts = [
+        replace(p, inconsistent=c.note) if c.status == "inconsistent" else p
+        for p, c in zip(points, little, strict=True)
+    ]
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
-    drift = detect_drift(pts, revisit)
+    drift = detect_drift(pts, revisit, run_noise_sd)
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
     if drift.moved:
@@ -148,7 +157,6 @@ def analyze(
     knees = [k for k in (knee_t.knee, knee_e.knee) if k is not None]
     knee = min(knees, key=lambda k: k.load) if knees else None
     knee_bounded = knee is None or pts[knee.index] is not _by_load(usable)[-1]
-    little = [little_check(p) for p in pts]
     overloaded = {c.step for c in little if c.status == "overloaded"}
     sustainable = [p for p in usable if p.error_rate <= max_error_rate and p.step not in overloaded]
     best = max(sustainable, key=lambda p: p.achieved_rps, default=None)
@@ -322,9 +330,12 @@ def make_plan(a: CurveAnalysis, peak_rps: float | None = None, headroom: float =
 
 
 def _in_flight_at(points: Sequence[LoadPoint], load: float) -> float | None:
-    """Little's law at the watermark: load x mean E2E interpolated between the steps around it."""
+    """Little's law at the watermark: load x mean E2E (of the requests each step's rate rests on)
+    interpolated between the steps around it."""
     pairs = sorted(
-        (p.achieved_rps, w / 1000) for p in points if p.ok and (w := p.pct("e2e_ms", "mean")) is not None
+        (p.achieved_rps, w / 1000)
+        for p in points
+        if p.ok and (w := p.steady_latency_ms or p.pct("e2e_ms", "mean")) is not None
     )
     if not pairs or load <= 0:
         return None
