@@ -16,7 +16,7 @@ from typing import Any
 from tokenpace.core.analysis.comparison.compare import Comparison, compare_records, pct_name
 from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff
 from tokenpace.core.analysis.evidence.samples import metric_samples
-from tokenpace.core.analysis.evidence.verdict import Verdict
+from tokenpace.core.analysis.evidence.verdict import DEFAULT_MIN_EFFECT, Verdict
 from tokenpace.core.analysis.rollout.guards import Guard, GuardItem, judge
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
@@ -185,12 +185,15 @@ def arm_diff(
     resamples: int,
     seed: int,
 ) -> ArmDiff:
-    latency = compare_records(  # arms share one window: no noise between runs to count
+    # Arms share one window: no noise between runs to count. The table calls a change faster or
+    # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
+    # guards judge against their own limits.
+    latency = compare_records(
         records[ref.arm],
         records[cand.arm],
         percentiles,
         alpha,
-        0.0,
+        DEFAULT_MIN_EFFECT,
         LATENCY,
         resamples,
         seed,
