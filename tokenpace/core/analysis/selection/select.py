@@ -6,16 +6,16 @@ requests meeting the scenario's lines in, a pass/fail matrix with a reason per c
 The rule: a line passes only when the *upper bound* of the 95 % confidence interval of its
 percentile is under the threshold; it fails only when the percentile itself is at or over the line;
 between the two (meets on its estimate, not yet proven) it is undecided. Judged at the scenario's
-load or a higher one of the same kind. A rate scenario is judged only on open-loop steps (arrivals of its kind) at or above its rate; a
-concurrency scenario only on closed-loop steps at or above its concurrency. In a sweep the lowest
-such valid step judges: a higher load bounds the latency at a lower one, and nothing between two
-steps is guessed (latency is not linear in load near a slot limit: a straight line between two
-steps can sit far under what that load really gives). Beyond the highest step nothing is trusted:
-measure it. A single run counts only if it ran at the scenario's load (same loop, at it or up to
-10 % above); anything else is "not enough evidence", never a pass. Runs marked not valid,
-interrupted, without a successful request, too short to reach a steady state, or that Little's law
-shows did not run at their stated load are left out, as plan leaves them out; a percentile with
-fewer than 5 samples beyond it is "too few requests", not a verdict.
+load or a higher one of the same kind. A rate scenario is judged only on open-loop steps (arrivals
+of its kind) at or above its rate; a concurrency scenario only on closed-loop steps at or above its
+concurrency. In a sweep the lowest such valid step judges: a higher load bounds the latency at a
+lower one, and nothing between two steps is guessed (latency is not linear in load near a slot
+limit: a straight line between two steps can sit far under what that load really gives). Beyond the
+highest step nothing is trusted: measure it. A single run counts only if it ran at the scenario's
+load (same loop, at it or up to 10 % above); anything else is "not enough evidence", never a pass.
+Runs marked not valid, interrupted, without a successful request, too short to reach a steady state,
+or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
+percentile with fewer than 5 samples beyond it is "too few requests", not a verdict.
 """
 
 from __future__ import annotations
