@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.app.baseline.library_noise import learned_noise
 from tokenpace.core.analysis.comparison.compare import (
     DEFAULT_ALPHA,
     DEFAULT_PERCENTILES,
@@ -115,9 +116,10 @@ def noise_warning(comparison: Comparison) -> str | None:
         return None
     shown = ", ".join(assumed[:6]) + (" ..." if len(assumed) > 6 else "")
     return (
-        f"no repeated runs under these conditions for {shown}: the noise between runs is assumed "
+        f"no other runs of this test in the library for {shown}: the noise between runs is assumed "
         f"({ASSUMED_CENTRE_SD:.0%} of the value up to P50, {ASSUMED_TAIL_SD:.0%} above), so only large "
-        "changes are decided; measure both sides with bench --repeat 5 to learn it"
+        "changes are decided; every stored run of the same test (conditions, target and labels "
+        "alike) teaches it, or measure both sides with bench --repeat 5"
     )
 
 
@@ -142,7 +144,8 @@ def compare_runs(
     group_b, ids_b = side_runs(store, b, single)
     members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
     require_judgeable(members, allow_invalid)
-    learned = store.learned_noise(a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    own_groups = [g for g in (group_a, group_b) if g]
+    learned = learned_noise(store, a, own_groups, [*ids_a, *ids_b])
     same_window = measured_together(a, b)
     comparison = compare_runs_records(
         [store.load_records(i) for i in ids_a],
