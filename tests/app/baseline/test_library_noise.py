@@ -66,3 +66,17 @@ def test_a_library_of_ten_earlier_runs_lets_a_single_run_check_decide(tmp_path: 
     assert item.outcome == "regressed", item.reason
     assert item.noise is not None and not item.noise.assumed and item.noise.runs == 9
     assert "from 9 runs in 1 group(s) of the library" in item.noise.describe()
+
+
+def test_a_not_valid_member_of_a_group_is_left_out_with_a_note_and_the_rest_decide(tmp_path: Path) -> None:
+    store = connect(str(tmp_path / "runs.db"))
+    rng = np.random.default_rng(4)
+    for i, valid in enumerate((True, False, True)):  # a busy CI runner spoiled the second run
+        _save(store, f"cand{i:08d}", 1.3, rng, valid=valid, version="2")
+    store.save_repeat_group("grp", [f"cand{i:08d}" for i in range(3)], CONDITIONS, "m", [])
+    _save(store, "base00000001", 1.0, rng)
+    store.set_baseline("prod", "base00000001")
+    report = check(store, "prod", parse_thresholds("ttft.p50=5%"), candidate="cand00000000", resamples=200)
+    assert report.run.runs_b == ["cand00000000", "cand00000002"]
+    assert any("cand00000001 of the group left out: NOT VALID" in w for w in report.run.warnings)
+    assert report.items[0].outcome == "regressed"

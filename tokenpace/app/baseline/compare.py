@@ -92,6 +92,22 @@ def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) 
             )
 
 
+def judgeable_members(store: Store, ids: list[str]) -> tuple[list[str], list[str]]:
+    """A group's members that can be judged, and a note for each left out; a lone run, or a group
+    left with none, is returned as it was (and refused by ``require_judgeable``)."""
+    if len(ids) < 2:
+        return ids, []
+    kept, notes = [], []
+    for i in ids:
+        run = store.get_run(i)
+        reasons = not_judgeable_reasons(run) if run is not None else []
+        if reasons:
+            notes.append(f"run {i} of the group left out: NOT VALID ({'; '.join(reasons)}); the rest decide")
+        else:
+            kept.append(i)
+    return (kept, notes) if kept else (ids, [])
+
+
 def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, list[str]]:
     """The runs a side stands for: the repeat group ``run`` belongs to (unless ``single``)."""
     group = None if single else store.repeat_group_of(run.id)
@@ -142,7 +158,13 @@ def compare_runs(
     a, b = store.resolve(ref_a), store.resolve(ref_b)
     group_a, ids_a = side_runs(store, a, single)
     group_b, ids_b = side_runs(store, b, single)
-    members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
+    left_out: list[str] = []
+    if not allow_invalid:  # a NOT VALID member of a group is left out; the rest decide
+        ids_a, out_a = judgeable_members(store, ids_a)
+        ids_b, out_b = judgeable_members(store, ids_b)
+        left_out = out_a + out_b
+    members = [("A", store.get_run(i) or a) for i in ids_a or [a.id]]
+    members += [("B", store.get_run(i) or b) for i in ids_b or [b.id]]
     require_judgeable(members, allow_invalid)
     own_groups = [g for g in (group_a, group_b) if g]
     learned = learned_noise(store, a, own_groups, [*ids_a, *ids_b])
@@ -163,6 +185,7 @@ def compare_runs(
     warnings = condition_warnings(a, b, differing)
     if a.id == b.id or (group_a is not None and group_a == group_b):
         warnings.insert(0, f"A and B are the same run{'s' if group_a else ''} ({a.id})")
+    warnings += left_out
     if (note := noise_warning(comparison)) is not None:
         warnings.append(note)
     rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)

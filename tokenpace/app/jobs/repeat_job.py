@@ -80,7 +80,7 @@ def run_repeated_bench(
     if behind:  # kept: the client's stalls can only widen the estimate, never narrow it
         done.note = (
             f"{behind} of {len(usable)} runs are NOT VALID (the client fell behind): their stalls are in "
-            "this noise estimate, which is wider for it; check judges the group only with --allow-invalid"
+            "this noise estimate, which is wider for it; check leaves them out of the group it judges"
         )
     done.noise = repeat_noise([o.result.records for o in usable])
     if outputs.save and all(o.saved is not None and o.saved.ok for o in usable):
