@@ -55,7 +55,7 @@ def _baseline_records(store_url: str | None, name: str) -> tuple[list[str], list
         run = store.resolve(base.run_id)
         group = store.repeat_group_of(run.id)
         ids, _ = judgeable_members(store, group[1] if group else [run.id])
-        learned = learned_noise(store, run, [group[0]] if group else [], ids)
+        learned = learned_noise(store, run, (), ids)  # the baseline's own group is evidence too
         return ids, [store.load_records(i) for i in ids], learned
     finally:
         store.close()
