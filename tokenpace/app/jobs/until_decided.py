@@ -20,6 +20,7 @@ from tokenpace.app.jobs.repeat_job import RepeatOutcome, run_repeated_bench
 from tokenpace.app.run.outputs import ExitStatus, RunOutputs
 from tokenpace.core.analysis.comparison.gate import Threshold
 from tokenpace.core.analysis.comparison.sequential_gate import SeqItem, decided, sequential_gate
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 from tokenpace.core.record import RequestRecord
 
 DEFAULT_MAX_RUNS = 6
@@ -46,7 +47,9 @@ class UntilDecided:
         return {"pass": 0, "regressed": 1, "undecided": 2}[self.outcome]
 
 
-def _baseline_records(store_url: str | None, name: str) -> tuple[list[str], list[list[RequestRecord]], list]:
+def _baseline_records(
+    store_url: str | None, name: str
+) -> tuple[list[str], list[list[RequestRecord]], list[GroupNoise]]:
     store = open_store(store_url, existing=True)
     try:
         base = store.get_baseline(name)
