@@ -16,6 +16,7 @@ from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 
 RUNS_SCANNED = 500  # the newest stored runs looked at (their conditions only)
 MAX_LIBRARY_RUNS = 40  # runs whose records are read to learn the noise: the newest like the run
+MAX_LIBRARY_RECORDS = 200_000  # and at most this many records in all (long gateway runs are big)
 # Labels that name a run, not the server it measured: runs differing only in them are reruns.
 RUN_LABELS = frozenset({"repeat", "block"})
 
@@ -29,16 +30,19 @@ def library_runs(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> li
     ``like``; runs of an explicit repeat group are left to its stored estimate."""
     skip = set(exclude)
     groups: dict[tuple[str | None, tuple[tuple[str, str], ...]], list[str]] = {}
-    taken = 0
+    taken = records = 0
     for run in store.list_runs(limit=RUNS_SCANNED):
         if taken >= MAX_LIBRARY_RUNS:
             break
+        if records + run.record_count > MAX_LIBRARY_RECORDS:
+            continue
         if run.id in skip or not run.valid or run.interrupted or run.model != like.model:
             continue
         if gate_mismatches(like.conditions, run.conditions) or store.repeat_group_of(run.id):
             continue
         groups.setdefault(_group_key(run), []).append(run.id)
         taken += 1
+        records += run.record_count
     return [ids for ids in groups.values() if len(ids) >= 2]
 
 
