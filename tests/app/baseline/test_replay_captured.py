@@ -13,6 +13,7 @@ import numpy as np
 from docs.test_doc_commands import _Server
 
 from tokenpace.core.workload.length_fit import ks_distance
+from tokenpace.core.workload.replay import trace_from_records
 from tokenpace.testing.procs import FINISHED, free_port, run_cli
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "workloads.md"
@@ -74,6 +75,17 @@ def test_a_replay_of_captured_traffic_keeps_its_arrivals_lengths_and_prefixes(tm
             for key in ("prompt_tokens", "output_tokens"):
                 ks, limit = _ks([r[key] for r in captured], [r[key] for r in replayed])
                 assert ks <= limit, (key, ks, limit)
+            # each request's prompt as long as captured: no template counted twice, no salt on top
+            by_time = [
+                [r["prompt_tokens"] for r in sorted(rs, key=lambda r: r["sent_ns"])]
+                for rs in (captured, replayed)
+            ]
+            # the gateway's records hold the server's count (the sim's chat template adds 7 tokens)
+            # and characters too alike in tokens per character to fit the template: the replay says
+            # so and sends the server's count; its own server adds its template once, no salt on top
+            template = trace_from_records(captured).description["template_tokens"]
+            extra = 0 if template["from"] != "unknown" else 7
+            assert [b - a for a, b in zip(*by_time, strict=True)] == [extra] * len(captured)
             assert len({r["prefix_hashes"][0] for r in captured}) == 3
             assert len({r["prefix_id"] for r in replayed}) == 3
     finally:

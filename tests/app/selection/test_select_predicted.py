@@ -106,7 +106,7 @@ def test_the_fit_error_widens_the_bound_that_decides(tmp_path, store):
     )
     loose = _predicted(tmp_path, fit_error=0.1)
     widened = run_select(store, SelectConfig("fast", [loose], scenarios_file=scenarios)).verdicts[0]
-    assert widened.cells[0].status == "fail"
+    assert widened.cells[0].status == "undecided"  # meets on its estimate only
     assert widened.cells[0].upper == pytest.approx(upper * 1.2)
 
 

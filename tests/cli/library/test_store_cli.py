@@ -208,7 +208,7 @@ def test_compare_names_differing_conditions_and_calls_b_slower(filled: str, tmp_
     assert "labels.gpu" in data["warnings"][0]
     table = _invoke("compare", "base00000001", "same00000002", "--store", filled)
     assert "negligible" in table.output and "Decision rule" in table.output
-    assert "run noise ttft.p95: 0.1% from 30 runs in 1 repeat group(s)" in table.output
+    assert "run noise ttft.p95: 0.9% from 30 runs in 1 group(s) of the library, shrunk" in table.output
     for args, msg in ((["--alpha", "2"], "--alpha"), (["--min-effect", "x"], "--min-effect")):
         bad = _invoke("compare", "base00000001", "same00000002", *args, "--store", filled)
         assert bad.exit_code == 2 and msg in bad.output

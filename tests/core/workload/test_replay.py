@@ -69,3 +69,25 @@ def test_a_window_is_read_strictly():
     for bad in ("30", "70:10", "10:10"):
         with pytest.raises(ValueError, match="trace-window"):
             parse_window(bad, seconds)
+
+
+def test_the_captured_servers_template_tokens_are_not_sent_twice():
+    # a gateway's records: the server counted each prompt's words plus 7 template tokens, and the
+    # prompt held 5 characters a word; the replay sends the words (its server adds its own 7)
+    words = [40, 90, 150, 260, 400, 520, 700, 900, 1200, 60]
+    recs = [_rec(i, prompt_tokens=w + 7, prompt_chars=5 * w, output_tokens=8) for i, w in enumerate(words)]
+    trace = trace_from_records(recs)
+    assert [r.input_tokens for r in trace.rows] == words
+    assert trace.description["template_tokens"] == {"tokens": 7, "from": "fit"}
+    assert trace.description["tokens_per_char"] == pytest.approx(0.2)
+    # a bench run's records say what was asked: that is the length, and the template is the rest
+    bench = [
+        _rec(i, prompt_tokens=w + 7, prompt_tokens_requested=w, output_tokens=8) for i, w in enumerate(words)
+    ]
+    trace = trace_from_records(bench)
+    assert [r.input_tokens for r in trace.rows] == words
+    assert trace.description["template_tokens"] == {"tokens": 7, "from": "asked"}
+    # too few records, or lengths all alike: the template cannot be told apart, and that is said
+    few = trace_from_records(recs[:3])
+    assert few.description["template_tokens"] == {"tokens": 0, "from": "unknown"}
+    assert [r.input_tokens for r in few.rows] == [w + 7 for w in words[:3]]

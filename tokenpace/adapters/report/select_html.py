@@ -13,7 +13,7 @@ from plotly.subplots import make_subplots
 from tokenpace.adapters.report.html import _CSS, _Page, plotly_tail
 from tokenpace.core.analysis.selection.cost import pareto_front
 
-_COLOUR = {"pass": "#2a9d4b", "fail": "#c0392b", "unknown": "#b8860b"}
+_COLOUR = {"pass": "#2a9d4b", "fail": "#c0392b", "undecided": "#d68910", "unknown": "#b8860b"}
 _MATRIX_CSS = "td.pass{background:#e3f5e8}td.fail{background:#fde2e0}td.unknown{background:#fff5d6}"
 
 

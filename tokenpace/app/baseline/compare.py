@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
+from tokenpace.app.baseline.library_noise import learned_noise
 from tokenpace.core.analysis.comparison.compare import (
     DEFAULT_ALPHA,
     DEFAULT_PERCENTILES,
@@ -91,6 +92,22 @@ def require_judgeable(runs: Sequence[tuple[str, RunInfo]], allow_invalid: bool) 
             )
 
 
+def judgeable_members(store: Store, ids: list[str]) -> tuple[list[str], list[str]]:
+    """A group's members that can be judged, and a note for each left out; a lone run, or a group
+    left with none, is returned as it was (and refused by ``require_judgeable``)."""
+    if len(ids) < 2:
+        return ids, []
+    kept, notes = [], []
+    for i in ids:
+        run = store.get_run(i)
+        reasons = not_judgeable_reasons(run) if run is not None else []
+        if reasons:
+            notes.append(f"run {i} of the group left out: NOT VALID ({'; '.join(reasons)}); the rest decide")
+        else:
+            kept.append(i)
+    return (kept, notes) if kept else (ids, [])
+
+
 def side_runs(store: Store, run: RunInfo, single: bool) -> tuple[str | None, list[str]]:
     """The runs a side stands for: the repeat group ``run`` belongs to (unless ``single``)."""
     group = None if single else store.repeat_group_of(run.id)
@@ -115,9 +132,10 @@ def noise_warning(comparison: Comparison) -> str | None:
         return None
     shown = ", ".join(assumed[:6]) + (" ..." if len(assumed) > 6 else "")
     return (
-        f"no repeated runs under these conditions for {shown}: the noise between runs is assumed "
+        f"no other runs of this test in the library for {shown}: the noise between runs is assumed "
         f"({ASSUMED_CENTRE_SD:.0%} of the value up to P50, {ASSUMED_TAIL_SD:.0%} above), so only large "
-        "changes are decided; measure both sides with bench --repeat 5 to learn it"
+        "changes are decided; every stored run of the same test (conditions, target and labels "
+        "alike) teaches it, or measure both sides with bench --repeat 5"
     )
 
 
@@ -140,9 +158,16 @@ def compare_runs(
     a, b = store.resolve(ref_a), store.resolve(ref_b)
     group_a, ids_a = side_runs(store, a, single)
     group_b, ids_b = side_runs(store, b, single)
-    members = [("A", store.get_run(i) or a) for i in ids_a] + [("B", store.get_run(i) or b) for i in ids_b]
+    left_out: list[str] = []
+    if not allow_invalid:  # a NOT VALID member of a group is left out; the rest decide
+        ids_a, out_a = judgeable_members(store, ids_a)
+        ids_b, out_b = judgeable_members(store, ids_b)
+        left_out = out_a + out_b
+    members = [("A", store.get_run(i) or a) for i in ids_a or [a.id]]
+    members += [("B", store.get_run(i) or b) for i in ids_b or [b.id]]
     require_judgeable(members, allow_invalid)
-    learned = store.learned_noise(a.conditions, a.model, [g for g in (group_a, group_b) if g])
+    own_groups = [g for g in (group_a, group_b) if g]
+    learned = learned_noise(store, a, own_groups, [*ids_a, *ids_b])
     same_window = measured_together(a, b)
     comparison = compare_runs_records(
         [store.load_records(i) for i in ids_a],
@@ -160,6 +185,7 @@ def compare_runs(
     warnings = condition_warnings(a, b, differing)
     if a.id == b.id or (group_a is not None and group_a == group_b):
         warnings.insert(0, f"A and B are the same run{'s' if group_a else ''} ({a.id})")
+    warnings += left_out
     if (note := noise_warning(comparison)) is not None:
         warnings.append(note)
     rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tokenpace.adapters.store import Store
+from tokenpace.app.baseline.library_noise import learned_noise
 from tokenpace.core.analysis.comparison.conditions import differing_fields, gate_mismatches
 from tokenpace.core.analysis.comparison.history import DEFAULT_MIN_SHIFT, History, analyse_history
 from tokenpace.core.analysis.evidence.runnoise import RunNoise, pool
@@ -61,12 +62,12 @@ def refuse_finer_than_sketch(metric: str, min_shift: float, summaries: list[dict
 
 
 def history_noise(store: Store, hist: History) -> RunNoise | None:
-    """What repeat groups measured like these runs taught about this metric's noise between runs;
-    None when the runs are not all one test, or the metric is not a stored percentile."""
+    """What the library's reruns of these runs' test (and repeat groups) taught about this metric's
+    noise between runs; None when the runs are not all one test, or the metric is not a stored percentile."""
     if "." not in hist.metric or not hist.metric.split(".", 1)[1].startswith("p") or not hist.points:
         return None
     runs = [r for r in (store.get_run(p.run_id) for p in (hist.points[0], hist.points[-1])) if r]
     if len(runs) < 2 or gate_mismatches(runs[0].conditions, runs[1].conditions):
         return None
-    noise = pool(hist.metric, store.learned_noise(runs[-1].conditions, runs[-1].model))
+    noise = pool(hist.metric, learned_noise(store, runs[-1]))
     return None if noise.assumed else noise

@@ -51,12 +51,15 @@ def run_repeated_bench(
     sim_profile: str | None = None,
     progress: RunProgress | None = None,
     on_run: Callable[[int, BenchOutcome], None] | None = None,
+    until: Callable[[list[BenchOutcome]], bool] | None = None,
 ) -> RepeatOutcome:
     """Run ``config`` ``repeats`` times and store the finished runs as a group (NOT VALID ones too:
     their noise is the wider; a run interrupted, aborted or without success ends the group there).
-    Raises ValueError on a bad count, or what ``run_bench_job`` raises before the first load."""
-    if not 2 <= repeats <= MAX_REPEATS:
-        raise ValueError(f"--repeat must be between 2 and {MAX_REPEATS}")
+    ``until``: asked after each finished run (the usable ones so far) whether to stop: repeats only
+    while undecided, ``repeats`` then the budget. Raises ValueError on a bad count, or what
+    ``run_bench_job`` raises before the first load."""
+    if not (1 if until else 2) <= repeats <= MAX_REPEATS:
+        raise ValueError(f"--repeat must be between 2 and {MAX_REPEATS} (--max-runs 1 to {MAX_REPEATS})")
     outputs = outputs or RunOutputs()
     if outputs.vllm is not None:
         raise ValueError("--repeat writes one result per run: --vllm-json is not supported with it")
@@ -71,6 +74,8 @@ def run_repeated_bench(
             on_run(k, outcome)
         if outcome.exit_decision.code not in (ExitStatus.OK, ExitStatus.NOT_VALID):
             break  # interrupted, aborted, nothing succeeded, or not stored: stop the group here
+        if until is not None and until([o for o in done.outcomes if o.exit_decision.code is ExitStatus.OK]):
+            break
     usable = [o for o in done.outcomes if o.exit_decision.code in (ExitStatus.OK, ExitStatus.NOT_VALID)]
     if len(usable) < 2:
         done.note = f"{len(usable)} finished run(s): the noise between runs needs at least 2"
@@ -80,7 +85,7 @@ def run_repeated_bench(
     if behind:  # kept: the client's stalls can only widen the estimate, never narrow it
         done.note = (
             f"{behind} of {len(usable)} runs are NOT VALID (the client fell behind): their stalls are in "
-            "this noise estimate, which is wider for it; check judges the group only with --allow-invalid"
+            "this noise estimate, which is wider for it; check leaves them out of the group it judges"
         )
     done.noise = repeat_noise([o.result.records for o in usable])
     if outputs.save and all(o.saved is not None and o.saved.ok for o in usable):

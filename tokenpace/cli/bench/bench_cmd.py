@@ -19,6 +19,7 @@ from tokenpace.cli.bench import workload_opts
 from tokenpace.cli.bench.dashboard import render
 from tokenpace.cli.bench.repeat_view import show_repeat_noise
 from tokenpace.cli.bench.run_view import STORE_HELP, BenchProgress, print_saved
+from tokenpace.cli.bench.until_view import run_auto, with_until_options
 from tokenpace.cli.vllm import vllm_opts, vllm_target
 
 EXIT_BAD_INPUT = 2
@@ -201,13 +202,14 @@ class VllmArgs(click.Command):
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option(
     "--repeat",
-    type=int,
-    default=1,
+    default="1",
     show_default=True,
-    metavar="K",
+    metavar="K|auto",
     help="Run the same test K times (2-20) and store them as a repeat group: compare and check "
-    "learn the noise between runs from it, and judge the group as one side.",
+    "learn the noise between runs from it, and judge the group as one side. auto: only while the "
+    "gate against --baseline is undecided (always-valid intervals), at most --max-runs.",
 )
+@with_until_options  # --baseline, --max-regression, --max-runs
 @click.option("--store", "store_url", metavar="URL", help=STORE_HELP)  # run store (issue 5)
 @click.option("--no-store", is_flag=True, help="Do not save the run in the run store.")
 @workload_opts.workload_options  # --dataset, --lengths-from, --trace, --prefix-len, --turns, --tokenizer
@@ -229,6 +231,12 @@ def bench(**opts: Any) -> None:
     outputs = RunOutputs(
         out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
     )
+    if opts["repeat"] == "auto":
+        run_auto(config, outputs, opts, console, _die)
+        return
+    if not opts["repeat"].isdigit():
+        _die(f"--repeat {opts['repeat']!r}: give a count (2-20) or auto")
+    opts["repeat"] = int(opts["repeat"])
     if opts["repeat"] != 1:
         _repeat(config, outputs, opts, console)
         return

@@ -72,12 +72,12 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--think-time", default="0s", show_default=True, help="Pause between a session's turns."),
     click.option(
         "--prompt-salt",
-        default="auto",
-        show_default=True,
+        default=None,
         metavar="auto|none|KEY",
         help="Start every prompt with a few tokens of salt, new for each run (auto), so no run is "
         "measured warm on prompts an earlier run left in the engine's prefix cache; none sends "
-        "identical prompts for a seed (to measure a warm cache on purpose); KEY reuses a fixed salt.",
+        "identical prompts for a seed (to measure a warm cache on purpose); KEY reuses a fixed salt. "
+        "[default: auto; none with --trace, which sends the captured lengths]",
     ),
     click.option(
         "--tokenizer",
@@ -154,7 +154,8 @@ def _read_trace(opts: WorkloadOptions, o: dict[str, Any]) -> None:
 def apply(config: Any, o: dict[str, Any]) -> Any:
     """The bench config with the workload flags applied; a trace sets the load (its own clock)."""
     opts = options_from(o)
-    salt = o.get("prompt_salt") or "auto"
+    # a replay sends the lengths it captured: no salt on top unless asked for
+    salt = o.get("prompt_salt") or ("none" if opts.trace is not None else "auto")
     if not salt.strip() or any(not c.isprintable() for c in salt):
         raise click.BadParameter("--prompt-salt: give auto, none or a printable key")
     config = replace(config, prompt_salt=salt)

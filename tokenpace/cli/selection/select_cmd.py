@@ -22,7 +22,12 @@ from tokenpace.app.selection.terms import Cost, Prices
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.library.store_opts import guarded, open_or_fail, store_option, write_report
 
-_MARK = {"pass": "[green]PASS[/green]", "fail": "[red]FAIL[/red]", "unknown": "[yellow]??[/yellow]"}
+_MARK = {
+    "pass": "[green]PASS[/green]",
+    "fail": "[red]FAIL[/red]",
+    "undecided": "[yellow]UNDECIDED[/yellow]",
+    "unknown": "[yellow]??[/yellow]",
+}
 
 
 def _named_prices(items: tuple[str, ...], flag: str) -> dict[str, Prices]:

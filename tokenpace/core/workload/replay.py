@@ -4,8 +4,14 @@ the operator opted in to keeping it. Pure: records in (as ``RequestRecord.to_dic
 rows and a description out.
 
 What a record cannot say is filled in, and counted in the description:
-- input tokens: the server's count, else what the client asked for, else the prompt's characters
-  times the trace's median tokens per character (4 characters a token when no record has both);
+- input tokens: the prompt's own length as captured, so that the replay's server counts what the
+  captured server counted: what the client asked for (a bench run's records), else the server's
+  count less the tokens its chat template added (``template_tokens``: the median of server minus
+  asked where records have both, else the intercept of the server's count against the prompt's
+  characters when its standard error is under a token; 0 when neither can be estimated, and said:
+  the replay is then longer by the template), else the prompt's characters times the
+  trace's median tokens per character (4 characters a token when no record has both). The replay's
+  server adds its own template: counting the captured one too would send every prompt longer;
 - output tokens: what the server produced, else what the client asked for (``max_tokens``), else the
   median of the answered requests (a request that failed before any output has no length to keep).
 """
@@ -22,6 +28,10 @@ from tokenpace.core.workload.prompt_shape import BLOCK_CHARS
 from tokenpace.core.workload.trace import TraceRow
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
+MAX_TEMPLATE_TOKENS = 64  # a larger intercept is not a chat template's: taken as unknown (0)
+MIN_FIT_RECORDS = 8  # records with a count and characters before the intercept is fitted
+MIN_CHARS_SPREAD = 1.5  # longest / shortest prompt: below it the intercept is not identified
+MAX_TEMPLATE_SE = 1.0  # tokens: a fitted intercept less precise than this is taken as unknown
 
 
 def is_record(obj: Mapping[str, Any]) -> bool:
@@ -42,14 +52,44 @@ class ReplayTrace:
     description: dict[str, Any]
 
 
-def tokens_per_char(records: Sequence[Mapping[str, Any]]) -> float | None:
-    """Median tokens per character over the records that know both (the server's count)."""
+def tokens_per_char(records: Sequence[Mapping[str, Any]], template: int = 0) -> float | None:
+    """Median tokens per character over the records that know both (the server's count, less the
+    ``template`` tokens it added)."""
     ratios = [
-        t / c
+        max(t - template, 1) / c
         for r in records
         if (t := _count(r.get("prompt_tokens"))) and (c := _count(r.get("prompt_chars")))
     ]
     return float(np.median(ratios)) if ratios else None
+
+
+def template_tokens(records: Sequence[Mapping[str, Any]]) -> tuple[int, str]:
+    """Tokens the captured server's chat template added to each prompt, and how that is known:
+    ``asked``: median of server count minus asked length; ``fit``: the intercept of the server's
+    count against the prompt's characters; ``unknown``: 0."""
+    both = [
+        t - a
+        for r in records
+        if (t := _count(r.get("prompt_tokens"))) and (a := _count(r.get("prompt_tokens_requested")))
+    ]
+    if both:
+        return int(min(max(round(float(np.median(both))), 0), MAX_TEMPLATE_TOKENS)), "asked"
+    pairs = np.array(
+        [
+            (c, t)
+            for r in records
+            if (t := _count(r.get("prompt_tokens"))) and (c := _count(r.get("prompt_chars")))
+        ],
+        dtype=np.float64,
+    )
+    if len(pairs) < MIN_FIT_RECORDS or pairs[:, 0].max() < MIN_CHARS_SPREAD * pairs[:, 0].min():
+        return 0, "unknown"
+    (slope, intercept), cov = np.polyfit(pairs[:, 0], pairs[:, 1], 1, cov="unscaled")
+    resid = pairs[:, 1] - (slope * pairs[:, 0] + intercept)
+    se = float(np.sqrt(cov[1, 1] * float(resid @ resid) / max(len(pairs) - 2, 1)))
+    if not 0 <= intercept <= MAX_TEMPLATE_TOKENS or slope <= 0 or se > MAX_TEMPLATE_SE:
+        return 0, "unknown"
+    return round(float(intercept)), "fit"
 
 
 def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
@@ -58,14 +98,17 @@ def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
     kept = [r for r in records if not r.get("warmup")]
     if not kept:
         raise ValueError("no request record to replay (warm-up requests are left out)")
-    ratio = tokens_per_char(kept)
+    template, template_from = template_tokens(kept)
+    ratio = tokens_per_char(kept, template)
     per_char = ratio if ratio is not None else 1.0 / DEFAULT_CHARS_PER_TOKEN
     answered = [n for r in kept if (n := _count(r.get("output_tokens")))]
     median_out = int(np.median(answered)) if answered else 1
     filled = {"input_from_chars": 0, "output_from_request": 0, "output_from_median": 0}
     rows: list[TraceRow] = []
     for r in kept:
-        inp = _count(r.get("prompt_tokens")) or _count(r.get("prompt_tokens_requested"))
+        inp = _count(r.get("prompt_tokens_requested"))
+        if inp is None and (server := _count(r.get("prompt_tokens"))):
+            inp = max(1, server - template)
         if inp is None:
             filled["input_from_chars"] += 1
             inp = max(1, round((_count(r.get("prompt_chars")) or 1) * per_char))
@@ -96,6 +139,7 @@ def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
         "records": len(rows),
         "real_prompts": sum(row.prompt is not None for row in rows),
         "tokens_per_char": ratio,
+        "template_tokens": {"tokens": template, "from": template_from},
         "filled": {k: v for k, v in filled.items() if v},
     }
     return ReplayTrace(rows, block_tokens, description)

@@ -135,8 +135,11 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
 def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None) -> str:
     head = f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] holds the {limit:.0%} allowed"
     if runs is None:
-        return f"{head}: too close to the threshold to decide with repeats"
-    return f"{head}: about {runs} runs a side (bench --repeat {runs}) would decide it"
+        return f"{head}: even a truth at its far end would take more than 50 runs a side to decide"
+    return (
+        f"{head}: about {runs} runs a side would decide it if the truth lies where the interval "
+        f"reaches farthest from the threshold (bench --repeat {runs})"
+    )
 
 
 def requests_needed(q: float) -> int:

@@ -63,7 +63,7 @@ class Change:
     se_log: float  # SE of log(B/A)
     df: float
     detectable: float | None  # smallest worsening beyond the threshold called with POWER
-    runs_needed: int | None  # runs a side that would decide an undecided change (None: too close)
+    runs_needed: int | None  # runs a side deciding a truth at the interval's far end (None: > 50)
     per_run_var: float = 0.0  # relative variance of one run's value: between-run plus sampling
     alpha: float = 0.05
 
@@ -144,12 +144,15 @@ def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: boo
 def _runs_needed(
     log_r: float, lo: float, hi: float, bounds: tuple[float, ...], per_run_var: float, t: float
 ) -> int | None:
-    """Runs a side (both alike) that would put the interval clear of the threshold it now holds,
-    if the change is as estimated; 0 when already decided, None when too close to decide."""
+    """Runs a side (both alike) that would put the interval clear of the threshold it now holds if
+    the truth lies where the interval reaches farthest from that threshold (read from the interval,
+    never from the point estimate: one run's estimate can sit anywhere in it); 0 when already
+    decided, None when even that would take more than ``MAX_RUNS_ADVISED``."""
     held = [b for b in bounds if lo <= b <= hi]
     if not held:
         return 0
-    dist = min(abs(log_r - math.log(1 + b)) for b in held)
+    ends = (math.log(1 + lo), math.log(1 + hi))
+    dist = min(max(abs(e - math.log(1 + b)) for e in ends) for b in held)
     if dist <= 0:
         return None
     k = math.ceil(2 * per_run_var * t * t / dist**2)

@@ -5,7 +5,15 @@ Model: run i of a side measures x_i = L * exp(d_i + e_i), where d_i is the run's
 ``rel_sd`` between runs: batch mix, caches, a busy host) and e_i its sampling error (the bootstrap
 SE of the percentile inside the run). Repeated runs under the same conditions (``bench --repeat K``)
 estimate rel_sd^2 = var(log x_i) - mean(se_i^2), with K - 1 degrees of freedom; several groups pool
-by their degrees of freedom. Without any estimate a conservative value is assumed and said.
+by their degrees of freedom. A group is a repeat group (``bench --repeat K``) or any runs the library
+holds of the same test (conditions and labels alike): every stored run is evidence.
+
+The pooled value is shrunk toward a stated prior: half the assumed value below (the typical noise
+reruns showed), worth ``PRIOR_DF`` degree of freedom (a scaled inverse chi-square prior on
+rel_sd^2): rel_sd^2 = (PRIOR_DF * prior^2 + df * pooled) / (PRIOR_DF + df), with PRIOR_DF + df
+degrees of freedom. A group's own estimate is floored at zero (sampling noise larger than the runs'
+spread), but the shrunk value never is: a handful of runs cannot claim no noise at all. Without any
+estimate the prior is used, and said.
 """
 
 from __future__ import annotations
@@ -22,6 +30,11 @@ import numpy as np
 # showed (TPOT P50 2.1 %, ITL P95 about 10 %), so the gate stays quiet rather than cry wolf.
 ASSUMED_CENTRE_SD = 0.05  # percentiles up to P50
 ASSUMED_TAIL_SD = 0.10  # percentiles above P50
+# The prior that learned noise is shrunk toward: a typical value (half the assumed one: what reruns
+# of an unchanged server showed), worth one run's degree of freedom. With nothing learned, the
+# conservative assumed value itself applies.
+PRIOR_DF = 1.0
+PRIOR_SHARE = 0.5
 POWER = 0.90  # "detectable": the true change called with this probability
 MAX_RUNS_ADVISED = 50  # beyond this many runs a side, the change is too close to the threshold
 
@@ -36,6 +49,7 @@ class RunNoise:
     groups: int  # repeat groups it rests on (0: assumed)
     runs: int
     concurrent: bool = False  # the sides ran interleaved over one window: no noise between runs
+    raw_sd: float | None = None  # the pooled estimate before shrinkage toward the prior
 
     @property
     def assumed(self) -> bool:
@@ -46,7 +60,11 @@ class RunNoise:
             return "none: both sides were measured over the same time"
         if self.assumed:
             return f"{self.rel_sd:.1%} assumed (no repeated runs under these conditions)"
-        return f"{self.rel_sd:.1%} from {self.runs} runs in {self.groups} repeat group(s)"
+        raw = f"; {self.raw_sd:.1%} before" if self.raw_sd is not None else ""
+        return (
+            f"{self.rel_sd:.1%} from {self.runs} runs in {self.groups} group(s) of the library, shrunk "
+            f"toward the {_prior_sd(self.key):.0%} prior worth {PRIOR_DF:g} run(s){raw}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -57,6 +75,10 @@ class RunNoise:
             "runs": self.runs,
             "assumed": self.assumed,
             "concurrent": self.concurrent,
+            "raw_rel_sd": self.raw_sd,
+            "prior": None
+            if self.assumed or self.concurrent
+            else {"rel_sd": _prior_sd(self.key), "df": PRIOR_DF},
         }
 
 
@@ -75,9 +97,17 @@ def noise_key(metric: str, q: float) -> str:
     return f"{metric}.p{q:g}"
 
 
-def assumed(key: str) -> RunNoise:
+def _assumed_sd(key: str) -> float:
     q = float(key.rsplit(".p", 1)[1])
-    return RunNoise(key, ASSUMED_CENTRE_SD if q <= 50 else ASSUMED_TAIL_SD, math.inf, 0, 0)
+    return ASSUMED_CENTRE_SD if q <= 50 else ASSUMED_TAIL_SD
+
+
+def _prior_sd(key: str) -> float:
+    return PRIOR_SHARE * _assumed_sd(key)
+
+
+def assumed(key: str) -> RunNoise:
+    return RunNoise(key, _assumed_sd(key), math.inf, 0, 0)
 
 
 def concurrent(key: str) -> RunNoise:
@@ -106,7 +136,12 @@ def pool(key: str, groups: Sequence[GroupNoise]) -> RunNoise:
     if df == 0:
         return assumed(key)
     var = sum((g.runs - 1) * g.rel_var for g in usable) / df
-    return RunNoise(key, math.sqrt(var), float(df), len(usable), sum(g.runs for g in usable))
+    prior = _prior_sd(key) ** 2
+    shrunk = (PRIOR_DF * prior + df * var) / (PRIOR_DF + df)
+    return RunNoise(
+        key, math.sqrt(shrunk), float(df + PRIOR_DF), len(usable), sum(g.runs for g in usable),
+        raw_sd=math.sqrt(var),
+    )  # fmt: skip
 
 
 def t_quantile(p: float, df: float) -> float:

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.core.analysis.comparison.compare import Comparison, compare_records, pct_name
-from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff
+from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff, z_for
 from tokenpace.core.analysis.evidence.samples import metric_samples
-from tokenpace.core.analysis.evidence.verdict import Verdict
-from tokenpace.core.analysis.rollout.guards import Guard, GuardItem, judge
+from tokenpace.core.analysis.evidence.verdict import DEFAULT_MIN_EFFECT, Verdict
+from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
@@ -79,6 +79,11 @@ class ArmDiff:
     events: dict[str, tuple[ShareDiff, ShareDiff]]  # (per request, per user)
     requests: int = 0  # the fewer of the two arms'
     users: int = 0
+    span_s: float | None = None  # the window the arms' requests were sent over
+
+    def per_s(self, n: int) -> float | None:
+        """``n`` (the smaller arm's requests or users) per second of the window."""
+        return n / self.span_s if self.span_s and self.span_s > 0 else None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -185,12 +190,15 @@ def arm_diff(
     resamples: int,
     seed: int,
 ) -> ArmDiff:
-    latency = compare_records(  # arms share one window: no noise between runs to count
+    # Arms share one window: no noise between runs to count. The table calls a change faster or
+    # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
+    # guards judge against their own limits.
+    latency = compare_records(
         records[ref.arm],
         records[cand.arm],
         percentiles,
         alpha,
-        0.0,
+        DEFAULT_MIN_EFFECT,
         LATENCY,
         resamples,
         seed,
@@ -214,14 +222,15 @@ def arm_diff(
     )
 
 
-def guard_item(guard: Guard, diff: ArmDiff) -> GuardItem:
+def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
     pct = guard.percentile
     if pct is not None:
         metric, q = pct
         row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
-        if row is None or row.verdict is Verdict.TOO_FEW:
-            return judge(guard, diff.arm, None, None)
-        return judge(guard, diff.arm, row.rel, row.rel_ci, diff.requests, "requests")
+        if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
+            return judge(guard, diff.arm, Evidence(None, None), alpha)
+        ev = Evidence(row.rel, row.change.se_log, diff.requests, "requests", diff.per_s(diff.requests))
+        return judge(guard, diff.arm, ev, alpha)
     unit = "requests"
     if guard.name in ("error_rate", "interruption_rate"):
         d, n = (diff.errors if guard.name == "error_rate" else diff.interruptions), diff.requests
@@ -234,7 +243,8 @@ def guard_item(guard: Guard, diff: ArmDiff) -> GuardItem:
         return GuardItem(
             guard, diff.arm, d.diff, d.ci, "undecided", f"fewer than {MIN_SHARE_N} {unit} on an arm ({n})"
         )
-    return judge(guard, diff.arm, d.diff, d.ci, n, unit)
+    se = (d.ci[1] - d.ci[0]) / (2 * z_for(alpha)) if d.ci is not None else None
+    return judge(guard, diff.arm, Evidence(d.diff, se, n, unit, diff.per_s(n)), alpha)
 
 
 def check_event_guards(guards: Sequence[Guard], known: Sequence[str]) -> None:
@@ -285,6 +295,11 @@ def _split_checks(
     return [r for r in (users, requests) if r is not None]
 
 
+def _span_s(records: Mapping[str, Sequence[RequestRecord]]) -> float | None:
+    sent = [r.sent_ns for rs in records.values() for r in rs if not r.warmup and r.sent_ns]
+    return (max(sent) - min(sent)) / 1e9 if len(sent) > 1 else None
+
+
 def analyse_arms(
     records_by_arm: Mapping[str, Sequence[RequestRecord]],
     events: Sequence[OutcomeEvent],
@@ -320,7 +335,10 @@ def analyse_arms(
         for a in order
         if a != reference and stats[a].requests > 0
     ]
-    items = [guard_item(g, d) for d in diffs for g in guards]
+    span = _span_s(records)
+    for d in diffs:
+        d.span_s = span
+    items = [guard_item(g, d, alpha) for d in diffs for g in guards]
     verdict, reason = decide(srm, items, guards)
     warnings = []
     if not any(s.users for s in stats.values()) and srm:

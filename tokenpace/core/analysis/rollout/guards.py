@@ -10,10 +10,22 @@ rolled back (``ttft.p95=+10%,error_rate=+0.5pp,complaint=+0pp``). Pure.
 Each guard is a non-inferiority test of a candidate arm against the reference: ``pass`` only when
 the whole interval of the change is inside the limit (its worse bound under it: the candidate is
 shown to be no worse than allowed), ``breached`` when the whole interval is beyond it, and
-``undecided`` otherwise -- the interval straddles the limit, or too few samples to estimate it. An
-undecided guard says about how many more users (or requests) per arm would decide it: the
-interval's half-width shrinks as 1 / sqrt(n), so deciding needs n x (half-width / distance of the
-estimate from the limit)^2 (an estimate on the limit is decided by no sample size).
+``undecided`` otherwise -- the interval straddles the limit, or too few samples to estimate it.
+
+The interval is always valid (anytime): an operator may look at any moment and a step may stop
+early either way without raising the error rate. The change's estimate (a percentile's log ratio,
+a share's difference) is asymptotically a Gaussian martingale in its information I = 1 / SE^2 as
+traffic arrives, and Robbins' normal mixture bounds it at every look at once (``sequential``):
+change +- sqrt((I + r) log((I + r) / (r alpha^2))) / I. The SE is the fixed-sample interval's
+(bootstrap for a percentile, Newcombe's hybrid score for a share: never zero, also with no errors
+at all). r, fixed before any traffic, is the information at which a change of the guard's
+limit is seen by a fixed-sample test: ``r = (z / limit)^2`` -- the interval is tightest near where
+it decides (a limit of 0 tunes it at 5 % or 5 pp instead).
+
+Each guard says how much traffic per arm decides it: the n at which the interval's half-width falls
+under half the limit (so that arms truly equal pass and a candidate worse by twice the limit is
+breached, with room for the estimate's own wander), from the SE now scaled as 1 / sqrt(n), and the
+time that means at the smaller arm's traffic in the window.
 """
 
 from __future__ import annotations
@@ -21,7 +33,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
+
+from tokenpace.core.analysis.evidence.sequential import mixture_half_width
 
 LATENCY_METRICS = ("ttft", "tpot", "e2e", "itl")
 RATE_METRICS = ("error_rate", "interruption_rate")
@@ -92,6 +107,7 @@ class GuardItem:
     ci: tuple[float | None, float | None] | None
     outcome: str  # pass, hold, breached, undecided
     reason: str
+    needed: int | None = None  # samples per arm at which the anytime interval decides
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -101,45 +117,112 @@ class GuardItem:
             "ci": list(self.ci) if self.ci else None,
             "outcome": self.outcome,
             "reason": self.reason,
+            "needed_per_arm": self.needed,
+            "interval": "anytime (normal mixture)",
         }
 
 
-def judge(
-    guard: Guard,
-    arm: str,
-    change: float | None,
-    ci: tuple[float | None, float | None] | None,
-    n: int | None = None,
-    unit: str = "users",
-) -> GuardItem:
-    """The guard's outcome from the change B - A and its confidence interval; ``n``: the samples per
-    arm behind it (the fewer of the two), to say how many more would decide an undecided guard."""
-    if change is None or ci is None or ci[0] is None or ci[1] is None:
-        return GuardItem(guard, arm, change, ci, "undecided", "too few samples to estimate the change")
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """What a guard is judged on: the change B - A, its fixed-sample SE (on the log scale for a
+    percentile), the samples per arm behind it (the fewer of the two) and the smaller arm's traffic."""
+
+    change: float | None
+    se: float | None
+    n: int = 0
+    unit: str = "requests"
+    per_s: float | None = None  # the smaller arm's requests (or users) per second in the window
+
+
+# Where a guard of limit 0 (``complaint=+0pp``: no worse at all) tunes its interval instead: clear
+# harm (5 %, 5 pp) is caught early.
+MIN_TUNING = {True: math.log1p(0.05), False: 0.05}  # relative (log), absolute (pp)
+
+
+def mixture_r(guard: Guard, alpha: float) -> float:
+    """The mixture's precision, fixed before any traffic: the information at which a change of the
+    guard's limit is seen at ``alpha`` by a fixed-sample test."""
+    z = NormalDist().inv_cdf(1 - alpha / 2)
+    scale = math.log1p(guard.limit) if guard.relative else guard.limit
+    return (z / (scale if scale > 0 else MIN_TUNING[guard.relative])) ** 2
+
+
+def anytime_interval(guard: Guard, ev: Evidence, alpha: float) -> tuple[float, float] | None:
+    if ev.change is None or ev.se is None or not ev.se >= 0:
+        return None
+    half = mixture_half_width(1 / ev.se**2, mixture_r(guard, alpha), alpha) if ev.se > 0 else 0.0
+    if guard.relative:
+        log_r = math.log1p(ev.change)
+        return math.expm1(log_r - half), math.expm1(log_r + half)
+    return ev.change - half, ev.change + half
+
+
+def needed(guard: Guard, ev: Evidence, alpha: float) -> int | None:
+    """Samples per arm at which the anytime half-width falls under half the limit (None: no SE, or
+    a limit of 0): a truth at 0 (or at twice the limit) is then decided with room for the estimate's
+    own wander."""
+    scale = math.log1p(guard.limit) if guard.relative else guard.limit
+    if ev.se is None or not ev.se > 0 or ev.n <= 0 or scale <= 0:
+        return None
+    r = mixture_r(guard, alpha)
+    lo, hi = 1e-3, 1e9  # multiples of the traffic so far
+    for _ in range(80):
+        mid = math.sqrt(lo * hi)
+        if mixture_half_width(mid / ev.se**2, r, alpha) < scale / 2:
+            hi = mid
+        else:
+            lo = mid
+    return max(math.ceil(hi * ev.n), 1)
+
+
+def judge(guard: Guard, arm: str, ev: Evidence, alpha: float = 0.05) -> GuardItem:
+    """The guard's outcome from the always-valid interval of the change, with the traffic per arm
+    that decides it and the time that means."""
+    ci = anytime_interval(guard, ev, alpha)
+    if ev.change is None or ci is None:
+        return GuardItem(guard, arm, ev.change, None, "undecided", "too few samples to estimate the change")
+    change = ev.change
     sign = 1.0 if guard.higher_is_worse else -1.0
-    worse = sign * change
     worse_lo, worse_hi = sorted((sign * ci[0], sign * ci[1]))
     shown = _fmt(change, guard.relative)
     allowed = _fmt(sign * guard.limit, guard.relative)
     bounds = f"[{_fmt(ci[0], guard.relative)}, {_fmt(ci[1], guard.relative)}]"
+    need = needed(guard, ev, alpha)
+    at = f" (decided at {ev.n:,} {ev.unit} per arm)" if ev.n else ""
     if worse_lo > guard.limit:
-        return GuardItem(guard, arm, change, ci, "breached", f"{shown} {bounds}: all of it beyond {allowed}")
+        return GuardItem(
+            guard, arm, change, ci, "breached", f"{shown} {bounds}: all of it beyond {allowed}{at}", need
+        )
     if worse_hi < guard.limit:
-        return GuardItem(guard, arm, change, ci, "pass", f"{shown} {bounds}: all of it within {allowed}")
-    reason = f"{shown} {bounds} straddles {allowed}"
-    more = _more_needed(worse, worse_lo, worse_hi, guard.limit, n, f"{unit} per arm")
-    return GuardItem(guard, arm, change, ci, "undecided", f"{reason}; {more}" if more else reason)
+        return GuardItem(
+            guard, arm, change, ci, "pass", f"{shown} {bounds}: all of it within {allowed}{at}", need
+        )
+    reason = f"{shown} {bounds} straddles {allowed}; {_more_needed(need, ev)}"
+    return GuardItem(guard, arm, change, ci, "undecided", reason, need)
 
 
-def _more_needed(worse: float, lo: float, hi: float, limit: float, n: int | None, unit: str) -> str:
-    if not n:
-        return ""
-    distance = abs(limit - worse)
-    half = (hi - lo) / 2
-    if distance <= 1e-12 * max(1.0, abs(limit)) or half <= 0:
-        return "the estimate sits on the limit: no sample size decides it"
-    needed = math.ceil(n * (half / distance) ** 2)
-    return f"about {max(needed - n, 1):,} more {unit} would decide it (n {n:,} now)"
+def _more_needed(need: int | None, ev: Evidence) -> str:
+    if need is None and ev.se:
+        return (
+            "a limit of 0 passes only on a proven improvement: give a margin (e.g. +0.5pp) to pass equal arms"
+        )
+    if need is None:
+        return "no estimate of its noise yet"
+    head = f"about {need:,} {ev.unit} per arm would decide it (n {ev.n:,} now)"
+    if ev.per_s is None or ev.per_s <= 0:
+        return head
+    wait = max(need - ev.n, 0) / ev.per_s
+    return (
+        f"{head}: about {_duration(wait)} more at the current {ev.per_s:.3g} {ev.unit}/s on the smaller arm"
+    )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def _fmt(value: float, relative: bool) -> str:

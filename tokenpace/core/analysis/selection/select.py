@@ -4,17 +4,18 @@ Pure: stored runs (their conditions and summaries, the ``bench --out`` format) a
 requests meeting the scenario's lines in, a pass/fail matrix with a reason per cell out.
 
 The rule: a line passes only when the *upper bound* of the 95 % confidence interval of its
-percentile is under the threshold, at the scenario's load or a higher one of the same kind. A rate
-scenario is judged only on open-loop steps (arrivals of its kind) at or above its rate; a
-concurrency scenario only on closed-loop steps at or above its concurrency. In a sweep the lowest
-such valid step judges: a higher load bounds the latency at a lower one, and nothing between two
-steps is guessed (latency is not linear in load near a slot limit: a straight line between two
-steps can sit far under what that load really gives). Beyond the highest step nothing is trusted:
-measure it. A single run counts only if it ran at the scenario's load (same loop, at it or up to
-10 % above); anything else is "not enough evidence", never a pass. Runs marked not valid,
-interrupted, without a successful request, too short to reach a steady state, or that Little's law
-shows did not run at their stated load are left out, as plan leaves them out; a percentile with
-fewer than 5 samples beyond it is "too few requests", not a verdict.
+percentile is under the threshold; it fails only when the percentile itself is at or over the line;
+between the two (meets on its estimate, not yet proven) it is undecided. Judged at the scenario's
+load or a higher one of the same kind. A rate scenario is judged only on open-loop steps (arrivals
+of its kind) at or above its rate; a concurrency scenario only on closed-loop steps at or above its
+concurrency. In a sweep the lowest such valid step judges: a higher load bounds the latency at a
+lower one, and nothing between two steps is guessed (latency is not linear in load near a slot
+limit: a straight line between two steps can sit far under what that load really gives). Beyond the
+highest step nothing is trusted: measure it. A single run counts only if it ran at the scenario's
+load (same loop, at it or up to 10 % above); anything else is "not enough evidence", never a pass.
+Runs marked not valid, interrupted, without a successful request, too short to reach a steady state,
+or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
+percentile with fewer than 5 samples beyond it is "too few requests", not a verdict.
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
 @dataclass(frozen=True, slots=True)
 class Cell:
     line: str
-    status: str  # pass | fail | unknown
+    status: str  # pass | fail | undecided (meets on its estimate, not yet proven) | unknown
     value: float | None
     upper: float | None  # the 95 % interval's upper bound (latency lines)
     reason: str
@@ -200,7 +201,11 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
         return cell("fail", f"{pct} {value:.4g} ms is over the line {thr:g} ms")
-    return cell("fail", f"{pct} {value:.4g} ms under the line but its upper bound {upper:.4g} is not")
+    return cell(
+        "undecided",
+        f"{pct} {value:.4g} ms meets the line on its estimate, but its upper bound {upper:.4g} is not "
+        f"under {thr:g} ms yet: more requests would decide",
+    )
 
 
 def judge_errors(scenario: Scenario, at: Placement) -> Cell:
@@ -237,7 +242,10 @@ class Verdict:
     @property
     def status(self) -> str:
         states = {c.status for c in self.cells}
-        return "fail" if "fail" in states else "unknown" if "unknown" in states else "pass"
+        for worst in ("fail", "unknown", "undecided"):
+            if worst in states:
+                return worst
+        return "pass"
 
     @property
     def margin(self) -> float | None:

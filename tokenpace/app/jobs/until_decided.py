@@ -1,0 +1,97 @@
+"""Use case: ``bench --repeat auto --baseline NAME --max-regression ...``: the candidate is run again
+only while the gate against the baseline is undecided, up to ``--max-runs``. Each look judges every
+threshold on an always-valid interval (``comparison/sequential_gate``), so stopping at the first
+decision keeps the false-alarm rate at alpha. The noise between runs is fixed before the first run
+(the library's reruns of the baseline's test and its repeat groups); a NOT VALID candidate run is
+left out of the looks with a note, and the rest decide."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from tokenpace.app.baseline.compare import judgeable_members
+from tokenpace.app.baseline.library_noise import learned_noise
+from tokenpace.app.baseline.store_ops import StoreError, open_store
+from tokenpace.app.bench.bench import BenchConfig
+from tokenpace.app.jobs.bench_job import BenchOutcome
+from tokenpace.app.jobs.progress import RunProgress
+from tokenpace.app.jobs.repeat_job import RepeatOutcome, run_repeated_bench
+from tokenpace.app.run.outputs import ExitStatus, RunOutputs
+from tokenpace.core.analysis.comparison.gate import Threshold
+from tokenpace.core.analysis.comparison.sequential_gate import SeqItem, decided, sequential_gate
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise
+from tokenpace.core.record import RequestRecord
+
+DEFAULT_MAX_RUNS = 6
+
+
+@dataclass
+class UntilDecided:
+    baseline: str
+    baseline_runs: list[str]
+    group: RepeatOutcome | None = None
+    items: list[SeqItem] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def outcome(self) -> str:
+        if any(i.outcome == "regressed" for i in self.items):
+            return "regressed"
+        if self.items and all(i.outcome == "pass" for i in self.items):
+            return "pass"
+        return "undecided"
+
+    @property
+    def exit_code(self) -> int:
+        return {"pass": 0, "regressed": 1, "undecided": 2}[self.outcome]
+
+
+def _baseline_records(
+    store_url: str | None, name: str
+) -> tuple[list[str], list[list[RequestRecord]], list[GroupNoise]]:
+    store = open_store(store_url, existing=True)
+    try:
+        base = store.get_baseline(name)
+        if base is None:
+            raise StoreError(f"no baseline named {name!r}; set one: tokenpace baseline set")
+        run = store.resolve(base.run_id)
+        group = store.repeat_group_of(run.id)
+        ids, _ = judgeable_members(store, group[1] if group else [run.id])
+        learned = learned_noise(store, run, (), ids)  # the baseline's own group is evidence too
+        return ids, [store.load_records(i) for i in ids], learned
+    finally:
+        store.close()
+
+
+def run_until_decided(
+    config: BenchConfig,
+    baseline: str,
+    thresholds: Sequence[Threshold],
+    max_runs: int = DEFAULT_MAX_RUNS,
+    outputs: RunOutputs | None = None,
+    sim_profile: str | None = None,
+    progress: RunProgress | None = None,
+    on_run: Callable[[int, BenchOutcome], None] | None = None,
+    alpha: float = 0.05,
+) -> UntilDecided:
+    """Run ``config`` until the gate decides or ``max_runs`` runs are spent. Raises StoreError on
+    an unknown baseline, ValueError on a bad budget."""
+    store_url = outputs.store_url if outputs else None
+    ids, base_records, learned = _baseline_records(store_url, baseline)
+    done = UntilDecided(baseline, ids)
+
+    def look(usable: list[BenchOutcome]) -> bool:
+        done.items = sequential_gate(
+            base_records, [o.result.records for o in usable], thresholds, learned, alpha
+        )
+        return decided(done.items)
+
+    done.group = run_repeated_bench(config, max_runs, outputs, sim_profile, progress, on_run, until=look)
+    left = [o for o in done.group.outcomes if o.exit_decision.code is ExitStatus.NOT_VALID]
+    done.notes += [
+        f"run {o.result.run_id} is NOT VALID: left out of the looks; the rest decide" for o in left
+    ]
+    if not done.items:
+        done.notes.append("no valid candidate run to judge")
+    return done
