@@ -178,12 +178,10 @@ class Relay(BodyReader):
         self._wake()
 
     def _pause_upstream(self) -> None:
-        if self.conn.transport is not None and not self.conn.closed:
-            self.conn.transport.pause_reading()
+        self.conn.pause_reading()
 
     def _resume_upstream(self) -> None:
-        if self.conn.transport is not None and not self.conn.closed:
-            self.conn.transport.resume_reading()
+        self.conn.resume_reading()
 
     def _cut(self) -> None:
         """An event past the bound: no client could read this stream either; end it on both sides
