@@ -262,7 +262,9 @@ async def _held_reading() -> None:
 def test_an_upgrade_answer_is_malformed_not_a_traceback(clock: count) -> None:
     """Issue 38, edge: an upstream's 101 Switching Protocols raised HttpParserUpgrade uncaught."""
     conn, ex, transport = connect()
-    conn.data_received(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nxx")
+    conn.data_received(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nxx"
+    )
     assert ex.events[-1][0] == "malformed" and "101" in ex.events[-1][1]
     assert transport.aborted
 

@@ -36,3 +36,8 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, guard: G
 def refused(guard: Guard, request: web.Request, reason: str, resp: web.Response) -> web.Response:
     guard.rejected(reason, request.remote, resp.status)
     return resp
+
+
+def compressed(request: web.Request) -> bool:
+    """The body carries a Content-Encoding (aiohttp's own inflating is off: it is never inflated)."""
+    return request.headers.get("Content-Encoding", "identity").strip().lower() != "identity"

@@ -47,7 +47,7 @@ from tokenpace.gateway.operations.guard import Guard, GuardLimits
 from tokenpace.gateway.recording.record_end import finish_record, record_internal_error
 from tokenpace.gateway.recording.records import RecordMaker
 from tokenpace.gateway.recording.sink import BatchWriter, RecordSink
-from tokenpace.gateway.request_path.intake import read_body, refused
+from tokenpace.gateway.request_path.intake import compressed, read_body, refused
 from tokenpace.gateway.request_path.model_list import listed_models
 from tokenpace.gateway.request_path.router import Router
 from tokenpace.gateway.request_path.ws_proxy import UpstreamSessions, proxy_session
@@ -234,6 +234,8 @@ class Gateway:
         dialect = dialect_at(request.path, request.method)
         if dialect is not None and dialect.method != "POST":
             dialect = None  # the Realtime WebSocket: not a request-and-body exchange
+        if dialect is not None and compressed(request):  # its JSON must be read: never inflated
+            return self._refuse(request, "body_compressed", errors.compressed_body())
         model: str | None = None
         user: object = None
         if dialect is not None:
