@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config.config import GatewayConfig, Upstream, parse_upstream
+from tokenpace.gateway.config.secrets import known_secrets, request_secrets
 from tokenpace.gateway.metering.meter import Meter
 from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
 from tokenpace.wire.connection import HttpConnection
@@ -107,6 +109,7 @@ class Mirrors:
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []
         self.static_labels: dict[str, str] = {}  # the gateway's --label: on shadow records too
+        self.secrets: tuple[str, ...] = ()  # the gateway's own, scrubbed from shadow records' errors
 
     @classmethod
     def of(
@@ -126,6 +129,7 @@ class Mirrors:
             config.first_token_timeout_s,
         )
         mirrors.static_labels = config.static_labels
+        mirrors.secrets = config.secrets
         return mirrors
 
     def copy(
@@ -239,6 +243,10 @@ class Mirrors:
                 origin.drop(conn)
         record.end_ns = perf_ns()
         record.labels.setdefault("outcome", record.status.value)
+        if record.error:  # a candidate may echo the credentials it was sent: scrubbed by value
+            carried = request_secrets({k.lower(): v for k, v in job.headers}, job.target.partition("?")[2])
+            secrets = (*self.secrets, *carried, *known_secrets((), (up.auth,)))
+            record.error = scrub_secrets(record.error, secrets)
         return record
 
     @staticmethod

@@ -47,7 +47,7 @@ from tokenpace.gateway.operations.guard import Guard, GuardLimits
 from tokenpace.gateway.recording.record_end import finish_record, record_internal_error
 from tokenpace.gateway.recording.records import RecordMaker
 from tokenpace.gateway.recording.sink import BatchWriter, RecordSink
-from tokenpace.gateway.request_path.intake import compressed, read_body, refused
+from tokenpace.gateway.request_path.intake import carried, compressed, read_body, refused
 from tokenpace.gateway.request_path.model_list import listed_models
 from tokenpace.gateway.request_path.router import Router
 from tokenpace.gateway.request_path.ws_proxy import UpstreamSessions, proxy_session
@@ -285,10 +285,11 @@ class Gateway:
         model = request.query.get("model")
         upstream = self.router.choose(model, key)
         nth = itertools.count(1)
+        secrets = carried(request)
         meter = RealtimeMeter(
             dialect,
             lambda now: self.new_record(request, upstream, dialect, model, key, now, next(nth)),
-            lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
+            lambda rec, outcome, error: self._finish(rec, outcome, error, None, dialect, secrets=secrets),
             start,
         )
         self.metrics.in_flight.inc()
@@ -371,7 +372,7 @@ class Gateway:
                 relay.stop()
             if conn is not None:
                 origin.drop(conn)
-        self._finish(record, outcome, error, meter, dialect, relay, hops)
+        self._finish(record, outcome, error, meter, dialect, relay, hops, carried(request) if error else ())
         if resp is None:
             timed_out = outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL)
             return errors.no_upstream_answer(timed_out, upstream.name, record.request_id if record else None)
@@ -389,8 +390,9 @@ class Gateway:
         dialect: Dialect | None = None,
         relay: Relay | None = None,
         hops: HopTimes | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         itl = relay.itl if relay is not None else None
         if hops is not None and relay is not None:
             hops.upstream_end_ns = relay.ended_ns
-        finish_record(self, record, outcome, error, meter, dialect, itl, hops=hops)
+        finish_record(self, record, outcome, error, meter, dialect, itl, hops=hops, secrets=secrets)
