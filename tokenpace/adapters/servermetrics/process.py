@@ -92,12 +92,17 @@ class ScraperProcess:
             time.sleep(0.02)
         return False
 
-    def stop(self) -> list[dict[str, Any]]:
-        """Stop (after one last scrape) and return every scrape, oldest first."""
+    def terminate(self) -> None:
+        """Tells the scraper to stop (it finishes the scrape in hand); ``stop`` waits for it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def stop(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Stop (after one last scrape, killed past ``timeout_s``) and return every scrape, oldest first."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

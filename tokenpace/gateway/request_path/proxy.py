@@ -137,6 +137,7 @@ class Gateway:
             self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle, expect_handler=self._expect)
         self.stop_deadline: float | None = None  # loop time by which stopping must be done
+        self.spans_dropped = 0  # spans never confirmed exported by then (a hanging collector)
         self.models_listed: asyncio.Task[None] | None = None  # the upstreams' /v1/models, at start
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
@@ -163,16 +164,15 @@ class Gateway:
         for origin in self.origins.values():
             origin.close()
         await self.ws_upstreams.close()
+        loop = asyncio.get_running_loop()  # one deadline owns shutdown: what open requests left of it
+        end = self.stop_deadline or loop.time() + self.config.shutdown_timeout_s
         if self.mirrors is not None:
             await self.mirrors.close()
         if self.engines is not None:
-            await self.engines.close()
-        left = self.config.shutdown_timeout_s
-        if self.stop_deadline is not None:  # what the open requests left of the shutdown timeout
-            left = max(0.0, self.stop_deadline - asyncio.get_running_loop().time())
-        await self.sink.close(left)
-        if self.traces is not None:
-            await asyncio.to_thread(self.traces.close)
+            await self.engines.close(max(0.0, end - loop.time()))
+        await self.sink.close(max(0.0, end - loop.time()))
+        if self.traces is not None:  # spans not confirmed by then are counted dropped
+            self.spans_dropped = await asyncio.to_thread(self.traces.close, max(0.0, end - loop.time()))
 
     def _arm_of_user(self, key: bytes) -> tuple[str, str]:
         """The arm a request of this user would be routed to now (any model)."""
