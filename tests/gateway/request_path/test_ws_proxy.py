@@ -4,6 +4,7 @@ unchanged, a record per response timed from the first text delta, closes and siz
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -322,3 +323,54 @@ def test_a_bug_of_ours_mid_session_ends_its_open_responses_as_internal_error(mon
     assert code == 1011
     (rec,) = records
     assert rec.labels["outcome"] == "internal_error" and rec.error == "internal error (RuntimeError)"
+
+
+async def _raw_ws(gw: RunningGateway, frames: bytes) -> bytes:
+    """A hand-made client: the upgrade, then ``frames`` as given; what came back until the close."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(
+        b"GET /v1/realtime?model=m HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101")
+    writer.write(frames)
+    got = b""
+    with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+        while chunk := await asyncio.wait_for(reader.read(65536), 5):
+            got += chunk
+    writer.close()
+    return got
+
+
+def _masked(payload: bytes, opcode: int = 0x1) -> bytes:
+    mask, n = b"\x01\x02\x03\x04", len(payload)
+    size = bytes((0x80 | n,)) if n < 126 else bytes((0x80 | 126,)) + n.to_bytes(2, "big")
+    return bytes((0x80 | opcode,)) + size + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_an_unmasked_frame_from_a_client_closes_the_session_with_1002_and_is_not_relayed():
+    """Issue 38, edge: an unmasked WebSocket frame from a client was relayed instead of closed 1002."""
+
+    async def go(gw: RunningGateway, up: EchoUpstream) -> bytes:
+        # one masked message, then an unmasked one (RFC 6455 5.1: the server must close)
+        return await _raw_ws(gw, _masked(b"first") + b"\x81\x06second")
+
+    got, _, up = with_echo(go)
+    texts = [d for t, d in up.seen if t is aiohttp.WSMsgType.TEXT]
+    assert texts == ["first"]  # the masked one went through, the unmasked one never did
+    assert b"\x88\x02\x03\xea" in got  # a close frame with code 1002 reached the client
+
+
+def test_mask_watch_finds_the_unmasked_frame_however_the_bytes_are_cut():
+    from tokenpace.wire.websocket import MaskWatch
+
+    stream = _masked(b"a" * 200) + _masked(b"") + _masked(b"c" * 130) + b"\x81\x03bad"
+    for size in (1, 2, 3, 7, 64, len(stream)):
+        watch, passed, bad = MaskWatch(), b"", False
+        for i in range(0, len(stream), size):
+            ok, bad = watch.scan(stream[i : i + size])
+            passed += ok
+            if bad:
+                break
+        assert bad and passed == stream[: len(stream) - 5], size
