@@ -374,3 +374,74 @@ def test_mask_watch_finds_the_unmasked_frame_however_the_bytes_are_cut():
             if bad:
                 break
         assert bad and passed == stream[: len(stream) - 5], size
+
+
+class _RawWsUpstream:
+    """Completes the upgrade, then sends ``frames`` as they are (hostile ones) and waits."""
+
+    def __init__(self, frames: bytes) -> None:
+        self.frames = frames
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import base64
+        import hashlib
+
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.frames
+        )
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+
+@pytest.mark.parametrize(
+    ("frames", "codes"),
+    [
+        (b"\x83\x01x", {1002}),  # a reserved opcode
+        (b"\x81\x02\xff\xfe", {1007}),  # text that is not UTF-8
+        (b"\x81\x7f" + (2**62).to_bytes(8, "big"), {1009}),  # a length claim of 2^62 bytes
+        (b"\x01\x01a\x81\x01b", {1002}),  # a new message inside a fragmented one
+        (b"\x89\x7e\x00\x80" + b"p" * 128, {1002}),  # a control frame over 125 bytes
+    ],
+)
+def test_hostile_frames_from_a_websocket_upstream_close_the_client_with_a_protocol_code(
+    frames: bytes, codes: set[int]
+) -> None:
+    """Issue 38, edge: hostile frames from a WebSocket upstream end the session with the protocol's
+    code (never 1011, an internal error of ours), and no record says internal_error."""
+
+    async def main() -> tuple[int | None, list]:
+        async with _RawWsUpstream(frames) as url:
+
+            async def go(gw: RunningGateway) -> int | None:
+                async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:
+                    await ws.send_str(orjson.dumps(CREATE).decode())
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        while (await asyncio.wait_for(ws.receive(), 5)).type not in (
+                            aiohttp.WSMsgType.CLOSE,
+                            aiohttp.WSMsgType.CLOSED,
+                            aiohttp.WSMsgType.ERROR,
+                        ):
+                            pass
+                    return ws.close_code
+
+            return await gateway_in_front_of(url, go)
+
+    code, records = asyncio.run(asyncio.wait_for(main(), 30))
+    assert code in codes
+    assert all(r.labels["outcome"] != "internal_error" for r in records)
