@@ -151,7 +151,7 @@ class GuardedHandler(RequestHandler):
     def set_parser(self, parser: Any, data_received_cb: Callable[[], None] | None = None) -> None:
         """A WebSocket session's frames: every one a client sends must be masked (aiohttp's reader
         does not check); the first that is not ends the session with 1002."""
-        super().set_parser(_MaskedFrames(parser), data_received_cb)
+        super().set_parser(_MaskedFrames(parser), data_received_cb)  # type: ignore[arg-type]  # duck-typed
 
     def handle_error(
         self,
@@ -248,4 +248,4 @@ class _MaskedFrames:
         if bad:
             self.broken = True
             ok += _PROTOCOL_ERROR_FRAME
-        return self.parser.feed_data(ok) if ok else (False, b"")  # type: ignore[no-any-return]
+        return self.parser.feed_data(ok) if ok else (False, b"")
