@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 STEP_BYTES = 64 * 1024  # inflated bytes handed on at once
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # an inflated event stream (real ones are kilobytes to a few MB)
-TURN_BYTES = 256 * 1024  # inflated per call by a caller on the loop (well under a millisecond)
+TURN_BYTES = 64 * 1024  # inflated per call by a caller on the loop (a fraction of a millisecond)
 
 
 class InflateError(ValueError):

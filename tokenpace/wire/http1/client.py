@@ -51,10 +51,10 @@ def parse_error_text(exc: httptools.HttpParserError) -> str:
 
 
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones are < 4 KiB)
-FEED_BYTES = 16 * 1024  # bytes of a read handed to the parser at once
+FEED_BYTES = 4 * 1024  # bytes of a read handed to the parser at once
 # Body pieces parsed per connection per loop turn (a healthy read holds one to a few; a read of
 # one-byte chunks ~10,000): past it the rest of the read waits a turn.
-PIECES_PER_TURN = 512
+PIECES_PER_TURN = 128
 
 
 class ResponseConnection(asyncio.Protocol):
