@@ -218,7 +218,7 @@ async def _one_byte_chunks() -> None:
     conn, ex, _ = connect()
     transport = PausingTransport()
     conn.connection_made(transport)
-    body = bytes(range(256)) * 40
+    body = bytes(range(256)) * 30  # under the per-second budget: only the per-turn one applies
     wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
     wire += b"".join(b"1\r\n%b\r\n" % body[i : i + 1] for i in range(len(body))) + b"0\r\n\r\n"
     conn.data_received(wire)
@@ -233,6 +233,7 @@ async def _one_byte_chunks() -> None:
         assert turns < 100
     assert ex.body() == body
     assert turns >= len(body) // (kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6)
+    await asyncio.sleep(0)  # a heavy last turn yields one more before reading resumes
     assert transport.reading
     assert sum(1 for e in ex.events if e[0] == "body") <= turns + 1
     assert len({e[2] for e in ex.events if e[0] == "body"}) == 1  # all timed at the read's arrival
@@ -281,3 +282,26 @@ def test_backlog_left_at_close_is_parsed(clock: count) -> None:
 
     asyncio.run(go())
     assert ex.body() == b"y" * 5000 and ex.events[-1][0] == "end"
+
+
+def test_a_peer_past_its_pieces_per_second_waits_for_the_next_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38, class 1: a peer sending one byte per chunk gets at most PIECES_PER_SECOND parsed a
+    second, however many turns it gets: the rest waits, reading paused, for the next second."""
+    monkeypatch.setattr(kernel, "PIECES_PER_SECOND", 300)
+
+    async def main() -> tuple[int, bool, int]:
+        conn, ex, _ = connect()
+        transport = PausingTransport()
+        conn.connection_made(transport)
+        wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nz\r\n" * 1000 + b"0\r\n\r\n"
+        conn.data_received(wire)
+        for _ in range(50):  # many turns, all in the same second
+            await asyncio.sleep(0)
+        first_second, paused = len(ex.body()), not transport.reading
+        while not any(e[0] == "end" for e in ex.events):
+            await asyncio.sleep(0.05)
+        return first_second, paused, len(ex.body())
+
+    first_second, paused, total = asyncio.run(asyncio.wait_for(main(), 20))
+    assert first_second <= 300 + kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6  # one turn past it at most
+    assert paused and total == 1000

@@ -55,6 +55,11 @@ FEED_BYTES = 4 * 1024  # bytes of a read handed to the parser at once
 # Body pieces parsed per connection per loop turn (a healthy read holds one to a few; a read of
 # one-byte chunks ~10,000): past it the rest of the read waits a turn.
 PIECES_PER_TURN = 128
+# Body pieces per connection per second (a real stream's tokens are hundreds to a few thousand a
+# second): past it the connection waits for the next second, reading paused, so a peer sending one
+# byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
+PIECES_PER_SECOND = 10_000
+_SECOND_NS = 1_000_000_000
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -78,6 +83,9 @@ class ResponseConnection(asyncio.Protocol):
         "parser",
         "pieces",
         "transport",
+        "waiting",
+        "window_ns",
+        "window_pieces",
     )
 
     def __init__(self) -> None:
@@ -99,6 +107,9 @@ class ResponseConnection(asyncio.Protocol):
         # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
         self.backlog: memoryview | None = None
         self.held = False  # the consumer paused reading (its client reads slower)
+        self.waiting = False  # past a budget: a later turn (or second) resumes the feed
+        self.window_ns = 0  # when the current second of the per-second budget began
+        self.window_pieces = 0  # body pieces parsed in it
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -113,7 +124,7 @@ class ResponseConnection(asyncio.Protocol):
         if len(data) <= FEED_BYTES:
             self._feed(data)
             self._flush()
-            if self.pieces > PIECES_PER_TURN:
+            if self._spent():
                 self._yield()
             return
         self._feed_view(memoryview(data))
@@ -126,24 +137,44 @@ class ResponseConnection(asyncio.Protocol):
             if self.pieces > PIECES_PER_TURN and view and not self.closed:
                 self._flush()
                 self.backlog = view
+                self._spent()
                 self._yield()
                 return
         self._flush()
+        if self._spent():
+            self._yield()
+
+    def _spent(self) -> bool:
+        """Counts this turn's pieces; True when past the turn's or the second's budget. Time is
+        the arrival of the read being parsed (no clock read of its own)."""
+        t = self.now
+        if t - self.window_ns >= _SECOND_NS:
+            self.window_ns, self.window_pieces = t, 0
+        self.window_pieces += self.pieces
+        return self.pieces > PIECES_PER_TURN or self.window_pieces > PIECES_PER_SECOND
 
     def _yield(self) -> None:
-        """Past the budget: reading pauses and the rest waits for a later turn."""
-        if self.transport is not None and not self.closed:
-            self.transport.pause_reading()
-            asyncio.get_running_loop().call_soon(self._resume_feed)
+        """Past a budget: reading pauses; the rest waits for a later turn, or past the second's
+        budget for the next second."""
+        if self.transport is None or self.closed or self.waiting:
+            return
+        self.transport.pause_reading()
+        self.waiting = True
+        loop = asyncio.get_running_loop()
+        if self.window_pieces > PIECES_PER_SECOND:
+            loop.call_later((self.window_ns + _SECOND_NS - self.now) / 1e9, self._resume_feed)
+        else:
+            loop.call_soon(self._resume_feed)
 
     def _resume_feed(self) -> None:
+        self.waiting = False
         if self.closed or self.held:  # closed: nothing to do; held: resume_reading calls again
             return
         view, self.backlog = self.backlog, None
         self.pieces = 0
         if view is not None:
             self._feed_view(view)
-        if self.backlog is None and not self.closed and self.transport is not None:
+        if self.backlog is None and not self.waiting and not self.closed and self.transport is not None:
             self.transport.resume_reading()
 
     def pause_reading(self) -> None:
@@ -154,7 +185,7 @@ class ResponseConnection(asyncio.Protocol):
 
     def resume_reading(self) -> None:
         self.held = False
-        if self.transport is None or self.closed:
+        if self.transport is None or self.closed or self.waiting:  # waiting: its own resume follows
             return
         if self.backlog is not None:
             asyncio.get_running_loop().call_soon(self._resume_feed)
