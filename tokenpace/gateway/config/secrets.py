@@ -75,4 +75,7 @@ def request_secrets(headers: Mapping[str, str], query: str = "", userinfo: str =
     if userinfo:
         user, _, password = unquote(userinfo).partition(":")
         keys += [password, f"{user}:{password}"] if password else [user]
-    return known_secrets(keys, auth) if keys or auth else ()
+    if not keys and not auth:
+        return ()
+    # the token, not "Scheme token": what is kept then reads "Bearer ***", the scheme still shown
+    return tuple(v for v in known_secrets(keys, auth) if v not in auth or " " not in v)
