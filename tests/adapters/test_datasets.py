@@ -148,3 +148,39 @@ def test_generic_trace_and_its_errors(tmp_path):
     ts.write_text("timestamp,input_tokens,output_tokens\nyesterday,1,2\n")
     with pytest.raises(DatasetError, match="neither a number nor a date"):
         read_trace(ts)
+
+
+def test_a_trace_claiming_a_billion_tokens_is_refused_not_believed(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38, class 3: a line claiming 10^9 input tokens took bench to 7.9 GB and a traceback."""
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"timestamp": 0, "input_tokens": 10, "output_tokens": 5}\n')
+    f.write_text(f.read_text() + '{"timestamp": 1, "input_tokens": 1000000000, "output_tokens": 5}\n')
+    with pytest.raises(DatasetError, match=r"line 2: input_tokens 1000000000 is past the bound of 10,000,"):
+        read_trace(f)
+
+
+def test_records_claiming_a_billion_tokens_are_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rec = {"sent_ns": 1, "status": "ok", "request_id": "a", "prompt_tokens": 10**9, "output_tokens": 3}
+    f = tmp_path / "records.jsonl"
+    f.write_text(json.dumps(rec) + "\n")
+    with pytest.raises(DatasetError, match="past the bound of 10,000,000 per request"):
+        read_trace(f)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_line_past_the_bound_is_refused_naming_it_never_read_whole(tmp_path, suffix: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38, class 3: a 100 MB line was accepted (458 MB, results written)."""
+    from tokenpace.adapters.datasets.rows import MAX_LINE_BYTES
+
+    f = tmp_path / f"t{suffix}"
+    if suffix == ".csv":
+        long = "5" * (MAX_LINE_BYTES + 10)
+        f.write_text("timestamp,input_tokens,output_tokens\n0,10,5\n1,10," + long + "\n")
+    else:
+        pad = "x" * (MAX_LINE_BYTES + 10)
+        f.write_text(
+            '{"timestamp": 0, "input_tokens": 10, "output_tokens": 5}\n'
+            f'{{"timestamp": 1, "input_tokens": 10, "output_tokens": 5, "pad": "{pad}"}}\n'
+        )
+    with pytest.raises(DatasetError, match=r"line [23]: line over 1 MiB: not read"):
+        read_trace(f)

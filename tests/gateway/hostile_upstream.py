@@ -12,6 +12,8 @@ endless-head  response headers that never end
 flood      FLOOD_TOKENS tiny token events in 56 KiB writes (past the kept-timestamp cap), then [DONE]
 plain-*    the healthy stream (a name of the test's own to find its records by)
 echo-auth  one token, then an error event echoing its Authorization, Basic decoded
+echo-keys  one token, then an error event echoing the bare token of its Authorization (no scheme)
+           and its x-api-key and api-key values
 big        BIG_BYTES of token events as fast as the reader takes them, then [DONE]
 liar       the healthy stream, but its usage claims LIAR_TOKENS output tokens
 
@@ -74,6 +76,20 @@ def _chunk(data: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(data), data)
 
 
+def _echo_keys(head: bytes) -> bytes:
+    """An error event that repeats every credential value the request carried, without schemes."""
+    seen = []
+    for line in head.split(b"\r\n"):
+        name, _, value = line.partition(b":")
+        low, value = name.strip().lower(), value.strip()
+        if low == b"authorization":
+            seen.append(value.partition(b" ")[2] or value)
+        elif low in (b"x-api-key", b"api-key"):
+            seen.append(value)
+    message = orjson.dumps({"error": {"message": "bad keys " + b" ".join(seen).decode(errors="replace")}})
+    return b"data: " + message + b"\n\n"
+
+
 def _echo_auth(head: bytes) -> bytes:
     """An error event that repeats the request's credentials, as a careless upstream might."""
     auth = b""
@@ -132,8 +148,9 @@ class HostileUpstream:
                     await asyncio.sleep(5)
                     return
                 writer.write(_HEAD)
-                if model == "echo-auth":
-                    writer.write(_chunk(HEALTHY[0]) + _chunk(TOKEN) + _chunk(_echo_auth(head)))
+                if model in ("echo-auth", "echo-keys"):
+                    echo = _echo_auth(head) if model == "echo-auth" else _echo_keys(head)
+                    writer.write(_chunk(HEALTHY[0]) + _chunk(TOKEN) + _chunk(echo))
                     writer.write(b"0\r\n\r\n")
                     await writer.drain()
                     continue

@@ -193,3 +193,115 @@ def test_error_raised_by_the_exchange_is_named_as_the_cause(clock: count) -> Non
     conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc")
     assert ex.events[-1] == ("malformed", "unexpected response: cannot digest this")
     assert transport.aborted
+
+
+class PausingTransport(FakeTransport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.reading = True
+
+    def pause_reading(self) -> None:
+        self.reading = False
+
+    def resume_reading(self) -> None:
+        self.reading = True
+
+
+def test_one_byte_chunks_are_coalesced_and_bounded_per_turn(clock: count) -> None:
+    asyncio.run(_one_byte_chunks())
+
+
+async def _one_byte_chunks() -> None:
+    """Issue 38, class 1: a read of ~10,000 one-byte HTTP chunks is not ~10,000 calls in one turn:
+    its pieces reach the exchange coalesced, at most PIECES_PER_TURN parsed per turn, reading
+    paused until the rest is parsed, and the body arrives whole and in order."""
+    conn, ex, _ = connect()
+    transport = PausingTransport()
+    conn.connection_made(transport)
+    body = bytes(range(256)) * 30  # under the per-second budget: only the per-turn one applies
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    wire += b"".join(b"1\r\n%b\r\n" % body[i : i + 1] for i in range(len(body))) + b"0\r\n\r\n"
+    conn.data_received(wire)
+    first = ex.body()
+    assert 0 < len(first) <= kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6
+    assert not transport.reading  # the rest waits for later turns
+    assert sum(1 for e in ex.events if e[0] == "body") == 1  # coalesced: one hand-over, not hundreds
+    turns = 0
+    while not any(e[0] == "end" for e in ex.events):
+        await asyncio.sleep(0)
+        turns += 1
+        assert turns < 100
+    assert ex.body() == body
+    assert turns >= len(body) // (kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6)
+    await asyncio.sleep(0)  # a heavy last turn yields one more before reading resumes
+    assert transport.reading
+    assert sum(1 for e in ex.events if e[0] == "body") <= turns + 1
+    assert len({e[2] for e in ex.events if e[0] == "body"}) == 1  # all timed at the read's arrival
+
+
+def test_held_reading_is_not_resumed_by_the_budget(clock: count) -> None:
+    asyncio.run(_held_reading())
+
+
+async def _held_reading() -> None:
+    conn, ex, _ = connect()
+    transport = PausingTransport()
+    conn.connection_made(transport)
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 5000 + b"0\r\n\r\n"
+    conn.data_received(wire)
+    conn.pause_reading()  # the consumer's client reads slower
+    for _ in range(5):
+        await asyncio.sleep(0)
+    held = len(ex.body())
+    assert held < 5000 and not transport.reading
+    conn.resume_reading()
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert ex.body() == b"x" * 5000 and transport.reading
+
+
+def test_an_upgrade_answer_is_malformed_not_a_traceback(clock: count) -> None:
+    """Issue 38, edge: an upstream's 101 Switching Protocols raised HttpParserUpgrade uncaught."""
+    conn, ex, transport = connect()
+    conn.data_received(
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\nxx"
+    )
+    assert ex.events[-1][0] == "malformed" and "101" in ex.events[-1][1]
+    assert transport.aborted
+
+
+def test_backlog_left_at_close_is_parsed(clock: count) -> None:
+    conn, ex, _ = connect()
+    transport = PausingTransport()
+    conn.connection_made(transport)
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\ny\r\n" * 5000 + b"0\r\n\r\n"
+
+    async def go() -> None:
+        conn.data_received(wire)
+        conn.connection_lost(None)
+
+    asyncio.run(go())
+    assert ex.body() == b"y" * 5000 and ex.events[-1][0] == "end"
+
+
+def test_a_peer_past_its_pieces_per_second_waits_for_the_next_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38, class 1: a peer sending one byte per chunk gets at most PIECES_PER_SECOND parsed a
+    second, however many turns it gets: the rest waits, reading paused, for the next second."""
+    monkeypatch.setattr(kernel, "PIECES_PER_SECOND", 300)
+
+    async def main() -> tuple[int, bool, int]:
+        conn, ex, _ = connect()
+        transport = PausingTransport()
+        conn.connection_made(transport)
+        wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nz\r\n" * 1000 + b"0\r\n\r\n"
+        conn.data_received(wire)
+        for _ in range(50):  # many turns, all in the same second
+            await asyncio.sleep(0)
+        first_second, paused = len(ex.body()), not transport.reading
+        while not any(e[0] == "end" for e in ex.events):
+            await asyncio.sleep(0.05)
+        return first_second, paused, len(ex.body())
+
+    first_second, paused, total = asyncio.run(asyncio.wait_for(main(), 20))
+    assert first_second <= 300 + kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6  # one turn past it at most
+    assert paused and total == 1000

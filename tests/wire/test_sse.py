@@ -89,3 +89,35 @@ def test_default_bound_is_one_mib_also_for_a_complete_event_in_one_read():
     q = SseParser()
     assert q.feed(b"data: a\n\ndata: " + b"x" * (1024 * 1024 + 1)) == [b"a"]  # events before it count
     assert q.error is not None
+
+
+def test_a_stream_opening_with_a_bom_keeps_its_first_event() -> None:
+    """Issue 38, edge: an SSE stream starting with a UTF-8 BOM lost its first event."""
+    from tokenpace.wire.sse import SseParser
+
+    whole = b"\xef\xbb\xbfdata: one\n\ndata: two\n\n"
+    assert SseParser().feed(whole) == [b"one", b"two"]
+    for cut in range(1, len(whole)):  # the BOM split anywhere across reads
+        p = SseParser()
+        assert p.feed(whole[:cut]) + p.feed(whole[cut:]) == [b"one", b"two"], cut
+    assert SseParser().feed(b"data: x\n\n\xef\xbb\xbfdata: y\n\n")[0] == b"x"  # only at the start
+
+
+def test_a_flood_of_comment_lines_is_not_an_event_past_the_bound() -> None:
+    """Issue 38, edge: a stream of comment lines was cut as 'event over 1 MiB'."""
+    from tokenpace.wire.sse import SseParser
+
+    p = SseParser(max_event=4096)
+    got = []
+    for _ in range(2000):  # 2000 x 20 bytes: ten times the bound, never a blank line
+        got += p.feed(b": keep-alive ping\r\n")
+    got += p.feed(b"data: tok\n\n")
+    assert p.error is None and got == [b"tok"]
+    assert p.pending_len == 0
+    q = SseParser(max_event=4096)  # comments inside an event, split anywhere: the event is whole
+    for part in (b"data: a\n: c1\n", b": c2\n", b"data: b\n", b"\n"):
+        got = q.feed(part)
+    assert got == [b"a\nb"]
+    r = SseParser(max_event=4096)
+    r.feed(b": " + b"x" * 5000)  # an endless comment line is still bounded
+    assert r.error is not None

@@ -3,7 +3,9 @@
 A small compressed body can inflate to gigabytes (1 MB of gzip holds 1 GiB of zeros). So nothing is
 inflated in one call: each piece is inflated at most ``STEP_BYTES`` at a time (what is held at once),
 and the whole body at most ``max_bytes`` (the reader's own cap on a plain body); past it the reader
-gets ``InflateError`` with the reason, and stops.
+gets ``InflateError`` with the reason, and stops. A caller on an event loop also passes a ``budget``:
+at most that many bytes are inflated in one call, the input left is kept (``pending``) and inflated
+by the next call (``feed(b"")`` or with more input), so a bomb is worked through a slice per turn.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Iterator
 
 STEP_BYTES = 64 * 1024  # inflated bytes handed on at once
 MAX_STREAM_BYTES = 64 * 1024 * 1024  # an inflated event stream (real ones are kilobytes to a few MB)
+TURN_BYTES = 64 * 1024  # inflated per call by a caller on the loop (a fraction of a millisecond)
 
 
 class InflateError(ValueError):
@@ -24,19 +27,32 @@ def _size(n: int) -> str:
 
 
 class Inflater:
-    __slots__ = ("_z", "left", "max_bytes")
+    __slots__ = ("_z", "left", "max_bytes", "tail")
 
     def __init__(self, encoding: str, max_bytes: int) -> None:
         """``encoding``: the Content-Encoding value, lower-cased (gzip, x-gzip or deflate)."""
         self._z = zlib.decompressobj(wbits=31 if encoding in ("gzip", "x-gzip") else 15)
         self.max_bytes = max_bytes
         self.left = max_bytes  # inflated bytes this body may still produce
+        self.tail = b""  # input not yet inflated, past a call's budget (at most one call's input)
 
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        """The inflated bytes of ``data``, in pieces of at most STEP_BYTES. Raises InflateError when
-        the body is not valid compressed data or would inflate past ``max_bytes``."""
+    @property
+    def pending(self) -> bool:
+        """Input is left over from a call past its budget: call ``feed`` again."""
+        return bool(self.tail)
+
+    def feed(self, data: bytes, budget: int | None = None) -> Iterator[bytes]:
+        """The inflated bytes of ``data`` (after any left over), in pieces of at most STEP_BYTES, at
+        most about ``budget`` of them in this call. Raises InflateError when the body is not valid
+        compressed data or would inflate past ``max_bytes``."""
         z = self._z
+        if self.tail:
+            data, self.tail = self.tail + data, b""
+        given = 0
         while data:
+            if budget is not None and given >= budget:
+                self.tail = bytes(data)
+                return
             try:
                 out = z.decompress(data, min(STEP_BYTES, self.left + 1))
             except zlib.error:
@@ -48,6 +64,7 @@ class Inflater:
             self.left -= len(out)
             if not out:
                 return  # input used up (or past the end of the compressed data)
+            given += len(out)
             yield out
 
 

@@ -8,6 +8,9 @@ one boundary that can straddle two reads), never the whole unfinished event agai
 unfinished event are kept as they came and joined once, when its blank line arrives. An
 event is bounded: past ``MAX_EVENT_BYTES`` without a blank line the parser stops with ``error``
 set, and the caller records a protocol error (an endless line would otherwise grow without end).
+Comment lines of an unfinished event are dropped as they complete (a stream of keep-alive comments
+with no blank line is not an event growing past the bound), and a UTF-8 byte order mark opening
+the stream is skipped (the spec's own rule: its first event is not lost).
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ import orjson
 DONE = b"[DONE]"
 MAX_EVENT_BYTES = 1024 * 1024  # 1 MiB: far above any real chunk, far below trouble
 _BOUNDARY = b"\n\n"
+_BOM = b"\xef\xbb\xbf"
 
 
 class SseParser:
-    __slots__ = ("_len", "_parts", "_skip_lf", "error", "max_event")
+    __slots__ = ("_head", "_len", "_parts", "_skip_lf", "_started", "error", "max_event")
 
     def __init__(self, max_event: int = MAX_EVENT_BYTES) -> None:
         # The unfinished event, as the reads that brought it (line ends normalised to LF): kept,
@@ -30,12 +34,24 @@ class SseParser:
         self._parts: list[bytes] = []
         self._len = 0
         self._skip_lf = False  # the previous read ended in CR: a leading LF belongs to it
+        self._started = False  # the stream's first bytes (and any BOM) are behind us
+        self._head = b""  # the first bytes while they may still be a BOM (at most 2)
         self.max_event = max_event
         self.error: str | None = None  # set once the stream broke the bound; then nothing more
 
     def feed(self, data: bytes) -> list[bytes]:
         if self.error is not None or not data:
             return []  # an empty read must not forget a pending CR
+        if not self._started:
+            data, self._head = self._head + data, b""
+            if len(data) < 3 and _BOM.startswith(data):  # a BOM split across reads: wait for it
+                self._head = data
+                return []
+            self._started = True
+            if data.startswith(_BOM):
+                data = data[3:]
+                if not data:
+                    return []
         if self._skip_lf:
             self._skip_lf = False
             if data[:1] == b"\n":
@@ -60,8 +76,10 @@ class SseParser:
         else:
             i = data.find(_BOUNDARY)
             if i < 0:
-                self._parts.append(data)
-                self._len += len(data)
+                data = _without_comments(data, self._parts[-1][-1:] == b"\n")
+                if data:
+                    self._parts.append(data)
+                    self._len += len(data)
                 return self._overflow() if self._len > self.max_event else []
             event, rest = b"".join(self._parts) + data[:i], data[i + 2 :]
         self._parts, self._len = [], 0
@@ -87,6 +105,7 @@ class SseParser:
             payload = _event_data(block)
             if payload is not None:
                 out.append(payload)
+        tail = _without_comments(tail, True)
         if tail:
             if len(tail) > self.max_event:
                 self._overflow()
@@ -116,6 +135,18 @@ def _size(n: int) -> str:
     if n % 1024 == 0:
         return f"{n // 1024} KiB"
     return f"{n} bytes"
+
+
+def _without_comments(chunk: bytes, line_start: bool) -> bytes:
+    """``chunk`` of an unfinished event without its complete comment lines (``:...\n``), which carry
+    nothing: a flood of them is no event growing. ``line_start``: the chunk begins a line. The
+    last, unfinished line is kept whatever it is (an endless one still meets the bound)."""
+    if not (chunk.startswith(b":") or b"\n:" in chunk):
+        return chunk
+    lines = chunk.split(b"\n")
+    last = lines.pop()
+    kept = [ln for i, ln in enumerate(lines) if not ln.startswith(b":") or (i == 0 and not line_start)]
+    return b"".join(ln + b"\n" for ln in kept) + last
 
 
 def _event_data(block: bytes) -> bytes | None:

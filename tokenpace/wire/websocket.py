@@ -86,3 +86,45 @@ class FrameReader:
         payload = bytes(buf[i : i + n])
         del buf[: i + n]
         return fin, opcode, _unmask(payload, mask) if mask else payload
+
+
+class MaskWatch:
+    """Watches a client's frame headers go by (without buffering payloads): RFC 6455 5.1, a server
+    must close the connection on a frame from a client that is not masked (code 1002).
+
+    ``scan(data)`` returns ``(ok, bad)``: ``ok`` the bytes that may be passed on now, and ``bad``
+    whether an unmasked frame starts right after them (then nothing more should be passed on). A
+    frame header is held back until whole (at most 14 bytes), so the verdict never straddles reads.
+    """
+
+    __slots__ = ("_held", "_skip")
+
+    def __init__(self) -> None:
+        self._held = b""  # an incomplete frame header from the previous read
+        self._skip = 0  # payload bytes of the current frame still to pass
+
+    def scan(self, data: bytes) -> tuple[bytes, bool]:
+        buf = self._held + data if self._held else data
+        self._held = b""
+        i, n = 0, len(buf)
+        while i < n:
+            if self._skip:
+                step = min(self._skip, n - i)
+                self._skip -= step
+                i += step
+                continue
+            if n - i < 2:
+                break
+            second = buf[i + 1]
+            if not second & 0x80:
+                return buf[:i], True
+            length = second & 0x7F
+            ext = 2 if length == 126 else 8 if length == 127 else 0
+            if n - i < 2 + ext + 4:
+                break
+            if ext:
+                length = int.from_bytes(buf[i + 2 : i + 2 + ext], "big")
+            self._skip = length
+            i += 2 + ext + 4
+        self._held = buf[i:]
+        return buf[:i], False

@@ -96,3 +96,19 @@ def test_credentials_in_upstream_url_become_basic_auth_unless_the_client_sent_it
     assert statuses == [200, 200]
     assert seen[0]["Authorization"] == "Basic " + base64.b64encode(b"user:pw").decode()
     assert seen[1]["Authorization"] == "Bearer client-own"  # the client's own header wins, unchanged
+
+
+def test_request_secrets_cover_every_form_a_credential_is_carried_in() -> None:
+    from tokenpace.gateway.config.secrets import request_secrets
+
+    got = set(
+        request_secrets(
+            {"authorization": "Bearer tok-123456", "x-api-key": "xk-123456", "api-key": "ak-123456"},
+            "model=m&key=qk-123456",
+            "user:pw-123456",
+        )
+    )
+    assert {"tok-123456", "xk-123456", "ak-123456", "qk-123456", "pw-123456"} <= got
+    assert "Bearer tok-123456" not in got  # the scheme stays readable: "Bearer ***"
+    assert set(request_secrets({"authorization": "bare-token-1"})) == {"bare-token-1"}
+    assert request_secrets({}) == ()

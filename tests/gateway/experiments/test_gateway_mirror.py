@@ -149,3 +149,47 @@ def test_a_bug_of_ours_in_a_shadow_copy_is_recorded_and_its_worker_lives_on(monk
         assert sum(r.status is Status.OK for r in shadow) == 2
 
     asyncio.run(asyncio.wait_for(main(), 60))
+
+
+@pytest.mark.parametrize(
+    ("candidate", "models"),
+    [("hostile", ["endless", "drip0", "huge", "reset", "endless-head"]), ("wire", ["bomb-sse", "bomb-json"])],
+)
+def test_a_hostile_candidate_gets_its_copies_and_each_has_one_record_with_a_reason(
+    candidate: str, models: list[str]
+) -> None:
+    """Issue 38, edge: a shadow candidate's hostile answers (endless and dripping events, a 2 MiB
+    event, a reset, endless headers, gzip bombs) each end in one shadow record with its reason;
+    the live requests beside them are all ok."""
+    from gateway.hostile_upstream import HostileUpstream
+    from tokenpace.testing.wire_upstream import WireUpstream
+
+    async def main() -> tuple[list[RequestRecord], list[RequestRecord]]:
+        records: list[RequestRecord] = []
+        cand_cm = HostileUpstream() if candidate == "hostile" else WireUpstream()
+        async with ScriptedServer(LIVE) as up, cand_cm as cand:
+            config = GatewayConfig(
+                upstreams=(parse_upstream(f"live={up.url}"),),
+                port=0,
+                mirrors=(parse_mirror(f"cand={cand.url}"),),
+                first_token_timeout_s=2.0,
+                stall_timeout_s=1.0,
+            )
+            async with RunningGateway(config, on_record=records.append) as gw, aiohttp.ClientSession() as s:
+                for model in models:
+                    async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "model": model}) as r:
+                        assert r.status == 200
+                        await r.read()
+                for _ in range(200):  # until every copy has its record (each is bounded in time)
+                    if sum(1 for r in records if r.labels.get("shadow") == "true") >= len(models):
+                        break
+                    await asyncio.sleep(0.05)
+        live = [r for r in records if r.labels.get("shadow") != "true"]
+        return live, [r for r in records if r.labels.get("shadow") == "true"]
+
+    live, shadow = asyncio.run(asyncio.wait_for(main(), 60))
+    assert len(live) == len(models) and all(r.status is Status.OK for r in live)
+    assert sorted(r.labels["mirror_of"] for r in shadow) == sorted(r.request_id for r in live)  # one each
+    for r in shadow:
+        assert r.status is not Status.OK and r.error, (r.labels["model"], r.status, r.error)
+        assert r.labels["outcome"] != "internal_error"

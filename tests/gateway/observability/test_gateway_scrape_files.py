@@ -3,13 +3,16 @@ gateway's tail follows the rotation without losing a line."""
 
 from __future__ import annotations
 
+import http.server
 import os
+import threading
 import time
 from pathlib import Path
 
 import orjson
 
 from tokenpace.adapters.servermetrics import ScraperProcess
+from tokenpace.adapters.servermetrics.scraper import scrape_once
 from tokenpace.gateway.observability.engine_watch import ROTATE_BYTES, _Tail
 
 
@@ -69,10 +72,7 @@ def test_scraper_rotates_at_the_bound_and_no_scrape_is_lost(tmp_path: Path) -> N
 
 
 def test_a_metrics_page_past_the_bound_is_not_read_nor_parsed() -> None:
-    import http.server
-    import threading
-
-    from tokenpace.adapters.servermetrics.scraper import MAX_PAGE_BYTES, scrape_once
+    from tokenpace.adapters.servermetrics.scraper import MAX_PAGE_BYTES
 
     class Huge(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -93,3 +93,69 @@ def test_a_metrics_page_past_the_bound_is_not_read_nor_parsed() -> None:
     finally:
         server.shutdown()
     assert "samples" not in got and got["error"].startswith("metrics page over 2 MiB")
+
+
+class _Hostile(http.server.BaseHTTPRequestHandler):
+    """An endless /metrics body, or one that drips a byte every 0.1 s (forever, until shut down)."""
+
+    stop = threading.Event()
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.end_headers()
+        drip = self.path.endswith("drip")
+        line = b"x 1\n" if drip else b"tokenpace_flood 1\n" * 4096
+        while not self.stop.is_set():
+            try:
+                self.wfile.write(line[:1] if drip else line)
+                self.wfile.flush()
+            except OSError:
+                return
+            if drip:
+                time.sleep(0.1)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _probe_beside(path: str, timeout_s: float) -> tuple[str | None, float]:
+    from tokenpace.adapters.servermetrics import probe_metrics_url
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    _Hostile.stop.clear()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    got: list[str | None] = []
+    url = f"http://127.0.0.1:{server.server_port}/{path}"
+    probe = threading.Thread(target=lambda: got.append(probe_metrics_url(url, timeout_s)), daemon=True)
+    t0 = time.monotonic()
+    probe.start()
+    probe.join(30)  # a liveness bound only: the old probe never returned from either
+    took = time.monotonic() - t0
+    _Hostile.stop.set()
+    server.shutdown()
+    assert got, "the probe never returned"
+    return got[0], took
+
+
+def test_startup_probe_of_an_endless_metrics_body_stops_at_the_page_cap() -> None:
+    """Issue 38, class 3: the start-up /metrics check read the whole body (790 MB, then 2.7 GB)."""
+    problem, _ = _probe_beside("metrics", 5.0)
+    assert problem is not None and "page over 2 MiB: not read" in problem
+
+
+def test_startup_probe_of_a_dripping_metrics_body_stops_at_its_deadline() -> None:
+    """Issue 38, class 3: a 1 byte/s body blocked start-up (each byte reset urllib's timeout)."""
+    problem, _ = _probe_beside("drip", 1.0)
+    assert problem is not None and "too slow: not complete within its deadline" in problem
+
+
+def test_a_dripping_scrape_is_an_error_line_at_its_deadline() -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hostile)
+    _Hostile.stop.clear()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        got = scrape_once(f"http://127.0.0.1:{server.server_port}/drip", 1.0)
+    finally:
+        _Hostile.stop.set()
+        server.shutdown()
+    assert got["error"] == "metrics page too slow: not complete within its deadline"

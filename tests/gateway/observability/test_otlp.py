@@ -5,6 +5,7 @@ with its connect and wait, relay), the upstream call's span sent upstream as the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 
 import aiohttp
@@ -138,3 +139,97 @@ def test_the_dashboards_ttft_panel_shows_exemplars_and_only_it() -> None:
     ttft = next(p for p in panels if p["title"] == "TTFT (gateway)")
     assert ttft["targets"] and all(t["exemplar"] is True for t in ttft["targets"])  # P50/P95/P99 -> traces
     assert not any(t.get("exemplar") for p in panels if p is not ttft for t in p.get("targets", []))
+
+
+class _HangingCollector:
+    """Accepts connections and reads, never answers: a collector that hangs."""
+
+    async def __aenter__(self) -> str:
+        self.conns: list[asyncio.StreamWriter] = []
+
+        async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            self.conns.append(writer)
+            with contextlib.suppress(Exception):
+                while await reader.read(65536):
+                    pass
+
+        self.server = await asyncio.start_server(hold, "127.0.0.1", 0)
+        port = self.server.sockets[0].getsockname()[1]
+        return f"http://127.0.0.1:{port}/v1/traces"
+
+    async def __aexit__(self, *exc: object) -> None:
+        for w in self.conns:
+            w.close()
+        self.server.close()
+
+
+def test_a_hanging_collector_holds_shutdown_only_to_the_deadline_and_drops_are_counted() -> None:
+    """Issue 38, class 6: with a collector that hangs, SIGTERM took 30 s against a 10 s
+    --shutdown-timeout, and the spans it dropped were not counted."""
+    took: list[float] = []
+    dropped: list[int] = []
+
+    async def main() -> None:
+        async with _HangingCollector() as endpoint, FixedUpstream() as up:
+            config = GatewayConfig(
+                upstreams=(parse_upstream(f"up={up.url}"),),
+                port=0,
+                otlp_endpoint=endpoint,
+                shutdown_timeout_s=1.0,
+            )
+            gw = RunningGateway(config)
+            await gw.start()
+            async with aiohttp.ClientSession() as s:
+                for _ in range(3):
+                    async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+                        await r.read()
+            t0 = asyncio.get_running_loop().time()
+            await gw.stop()
+            took.append(asyncio.get_running_loop().time() - t0)
+            dropped.append(gw.gateway.spans_dropped)
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert dropped[0] >= 3  # each request's span (and its hops) counted, none confirmed
+    assert took[0] < 1.0 + 4.0  # the deadline (1 s) plus slack for a busy host: was 30 s
+
+
+def test_span_export_close_is_bounded_and_counts_what_it_dropped() -> None:
+    from tokenpace.adapters.otlp import SpanExport, SpanOut
+
+    async def main() -> tuple[int, float]:
+        async with _HangingCollector() as endpoint:
+            export = SpanExport(endpoint, "t")
+            for i in range(5):
+                export.add(SpanOut("s", "1" * 32, f"{i + 1:016x}", None, 1, 2))
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            n = await asyncio.to_thread(export.close, 0.5)
+            return n, loop.time() - t0
+
+    dropped, took = asyncio.run(asyncio.wait_for(main(), 60))
+    assert dropped == 5
+    assert took < 0.5 + 4.0
+
+
+def test_bench_waits_for_a_hanging_collector_at_most_its_close_timeout() -> None:
+    """Issue 38, class 6: `bench` with a hanging collector took 15 s for a 2 s run."""
+    from tokenpace.app.watch.client_traces import export_client_spans
+    from tokenpace.core.record import RequestRecord
+
+    def record(i: int) -> RequestRecord:
+        rec = RequestRecord(request_id=str(i), scheduled_ns=1, dispatched_ns=1, sent_ns=1)
+        rec.trace_id, rec.span_id, rec.trace_sampled, rec.end_ns = "1" * 32, f"{i + 1:016x}", True, 2
+        return rec
+
+    async def main() -> tuple[tuple[int, int], float]:
+        async with _HangingCollector() as endpoint:
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            got = await asyncio.to_thread(
+                export_client_spans, [record(i) for i in range(4)], endpoint, "m", 0.5
+            )
+            return got, loop.time() - t0
+
+    (queued, dropped), took = asyncio.run(asyncio.wait_for(main(), 60))
+    assert queued == 4 and dropped == 4
+    assert took < 0.5 + 4.0

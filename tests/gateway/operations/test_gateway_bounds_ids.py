@@ -165,3 +165,32 @@ def test_an_upstream_key_from_the_environment_or_a_file(tmp_path, monkeypatch) -
         assert "sk-" not in str(exc.value)
     config = GatewayConfig(upstreams=(parse_upstream("a=http://svc:hunter2-pw@h/v1"),), port=0)
     assert {"hunter2-pw", "svc:hunter2-pw"} <= set(config.secrets)
+
+
+CLIENT_TOKEN = "client-own-token-0123456789"
+CLIENT_KEY = "client-x-api-key-9876543210"
+CLIENT_AZURE = "client-api-key-5555555555"
+
+
+def test_a_clients_own_credentials_are_scrubbed_by_value_from_records_and_store(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38, class 4: an upstream echoing the client's own bearer token without its scheme, and
+    its x-api-key / api-key values, put them in the records file and the store (which stores the
+    same scrubbed record the sink writes to the file)."""
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession, records: list[RequestRecord], direct: float):
+        chat = orjson.loads(BODY.replace(b"plain-header", b"echo-keys"))
+        headers = {
+            "Authorization": f"Bearer {CLIENT_TOKEN}",
+            "x-api-key": CLIENT_KEY,
+            "api-key": CLIENT_AZURE,
+        }
+        async with s.post(gw.url + "/v1/chat/completions", json=chat, headers=headers) as r:
+            got = await r.read()
+        assert CLIENT_TOKEN.encode() in got  # the client gets the upstream's bytes; what is kept is scrubbed
+
+    records = run_bounds(tmp_path, body)
+    echo = next(r for r in records if r.labels["model"] == "echo-keys")
+    assert echo.error and "bad keys" in echo.error
+    for secret in (CLIENT_TOKEN, CLIENT_KEY, CLIENT_AZURE):
+        assert secret not in echo.error
+        assert secret.encode() not in (tmp_path / "records.jsonl").read_bytes()

@@ -112,3 +112,52 @@ def test_expect_100_continue_with_a_body_over_the_limit_gets_413_at_once() -> No
     assert b"100 Continue" not in answer
     assert healthy == (200, STREAM)
     assert sum(up.read.values()) == 1  # only the healthy request reached the upstream
+
+
+def test_a_bomb_is_inflated_a_bounded_slice_per_call_never_whole_on_the_loop(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Issue 38, class 2: an upstream bomb is inflated at most TURN_BYTES (+ one step) per call on
+    the loop; the rest waits a turn (upstream reading paused), so healthy streams run between."""
+    from tokenpace.wire import inflate
+
+    largest = [0]
+    feed = inflate.Inflater.feed
+
+    def counted(self: inflate.Inflater, data: bytes, budget: int | None = None):  # type: ignore[no-untyped-def]
+        n = 0
+        for piece in feed(self, data, budget):
+            n += len(piece)
+            yield piece
+        largest[0] = max(largest[0], n)
+
+    monkeypatch.setattr(inflate.Inflater, "feed", counted)
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> list[object]:
+        return list(await asyncio.gather(post(s, gw.url, "bomb-sse"), post(s, gw.url, "healthy")))
+
+    got, records, _ = with_upstream(body)
+    assert [status for status, _ in got] == [200, 200]  # type: ignore[misc,has-type]
+    assert by_model(records)["bomb-sse"][0].error == "compressed body inflates past 64 MiB"
+    assert 0 < largest[0] <= inflate.TURN_BYTES + inflate.STEP_BYTES
+
+
+def test_a_compressed_request_body_is_refused_at_once_never_inflated() -> None:
+    """Issue 38, class 2: 1 MB of gzip inflating to 1 GiB was inflated by aiohttp before --max-body
+    applied (413 after seconds, the loop frozen); now it is never inflated: 415 at once."""
+    from tokenpace.testing.wire_upstream import gzip_of_repeated
+
+    bomb = gzip_of_repeated(b"\0" * 1024, 256 * 1024 * 1024)
+
+    async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> list[object]:
+        headers = {"Content-Encoding": "gzip", "Content-Type": "application/json"}
+        async with s.post(gw.url + "/v1/chat/completions", data=bomb, headers=headers) as r:
+            refused = (r.status, await r.read())
+        return [refused, await post(s, gw.url, "healthy")]
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    got, _, _ = with_upstream(body, max_body_bytes=1024 * 1024)
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - before
+    refused, after = got
+    assert isinstance(refused, tuple) and isinstance(after, tuple)
+    assert refused[0] == 415 and b"compressed request bodies are not accepted" in refused[1]
+    assert after[0] == 200
+    assert grown < PEAK_RSS_GROWTH_MB

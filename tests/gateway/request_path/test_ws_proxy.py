@@ -4,6 +4,7 @@ unchanged, a record per response timed from the first text delta, closes and siz
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -322,3 +323,125 @@ def test_a_bug_of_ours_mid_session_ends_its_open_responses_as_internal_error(mon
     assert code == 1011
     (rec,) = records
     assert rec.labels["outcome"] == "internal_error" and rec.error == "internal error (RuntimeError)"
+
+
+async def _raw_ws(gw: RunningGateway, frames: bytes) -> bytes:
+    """A hand-made client: the upgrade, then ``frames`` as given; what came back until the close."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", gw.port)
+    writer.write(
+        b"GET /v1/realtime?model=m HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    head = await reader.readuntil(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 101")
+    writer.write(frames)
+    got = b""
+    with contextlib.suppress(asyncio.TimeoutError, ConnectionError):
+        while chunk := await asyncio.wait_for(reader.read(65536), 5):
+            got += chunk
+    writer.close()
+    return got
+
+
+def _masked(payload: bytes, opcode: int = 0x1) -> bytes:
+    mask, n = b"\x01\x02\x03\x04", len(payload)
+    size = bytes((0x80 | n,)) if n < 126 else bytes((0x80 | 126,)) + n.to_bytes(2, "big")
+    return bytes((0x80 | opcode,)) + size + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+def test_an_unmasked_frame_from_a_client_closes_the_session_with_1002_and_is_not_relayed():
+    """Issue 38, edge: an unmasked WebSocket frame from a client was relayed instead of closed 1002."""
+
+    async def go(gw: RunningGateway, up: EchoUpstream) -> bytes:
+        # one masked message, then an unmasked one (RFC 6455 5.1: the server must close)
+        return await _raw_ws(gw, _masked(b"first") + b"\x81\x06second")
+
+    got, _, up = with_echo(go)
+    texts = [d for t, d in up.seen if t is aiohttp.WSMsgType.TEXT]
+    assert texts == ["first"]  # the masked one went through, the unmasked one never did
+    assert b"\x88\x02\x03\xea" in got  # a close frame with code 1002 reached the client
+
+
+def test_mask_watch_finds_the_unmasked_frame_however_the_bytes_are_cut():
+    from tokenpace.wire.websocket import MaskWatch
+
+    stream = _masked(b"a" * 200) + _masked(b"") + _masked(b"c" * 130) + b"\x81\x03bad"
+    for size in (1, 2, 3, 7, 64, len(stream)):
+        watch, passed, bad = MaskWatch(), b"", False
+        for i in range(0, len(stream), size):
+            ok, bad = watch.scan(stream[i : i + size])
+            passed += ok
+            if bad:
+                break
+        assert bad and passed == stream[: len(stream) - 5], size
+
+
+class _RawWsUpstream:
+    """Completes the upgrade, then sends ``frames`` as they are (hostile ones) and waits."""
+
+    def __init__(self, frames: bytes) -> None:
+        self.frames = frames
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import base64
+        import hashlib
+
+        head = await reader.readuntil(b"\r\n\r\n")
+        key = next(
+            line.split(b":", 1)[1].strip()
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"sec-websocket-key:")
+        )
+        accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+        writer.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.frames
+        )
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(reader.read(), 5)
+        writer.close()
+
+    async def __aenter__(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/v1"
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.server.close()
+
+
+@pytest.mark.parametrize(
+    ("frames", "codes"),
+    [
+        (b"\x83\x01x", {1002}),  # a reserved opcode
+        (b"\x81\x02\xff\xfe", {1007}),  # text that is not UTF-8
+        (b"\x81\x7f" + (2**62).to_bytes(8, "big"), {1009}),  # a length claim of 2^62 bytes
+        (b"\x01\x01a\x81\x01b", {1002}),  # a new message inside a fragmented one
+        (b"\x89\x7e\x00\x80" + b"p" * 128, {1002}),  # a control frame over 125 bytes
+    ],
+)
+def test_hostile_frames_from_a_websocket_upstream_close_the_client_with_a_protocol_code(
+    frames: bytes, codes: set[int]
+) -> None:
+    """Issue 38, edge: hostile frames from a WebSocket upstream end the session with the protocol's
+    code (never 1011, an internal error of ours), and no record says internal_error."""
+
+    async def main() -> tuple[int | None, list]:
+        async with _RawWsUpstream(frames) as url:
+
+            async def go(gw: RunningGateway) -> int | None:
+                async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:
+                    await ws.send_str(orjson.dumps(CREATE).decode())
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        while (await asyncio.wait_for(ws.receive(), 5)).type not in (
+                            aiohttp.WSMsgType.CLOSE,
+                            aiohttp.WSMsgType.CLOSED,
+                            aiohttp.WSMsgType.ERROR,
+                        ):
+                            pass
+                    return ws.close_code
+
+            return await gateway_in_front_of(url, go)
+
+    code, records = asyncio.run(asyncio.wait_for(main(), 30))
+    assert code in codes
+    assert all(r.labels["outcome"] != "internal_error" for r in records)

@@ -1,4 +1,10 @@
-"""Records of a workload file with their line numbers: JSONL, a JSON array, or CSV."""
+"""Records of a workload file with their line numbers: JSONL, a JSON array, or CSV.
+
+Bounded before anything is allocated from the file: a line is read at most ``MAX_LINE_BYTES`` at a
+time (a longer one is refused, naming the line, never read whole), a JSON array or CSV file is read
+whole only up to ``MAX_WHOLE_BYTES``, and a count read from a row (tokens) at most
+``MAX_REQUEST_TOKENS`` (tokenpace.core.workload.trace).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,11 @@ from typing import Any
 
 import orjson
 
+from tokenpace.core.workload.trace import MAX_REQUEST_TOKENS
+
+MAX_LINE_BYTES = 1024 * 1024  # one JSONL line or CSV row (real ones are bytes to a few KiB)
+MAX_WHOLE_BYTES = 256 * 1024 * 1024  # a JSON array or CSV file, read whole
+
 
 class DatasetError(ValueError):
     """A workload file cannot be used; the message names the file and the line."""
@@ -20,13 +31,25 @@ def fail(path: Path | str, line: int | None, reason: str) -> DatasetError:
     return DatasetError(f"{where}: {reason}")
 
 
-def _read_text(path: Path) -> str:
+def _check(path: Path) -> None:
     if not path.exists():
         raise fail(path, None, "no such file")
     if path.is_dir():
         raise fail(path, None, "is a folder, not a file")
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB"
+
+
+def _read_text(path: Path) -> str:
+    _check(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        with path.open("rb") as f:
+            raw = f.read(MAX_WHOLE_BYTES + 1)
+        if len(raw) > MAX_WHOLE_BYTES:
+            raise fail(path, None, f"over {_size(MAX_WHOLE_BYTES)}: split it into JSONL lines")
+        text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise fail(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     except OSError as exc:
@@ -36,11 +59,39 @@ def _read_text(path: Path) -> str:
     return text
 
 
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line, each read at most MAX_LINE_BYTES: a longer one is refused."""
+    _check(path)
+    try:
+        with path.open("rb") as f:
+            n = 0
+            while raw := f.readline(MAX_LINE_BYTES + 1):
+                n += 1
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    raise fail(path, n, f"line over {_size(MAX_LINE_BYTES)}: not read")
+                try:
+                    yield n, raw.decode("utf-8-sig" if n == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise fail(path, n, f"not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise fail(path, None, exc.strerror or str(exc)) from None
+
+
+def _starts_array(path: Path) -> bool:
+    _check(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(4096).lstrip(b"\xef\xbb\xbf \t\r\n")
+    except OSError as exc:
+        raise fail(path, None, exc.strerror or str(exc)) from None
+    return head.startswith(b"[")
+
+
 def json_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, object) for each JSONL line, or for each item of a JSON array (line of the file
     where the array starts, item number in the message)."""
-    text = _read_text(path)
-    if text.lstrip().startswith("["):
+    if _starts_array(path):
+        text = _read_text(path)
         try:
             items = orjson.loads(text)
         except orjson.JSONDecodeError as exc:
@@ -50,9 +101,11 @@ def json_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                 raise fail(path, None, f"item {i} of the JSON array is not an object")
             yield i, item
         return
-    for n, line in enumerate(text.splitlines(), 1):
+    empty = True
+    for n, line in _lines(path):
         if not line.strip():
             continue
+        empty = False
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -60,11 +113,17 @@ def json_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
         if not isinstance(obj, dict):
             raise fail(path, n, "expected a JSON object on each line")
         yield n, obj
+    if empty:
+        raise fail(path, None, "the file is empty")
 
 
 def csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     text = _read_text(path)
-    reader = csv.DictReader(text.splitlines())
+    lines = text.splitlines()
+    long = next((i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_BYTES), None)
+    if long is not None:
+        raise fail(path, long, f"line over {_size(MAX_LINE_BYTES)}: not read")
+    reader = csv.DictReader(lines)
     if not reader.fieldnames:
         raise fail(path, 1, "no header row")
     for row in reader:
@@ -90,7 +149,9 @@ def lookup(obj: dict[str, Any], dotted: str) -> Any:
     return cur
 
 
-def whole_number(value: Any, path: Path, line: int, name: str, minimum: int = 1) -> int:
+def whole_number(
+    value: Any, path: Path, line: int, name: str, minimum: int = 1, maximum: int = MAX_REQUEST_TOKENS
+) -> int:
     if isinstance(value, bool):
         raise fail(path, line, f"{name} must be a whole number, not {value!r}")
     try:
@@ -99,4 +160,6 @@ def whole_number(value: Any, path: Path, line: int, name: str, minimum: int = 1)
         raise fail(path, line, f"{name} must be a whole number, not {value!r}") from None
     if not math.isfinite(number) or number != int(number) or number < minimum:
         raise fail(path, line, f"{name} must be a whole number >= {minimum}, not {value!r}")
+    if number > maximum:
+        raise fail(path, line, f"{name} {value!r} is past the bound of {maximum:,}")
     return int(number)

@@ -12,8 +12,11 @@ from typing import Any
 
 import orjson
 
+from tokenpace.adapters.servermetrics.bounded import ReadBoundError, read_bounded
 from tokenpace.adapters.servermetrics.parse import parse_metrics
-from tokenpace.adapters.servermetrics.scraper import AUTH_ENV  # credentials: in env, never on argv
+
+# AUTH_ENV: credentials go in the environment, never on argv
+from tokenpace.adapters.servermetrics.scraper import AUTH_ENV, MAX_PAGE_BYTES
 from tokenpace.core.credentials import split_credentials
 
 
@@ -31,9 +34,13 @@ def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None)
     shown = request.full_url
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            text = resp.read().decode("utf-8", "replace")
-    except OSError as exc:
+            # the whole read within the timeout and the scraper's page cap, never the body unbounded
+            page = read_bounded(resp, MAX_PAGE_BYTES, time.monotonic() + timeout_s)
+    except ReadBoundError as exc:
+        return f"{shown}: page {exc}"
+    except (OSError, ValueError) as exc:
         return f"{shown} did not answer: {exc}"
+    text = page.decode("utf-8", "replace")
     try:
         if not parse_metrics(text):
             return f"{shown} has no metrics"
@@ -85,12 +92,17 @@ class ScraperProcess:
             time.sleep(0.02)
         return False
 
-    def stop(self) -> list[dict[str, Any]]:
-        """Stop (after one last scrape) and return every scrape, oldest first."""
+    def terminate(self) -> None:
+        """Tells the scraper to stop (it finishes the scrape in hand); ``stop`` waits for it."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+
+    def stop(self, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """Stop (after one last scrape, killed past ``timeout_s``) and return every scrape, oldest first."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
-                self.proc.wait(timeout=10)
+                self.proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()

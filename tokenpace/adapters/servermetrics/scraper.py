@@ -23,6 +23,7 @@ from typing import Any
 
 import orjson
 
+from tokenpace.adapters.servermetrics.bounded import ReadBoundError, read_bounded
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 
 AUTH_ENV = "TOKENPACE_SCRAPE_AUTHORIZATION"  # set by ScraperProcess: credentials stay off argv
@@ -36,13 +37,10 @@ def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict[str
     request = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:
-            page = resp.read(MAX_PAGE_BYTES + 1)
-        if len(page) > MAX_PAGE_BYTES:
-            return {
-                "t_ns": t_ns,
-                "error": f"metrics page over {MAX_PAGE_BYTES // (1024 * 1024)} MiB: not read",
-            }
+            page = read_bounded(resp, MAX_PAGE_BYTES, time.monotonic() + timeout_s)
         return {"t_ns": t_ns, "samples": parse_metrics(page.decode("utf-8", "replace"))}
+    except ReadBoundError as exc:  # over the cap, or slower than the whole read's deadline
+        return {"t_ns": t_ns, "error": f"metrics page {exc}"}
     except (OSError, urllib.error.URLError, ValueError) as exc:
         return {"t_ns": t_ns, "error": str(exc)[:200]}
 

@@ -5,6 +5,7 @@ and the exit status; the caller gives options and shows what comes back."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,8 +79,10 @@ def run_bench_job(
             with SimProcess(sim_profile) as url:
                 config.url = url
                 result = _measure(config, run_id, out, progress or NoProgress())
-        if config.otlp_endpoint:
-            export_client_spans(result.records, config.otlp_endpoint, config.model or "")
+        if config.otlp_endpoint:  # bounded: a hanging collector costs at most CLOSE_TIMEOUT_S
+            queued, dropped = export_client_spans(result.records, config.otlp_endpoint, config.model or "")
+            if dropped:
+                print(f"spans: {queued - dropped} exported, {dropped} dropped", file=sys.stderr)
         if outputs.vllm is not None:
             export = outputs.vllm
             texts = result.texts if result.texts or config.keep_texts else None

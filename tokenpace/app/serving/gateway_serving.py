@@ -70,6 +70,10 @@ def serve_gateway(
     def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
         sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
         say(f"records: {sink.written} written, {sink.dropped} dropped")
+        traces = getattr(getattr(gw, "gateway", None), "traces", None)
+        if traces is not None:  # what a hanging collector did not take within --shutdown-timeout
+            dropped = gw.gateway.spans_dropped
+            say(f"spans: {traces.export.exported} exported, {dropped} dropped")
         if getattr(sink, "events_written", 0) or getattr(sink, "events_dropped", 0):
             say(f"outcome events: {sink.events_written} written, {sink.events_dropped} dropped")
         if store is not None:

@@ -79,11 +79,17 @@ def client_span(rec: RequestRecord, offset_ns: int, model: str) -> SpanOut | Non
     )
 
 
-def export_client_spans(records: Sequence[RequestRecord], endpoint: str, model: str = "") -> int:
-    """Export the traced requests' client spans; returns how many were queued."""
+CLOSE_TIMEOUT_S = 2.0  # how long a run waits for the collector at its end (a hanging one)
+
+
+def export_client_spans(
+    records: Sequence[RequestRecord], endpoint: str, model: str = "", timeout_s: float = CLOSE_TIMEOUT_S
+) -> tuple[int, int]:
+    """Export the traced requests' client spans within ``timeout_s``; returns how many were queued
+    and how many of them were dropped (never confirmed by the collector in time)."""
     export = SpanExport(endpoint, "tokenpace-client")
     offset = time.time_ns() - time.perf_counter_ns()  # record clock (CLOCK_MONOTONIC) -> Unix time
-    n = 0
+    n, dropped = 0, 0
     try:
         for rec in records:
             span = client_span(rec, offset, model or rec.labels.get("model", ""))
@@ -91,5 +97,5 @@ def export_client_spans(records: Sequence[RequestRecord], endpoint: str, model: 
                 export.add(span)
                 n += 1
     finally:
-        export.close()
-    return n
+        dropped = export.close(timeout_s)
+    return n, dropped

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.workload.prompt_shape import BLOCK_CHARS
-from tokenpace.core.workload.trace import TraceRow
+from tokenpace.core.workload.trace import MAX_REQUEST_TOKENS, TraceRow
 
 DEFAULT_CHARS_PER_TOKEN = 4.0
 MAX_TEMPLATE_TOKENS = 64  # a larger intercept is not a chat template's: taken as unknown (0)
@@ -42,6 +42,8 @@ def is_record(obj: Mapping[str, Any]) -> bool:
 def _count(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
         return None
+    if value > MAX_REQUEST_TOKENS:  # a count no request has: refused before anything is sized by it
+        raise ValueError(f"a count of {value:.0f} is past the bound of {MAX_REQUEST_TOKENS:,} per request")
     return int(value) if value > 0 else None
 
 

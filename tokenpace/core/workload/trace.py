@@ -11,6 +11,10 @@ import numpy as np
 from tokenpace.core.workload.item import WorkItem, stable_seed
 from tokenpace.core.workload.prompts import PromptMaker
 
+# Tokens one request of a trace may claim (input or output): far above any model's context (1-2 M),
+# far below what would allocate gigabytes of prompt. A trace's claim past it is refused, not believed.
+MAX_REQUEST_TOKENS = 10_000_000
+
 
 @dataclass(frozen=True, slots=True)
 class TraceRow:

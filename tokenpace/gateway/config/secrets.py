@@ -5,6 +5,9 @@
 - ``known_secrets``: every key and password the gateway was given, in each form it may come back
   in (an upstream echoing the decoded Basic credentials in an error): scrubbed by value from what
   is recorded, beyond the pattern-based scrubbing (core.credentials.scrub_secrets).
+- ``request_secrets``: the same for the credentials one request carried (``Authorization``'s token
+  with or without its scheme, ``x-api-key``, ``api-key``, a key in the query or URL user info):
+  forwarded upstream, so an upstream may echo them; scrubbed by value from that request's record.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ from __future__ import annotations
 import base64
 import binascii
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, unquote
 
 
 def upstream_key(options: dict[str, str], shown: str) -> str | None:
@@ -54,3 +58,24 @@ def known_secrets(keys: Iterable[str], auth_values: Iterable[str | None]) -> tup
                 continue
             out.update((decoded, decoded.partition(":")[2]))
     return tuple(s for s in out if s)
+
+
+CREDENTIAL_HEADERS = ("x-api-key", "api-key", "x-goog-api-key")  # key values, no scheme
+AUTH_HEADERS = ("authorization", "proxy-authorization")  # a scheme and a token, or a bare token
+_QUERY_KEYS = frozenset({"key", "api-key", "api_key", "apikey", "access_token", "token"})
+
+
+def request_secrets(headers: Mapping[str, str], query: str = "", userinfo: str = "") -> tuple[str, ...]:
+    """Every credential a request carried, in each form an upstream may echo it: ``headers`` (looked
+    up case-insensitively by the caller's mapping), the raw ``query`` string and URL ``userinfo``."""
+    keys = [v for h in CREDENTIAL_HEADERS if (v := headers.get(h))]
+    auth = [v for h in AUTH_HEADERS if (v := headers.get(h))]
+    if query:
+        keys += [v for k, v in parse_qsl(query[:8192], keep_blank_values=False) if k.lower() in _QUERY_KEYS]
+    if userinfo:
+        user, _, password = unquote(userinfo).partition(":")
+        keys += [password, f"{user}:{password}"] if password else [user]
+    if not keys and not auth:
+        return ()
+    # the token, not "Scheme token": what is kept then reads "Bearer ***", the scheme still shown
+    return tuple(v for v in known_secrets(keys, auth) if v not in auth or " " not in v)

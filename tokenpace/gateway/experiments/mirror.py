@@ -20,8 +20,10 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config.config import GatewayConfig, Upstream, parse_upstream
+from tokenpace.gateway.config.secrets import known_secrets, request_secrets
 from tokenpace.gateway.metering.meter import Meter
 from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
 from tokenpace.wire.connection import HttpConnection
@@ -107,6 +109,7 @@ class Mirrors:
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []
         self.static_labels: dict[str, str] = {}  # the gateway's --label: on shadow records too
+        self.secrets: tuple[str, ...] = ()  # the gateway's own, scrubbed from shadow records' errors
 
     @classmethod
     def of(
@@ -126,6 +129,7 @@ class Mirrors:
             config.first_token_timeout_s,
         )
         mirrors.static_labels = config.static_labels
+        mirrors.secrets = config.secrets
         return mirrors
 
     def copy(
@@ -239,6 +243,10 @@ class Mirrors:
                 origin.drop(conn)
         record.end_ns = perf_ns()
         record.labels.setdefault("outcome", record.status.value)
+        if record.error:  # a candidate may echo the credentials it was sent: scrubbed by value
+            carried = request_secrets({k.lower(): v for k, v in job.headers}, job.target.partition("?")[2])
+            secrets = (*self.secrets, *carried, *known_secrets((), (up.auth,)))
+            record.error = scrub_secrets(record.error, secrets)
         return record
 
     @staticmethod
@@ -268,8 +276,10 @@ class Mirrors:
         meter = None
         if ex.status < 300:
             meter = Meter(record, dialect, ex.content_type.decode("latin-1"), ex.encoding.decode("latin-1"))
-        ex.attach(_Sink(meter))  # read to the end; the bytes are thrown away once measured
+        sink = _Sink(meter, conn)
+        ex.attach(sink)  # read to the end; the bytes are thrown away once measured
         await ex.done
+        await sink.drain()
         if meter is None:
             record.status, record.error = Status.HTTP_ERROR, f"HTTP {ex.status}"
             return
@@ -282,13 +292,39 @@ class Mirrors:
 
 
 class _Sink(BodyReader):
-    """The wire's reader for a shadow answer: every body piece to the meter, or nowhere."""
+    """The wire's reader for a shadow answer: every body piece to the meter, or nowhere. A
+    compressed piece past the meter's inflation budget per turn is finished on later turns, the
+    candidate's reading paused meanwhile (a bomb never holds the loop)."""
 
-    __slots__ = ("on_body",)
+    __slots__ = ("conn", "loop", "meter", "now")
 
-    def __init__(self, meter: Meter | None) -> None:
-        self.on_body = meter.feed if meter is not None else _discard
+    def __init__(self, meter: Meter | None, conn: HttpConnection) -> None:
+        self.meter = meter
+        self.conn = conn
+        self.loop = asyncio.get_running_loop()
+        self.now = 0
 
+    def on_body(self, data: bytes, now: int) -> None:
+        meter = self.meter
+        if meter is None:
+            return
+        meter.feed(data, now)
+        if meter.inflating:
+            self.now = now
+            self.conn.pause_reading()
+            self.loop.call_soon(self._more)
 
-def _discard(data: bytes, now: int) -> None:
-    pass
+    def _more(self) -> None:
+        meter = self.meter
+        if meter is not None and meter.inflating:
+            meter.feed(b"", self.now)
+            if meter.inflating:
+                self.loop.call_soon(self._more)
+                return
+        self.conn.resume_reading()
+
+    async def drain(self) -> None:
+        """What is left to inflate after the answer ended, a slice per turn."""
+        while self.meter is not None and self.meter.inflating:
+            self.meter.feed(b"", self.now)
+            await asyncio.sleep(0)

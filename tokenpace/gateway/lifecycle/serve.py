@@ -53,8 +53,11 @@ class RunningGateway:
         # is only a backstop behind the guard's idle and header timeouts.
         backstop = cfg.idle_timeout_s + cfg.header_timeout_s + 1.0
         # At stop, open requests get half the shutdown timeout, the records' writer what is left.
+        # auto_decompress off: a compressed request body is never inflated by aiohttp (before
+        # --max-body could apply); it is forwarded as sent, or refused at once where it must be read.
         self._runner = web.AppRunner(
             gw.app,
+            auto_decompress=False,
             handler_cancellation=True,
             access_log=None,
             keepalive_timeout=backstop,

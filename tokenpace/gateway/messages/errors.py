@@ -57,3 +57,10 @@ def no_upstream_answer(timed_out: bool, upstream: str, request_id: str | None) -
     if request_id is not None:
         resp.headers[REQUEST_ID] = request_id
     return resp
+
+
+def compressed_body() -> web.Response:
+    """A compressed body to a measured API: its JSON is read, and the gateway inflates no request."""
+    return error_response(
+        415, "compressed request bodies are not accepted", "invalid_request_error", "unsupported_encoding"
+    )

@@ -12,7 +12,7 @@ import orjson
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.metering.budget import Budget
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
-from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, supported
+from tokenpace.wire.inflate import MAX_STREAM_BYTES, TURN_BYTES, InflateError, Inflater, supported
 from tokenpace.wire.sse import DONE, SseParser, parse_data
 
 _BODY_LIMIT = 8 * 1024 * 1024  # non-streamed bodies beyond this are forwarded but not parsed
@@ -59,11 +59,16 @@ class Meter:
         if inflater is None:
             return
         try:
-            for piece in inflater.feed(data):
+            for piece in inflater.feed(data, TURN_BYTES):
                 self.feed(piece, now, inflated=True)
         except InflateError as exc:
             self._inflate, self.sse = None, None
             self.protocol_error = self.protocol_error or str(exc)
+
+    @property
+    def inflating(self) -> bool:
+        """Compressed input is left past this turn's inflation budget: feed ``b""`` next turn."""
+        return self._inflate is not None and self._inflate.pending
 
     def feed(self, data: bytes, now: int, inflated: bool = False) -> None:
         if self._inflate is not None and not inflated:

@@ -6,7 +6,9 @@ write per piece. When the client reads slower than the upstream writes, upstream
 Metering is sliced: a read larger than ``METER_SLICE`` is forwarded at once but metered a slice per
 loop turn, upstream reading paused meanwhile, so no stream holds the loop for more than about a
 millisecond however tiny and many its events (one 256 KiB read of tiny events is ~4,600 of them).
-Timestamps are those of the read's arrival, as they would be unsliced.
+Timestamps are those of the read's arrival, as they would be unsliced. A compressed body is
+inflated for metering at most ``tokenpace.wire.inflate.TURN_BYTES`` per turn the same way (a gzip
+bomb is worked through a slice per turn, upstream reading paused, never in one call).
 """
 
 from __future__ import annotations
@@ -93,6 +95,8 @@ class Relay(BodyReader):
                 self._defer(data, now)
             elif not self._meter(meter, data, now):
                 return
+            elif meter.inflating:  # a compressed piece past this turn's inflation budget
+                self._defer(b"", now)
         elif self.record is None:
             self.dog.activity(True)  # unmeasured path: any bytes are progress
         client = self.client
@@ -170,6 +174,8 @@ class Relay(BodyReader):
             self.backlog.popleft()
         if not self._meter(meter, bytes(data), now):
             self.backlog.clear()
+        elif meter.inflating:  # the rest of this piece's inflation: next turn, before newer pieces
+            self.backlog.appendleft((memoryview(b""), now))
         if self.backlog:
             self.loop.call_soon(self._meter_slice)
             return
@@ -178,12 +184,10 @@ class Relay(BodyReader):
         self._wake()
 
     def _pause_upstream(self) -> None:
-        if self.conn.transport is not None and not self.conn.closed:
-            self.conn.transport.pause_reading()
+        self.conn.pause_reading()
 
     def _resume_upstream(self) -> None:
-        if self.conn.transport is not None and not self.conn.closed:
-            self.conn.transport.resume_reading()
+        self.conn.resume_reading()
 
     def _cut(self) -> None:
         """An event past the bound: no client could read this stream either; end it on both sides

@@ -210,17 +210,22 @@ class EngineWatch:
             out[name] = v
         return {"upstreams": out}
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 10.0) -> None:
+        """Stops the scrapers within ``timeout_s`` (all told to stop at once; one still running
+        past it is killed)."""
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-        await asyncio.to_thread(self._stop_scrapers)
+        await asyncio.to_thread(self._stop_scrapers, timeout_s)
 
-    def _stop_scrapers(self) -> None:
+    def _stop_scrapers(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
         for w in self.watched.values():
-            w.scraper.stop()
+            w.scraper.terminate()
+        for w in self.watched.values():
+            w.scraper.stop(max(0.0, deadline - time.monotonic()))
             with self._lock:  # a refresh thread may still be reading
                 w.scrapes.extend(w.tail.read())
                 w.tail.close()

@@ -122,6 +122,7 @@ class Traces:
         for child in hop_spans(rec, hops, span_id, off) if hops is not None else ():
             self.export.add(child)
 
-    def close(self) -> None:
-        """Export what is queued, then stop (blocking: call from a thread)."""
-        self.export.close()
+    def close(self, timeout_s: float | None = None) -> int:
+        """Export what is queued, then stop, within ``timeout_s``; returns the spans dropped
+        (blocking: call from a thread)."""
+        return self.export.close(timeout_s)

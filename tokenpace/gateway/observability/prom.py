@@ -163,6 +163,7 @@ REJECT_REASONS = (
     "unauthorized",  # missing or wrong client key (401)
     "admin_unauthorized",  # missing or wrong admin key on /metrics or /tokenpace/* (401)
     "body_too_large",  # 413
+    "body_compressed",  # a compressed body to a measured API, refused unread (415)
     "body_not_json",  # 400
     "body_not_object",  # 400
     "body_incomplete",  # the client broke its own body (bad chunking, closed mid-body)

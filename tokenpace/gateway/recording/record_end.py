@@ -52,7 +52,10 @@ def finish_record(
     itl: ItlCounts | None = None,
     status: Status | None = None,
     hops: HopTimes | None = None,
+    secrets: tuple[str, ...] = (),
 ) -> None:
+    """``secrets``: the credentials this request carried (config.secrets.request_secrets), scrubbed
+    by value from its error beside the gateway's own."""
     if record is None or record.end_ns is not None:
         return  # finished already: one record per request
     record.end_ns = time.perf_counter_ns()
@@ -63,7 +66,7 @@ def finish_record(
             then = f"; then {error}" if error and outcome is not Outcome.PROTOCOL_ERROR else ""
             outcome, error = Outcome.PROTOCOL_ERROR, (meter.protocol_error + then)[:200]
         # an upstream may echo a key back in its error: the ones we hold by value, others by pattern
-        record.error = scrub_secrets(error, gw.secrets)
+        record.error = scrub_secrets(error, (*gw.secrets, *secrets) if secrets else gw.secrets)
     except Exception as exc:
         outcome, status, record.error = Outcome.INTERNAL_ERROR, None, internal_error_text(exc)
     record.status = status or STATUS[outcome]

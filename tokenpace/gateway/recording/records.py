@@ -68,7 +68,7 @@ class RecordMaker:
             worker=self.worker,
             labels={
                 **self.static,
-                "model": self.models(upstream.model or model),
+                "model": self.models(model),  # what was asked for, never the upstream's model=
                 "upstream": upstream.name,
                 "arm": upstream.arm,
                 "api": dialect.api,

@@ -8,6 +8,7 @@ import asyncio
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from tokenpace.gateway.config.secrets import request_secrets
 from tokenpace.gateway.messages import errors
 from tokenpace.gateway.operations.guard import Guard
 
@@ -36,3 +37,15 @@ async def read_body(request: web.Request, limit: int, timeout_s: float, guard: G
 def refused(guard: Guard, request: web.Request, reason: str, resp: web.Response) -> web.Response:
     guard.rejected(reason, request.remote, resp.status)
     return resp
+
+
+def compressed(request: web.Request) -> bool:
+    """The body carries a Content-Encoding (aiohttp's own inflating is off: it is never inflated)."""
+    return request.headers.get("Content-Encoding", "identity").strip().lower() != "identity"
+
+
+def carried(request: web.Request) -> tuple[str, ...]:
+    """The credentials this request carried (scrubbed by value from its record)."""
+    url = request.url
+    userinfo = f"{url.raw_user}:{url.raw_password or ''}" if url.raw_user else ""
+    return request_secrets(request.headers, request.query_string, userinfo)

@@ -47,7 +47,7 @@ from tokenpace.gateway.operations.guard import Guard, GuardLimits
 from tokenpace.gateway.recording.record_end import finish_record, record_internal_error
 from tokenpace.gateway.recording.records import RecordMaker
 from tokenpace.gateway.recording.sink import BatchWriter, RecordSink
-from tokenpace.gateway.request_path.intake import read_body, refused
+from tokenpace.gateway.request_path.intake import carried, compressed, read_body, refused
 from tokenpace.gateway.request_path.model_list import listed_models
 from tokenpace.gateway.request_path.router import Router
 from tokenpace.gateway.request_path.ws_proxy import UpstreamSessions, proxy_session
@@ -137,6 +137,7 @@ class Gateway:
             self.app.router.add_post("/tokenpace/events", self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle, expect_handler=self._expect)
         self.stop_deadline: float | None = None  # loop time by which stopping must be done
+        self.spans_dropped = 0  # spans never confirmed exported by then (a hanging collector)
         self.models_listed: asyncio.Task[None] | None = None  # the upstreams' /v1/models, at start
         self.app.on_startup.append(self._startup)
         self.app.on_cleanup.append(self._cleanup)
@@ -163,16 +164,15 @@ class Gateway:
         for origin in self.origins.values():
             origin.close()
         await self.ws_upstreams.close()
+        loop = asyncio.get_running_loop()  # one deadline owns shutdown: what open requests left of it
+        end = self.stop_deadline or loop.time() + self.config.shutdown_timeout_s
         if self.mirrors is not None:
             await self.mirrors.close()
         if self.engines is not None:
-            await self.engines.close()
-        left = self.config.shutdown_timeout_s
-        if self.stop_deadline is not None:  # what the open requests left of the shutdown timeout
-            left = max(0.0, self.stop_deadline - asyncio.get_running_loop().time())
-        await self.sink.close(left)
-        if self.traces is not None:
-            await asyncio.to_thread(self.traces.close)
+            await self.engines.close(max(0.0, end - loop.time()))
+        await self.sink.close(max(0.0, end - loop.time()))
+        if self.traces is not None:  # spans not confirmed by then are counted dropped
+            self.spans_dropped = await asyncio.to_thread(self.traces.close, max(0.0, end - loop.time()))
 
     def _arm_of_user(self, key: bytes) -> tuple[str, str]:
         """The arm a request of this user would be routed to now (any model)."""
@@ -234,6 +234,8 @@ class Gateway:
         dialect = dialect_at(request.path, request.method)
         if dialect is not None and dialect.method != "POST":
             dialect = None  # the Realtime WebSocket: not a request-and-body exchange
+        if dialect is not None and compressed(request):  # its JSON must be read: never inflated
+            return self._refuse(request, "body_compressed", errors.compressed_body())
         model: str | None = None
         user: object = None
         if dialect is not None:
@@ -283,10 +285,11 @@ class Gateway:
         model = request.query.get("model")
         upstream = self.router.choose(model, key)
         nth = itertools.count(1)
+        secrets = carried(request)
         meter = RealtimeMeter(
             dialect,
             lambda now: self.new_record(request, upstream, dialect, model, key, now, next(nth)),
-            lambda record, outcome, error: self._finish(record, outcome, error, None, dialect),
+            lambda rec, outcome, error: self._finish(rec, outcome, error, None, dialect, secrets=secrets),
             start,
         )
         self.metrics.in_flight.inc()
@@ -369,7 +372,7 @@ class Gateway:
                 relay.stop()
             if conn is not None:
                 origin.drop(conn)
-        self._finish(record, outcome, error, meter, dialect, relay, hops)
+        self._finish(record, outcome, error, meter, dialect, relay, hops, carried(request) if error else ())
         if resp is None:
             timed_out = outcome in (Outcome.TIMEOUT_BEFORE_FIRST_TOKEN, Outcome.STALL)
             return errors.no_upstream_answer(timed_out, upstream.name, record.request_id if record else None)
@@ -387,8 +390,9 @@ class Gateway:
         dialect: Dialect | None = None,
         relay: Relay | None = None,
         hops: HopTimes | None = None,
+        secrets: tuple[str, ...] = (),
     ) -> None:
         itl = relay.itl if relay is not None else None
         if hops is not None and relay is not None:
             hops.upstream_end_ns = relay.ended_ns
-        finish_record(self, record, outcome, error, meter, dialect, itl, hops=hops)
+        finish_record(self, record, outcome, error, meter, dialect, itl, hops=hops, secrets=secrets)

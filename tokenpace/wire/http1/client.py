@@ -4,7 +4,13 @@ parses responses with httptools, handing each event to the exchange in flight.
 Shared by the benchmark client (tokenpace.client) and the gateway's upstream side. The timestamp is
 taken first thing in ``data_received``, before any parsing or JSON decoding, so what tokenpace
 reports is when the bytes reached the process, not when it got round to them. Body pieces go to the
-exchange straight from the parser's callback: no copy, no task switch, no per-piece object.
+exchange once per read: the pieces one read holds (an upstream may send every byte as its own HTTP
+chunk) are coalesced before they are handed on, no task switch.
+
+Work per loop turn is bounded in work, not only in bytes: a read is fed to the parser
+``FEED_BYTES`` at a time, and once one turn has parsed ``PIECES_PER_TURN`` body pieces the rest of
+the read waits for the next turn (reading paused meanwhile), so a peer that sends one byte per chunk
+yields to the others instead of running ~10,000 callbacks in one turn.
 """
 
 from __future__ import annotations
@@ -45,6 +51,15 @@ def parse_error_text(exc: httptools.HttpParserError) -> str:
 
 
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones are < 4 KiB)
+FEED_BYTES = 4 * 1024  # bytes of a read handed to the parser at once
+# Body pieces parsed per connection per loop turn (a healthy read holds one to a few; a read of
+# one-byte chunks ~10,000): past it the rest of the read waits a turn.
+PIECES_PER_TURN = 128
+# Body pieces per connection per second (a real stream's tokens are hundreds to a few thousand a
+# second): past it the connection waits for the next second, reading paused, so a peer sending one
+# byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
+PIECES_PER_SECOND = 10_000
+_SECOND_NS = 1_000_000_000
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -52,18 +67,25 @@ class ResponseConnection(asyncio.Protocol):
     ended and both sides allow keep-alive."""
 
     __slots__ = (
+        "backlog",
+        "body",
         "closed",
         "exchange",
         "framed",
         "head_bytes",
         "head_only",
+        "held",
         "idle_since_ns",
         "in_body",
         "interim",
         "keep_alive",
         "now",
         "parser",
+        "pieces",
         "transport",
+        "waiting",
+        "window_ns",
+        "window_pieces",
     )
 
     def __init__(self) -> None:
@@ -79,6 +101,15 @@ class ResponseConnection(asyncio.Protocol):
         self.in_body = False  # the final response's headers have arrived
         self.interim = False  # parsing a 1xx response
         self.head_bytes = 0  # bytes of the current response before its head was complete
+        # Body pieces parsed from the current slice, not yet handed on (at most one read's bytes).
+        self.body: list[bytes] = []
+        self.pieces = 0  # body pieces parsed this loop turn
+        # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
+        self.backlog: memoryview | None = None
+        self.held = False  # the consumer paused reading (its client reads slower)
+        self.waiting = False  # past a budget: a later turn (or second) resumes the feed
+        self.window_ns = 0  # when the current second of the per-second budget began
+        self.window_pieces = 0  # body pieces parsed in it
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -86,25 +117,122 @@ class ResponseConnection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()
+        if self.backlog is not None:  # a read that was in flight as reading paused
+            self.backlog = memoryview(bytes(self.backlog) + data)
+            return
+        self.pieces = 0
+        if len(data) <= FEED_BYTES:
+            self._feed(data)
+            self._flush()
+            if self._spent():
+                self._yield()
+            return
+        self._feed_view(memoryview(data))
+
+    def _feed_view(self, view: memoryview) -> None:
+        """Feeds ``view`` a slice at a time until this turn's piece budget is spent."""
+        while view:
+            self._feed(view[:FEED_BYTES])
+            view = view[FEED_BYTES:]
+            if self.pieces > PIECES_PER_TURN and view and not self.closed:
+                self._flush()
+                self.backlog = view
+                self._spent()
+                self._yield()
+                return
+        self._flush()
+        if self._spent():
+            self._yield()
+
+    def _spent(self) -> bool:
+        """Counts this turn's pieces; True when past the turn's or the second's budget. Time is
+        the arrival of the read being parsed (no clock read of its own)."""
+        t = self.now
+        if t - self.window_ns >= _SECOND_NS:
+            self.window_ns, self.window_pieces = t, 0
+        self.window_pieces += self.pieces
+        return self.pieces > PIECES_PER_TURN or self.window_pieces > PIECES_PER_SECOND
+
+    def _yield(self) -> None:
+        """Past a budget: reading pauses; the rest waits for a later turn, or past the second's
+        budget for the next second."""
+        if self.transport is None or self.closed or self.waiting:
+            return
+        self.transport.pause_reading()
+        self.waiting = True
+        loop = asyncio.get_running_loop()
+        if self.window_pieces > PIECES_PER_SECOND:
+            loop.call_later((self.window_ns + _SECOND_NS - self.now) / 1e9, self._resume_feed)
+        else:
+            loop.call_soon(self._resume_feed)
+
+    def _resume_feed(self) -> None:
+        self.waiting = False
+        if self.closed or self.held:  # closed: nothing to do; held: resume_reading calls again
+            return
+        view, self.backlog = self.backlog, None
+        self.pieces = 0
+        if view is not None:
+            self._feed_view(view)
+        if self.backlog is None and not self.waiting and not self.closed and self.transport is not None:
+            self.transport.resume_reading()
+
+    def pause_reading(self) -> None:
+        """The consumer cannot take more now (flow control towards a slower client)."""
+        self.held = True
+        if self.transport is not None and not self.closed:
+            self.transport.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.held = False
+        if self.transport is None or self.closed or self.waiting:  # waiting: its own resume follows
+            return
+        if self.backlog is not None:
+            asyncio.get_running_loop().call_soon(self._resume_feed)
+        else:
+            self.transport.resume_reading()
+
+    def _feed(self, data: bytes | memoryview) -> None:
         ex = self.exchange  # kept: a callback may have cleared self.exchange before it raised
         try:
             self.parser.feed_data(data)
+        except httptools.HttpParserUpgrade:
+            self._broken(ex, "upstream switched protocols (101) on a request that asked for none")
+            return
         except httptools.HttpParserError as exc:
-            self.keep_alive = False
-            self.exchange = None
-            if ex is not None:
-                ex.response_malformed(parse_error_text(exc), self.now)
-            self.abort()
+            self._broken(ex, parse_error_text(exc))
             return
         if not self.in_body and ex is not None:  # an endless head would grow without end
             self.head_bytes += len(data)
             if self.head_bytes > MAX_HEAD_BYTES:
-                self.keep_alive = False
-                self.exchange = None
-                ex.response_malformed(f"response head over {MAX_HEAD_BYTES // 1024} KiB", self.now)
-                self.abort()
+                self._broken(ex, f"response head over {MAX_HEAD_BYTES // 1024} KiB")
+
+    def _broken(self, ex: ResponseHandler | None, reason: str) -> None:
+        self.keep_alive = False
+        self.exchange = None
+        self.body.clear()
+        self.backlog = None
+        if ex is not None:
+            ex.response_malformed(reason, self.now)
+        self.abort()
+
+    def _flush(self) -> None:
+        """Hands the body pieces parsed so far to the exchange, as one piece."""
+        body = self.body
+        if not body:
+            return
+        data = body[0] if len(body) == 1 else b"".join(body)
+        body.clear()
+        ex = self.exchange
+        if ex is not None:
+            ex.response_body(data, self.now)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        view, self.backlog = self.backlog, None
+        if view is not None and self.exchange is not None:  # bytes that came before the close
+            self.pieces = 0
+            self._feed(view)
+            self._flush()
         self.closed = True
         ex = self.exchange
         if ex is not None:
@@ -140,13 +268,15 @@ class ResponseConnection(asyncio.Protocol):
             self.on_message_complete()
 
     def on_body(self, body: bytes) -> None:
+        self.pieces += 1
         if self.exchange is not None:
-            self.exchange.response_body(body, self.now)
+            self.body.append(body)
 
     def on_message_complete(self) -> None:
         if self.interim:
             self.interim = False  # keep the exchange: its response is still to come
             return
+        self._flush()
         ex = self.exchange
         self.exchange = None
         self.in_body = False
@@ -165,6 +295,7 @@ class ResponseConnection(asyncio.Protocol):
         self.head_only = head_only
         self.framed = self.in_body = self.interim = False
         self.head_bytes = 0
+        self.body.clear()
         self.transport.write(payload)  # type: ignore[union-attr]
 
     def abort(self) -> None:

@@ -1,0 +1,115 @@
+"""Hostile upstream peers for the gateway's fuzzer (tests/gateway/operations/test_gateway_fuzz.py)
+and its long run (benchmarks/gateway_fuzz.py): a peer is a ``Peer`` (what it streams and how it
+cuts it), played by ``FuzzUpstream`` on 127.0.0.1, one behaviour per model name.
+
+A peer's stream is SSE token events, optionally opened with a UTF-8 BOM, with CR, LF or CRLF line
+ends, a flood of comment lines before its first event, events padded to random sizes, gzip'd as a
+whole, then written in HTTP chunks of the sizes the peer lists (down to one byte each), and cut
+(the connection closed) after a number of bytes, or ended normally. Nothing here draws at random:
+the fuzzer (hypothesis) draws the peers, so a finding is replayed from its ``Peer`` alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import zlib
+from dataclasses import dataclass
+
+import orjson
+
+BOM = b"\xef\xbb\xbf"
+MAX_PEER_BYTES = 4 * 1024 * 1024  # what one peer may stream in all (its body before chunking)
+HEALTHY_MODEL = "healthy"
+
+
+@dataclass(frozen=True)
+class Peer:
+    tokens: int = 3  # token events before [DONE]
+    pad: int = 0  # bytes of padding in each token's text
+    bom: bool = False
+    line_end: bytes = b"\n"  # b"\n", b"\r\n" or b"\r"
+    comments: int = 0  # comment lines before the first event (a keep-alive flood)
+    gzip: bool = False
+    chunks: tuple[int, ...] = (65536,)  # HTTP chunk sizes, used in turn (1: a byte per chunk)
+    cut_after: int | None = None  # close after this many body bytes (None: end normally)
+
+    def body(self) -> bytes:
+        """The response body before chunking: SSE events, possibly gzip'd."""
+        end = self.line_end
+        parts = [BOM] if self.bom else []
+        parts += [b": keep-alive" + end] * self.comments
+        text = "t" * self.pad
+        for _ in range(self.tokens):
+            chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": text or "x"}}]})
+            parts.append(b"data: " + chunk + end + end)
+        parts.append(b"data: [DONE]" + end + end)
+        body = b"".join(parts)[:MAX_PEER_BYTES]
+        if self.gzip:
+            z = zlib.compressobj(6, zlib.DEFLATED, 31)
+            body = z.compress(body) + z.flush()
+        return body
+
+    def wire(self) -> bytes:
+        """The whole response as written: head, then the body in HTTP chunks (cut if asked)."""
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+        head += b"Content-Encoding: gzip\r\n\r\n" if self.gzip else b"\r\n"
+        body = self.body()
+        if self.cut_after is not None:
+            body = body[: self.cut_after]
+        out, i, k = [head], 0, 0
+        sizes = self.chunks or (65536,)
+        while i < len(body):
+            n = max(1, sizes[k % len(sizes)])
+            piece = body[i : i + n]
+            out.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+            i, k = i + n, k + 1
+        if self.cut_after is None:
+            out.append(b"0\r\n\r\n")
+        return b"".join(out)
+
+    @property
+    def ends_well(self) -> bool:
+        return self.cut_after is None
+
+
+HEALTHY = Peer(tokens=5)
+
+
+class FuzzUpstream:
+    """Plays ``peers[model]`` to each request (``HEALTHY`` for the healthy model), one request per
+    connection; the connection closes when the peer is done (so a cut peer is a mid-stream close)."""
+
+    def __init__(self) -> None:
+        self.peers: dict[str, Peer] = {HEALTHY_MODEL: HEALTHY}
+        self.server: asyncio.AbstractServer | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    async def __aenter__(self) -> FuzzUpstream:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(Exception):
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.split(b"\r\n"):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":", 1)[1])
+            body = orjson.loads(await reader.readexactly(length)) if length else {}
+            peer = self.peers.get(str(body.get("model", "")), HEALTHY)
+            wire = peer.wire()
+            for i in range(0, len(wire), 64 * 1024):  # as fast as the reader takes it
+                writer.write(wire[i : i + 64 * 1024])
+                await writer.drain()
+        with contextlib.suppress(Exception):
+            writer.close()
