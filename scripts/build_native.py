@@ -164,7 +164,8 @@ def _missing_toolchain() -> str:
 
 def _remove_strays() -> None:
     """Extension modules beside the sources (an earlier layout) would outrank them: removed."""
-    for stray in [*SIM.glob("*.so"), *SIM.glob("*/*.so"), SIM / "_native.json"]:
+    rooms = [p for p in SIM.glob("*/*.so") if p.parent.name != "_compiled"]  # beside the moved sources
+    for stray in [*SIM.glob("*.so"), *rooms, SIM / "_native.json"]:
         stray.unlink(missing_ok=True)
 
 

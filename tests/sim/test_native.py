@@ -70,7 +70,7 @@ def test_an_edited_source_is_loaded_from_source_all_of_the_group(tmp_path: Path)
     the group comes from source (a compiled engine cannot call a source KV cache)."""
     shutil.copytree(ROOT / "tokenpace", tmp_path / "tokenpace", ignore=shutil.ignore_patterns("__pycache__"))
     assert _python(_WHICH, path=tmp_path) == "True"
-    with (tmp_path / "tokenpace" / "sim" / "kvcache.py").open("a") as f:
+    with (tmp_path / "tokenpace" / "sim" / "model" / "kvcache.py").open("a") as f:
         f.write("\n# edited after the build\n")
     assert _python(_WHICH, path=tmp_path) == "False"
     out = _python("import tokenpace.sim.model.engine as e; print(e.__file__)", path=tmp_path)

@@ -72,7 +72,7 @@ def look(
     d = sum(math.log(x) for x in b_values) / kb - sum(math.log(x) for x in a_values) / ka
     info = 1.0 / (var_a / ka + var_b / kb)
     half = mixture_half_width(info, r if r is not None else mixture_precision(var_a, var_b), alpha)
-    lo, hi = math.exp(d - half) - 1, math.exp(d + half) - 1
+    lo, hi = _expm1(d - half), _expm1(d + half)
     near, far = (-hi, -lo) if higher_is_better else (lo, hi)  # the worse side's view
     if near > limit:
         outcome = REGRESSED
@@ -85,3 +85,8 @@ def look(
         gain = {"a": var_a / (ka * (ka + 1)), "b": var_b / (kb * (kb + 1))}
         side = max((s for s in rerun if s in gain), key=lambda s: gain[s])
     return Look(ka, kb, math.exp(d) - 1, lo, hi, outcome, side)
+
+
+def _expm1(x: float) -> float:
+    """exp(x) - 1, infinite past what a float holds (an interval too wide to bound)."""
+    return math.expm1(x) if x < 700 else math.inf

@@ -152,9 +152,14 @@ def anytime_interval(guard: Guard, ev: Evidence, alpha: float) -> tuple[float, f
         return None
     half = mixture_half_width(1 / ev.se**2, mixture_r(guard, alpha), alpha) if ev.se > 0 else 0.0
     if guard.relative:
-        log_r = math.log1p(ev.change)
-        return math.expm1(log_r - half), math.expm1(log_r + half)
+        log_r = math.log1p(max(ev.change, -1 + 1e-12))  # a change of -100 % or less has no log
+        return _expm1(log_r - half), _expm1(log_r + half)
     return ev.change - half, ev.change + half
+
+
+def _expm1(x: float) -> float:
+    """exp(x) - 1, infinite past what a float holds (a wide interval on little traffic)."""
+    return math.expm1(x) if x < 700 else math.inf
 
 
 def needed(guard: Guard, ev: Evidence, alpha: float) -> int | None:
