@@ -12,8 +12,9 @@ from tokenpace.adapters.report.exports import to_csv, to_markdown
 from tokenpace.adapters.report.figures import Step, make_steps
 from tokenpace.adapters.report.html import render_html
 from tokenpace.adapters.report.tables import is_sweep
-from tokenpace.adapters.results import read_records, read_result, write_result
+from tokenpace.adapters.results import read_result, write_result
 from tokenpace.adapters.safe_files import check_output, write_atomic
+from tokenpace.app.reports.sweep_records import step_records
 from tokenpace.app.reports.tail_report import TailHops, trace_tail_of_run
 from tokenpace.core.asked_percentiles import asked_percentiles, parse_percentiles
 from tokenpace.core.record import RequestRecord
@@ -65,17 +66,7 @@ def write_plan(out: Path, sweep_file: Path, doc: dict[str, Any]) -> None:
 
 
 def _records(base: Path, result: dict[str, Any], note: Callable[[str], None]) -> list[RequestRecord]:
-    name = (result.get("records") or {}).get("path")
-    if not name:
-        return []
-    path = base / name
-    try:
-        return read_records(path)
-    except FileNotFoundError:
-        note(f"{path} not found; charts of records left empty")
-    except (OSError, ValueError, TypeError) as exc:
-        note(f"{path} unreadable ({exc}); left out")
-    return []
+    return step_records(base, result, note, "charts of records left empty", "left out")
 
 
 def load_report(path: Path, note: Callable[[str], None]) -> tuple[dict[str, Any], list[Step]]:

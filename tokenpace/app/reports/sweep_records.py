@@ -13,15 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.results import read_records
+from tokenpace.app.sweep.sweep import capacity
 from tokenpace.core.analysis.capacity.drift import trend_dict
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import steady_state
 
-__all__ = ["refresh_steady", "step_records"]
+__all__ = ["plan_from_sweep", "refresh_steady", "step_records"]
 
 
-def step_records(base: Path, step: dict[str, Any], note: Callable[[str], None]) -> list[RequestRecord]:
-    """The step's records from the file its result names, beside the sweep; [] when there are none."""
+def step_records(
+    base: Path,
+    step: dict[str, Any],
+    note: Callable[[str], None],
+    missing: str = "step figures as stored, no intervals from resampling",
+    unreadable: str = "left out of resampling",
+) -> list[RequestRecord]:
+    """The step's records from the file its result names, beside the sweep; [] when there are none
+    (a file not found or unreadable is said through ``note``, with what that costs)."""
     name = (step.get("records") or {}).get("path")
     if not name:
         return []
@@ -29,10 +37,40 @@ def step_records(base: Path, step: dict[str, Any], note: Callable[[str], None]) 
     try:
         return read_records(path)
     except FileNotFoundError:
-        note(f"{path} not found: step figures as stored, no intervals from resampling")
+        note(f"{path} not found: {missing}")
     except (OSError, ValueError, TypeError) as exc:
-        note(f"{path} unreadable ({str(exc).splitlines()[0] if str(exc) else exc}): left out of resampling")
+        note(f"{path} unreadable ({str(exc).splitlines()[0] if str(exc) else exc}): {unreadable}")
     return []
+
+
+def plan_from_sweep(
+    path: Path,
+    doc: dict[str, Any],
+    slo: dict[str, float] | None,
+    percentile: str | None,
+    max_error_rate: float,
+    peak_rps: float | None,
+    headroom: float,
+) -> list[str]:
+    """The sweep's capacity plan, added to ``doc``: each step (and the revisit) re-measured from its
+    records beside the sweep, then analysed with them (intervals from resampling). Returns the notes
+    on records that could not be read; KeyError, TypeError or ValueError on steps it cannot analyse."""
+    notes: list[str] = []
+    records = []
+    for step in [*doc["steps"], *(doc.get("revisit") or [])]:
+        if isinstance(step, dict):
+            recs = step_records(path.parent, step, notes.append)
+            refresh_steady(step, recs)
+            records.append(recs)
+    records = records[: len(doc["steps"])]  # the curve's; the revisit's only re-measured
+    slo = slo if slo is not None else doc.get("slo") or None
+    pct = percentile or doc.get("slo_percentile") or "p95"
+    plateau = doc.get("probe_plateau_rps")
+    revisit = (doc.get("revisit") or [None])[0]
+    doc.update(
+        capacity(doc["steps"], slo, pct, max_error_rate, peak_rps, headroom, plateau, revisit, records)
+    )
+    return notes
 
 
 def refresh_steady(step: dict[str, Any], records: list[RequestRecord]) -> None:

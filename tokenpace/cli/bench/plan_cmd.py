@@ -10,7 +10,6 @@ import click
 from rich.console import Console
 
 from tokenpace.app.reports import report_files, sweep_records
-from tokenpace.app.sweep.sweep import capacity
 from tokenpace.cli import parsing
 from tokenpace.cli.bench.sweep_cmd import fraction, render_sweep
 
@@ -55,22 +54,9 @@ def plan(**o: Any) -> None:
     if not 0 <= headroom < 1:
         die("plan", "--headroom must be at least 0% and below 100%")
     doc = load_sweep(o["sweep_file"], "plan")
-    notes: list[str] = []
-    base = o["sweep_file"].parent
-    records = []
-    for step in [*doc["steps"], *(doc.get("revisit") or [])]:
-        if isinstance(step, dict):
-            recs = sweep_records.step_records(base, step, notes.append)
-            sweep_records.refresh_steady(step, recs)
-            records.append(recs)
-    records = records[: len(doc["steps"])]  # the curve's; the revisit's only re-measured
-    slo = slo if slo is not None else doc.get("slo") or None
-    pct = o["slo_percentile"] or doc.get("slo_percentile") or "p95"
     try:
-        plateau = doc.get("probe_plateau_rps")
-        revisit = (doc.get("revisit") or [None])[0]
-        doc.update(
-            capacity(doc["steps"], slo, pct, max_err, o["peak_rps"], headroom, plateau, revisit, records)
+        notes = sweep_records.plan_from_sweep(
+            o["sweep_file"], doc, slo, o["slo_percentile"], max_err, o["peak_rps"], headroom
         )
     except (KeyError, TypeError, ValueError) as exc:
         die("plan", f"{o['sweep_file']}: cannot analyse its steps ({exc})")
