@@ -63,7 +63,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/selection.md", "", "tests/cli/selection/test_select_cmd.py"),
     ("docs/dialects.md", "", "tests/cli/test_dialects_docs.py"),
     ("docs/workers.md", "", "tests/cli/bench/test_workers_cli.py"),
-    ("README.md", "--workers", "tests/cli/bench/test_workers_cli.py"),
+    ("README.md", "bench --workers", "tests/cli/bench/test_workers_cli.py"),
     ("", "deploy/gateway.toml", "tests/cli/gateway/test_gateway_config.py"),
     ("docs/gateway.md", "--admin-listen", "tests/gateway/experiments/test_gray_walkthrough.py"),
     ("docs/gateway.md", "--workers", "tests/gateway/lifecycle/test_workers.py"),

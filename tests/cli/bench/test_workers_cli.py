@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _commands(path: Path) -> list[list[str]]:
-    """The `tokenpace ...` lines of the doc's code blocks that use --workers or --ray."""
+    """The client-side `tokenpace ...` lines of the doc's code blocks that use --workers or --ray (a server's
+    `sim --workers` is started and probed by tests/docs, like every server command)."""
     text = path.read_text(encoding="utf-8")
     lines = [ln.split("   #", 1)[0].strip() for ln in text.splitlines()]
     return [shlex.split(ln)[1:] for ln in lines
-            if ln.startswith("tokenpace ") and re.search(r"--(workers|ray)\b", ln)]  # fmt: skip
+            if ln.startswith("tokenpace ") and not ln.startswith("tokenpace sim ")
+            and re.search(r"--(workers|ray)\b", ln)]  # fmt: skip
 
 
 def test_the_docs_show_workers_for_bench_sweep_ab_and_ray():
