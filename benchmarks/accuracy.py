@@ -109,15 +109,16 @@ def _wait_rusage(proc: subprocess.Popen, timeout_s: float) -> tuple[int, Any, fl
 
 
 class TruthServer:
-    def __init__(self, workdir: Path, cpu: int, name: str) -> None:
+    def __init__(self, workdir: Path, cpu: int, name: str, script: str = "truth_server.py") -> None:
         self.truth_path = workdir / f"truth-{name}.json"
         self.cpu = cpu
+        self.script = script
         self.proc: subprocess.Popen | None = None
         self.url = ""
 
     def __enter__(self) -> TruthServer:
         self.proc = subprocess.Popen(
-            [PY, str(HERE / "truth_server.py"), "--truth", str(self.truth_path), "--cpu", str(self.cpu)],
+            [PY, str(HERE / self.script), "--truth", str(self.truth_path), "--cpu", str(self.cpu)],
             stdout=subprocess.PIPE,
             cwd=ROOT,
         )
@@ -160,10 +161,15 @@ def run_client_raw(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int]
 
 
 def _client_run(
-    kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int], profile: bool
+    kind: str,
+    sc: Scenario,
+    workdir: Path,
+    cpus: tuple[int, int],
+    profile: bool,
+    server_script: str = "truth_server.py",
 ) -> tuple[dict, dict]:
     out_path = workdir / f"{kind}-{sc.key}.json"
-    with TruthServer(workdir, cpus[0], f"{kind}-{sc.key}") as server:
+    with TruthServer(workdir, cpus[0], f"{kind}-{sc.key}", server_script) as server:
         cmd = [
             PY,
             str(HERE / "client_proc.py"),

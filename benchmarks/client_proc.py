@@ -63,6 +63,7 @@ def run_tokenpace(args: argparse.Namespace) -> dict:
             "scheduled_ns": r.scheduled_ns,
             "dispatched_ns": r.dispatched_ns,
             "sent_ns": r.sent_ns,
+            "connect_ns": r.connect_ns,
             "first_token_ns": r.first_token_ns,
             "token_ns": r.token_ns,
             "end_ns": r.end_ns,

@@ -44,14 +44,39 @@ def test_stream_is_timed_from_the_first_token_chunk_not_the_role_chunk():
 
 
 def test_keep_alive_connection_is_reused():
-    # The first finished connection is looked at (5 ms) before it is reused, in case the server
-    # closes after answering: the second request opens a second connection; from then on, reuse.
+    # The first finished connection is looked at (PROBE_S, 1 ms) before it is reused, in case the server
+    # closes after answering; the next request waits for that look rather than dial a second one.
     records, _, opened = run(one(Script(ttft_s=0.02, itl_s=0.001), n=5))
     assert all(r.status is Status.OK for r in records)
-    assert opened == 2
-    assert records[0].connect_ns is not None and records[1].connect_ns is not None
-    assert all(r.connect_ns is None for r in records[2:])
+    assert opened == 1
+    assert records[0].connect_ns is not None
+    assert all(r.connect_ns is None for r in records[1:])
 
+
+def test_a_closed_loops_users_keep_one_connection_each_across_the_first_wave():
+    """16 users whose requests end together: each next request waits for the first keep-alive look
+    and reuses a finished connection, so the run holds 16 connections, not one more per user."""
+
+    async def go() -> tuple[list[RequestRecord], int]:
+        async with ScriptedServer(Script(ttft_s=0.02, itl_s=0.001)) as srv:
+            sender = Sender(parse_endpoint(srv.url), get_dialect("chat"), "m", Sampling(), True, 5.0)
+            records: list[RequestRecord] = []
+
+            async def user(u: int) -> None:
+                for i in range(3):
+                    r = RequestRecord(f"u{u}-{i}")
+                    await sender.send(r, sender.prepare("a b c", 8, r.request_id))
+                    records.append(r)
+
+            await asyncio.gather(*(user(u) for u in range(16)))
+            opened = sender.connections_opened
+            await sender.close()
+            return records, opened
+
+    records, opened = run(go())
+    assert len(records) == 48 and all(r.status is Status.OK for r in records)
+    assert opened == 16
+    assert sum(r.connect_ns is not None for r in records) == 16
 
 @pytest.mark.parametrize(
     ("script", "status", "reason"),

@@ -102,6 +102,8 @@ class Sender:
         try:
             for attempt in (0, 1):
                 conn = pool.take()  # a reused one: what the server's TCP had acknowledged is noted
+                if conn is None and pool.judging is not None:
+                    conn = await pool.wait_for_judgement()  # the first wave: a few ms, not a connect
                 reused = conn is not None
                 if conn is None:
                     deadline.measure = None

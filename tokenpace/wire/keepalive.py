@@ -7,7 +7,7 @@ connection is ever dropped unanswered, the run stops reusing connections and say
 
 from __future__ import annotations
 
-PROBE_S = 0.005  # a server that closes after answering does so within microseconds on one host
+PROBE_S = 0.001  # a server that closes after answering does so within microseconds on one host
 
 
 class KeepAlive:

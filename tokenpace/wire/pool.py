@@ -62,6 +62,13 @@ class Pool:
         self.open: set[HttpConnection] = set()
         self.closing = False
         self.connections_opened = 0
+        # Until the first look has judged the server (keepalive.known), finished connections wait
+        # here (at most the callers' concurrency) and callers wait on ``judging`` (at most PROBE_S)
+        # rather than dial: a closed loop's whole first wave ends within those few milliseconds,
+        # and dialling a second connection for each of its users put that wave's next requests
+        # behind hundreds of connects (362 connections for 256 streams, a 13 ms P99 at wave 2).
+        self._looking: list[HttpConnection] = []
+        self.judging: asyncio.Future[None] | None = None
 
     def take(self) -> HttpConnection | None:
         """An idle connection the server has not closed (checked just before use), else None. The
@@ -92,17 +99,37 @@ class Pool:
         elif self.keepalive.known:
             self.idle.append(conn)
         else:  # until the server has shown whether it closes after answering, look first
-            asyncio.get_running_loop().call_later(PROBE_S, self._release_after_look, conn)
+            self._looking.append(conn)
+            if self.judging is None:
+                loop = asyncio.get_running_loop()
+                self.judging = loop.create_future()
+                loop.call_later(PROBE_S, self._judge, conn)
 
-    def _release_after_look(self, conn: HttpConnection) -> None:
-        if self.closing:
-            return
-        closed = not conn.reusable or peer_has_closed(conn.transport)
-        self.keepalive.judge(closed)
-        if closed or not self.keepalive.reuse:
-            self.drop(conn)
-        else:
-            self.idle.append(conn)
+    async def wait_for_judgement(self) -> HttpConnection | None:
+        """``take()`` after the first look has judged the server, when one is under way (at most
+        PROBE_S): a caller that found no idle connection in the meantime reuses one instead of
+        dialling. None when there is still none to take."""
+        if self.judging is not None:
+            await asyncio.shield(self.judging)  # one caller cancelled must not cancel the others' wait
+        return self.take()
+
+    def _judge(self, first: HttpConnection) -> None:
+        """The first look: the server's behaviour judged on ``first``; every connection finished
+        meanwhile is then kept (take() looks at each again before use) or closed."""
+        looking, self._looking = self._looking, []
+        if not self.closing:
+            self.keepalive.judge(not first.reusable or peer_has_closed(first.transport))
+        for conn in looking:
+            if self.closing or not (conn.reusable and self.keepalive.reuse) or peer_has_closed(conn.transport):
+                self.drop(conn)
+            else:
+                self.idle.append(conn)
+        self._judged()
+
+    def _judged(self) -> None:
+        judging, self.judging = self.judging, None  # the waiters hold it; later callers dial as usual
+        if judging is not None and not judging.done():
+            judging.set_result(None)
 
     def drop(self, conn: HttpConnection) -> None:
         conn.close()
@@ -113,7 +140,9 @@ class Pool:
         for conn in list(self.open):
             conn.close()
         self.idle.clear()
+        self._looking.clear()
         self.open.clear()
+        self._judged()
 
     async def request(
         self,
@@ -131,6 +160,8 @@ class Pool:
             times.asked_ns = perf_counter_ns()
         for attempt in (0, 1):
             idle = self.take()
+            if idle is None and self.judging is not None:
+                idle = await self.wait_for_judgement()
             reused = idle is not None
             if idle is None:
                 conn, _ = await asyncio.wait_for(self.connect(), connect_timeout_s)
