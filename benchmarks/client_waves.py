@@ -58,7 +58,9 @@ def one_run(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int]) -> tu
     data, truth = _client_run(kind, sc, workdir, cpus, False, server_script="fast_truth_server.py")
     joined = _join(data["records"], truth)
     if joined.ok != sc.requests or joined.missing:
-        raise RuntimeError(f"{kind} at {sc.key}: {joined.ok}/{sc.requests} ok, {joined.missing} without truth")
+        raise RuntimeError(
+            f"{kind} at {sc.key}: {joined.ok}/{sc.requests} ok, {joined.missing} without truth"
+        )
     return np.asarray(joined.whole), data["cpu_s"] / sc.requests, bool(data.get("valid", True))
 
 
@@ -114,7 +116,8 @@ def main() -> None:
         tail = "at or below" if lo <= 0 else "above"
         runs = {k: ", ".join(f"{x:.1f}" for x in v) for k, v in per_run.items()}
         print(
-            f"| {n} ({reqs}) | {p50['tokenpace']:.2f} / {p99['tokenpace']:.2f} | {p50['raw']:.2f} / {p99['raw']:.2f} "
+            f"| {n} ({reqs}) | {p50['tokenpace']:.2f} / {p99['tokenpace']:.2f} "
+            f"| {p50['raw']:.2f} / {p99['raw']:.2f} "
             f"| {runs['tokenpace']} | {runs['raw']} | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] ({tail}) "
             f"| {np.mean(cpu['tokenpace']) * 1e6:.0f} | {np.mean(cpu['raw']) * 1e6:.0f} "
             f"| {r:.2f} [{rlo:.2f}, {rhi:.2f}] | {invalid} |"

@@ -78,6 +78,7 @@ def test_a_closed_loops_users_keep_one_connection_each_across_the_first_wave():
     assert opened == 16
     assert sum(r.connect_ns is not None for r in records) == 16
 
+
 @pytest.mark.parametrize(
     ("script", "status", "reason"),
     [

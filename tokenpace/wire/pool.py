@@ -120,7 +120,11 @@ class Pool:
         if not self.closing:
             self.keepalive.judge(not first.reusable or peer_has_closed(first.transport))
         for conn in looking:
-            if self.closing or not (conn.reusable and self.keepalive.reuse) or peer_has_closed(conn.transport):
+            if (
+                self.closing
+                or not (conn.reusable and self.keepalive.reuse)
+                or peer_has_closed(conn.transport)
+            ):
                 self.drop(conn)
             else:
                 self.idle.append(conn)
