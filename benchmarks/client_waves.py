@@ -11,8 +11,9 @@ most of both clients' share; this script uses benchmarks/fast_truth_server.py (a
 that stamps each read and each token write) so only the client's lateness is left:
 
 - whole TTFT error = client TTFT (first token - send) - server TTFT (first write - read), per request;
-- CPU per request  = the client process's CPU seconds during the run (start-up and imports apart,
-  as benchmarks/client_proc.py counts them) / requests.
+- CPU per request  = the client process's CPU seconds from the run's start to its last request's end
+  (start-up and imports apart, as benchmarks/client_proc.py counts them) / requests; tokenpace's
+  analysis after the load (summary, steady state, health) is shown apart, per request too.
 
 Server pinned to core 0, client to core 1 (as benchmarks/accuracy.py); each load runs ``--waves``
 waves (N x waves requests) per run, ``--rounds`` rounds, the clients alternating which goes first.
@@ -23,6 +24,11 @@ the CPU ratio's interval comes from the same resampling of runs.
 
 When this script and client_tail.py disagree, the server is why: client_tail.py's verdict includes
 its server's reading time, this one subtracts it.
+
+    .venv/bin/python benchmarks/client_waves.py --ceiling 128,256,512 --itl-ms 2 --waves 4
+
+climbs the streams of one tokenpace process (no reference client) to find its ceiling: the highest
+streams x tokens/s at which the run stays VALID with a TTFT error P99 <= 5 ms after the first wave.
 """
 
 from __future__ import annotations
@@ -54,14 +60,59 @@ def ratio_interval(a: list[float], b: list[float], rng: np.random.Generator) -> 
     return point, float(lo), float(hi)
 
 
-def one_run(kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int]) -> tuple[np.ndarray, float, bool]:
+def one_run(
+    kind: str, sc: Scenario, workdir: Path, cpus: tuple[int, int]
+) -> tuple[np.ndarray, float, float, bool]:
     data, truth = _client_run(kind, sc, workdir, cpus, False, server_script="fast_truth_server.py")
     joined = _join(data["records"], truth)
     if joined.ok != sc.requests or joined.missing:
         raise RuntimeError(
             f"{kind} at {sc.key}: {joined.ok}/{sc.requests} ok, {joined.missing} without truth"
         )
-    return np.asarray(joined.whole), data["cpu_s"] / sc.requests, bool(data.get("valid", True))
+    load, whole = data["load_cpu_s"] / sc.requests, data["cpu_s"] / sc.requests
+    return np.asarray(joined.whole), load, whole - load, bool(data.get("valid", True))
+
+
+def ceiling_run(n: int, waves: int, workdir: Path, cpus: tuple[int, int]) -> dict:
+    """One tokenpace run at ``n`` streams: tokens/s, VALID, and its errors after the first wave (the
+    first wave's connection set-up is the server's accept queue, the same for any client)."""
+    sc = Scenario(f"c{n}", f"closed, {n} streams", n * waves, concurrency=n)
+    data, truth = _client_run("tokenpace", sc, workdir, cpus, False, server_script="fast_truth_server.py")
+    ok = sorted((r for r in data["records"] if r["status"] == "ok"), key=lambda r: r["sent_ns"])
+    whole, delay = [], []
+    for r in ok[n:]:
+        t, read = truth["truth"][r["request_id"]], truth["read"][r["request_id"]]
+        whole.append(((r["token_ns"][0] - r["sent_ns"]) - (t[0] - read)) / 1e6)
+        delay.extend((c - w) / 1e6 for c, w in zip(r["token_ns"], t, strict=False))
+    tokens = sum(len(r["token_ns"]) for r in ok)
+    span_s = (max(r["end_ns"] for r in ok) - min(r["sent_ns"] for r in ok)) / 1e9
+    return {
+        "streams": n,
+        "ok": len(ok),
+        "requests": sc.requests,
+        "tokens_per_s": tokens / span_s,
+        "valid": bool(data.get("valid")),
+        "why": "; ".join(data.get("invalid_reasons") or []),
+        "ttft_err_p99": float(np.percentile(whole, 99)),
+        "delay_p99": float(np.percentile(delay, 99)),
+        "cpu_us_per_token": data["load_cpu_s"] / max(tokens, 1) * 1e6,
+    }
+
+
+def ceiling(streams: list[int], waves: int, itl_ms: float, cpus: tuple[int, int]) -> None:
+    os.environ["TRUTH_ITL_MS"] = str(itl_ms)  # the fast server's gap between tokens (inherited)
+    print("| streams | tokens/s | VALID | TTFT error P99 after the first wave (ms) "
+          "| token delivery delay P99 (ms) | client CPU µs/token |\n|---|---|---|---|---|---|")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="tp-ceiling-") as tmp:
+        for n in streams:
+            r = ceiling_run(n, waves, Path(tmp), cpus)
+            valid = "yes" if r["valid"] else f"NOT VALID ({r['why']})"
+            print(
+                f"| {n} | {r['tokens_per_s']:,.0f} | {valid} | {r['ttft_err_p99']:.2f} "
+                f"| {r['delay_p99']:.2f} "
+                f"| {r['cpu_us_per_token']:.1f} |",
+                flush=True,
+            )
 
 
 def main() -> None:
@@ -70,7 +121,17 @@ def main() -> None:
     ap.add_argument("--streams", default="16,64,256")
     ap.add_argument("--waves", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--ceiling", help="streams to climb (e.g. 128,256,512,1024): one tokenpace run each")
+    ap.add_argument(
+        "--itl-ms", type=float, default=10.0, help="with --ceiling: the server's gap between tokens"
+    )
     args = ap.parse_args()
+    if args.ceiling:
+        cpus = _cpus()
+        if cpus[0] >= 0:
+            os.sched_setaffinity(0, {cpus[0]})
+        ceiling([int(x) for x in args.ceiling.split(",")], args.waves, args.itl_ms, cpus)
+        return
     if args.rounds < 2:
         sys.exit("client_waves: --rounds must be at least 2 (the interval resamples runs)")
     rng = np.random.default_rng(args.seed)
@@ -85,12 +146,15 @@ def main() -> None:
             sc = Scenario(f"c{n}", f"closed, {n} streams", n * args.waves, concurrency=n)
             errs: dict[str, list[np.ndarray]] = {k: [] for k in CLIENTS}
             cpu: dict[str, list[float]] = {k: [] for k in CLIENTS}
+            analysis: list[float] = []
             invalid = 0
             for r in range(args.rounds):
                 for kind in CLIENTS if r % 2 == 0 else CLIENTS[::-1]:
-                    e, c, valid = one_run(kind, sc, Path(tmp), cpus)
+                    e, c, after, valid = one_run(kind, sc, Path(tmp), cpus)
                     errs[kind].append(e)
                     cpu[kind].append(c)
+                    if kind == "tokenpace":
+                        analysis.append(after)
                     invalid += not valid
                     print(
                         f"[{time.perf_counter() - t0:6.1f}s] {n} streams, round {r + 1}, {kind}: whole TTFT "
@@ -104,15 +168,16 @@ def main() -> None:
             p99 = {k: float(np.percentile(np.concatenate(v), 99)) for k, v in errs.items()}
             p50 = {k: float(np.percentile(np.concatenate(v), 50)) for k, v in errs.items()}
             per_run = {k: [float(np.percentile(e, 99)) for e in v] for k, v in errs.items()}
-            rows.append((n, sc.requests, p50, p99, per_run, (d, lo, hi), cpu, ratio, invalid))
+            rows.append((n, sc.requests, p50, p99, per_run, (d, lo, hi), cpu, ratio, analysis, invalid))
     load1 = os.getloadavg()[0]
     print(f"\n{args.rounds} rounds, {args.waves} waves per run, load average {load0:.2f} -> {load1:.2f}, "
           f"{time.perf_counter() - t0:.0f} s\n")  # fmt: skip
     print("| streams (requests per run) | whole TTFT error P50 / P99 (ms): tokenpace | raw client "
           "| P99 per run: tokenpace | raw | P99 difference [95 % interval] | CPU µs/request: tokenpace | raw "
-          "| CPU ratio [95 % interval] | NOT VALID runs |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    for n, reqs, p50, p99, per_run, (d, lo, hi), cpu, (r, rlo, rhi), invalid in rows:
+          "| CPU ratio [95 % interval] | tokenpace's analysis after the load, µs/request "
+          "| NOT VALID runs |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for n, reqs, p50, p99, per_run, (d, lo, hi), cpu, (r, rlo, rhi), analysis, invalid in rows:
         tail = "at or below" if lo <= 0 else "above"
         runs = {k: ", ".join(f"{x:.1f}" for x in v) for k, v in per_run.items()}
         print(
@@ -120,7 +185,7 @@ def main() -> None:
             f"| {p50['raw']:.2f} / {p99['raw']:.2f} "
             f"| {runs['tokenpace']} | {runs['raw']} | {d:+.2f} [{lo:+.2f}, {hi:+.2f}] ({tail}) "
             f"| {np.mean(cpu['tokenpace']) * 1e6:.0f} | {np.mean(cpu['raw']) * 1e6:.0f} "
-            f"| {r:.2f} [{rlo:.2f}, {rhi:.2f}] | {invalid} |"
+            f"| {r:.2f} [{rlo:.2f}, {rhi:.2f}] | {np.mean(analysis) * 1e6:.0f} | {invalid} |"
         )
 
 
