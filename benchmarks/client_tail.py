@@ -11,6 +11,11 @@ the pooled P99s. The interval of the difference resamples whole runs (a cluster 
 noise *between* runs is counted, not only the noise between requests. Verdict per load: "below"
 (tokenpace's P99 smaller: the interval's upper bound < 0), "above" (lower bound > 0), else
 "no difference detected" with the interval, which says how large a difference the rounds could miss.
+
+Its truth server (tokenpace's ScriptedServer, h11) reads a 256-request wave in 15-22 ms, and that
+reading time is inside both clients' errors here; benchmarks/client_waves.py measures the same two
+clients against a server that reads as fast as the machine allows (benchmarks/fast_truth_server.py),
+so where the two scripts disagree, it is the server's share that this one counts and that one does not.
 """
 
 from __future__ import annotations
