@@ -76,12 +76,22 @@ class Peer:
 HEALTHY = Peer(tokens=5)
 
 
+WIRE_CACHE_BYTES = 16 * 1024 * 1024  # a peer's bytes kept for its next request (tests' peers are small)
+
+
 class FuzzUpstream:
     """Plays ``peers[model]`` to each request (``HEALTHY`` for the healthy model), one request per
-    connection; the connection closes when the peer is done (so a cut peer is a mid-stream close)."""
+    connection; the connection closes when the peer is done (so a cut peer is a mid-stream close).
 
-    def __init__(self) -> None:
+    A peer's bytes are built once and kept (up to ``cache_bytes`` in all, then the cache starts
+    again): building 4 MiB of events and gzip'ing them takes ~20 ms of this process's loop, which
+    would otherwise stall the healthy streams it serves and be blamed on the gateway."""
+
+    def __init__(self, cache_bytes: int = WIRE_CACHE_BYTES) -> None:
         self.peers: dict[str, Peer] = {HEALTHY_MODEL: HEALTHY}
+        self.cache_bytes = cache_bytes
+        self._wires: dict[Peer, bytes] = {}
+        self._cached = 0
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
@@ -98,6 +108,18 @@ class FuzzUpstream:
         if self.server is not None:
             self.server.close()
 
+    def wire(self, peer: Peer) -> bytes:
+        """The peer's whole response as written, built once while the cache holds it."""
+        wire = self._wires.get(peer)
+        if wire is None:
+            wire = peer.wire()
+            if self._cached + len(wire) > self.cache_bytes:
+                self._wires.clear()
+                self._cached = 0
+            self._wires[peer] = wire
+            self._cached += len(wire)
+        return wire
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             head = await reader.readuntil(b"\r\n\r\n")
@@ -107,7 +129,7 @@ class FuzzUpstream:
                     length = int(line.split(b":", 1)[1])
             body = orjson.loads(await reader.readexactly(length)) if length else {}
             peer = self.peers.get(str(body.get("model", "")), HEALTHY)
-            wire = peer.wire()
+            wire = self.wire(peer)
             for i in range(0, len(wire), 64 * 1024):  # as fast as the reader takes it
                 writer.write(wire[i : i + 64 * 1024])
                 await writer.drain()
