@@ -35,16 +35,20 @@ class Peer:
     cut_after: int | None = None  # close after this many body bytes (None: end normally)
 
     def body(self) -> bytes:
-        """The response body before chunking: SSE events, possibly gzip'd."""
+        """The response body before chunking: SSE events, possibly gzip'd; built in one buffer and
+        stopped at ``MAX_PEER_BYTES`` (the fuzzer's own memory must not hide the peer's cost)."""
         end = self.line_end
-        parts = [BOM] if self.bom else []
-        parts += [b": keep-alive" + end] * self.comments
+        out = bytearray(BOM if self.bom else b"")
+        out += (b": keep-alive" + end) * self.comments
         text = "t" * self.pad
+        chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": text or "x"}}]})
+        event = b"data: " + chunk + end + end  # every token event is the same
         for _ in range(self.tokens):
-            chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": text or "x"}}]})
-            parts.append(b"data: " + chunk + end + end)
-        parts.append(b"data: [DONE]" + end + end)
-        body = b"".join(parts)[:MAX_PEER_BYTES]
+            if len(out) >= MAX_PEER_BYTES:
+                break
+            out += event
+        out += b"data: [DONE]" + end + end
+        body = bytes(out[:MAX_PEER_BYTES])
         if self.gzip:
             z = zlib.compressobj(6, zlib.DEFLATED, 31)
             body = z.compress(body) + z.flush()
@@ -57,16 +61,16 @@ class Peer:
         body = self.body()
         if self.cut_after is not None:
             body = body[: self.cut_after]
-        out, i, k = [head], 0, 0
+        out, i, k = bytearray(head), 0, 0  # one buffer: a list of 4 M one-byte chunks would be 200 MB
         sizes = self.chunks or (65536,)
         while i < len(body):
             n = max(1, sizes[k % len(sizes)])
             piece = body[i : i + n]
-            out.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+            out += b"%x\r\n%b\r\n" % (len(piece), piece)
             i, k = i + n, k + 1
         if self.cut_after is None:
-            out.append(b"0\r\n\r\n")
-        return b"".join(out)
+            out += b"0\r\n\r\n"
+        return bytes(out)
 
     @property
     def ends_well(self) -> bool:
