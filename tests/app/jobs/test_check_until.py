@@ -111,6 +111,8 @@ def test_rerun_config_is_the_stored_test() -> None:
     [
         ({"workload": {"kind": "dataset"}}, "its workload is 'dataset'"),
         ({"headers": ["x-team"]}, "sent headers"),
+        ({"workload": {**CONDITIONS["workload"], "sessions": {"turns": 3}}}, "multi-turn sessions"),  # type: ignore[dict-item]
+        ({"workload": {**CONDITIONS["workload"], "shared_prefix": {}}}, "shared prefixes"),  # type: ignore[dict-item]
         ({"load": {**CONDITIONS["load"], "ramp": {"over_s": 5}}}, "ramped its load up"),  # type: ignore[dict-item]
         ({"api": "no-such-api"}, "is not known"),
         ({"workload": {"kind": "synthetic", "input_len": {}}}, "stored conditions are incomplete"),

@@ -47,6 +47,10 @@ def rerun_config(conditions: dict[str, Any]) -> tuple[BenchConfig, str | None]:
     if workload.get("kind") != "synthetic" or workload.get("tokenizer"):
         kind = workload.get("kind") or "unknown"
         raise refuse(f"its workload is {kind!r} (only synthetic lengths, no tokenizer, are stored whole)")
+    shapes = (("shared_prefix", "shared prefixes"), ("sessions", "multi-turn sessions"))
+    shaped = [name for key, name in shapes if key in workload]
+    if shaped:
+        raise refuse(f"its workload has {' and '.join(shaped)}, which are not rebuilt from the store")
     if conditions.get("headers"):
         raise refuse("it sent headers, whose values are never stored")
     load = conditions.get("load") or {}
