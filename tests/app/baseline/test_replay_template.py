@@ -17,7 +17,7 @@ WORDS = [40, 90, 150]  # three records, lengths too few to fit the template: it 
 def _captured(tmp_path: Path) -> Path:
     path = tmp_path / "captured.jsonl"
     lines = [
-        {"request_id": f"g{i}", "status": "ok", "sent_ns": 1_000_000 * i, "labels": {},
+        {"request_id": f"g{i}", "status": "ok", "sent_ns": 100_000_000 * i, "labels": {},
          "prompt_tokens": w + 7, "prompt_chars": 5 * w, "output_tokens": 4}
         for i, w in enumerate(WORDS)
     ]  # fmt: skip
@@ -28,7 +28,7 @@ def _captured(tmp_path: Path) -> Path:
 def _replay(url: str, trace: Path, out: Path, *more: str) -> tuple[dict, list[dict]]:
     done = tokenpace("bench", "--url", url, "--model", "m", "--trace", str(trace), "--no-store", "-q",
                      "--out", str(out), *more)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    assert done.returncode in (0, 3), done.stderr  # 3: NOT VALID on a busy host, results written
     records = [json.loads(x) for x in out.with_suffix(".records.jsonl").read_text().splitlines()]
     return json.loads(out.read_text()), records
 
