@@ -90,3 +90,21 @@ def test_a_bomb_is_worked_through_a_slice_per_turn_and_refused_at_its_cap() -> N
     assert m.record.status is Status.PROTOCOL_ERROR
     assert m.record.error in ("event over 1 MiB without a blank line", "compressed body inflates past 64 MiB")
     assert conn.calls == ["pause", "resume"]  # reading given back to the connection
+
+
+def test_a_close_after_the_whole_compressed_stream_is_judged_on_all_of_it() -> None:
+    """The server closed instead of ending the chunked body, after its last byte: [DONE] is in the
+    part not yet inflated, so the request is ok once that part is read (as an uncompressed one is)."""
+    chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": "t" * 5000}}]})
+    body = b"".join(b"data: " + chunk + b"\n\n" for _ in range(100)) + b"data: [DONE]\n\n"
+
+    async def go() -> Measure:
+        m, _ = _measure(asyncio.get_running_loop())
+        m.exchange.response_body(_gzip(body), 7)
+        m.exchange.response_lost(None, 9, body_ended=False)
+        assert not m.exchange.done.done()  # judged only once all of it is read
+        await asyncio.wait_for(m.exchange.done, 5)
+        return m
+
+    rec = asyncio.run(go()).record
+    assert rec.status is Status.OK and len(rec.token_ns) == 100

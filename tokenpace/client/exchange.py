@@ -42,6 +42,7 @@ class Measure:
         "inflated_ns",
         "inflater",
         "loop",
+        "lost",
         "over",
         "paused",
         "record",
@@ -69,6 +70,7 @@ class Measure:
         self.paused = False  # reading paused: compressed input waits to be inflated
         self.inflated_ns = 0  # arrival of the compressed bytes being inflated
         self.end_ns: int | None = None  # the body ended while still inflating: the end waits
+        self.lost: tuple[str, int] | None = None  # the connection closed while inflating: it waits too
 
     # --- events from the exchange ---
     def on_head(self, ex: Exchange, now: int) -> None:
@@ -120,6 +122,9 @@ class Measure:
         if self.end_ns is not None:
             self.exchange.finishing = False
             self.on_end(self.end_ns)
+        elif self.lost is not None:  # judged on the whole of what came ([DONE] may be in it)
+            self.exchange.finishing = False
+            self.on_failed(*self.lost, lost=True)
 
     def _inflate_next(self) -> None:
         inflater = self.inflater
@@ -198,6 +203,11 @@ class Measure:
         self._read_full(now)
 
     def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        if lost and self.inflater is not None and self.inflater.pending and not self.over.done():
+            self.lost = (reason, now)  # what arrived before the close is read first
+            self.exchange.finishing = True
+            return
+        self.lost = None
         if not lost:
             self.fail(Status.PROTOCOL_ERROR, reason, now)
         elif self.done and self.record.headers_ns is not None:

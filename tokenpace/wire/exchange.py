@@ -156,7 +156,7 @@ class Exchange:
         if not mid:
             self.head.set_exception(ExchangeError(reason, False))
             self.head.exception()  # retrieved here: the waiter may be gone
-        if not self.done.done():
+        if not self.done.done() and not self.finishing:
             self.done.set_exception(ExchangeError(reason, mid))
             self.done.exception()
 
