@@ -44,8 +44,10 @@ import asyncio, sys
 from tokenpace.testing.fuzz_peers import FuzzUpstream, Peer
 peers = eval(sys.stdin.read())
 async def serve():
-    up = FuzzUpstream()
+    up = FuzzUpstream(cache_bytes=1 << 30)  # every peer built once, before the measured phases
     up.peers.update(peers)
+    for peer in peers.values():
+        up.wire(peer)
     up.server = await asyncio.start_server(up._serve, "127.0.0.1", int(sys.argv[1]))
     await asyncio.Event().wait()
 asyncio.run(serve())
@@ -110,7 +112,8 @@ async def hostile_lane(
         i += 1
         try:
             async with s.post(url + "/chat/completions", json=chat) as r:
-                await r.read()
+                async for _ in r.content.iter_any():  # drained as sent: never inflated here
+                    pass
         except aiohttp.ClientError:
             pass
         out.hostile += 1
@@ -132,10 +135,14 @@ async def watch(s: aiohttp.ClientSession, admin: str, pid: int, until: float, ou
 async def phase(url: str, admin: str, pid: int, models: list[str], seconds: float, hostile: int) -> Seen:
     out = Seen()
     until = time.perf_counter() + seconds
-    conn = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=conn) as s:
+    # The hostile answers are drained compressed: inflating 20 gzip bombs in this process's loop
+    # would delay the healthy lanes' reads here and be blamed on the gateway.
+    async with (
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s,
+        aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False) as raw,
+    ):
         tasks = [healthy_lane(s, url, until, out) for _ in range(LANES)]
-        tasks += [hostile_lane(s, url, models, until, out) for _ in range(hostile if models else 0)]
+        tasks += [hostile_lane(raw, url, models, until, out) for _ in range(hostile if models else 0)]
         await asyncio.gather(*tasks, watch(s, admin, pid, until, out))
     return out
 

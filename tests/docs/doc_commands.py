@@ -77,6 +77,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "upstream=cand", "tests/gateway/experiments/test_shadow_walkthrough.py"),
     ("docs/workloads.md", "captured.jsonl", "tests/app/baseline/test_replay_captured.py"),
     ("docs/workloads.md", "store:gateway_session", "tests/app/baseline/test_replay_captured.py"),
+    ("docs/baselines.md", "--until-decided", "tests/app/jobs/test_check_until.py"),
     ("", "check --baseline", "tests/cli/library/test_check_docs.py"),
     ("docs/vllm.md", "--model", "tests/cli/vllm/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/experiments/test_gray_release.py"),

@@ -10,10 +10,18 @@ from typing import IO, Any
 
 import orjson
 
+from tokenpace.adapters.bounded_read import read_bytes, read_lines
 from tokenpace.adapters.safe_files import check_output, open_stream, write_atomic
 from tokenpace.core.record import RequestRecord
 
 _JSON_OPTS = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+# Bounds of what is read back (a run's result and records files may be anyone's, or /dev/zero)
+MAX_RESULT_BYTES = 256 * 1024 * 1024  # a result JSON: a summary, a sweep's steps (real ones: KB to MB)
+MAX_RECORD_LINE_BYTES = (
+    64 * 1024 * 1024
+)  # one record: timestamps are capped (core/record.py); a kept text may not be
+MAX_RECORDS_READ = 10_000_000  # records in one file (a run of 10 M requests)
 
 
 def _beside(result_path: Path, suffix: str) -> Path:
@@ -81,14 +89,16 @@ def write_result(path: Path, result: dict[str, Any]) -> None:
 
 
 def read_result(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = orjson.loads(path.read_bytes())
+    """A result JSON read back (``report``, ``plan``), at most ``MAX_RESULT_BYTES``."""
+    doc: dict[str, Any] = orjson.loads(read_bytes(path, MAX_RESULT_BYTES, "a result file"))
     return doc
 
 
 def read_records(path: Path) -> list[RequestRecord]:
+    """A records JSONL read back: lines of at most ``MAX_RECORD_LINE_BYTES``, at most
+    ``MAX_RECORDS_READ`` of them."""
     records = []
-    with path.open("rb") as f:
-        for line in f:
-            if line.strip():
-                records.append(RequestRecord.from_dict(orjson.loads(line)))
+    for _, line in read_lines(path, MAX_RECORD_LINE_BYTES, "a records file", MAX_RECORDS_READ):
+        if line.strip():
+            records.append(RequestRecord.from_dict(orjson.loads(line)))
     return records

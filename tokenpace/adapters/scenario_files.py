@@ -7,6 +7,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.bounded_read import FileBoundError, read_text
 from tokenpace.core.analysis.selection.scenarios import ScenarioBook, ScenarioError, parse_book
 
 if sys.version_info >= (3, 11):
@@ -15,6 +16,7 @@ else:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 DEFAULTS_NAME = "scenarios.toml"
+MAX_SCENARIO_BYTES = 1024 * 1024  # a user's scenario file (TOML of a few scenarios)
 
 
 def _parse(text: str, source: str) -> ScenarioBook:
@@ -36,7 +38,9 @@ def load_book(path: Path | None = None) -> ScenarioBook:
     if path is None:
         return book
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ScenarioError(f"cannot read the scenario file {path}: {exc}") from None
+        text = read_text(path, MAX_SCENARIO_BYTES, "a scenario file")
+    except FileBoundError as exc:
+        raise ScenarioError(f"cannot read the scenario file {exc}") from None
+    except OSError as exc:
+        raise ScenarioError(f"cannot read the scenario file {path}: {exc.strerror or exc}") from None
     return book.merged(_parse(text, str(path)))

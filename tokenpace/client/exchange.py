@@ -4,7 +4,11 @@ timestamps on the record.
 Its ``on_*`` methods run inside the connection's ``data_received``: no logging, no per-token objects
 beyond the one int appended to ``token_ns`` (capped: ``TOKEN_TIMESTAMPS_KEPT``), JSON parsed once per
 chunk. A compressed body is inflated a bounded step at a time, with the same caps as a plain one
-(tokenpace.wire.inflate).
+(tokenpace.wire.inflate), and at most ``TURN_BYTES`` per loop turn, as the gateway's meter does:
+past it the connection's reading pauses, the rest is inflated and read a slice per turn (its
+tokens keep the arrival time of the read that carried them), and a body that ended meanwhile ends
+the request only once all of it is read. A gzip bomb therefore never holds the loop that times the
+other requests for more than a slice.
 """
 
 from __future__ import annotations
@@ -14,9 +18,10 @@ import asyncio
 import orjson
 
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import ANSWER, ERROR, Dialect, error_text
 from tokenpace.wire.exchange import Exchange
-from tokenpace.wire.inflate import MAX_STREAM_BYTES, InflateError, Inflater, supported
+from tokenpace.wire.inflate import MAX_STREAM_BYTES, TURN_BYTES, InflateError, Inflater, supported
 from tokenpace.wire.sse import SseParser, parse_data
 
 _ERROR_BODY_LIMIT = 4096
@@ -28,12 +33,18 @@ class Measure:
         "_prev_server_tokens",
         "body_bytes",
         "capture",
+        "conn",
         "dialect",
         "done",
         "done_ns",
+        "end_ns",
         "exchange",
+        "inflated_ns",
         "inflater",
+        "loop",
+        "lost",
         "over",
+        "paused",
         "record",
         "sse",
         "stream",
@@ -54,6 +65,12 @@ class Measure:
         self.done_ns = 0  # when [DONE] arrived
         self._prev_server_tokens: int | None = None
         self.capture: list[bytes] | None = None  # raw token chunks, kept for multi-turn history
+        self.loop = loop
+        self.conn: HttpConnection | None = None  # set by the sender: paused while inflating
+        self.paused = False  # reading paused: compressed input waits to be inflated
+        self.inflated_ns = 0  # arrival of the compressed bytes being inflated
+        self.end_ns: int | None = None  # the body ended while still inflating: the end waits
+        self.lost: tuple[str, int] | None = None  # the connection closed while inflating: it waits too
 
     # --- events from the exchange ---
     def on_head(self, ex: Exchange, now: int) -> None:
@@ -74,16 +91,51 @@ class Measure:
             self.sse = SseParser()
 
     def _inflate_body(self, data: bytes, now: int) -> None:
-        """A compressed body's piece, inflated a bounded step at a time and read step by step."""
-        if self.over.done() or self.inflater is None:
+        """A compressed body's piece, inflated a bounded step at a time and read step by step, at
+        most ``TURN_BYTES`` a turn."""
+        inflater = self.inflater
+        if self.over.done() or inflater is None:
             return
+        if inflater.pending:  # a slice waits for its turn: this input waits behind it
+            inflater.keep(data)
+            return
+        self.inflated_ns = now
+        self._inflate(inflater, data)
+
+    def _inflate(self, inflater: Inflater, data: bytes) -> None:
+        now = self.inflated_ns
         try:
-            for piece in self.inflater.feed(data):
+            for piece in inflater.feed(data, TURN_BYTES):
                 self.on_body(piece, now)
                 if self.over.done():
                     return
         except InflateError as exc:
             self.fail(Status.PROTOCOL_ERROR, str(exc), now)
+            return
+        if inflater.pending:
+            if not self.paused and self.conn is not None:
+                self.paused = True
+                self.conn.pause_reading()
+            self.loop.call_soon(self._inflate_next)
+            return
+        self._resume()
+        if self.end_ns is not None:
+            self.exchange.finishing = False
+            self.on_end(self.end_ns)
+        elif self.lost is not None:  # judged on the whole of what came ([DONE] may be in it)
+            self.exchange.finishing = False
+            self.on_failed(*self.lost, lost=True)
+
+    def _inflate_next(self) -> None:
+        inflater = self.inflater
+        if self.over.done() or inflater is None:
+            return
+        self._inflate(inflater, b"")
+
+    def _resume(self) -> None:
+        if self.paused and self.conn is not None:
+            self.paused = False
+            self.conn.resume_reading()
 
     def on_body(self, data: bytes, now: int) -> None:
         if self.over.done():
@@ -131,6 +183,10 @@ class Measure:
     def on_end(self, now: int) -> None:
         if self.over.done():
             return
+        if self.inflater is not None and self.inflater.pending:  # read the rest first
+            self.end_ns = now
+            self.exchange.finishing = True
+            return
         rec = self.record
         status = rec.http_status or 0
         if status >= 300:
@@ -147,6 +203,11 @@ class Measure:
         self._read_full(now)
 
     def on_failed(self, reason: str, now: int, lost: bool) -> None:
+        if lost and self.inflater is not None and self.inflater.pending and not self.over.done():
+            self.lost = (reason, now)  # what arrived before the close is read first
+            self.exchange.finishing = True
+            return
+        self.lost = None
         if not lost:
             self.fail(Status.PROTOCOL_ERROR, reason, now)
         elif self.done and self.record.headers_ns is not None:
@@ -156,12 +217,14 @@ class Measure:
 
     # --- outcome ---
     def finish(self, now: int) -> None:
+        self._resume()  # a connection given back reads again
         if not self.over.done():
             self.record.end_ns = now
             self.record.status = Status.OK
             self.over.set_result(None)
 
     def fail(self, status: Status, reason: str, now: int) -> None:
+        self._resume()
         if not self.over.done():
             self.record.end_ns = now
             self.record.status = status

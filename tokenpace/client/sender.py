@@ -111,6 +111,7 @@ class Sender:
                     if conn is None:
                         return record
                 measure = Measure(record, self.dialect, self.stream, loop)
+                measure.conn = conn
                 if capture is not None:
                     capture.clear()  # a retry on a fresh connection starts the answer again
                     measure.capture = capture

@@ -35,16 +35,20 @@ class Peer:
     cut_after: int | None = None  # close after this many body bytes (None: end normally)
 
     def body(self) -> bytes:
-        """The response body before chunking: SSE events, possibly gzip'd."""
+        """The response body before chunking: SSE events, possibly gzip'd; built in one buffer and
+        stopped at ``MAX_PEER_BYTES`` (the fuzzer's own memory must not hide the peer's cost)."""
         end = self.line_end
-        parts = [BOM] if self.bom else []
-        parts += [b": keep-alive" + end] * self.comments
+        out = bytearray(BOM if self.bom else b"")
+        out += (b": keep-alive" + end) * self.comments
         text = "t" * self.pad
+        chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": text or "x"}}]})
+        event = b"data: " + chunk + end + end  # every token event is the same
         for _ in range(self.tokens):
-            chunk = orjson.dumps({"choices": [{"index": 0, "delta": {"content": text or "x"}}]})
-            parts.append(b"data: " + chunk + end + end)
-        parts.append(b"data: [DONE]" + end + end)
-        body = b"".join(parts)[:MAX_PEER_BYTES]
+            if len(out) >= MAX_PEER_BYTES:
+                break
+            out += event
+        out += b"data: [DONE]" + end + end
+        body = bytes(out[:MAX_PEER_BYTES])
         if self.gzip:
             z = zlib.compressobj(6, zlib.DEFLATED, 31)
             body = z.compress(body) + z.flush()
@@ -57,16 +61,16 @@ class Peer:
         body = self.body()
         if self.cut_after is not None:
             body = body[: self.cut_after]
-        out, i, k = [head], 0, 0
+        out, i, k = bytearray(head), 0, 0  # one buffer: a list of 4 M one-byte chunks would be 200 MB
         sizes = self.chunks or (65536,)
         while i < len(body):
             n = max(1, sizes[k % len(sizes)])
             piece = body[i : i + n]
-            out.append(b"%x\r\n%b\r\n" % (len(piece), piece))
+            out += b"%x\r\n%b\r\n" % (len(piece), piece)
             i, k = i + n, k + 1
         if self.cut_after is None:
-            out.append(b"0\r\n\r\n")
-        return b"".join(out)
+            out += b"0\r\n\r\n"
+        return bytes(out)
 
     @property
     def ends_well(self) -> bool:
@@ -76,12 +80,22 @@ class Peer:
 HEALTHY = Peer(tokens=5)
 
 
+WIRE_CACHE_BYTES = 16 * 1024 * 1024  # a peer's bytes kept for its next request (tests' peers are small)
+
+
 class FuzzUpstream:
     """Plays ``peers[model]`` to each request (``HEALTHY`` for the healthy model), one request per
-    connection; the connection closes when the peer is done (so a cut peer is a mid-stream close)."""
+    connection; the connection closes when the peer is done (so a cut peer is a mid-stream close).
 
-    def __init__(self) -> None:
+    A peer's bytes are built once and kept (up to ``cache_bytes`` in all, then the cache starts
+    again): building 4 MiB of events and gzip'ing them takes ~20 ms of this process's loop, which
+    would otherwise stall the healthy streams it serves and be blamed on the gateway."""
+
+    def __init__(self, cache_bytes: int = WIRE_CACHE_BYTES) -> None:
         self.peers: dict[str, Peer] = {HEALTHY_MODEL: HEALTHY}
+        self.cache_bytes = cache_bytes
+        self._wires: dict[Peer, bytes] = {}
+        self._cached = 0
         self.server: asyncio.AbstractServer | None = None
         self.port = 0
 
@@ -98,6 +112,18 @@ class FuzzUpstream:
         if self.server is not None:
             self.server.close()
 
+    def wire(self, peer: Peer) -> bytes:
+        """The peer's whole response as written, built once while the cache holds it."""
+        wire = self._wires.get(peer)
+        if wire is None:
+            wire = peer.wire()
+            if self._cached + len(wire) > self.cache_bytes:
+                self._wires.clear()
+                self._cached = 0
+            self._wires[peer] = wire
+            self._cached += len(wire)
+        return wire
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             head = await reader.readuntil(b"\r\n\r\n")
@@ -107,7 +133,7 @@ class FuzzUpstream:
                     length = int(line.split(b":", 1)[1])
             body = orjson.loads(await reader.readexactly(length)) if length else {}
             peer = self.peers.get(str(body.get("model", "")), HEALTHY)
-            wire = peer.wire()
+            wire = self.wire(peer)
             for i in range(0, len(wire), 64 * 1024):  # as fast as the reader takes it
                 writer.write(wire[i : i + 64 * 1024])
                 await writer.drain()

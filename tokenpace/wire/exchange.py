@@ -62,6 +62,7 @@ class Exchange:
         "content_type",
         "done",
         "encoding",
+        "finishing",
         "head",
         "headers",
         "length",
@@ -86,6 +87,9 @@ class Exchange:
         self.length: int | None = None
         self.chunked = False
         self.unanswered = False  # the connection closed before any response came
+        # The reader still reads the body after its last byte came (a compressed body inflated a
+        # slice per turn): the end is the reader's to call (it sets ``done`` itself).
+        self.finishing = False
         # Body that came before a reader was attached (the gateway attaches after sending the head).
         self.pending: list[tuple[bytes, int]] = []
 
@@ -130,7 +134,7 @@ class Exchange:
     def response_end(self, now: int) -> None:
         if self.reader is not None:
             self.reader.on_end(now)
-        if not self.done.done():
+        if not self.done.done() and not self.finishing:
             self.done.set_result(None)
 
     def response_lost(self, exc: Exception | None, now: int, body_ended: bool) -> None:
@@ -152,7 +156,7 @@ class Exchange:
         if not mid:
             self.head.set_exception(ExchangeError(reason, False))
             self.head.exception()  # retrieved here: the waiter may be gone
-        if not self.done.done():
+        if not self.done.done() and not self.finishing:
             self.done.set_exception(ExchangeError(reason, mid))
             self.done.exception()
 

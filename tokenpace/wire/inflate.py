@@ -36,6 +36,12 @@ class Inflater:
         self.left = max_bytes  # inflated bytes this body may still produce
         self.tail = b""  # input not yet inflated, past a call's budget (at most one call's input)
 
+    def keep(self, data: bytes) -> None:
+        """More input while a slice is pending: inflated after it, by later calls (the caller has
+        paused reading, so this is at most the rest of one read)."""
+        if data:
+            self.tail += data
+
     @property
     def pending(self) -> bool:
         """Input is left over from a call past its budget: call ``feed`` again."""

@@ -1,4 +1,5 @@
-"""WebSocket framing (RFC 6455), server side: the handshake answer, masked frames in, frames out.
+"""WebSocket framing (RFC 6455), server side: the handshake answer, masked frames in, frames out;
+and the masking rule watched on either side (a client's frames masked, a server's not).
 
 Only what the sim's realtime endpoint needs: text, binary, ping/pong and close frames, fragmented
 messages joined; no extensions (no permessage-deflate is negotiated).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from typing import Any
 
 TEXT, BINARY, CLOSE, PING, PONG = 0x1, 0x2, 0x8, 0x9, 0xA
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -89,17 +91,21 @@ class FrameReader:
 
 
 class MaskWatch:
-    """Watches a client's frame headers go by (without buffering payloads): RFC 6455 5.1, a server
-    must close the connection on a frame from a client that is not masked (code 1002).
+    """Watches one side's frame headers go by (without buffering payloads): RFC 6455 5.1, every
+    frame a client sends is masked and none a server sends is; the receiver closes the connection
+    (code 1002) on the first frame that breaks the rule. ``from_client``: the frames watched are a
+    client's (masked expected), else a server's (unmasked expected).
 
     ``scan(data)`` returns ``(ok, bad)``: ``ok`` the bytes that may be passed on now, and ``bad``
-    whether an unmasked frame starts right after them (then nothing more should be passed on). A
-    frame header is held back until whole (at most 14 bytes), so the verdict never straddles reads.
+    whether a frame breaking the rule starts right after them (then nothing more should be passed
+    on). A frame header is held back until whole (at most 14 bytes), so the verdict never straddles
+    reads.
     """
 
-    __slots__ = ("_held", "_skip")
+    __slots__ = ("_held", "_skip", "from_client")
 
-    def __init__(self) -> None:
+    def __init__(self, from_client: bool = True) -> None:
+        self.from_client = from_client
         self._held = b""  # an incomplete frame header from the previous read
         self._skip = 0  # payload bytes of the current frame still to pass
 
@@ -107,6 +113,7 @@ class MaskWatch:
         buf = self._held + data if self._held else data
         self._held = b""
         i, n = 0, len(buf)
+        key = 4 if self.from_client else 0  # the masking key's bytes in a good frame's header
         while i < n:
             if self._skip:
                 step = min(self._skip, n - i)
@@ -116,15 +123,48 @@ class MaskWatch:
             if n - i < 2:
                 break
             second = buf[i + 1]
-            if not second & 0x80:
+            if bool(second & 0x80) is not self.from_client:
                 return buf[:i], True
             length = second & 0x7F
             ext = 2 if length == 126 else 8 if length == 127 else 0
-            if n - i < 2 + ext + 4:
+            if n - i < 2 + ext + key:
                 break
             if ext:
                 length = int.from_bytes(buf[i + 2 : i + 2 + ext], "big")
             self._skip = length
-            i += 2 + ext + 4
+            i += 2 + ext + key
         self._held = buf[i:]
         return buf[:i], False
+
+
+# A frame aiohttp's own reader refuses with 1002 (RSV2 and RSV3 set, empty; masked, which its reader
+# takes from either side): what it is fed in place of a frame breaking the masking rule, so the
+# session ends on aiohttp's protocol-error path.
+PROTOCOL_ERROR_FRAME = b"\xb1\x80\x00\x00\x00\x00"
+
+
+class MaskedFrames:
+    """A WebSocket frame parser (aiohttp's WebSocketReader, duck-typed: ``feed_data``,
+    ``feed_eof``) behind a ``MaskWatch``: frames pass on until one breaks the masking rule, in
+    whose place the parser gets a frame it refuses with 1002, and then nothing more. ``broken``
+    tells the owner why the session ended."""
+
+    __slots__ = ("broken", "parser", "watch")
+
+    def __init__(self, parser: Any, from_client: bool = True) -> None:
+        self.parser = parser
+        self.watch = MaskWatch(from_client)
+        self.broken = False
+
+    def feed_eof(self) -> None:
+        self.parser.feed_eof()
+
+    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
+        if self.broken:
+            return False, b""
+        ok, bad = self.watch.scan(bytes(data))
+        if bad:
+            self.broken = True
+            ok += PROTOCOL_ERROR_FRAME
+        result: tuple[bool, bytes] = self.parser.feed_data(ok) if ok else (False, b"")
+        return result

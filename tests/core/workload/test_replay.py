@@ -3,7 +3,13 @@ in and counted."""
 
 import pytest
 
-from tokenpace.core.workload.replay import only_api, parse_window, trace_from_records, window
+from tokenpace.core.workload.replay import (
+    only_api,
+    parse_window,
+    trace_from_records,
+    window,
+    without_template,
+)
 from tokenpace.core.workload.trace import TraceRow
 
 
@@ -38,6 +44,7 @@ def test_missing_counts_are_filled_and_counted():
     assert rows.rows[3].output_tokens == 40  # the median of the answered ones
     assert rows.description["filled"] == {
         "input_from_chars": 2,
+        "input_with_template": 2,  # the server's count, its template unknown (two alike records)
         "output_from_request": 1,
         "output_from_median": 1,
     }
@@ -91,3 +98,23 @@ def test_the_captured_servers_template_tokens_are_not_sent_twice():
     few = trace_from_records(recs[:3])
     assert few.description["template_tokens"] == {"tokens": 0, "from": "unknown"}
     assert [r.input_tokens for r in few.rows] == [w + 7 for w in words[:3]]
+
+
+def test_prompts_whose_template_cannot_be_told_are_marked_and_a_stated_template_comes_off():
+    """Issue 40: where the records cannot say the captured template, the rows sent the server's
+    count unmarked (7 tokens longer on the sim); now each is marked and counted, and a template the
+    user states is taken off those rows only."""
+    words = [40, 90, 150]
+    recs = [_rec(i, prompt_tokens=w + 7, prompt_chars=5 * w, output_tokens=8) for i, w in enumerate(words)]
+    asked = _rec(3, prompt_tokens=57, prompt_tokens_requested=50, output_tokens=8)  # a bench record: exact
+    trace = trace_from_records(recs)
+    assert [r.template_in_input for r in trace.rows] == [True] * 3
+    assert trace.description["filled"]["input_with_template"] == 3
+    fixed = without_template(trace_from_records([*recs[:2], asked]).rows, 7)
+    assert [(r.input_tokens, r.template_in_input) for r in fixed] == [(40, False), (90, False), (50, False)]
+    with pytest.raises(ValueError, match="0 to 64"):
+        without_template(trace.rows, 65)
+    fitted = trace_from_records([_rec(i, prompt_tokens=w + 7, prompt_chars=5 * w) for i, w in
+                                 enumerate([40, 90, 150, 260, 400, 520, 700, 900, 1200, 60])])  # fmt: skip
+    assert not any(r.template_in_input for r in fitted.rows)
+    assert "input_with_template" not in fitted.description.get("filled", {})

@@ -14,7 +14,8 @@ import pytest
 
 from gateway.request_path.test_gateway import FixedUpstream
 from tokenpace.core.record import RequestRecord
-from tokenpace.gateway.config.config import GatewayConfig, parse_upstream, read_key_file
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.config.secrets import read_key_file
 from tokenpace.gateway.lifecycle.serve import RunningGateway
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 

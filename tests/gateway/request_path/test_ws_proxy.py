@@ -377,10 +377,12 @@ def test_mask_watch_finds_the_unmasked_frame_however_the_bytes_are_cut():
 
 
 class _RawWsUpstream:
-    """Completes the upgrade, then sends ``frames`` as they are (hostile ones) and waits."""
+    """Completes the upgrade, then sends ``frames`` as they are (hostile ones) and waits; with
+    ``after_client``, only once the client's first bytes have come."""
 
-    def __init__(self, frames: bytes) -> None:
+    def __init__(self, frames: bytes, after_client: bool = False) -> None:
         self.frames = frames
+        self.after_client = after_client
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import base64
@@ -395,8 +397,11 @@ class _RawWsUpstream:
         accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
         writer.write(
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + self.frames
+            b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n" + (b"" if self.after_client else self.frames)
         )
+        if self.after_client:
+            await reader.read(1)
+            writer.write(self.frames)
         with contextlib.suppress(Exception):
             await asyncio.wait_for(reader.read(), 5)
         writer.close()
@@ -445,3 +450,49 @@ def test_hostile_frames_from_a_websocket_upstream_close_the_client_with_a_protoc
     code, records = asyncio.run(asyncio.wait_for(main(), 30))
     assert code in codes
     assert all(r.labels["outcome"] != "internal_error" for r in records)
+
+
+def test_a_masked_frame_from_a_websocket_upstream_closes_the_client_with_1002_and_is_recorded() -> None:
+    """Issue 38: a server must not mask (RFC 6455 5.1); an upstream's masked frame was relayed. Now
+    the frames before it pass, it is not relayed, the client gets 1002 and the open response is a
+    protocol error saying why."""
+    good = b'{"type":"session.updated"}'
+    frames = bytes((0x81, len(good))) + good + _masked(b'{"type":"response.created"}')
+
+    async def main() -> tuple[tuple[int | None, list[str]], list]:
+        async with _RawWsUpstream(frames, after_client=True) as url:
+
+            async def go(gw: RunningGateway) -> tuple[int | None, list[str]]:
+                texts: list[str] = []
+                async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:
+                    await ws.send_str(orjson.dumps(CREATE).decode())
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        while (msg := await asyncio.wait_for(ws.receive(), 5)).type is aiohttp.WSMsgType.TEXT:
+                            texts.append(msg.data)
+                        if msg.type is aiohttp.WSMsgType.CLOSE:
+                            return msg.data, texts  # the code the gateway closed with
+                    return None, texts
+
+            return await gateway_in_front_of(url, go)
+
+    (code, texts), records = asyncio.run(asyncio.wait_for(main(), 30))
+    assert code == 1002
+    assert texts == [good.decode()]  # the unmasked frame went through, the masked one never did
+    (rec,) = records
+    assert rec.status is Status.PROTOCOL_ERROR and rec.labels["outcome"] == "protocol_error"
+    assert rec.error == ws_proxy.MASKED_BY_UPSTREAM
+
+
+def test_mask_watch_of_a_server_finds_the_masked_frame_however_the_bytes_are_cut() -> None:
+    from tokenpace.wire.websocket import MaskWatch
+
+    plain = b"\x81\x7e\x00\xc8" + b"a" * 200 + b"\x89\x00" + b"\x82\x03abc"
+    stream = plain + _masked(b"bad")
+    for size in (1, 2, 3, 7, 64, len(stream)):
+        watch, passed, bad = MaskWatch(from_client=False), b"", False
+        for i in range(0, len(stream), size):
+            ok, bad = watch.scan(stream[i : i + size])
+            passed += ok
+            if bad:
+                break
+        assert bad and passed == plain, size

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from tokenpace.adapters.bounded_read import FileBoundError, read_lines, read_text, size_text
 from tokenpace.core.workload.trace import MAX_REQUEST_TOKENS
 
 MAX_LINE_BYTES = 1024 * 1024  # one JSONL line or CSV row (real ones are bytes to a few KiB)
@@ -38,20 +39,12 @@ def _check(path: Path) -> None:
         raise fail(path, None, "is a folder, not a file")
 
 
-def _size(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB"
-
-
 def _read_text(path: Path) -> str:
     _check(path)
     try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_WHOLE_BYTES + 1)
-        if len(raw) > MAX_WHOLE_BYTES:
-            raise fail(path, None, f"over {_size(MAX_WHOLE_BYTES)}: split it into JSONL lines")
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise fail(path, None, f"not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        text = read_text(path, MAX_WHOLE_BYTES, "a file read whole: split it into JSONL lines")
+    except FileBoundError as exc:
+        raise fail(path, exc.line, exc.reason) from None
     except OSError as exc:
         raise fail(path, None, exc.strerror or str(exc)) from None
     if not text.strip():
@@ -63,16 +56,13 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
     """(number, text) of each line, each read at most MAX_LINE_BYTES: a longer one is refused."""
     _check(path)
     try:
-        with path.open("rb") as f:
-            n = 0
-            while raw := f.readline(MAX_LINE_BYTES + 1):
-                n += 1
-                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
-                    raise fail(path, n, f"line over {_size(MAX_LINE_BYTES)}: not read")
-                try:
-                    yield n, raw.decode("utf-8-sig" if n == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    raise fail(path, n, f"not UTF-8 text ({exc.reason})") from None
+        for n, raw in read_lines(path, MAX_LINE_BYTES, "a workload line"):
+            try:
+                yield n, raw.decode("utf-8-sig" if n == 1 else "utf-8")
+            except UnicodeDecodeError as exc:
+                raise fail(path, n, f"not UTF-8 text ({exc.reason})") from None
+    except FileBoundError as exc:
+        raise fail(path, exc.line, exc.reason) from None
     except OSError as exc:
         raise fail(path, None, exc.strerror or str(exc)) from None
 
@@ -122,7 +112,7 @@ def csv_records(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
     lines = text.splitlines()
     long = next((i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_BYTES), None)
     if long is not None:
-        raise fail(path, long, f"line over {_size(MAX_LINE_BYTES)}: not read")
+        raise fail(path, long, f"line over {size_text(MAX_LINE_BYTES)}: not read")
     reader = csv.DictReader(lines)
     if not reader.fieldnames:
         raise fail(path, 1, "no header row")

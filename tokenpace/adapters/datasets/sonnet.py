@@ -10,12 +10,14 @@ from typing import Any
 
 import numpy as np
 
+from tokenpace.adapters.bounded_read import FileBoundError, read_text
 from tokenpace.adapters.datasets.rows import fail
 from tokenpace.core.workload import DatasetEntry
 from tokenpace.core.workload.prompts import TokenCounter, WordEstimate
 
 INSTRUCTION = "Pick as many lines as you can from these poem lines:\n"
 MAX_LINES = 100_000  # a poem, not a corpus: a bigger file is refused
+MAX_POEM_BYTES = 4 * 1024 * 1024  # the poem file, read whole (vLLM's sonnet.txt is 30 KB)
 MAX_ENTRIES = 100_000  # prompts made up front (one per measured request, up to this)
 
 
@@ -32,9 +34,11 @@ def sonnet_entries(
     ``prefix_len`` tokens' worth of lines; raises DatasetError."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(path, None, f"cannot read the poem: {exc}") from None
+        text = read_text(path, MAX_POEM_BYTES, "a poem file")
+    except FileBoundError as exc:
+        raise fail(path, None, exc.reason) from None
+    except OSError as exc:
+        raise fail(path, None, f"cannot read the poem: {exc.strerror or exc}") from None
     lines = [ln + "\n" for ln in text.splitlines() if ln.strip()][: MAX_LINES + 1]
     if not lines or len(lines) > MAX_LINES:
         raise fail(path, None, f"expected 1 to {MAX_LINES} lines of text, one poem line each")

@@ -12,12 +12,18 @@ from typing import Any
 
 import orjson
 
+from tokenpace.adapters.bounded_read import read_lines
 from tokenpace.adapters.servermetrics.bounded import ReadBoundError, read_bounded
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 
 # AUTH_ENV: credentials go in the environment, never on argv
 from tokenpace.adapters.servermetrics.scraper import AUTH_ENV, MAX_PAGE_BYTES
 from tokenpace.core.credentials import split_credentials
+
+# The scrapes file read back at the end of a run: a line is one page's parsed samples (a page is at
+# most MAX_PAGE_BYTES); a run of 11 days at one scrape a second
+MAX_SCRAPE_LINE_BYTES = 4 * MAX_PAGE_BYTES
+MAX_SCRAPES_READ = 1_000_000
 
 
 def metrics_request(url: str, auth: str | None = None) -> urllib.request.Request:
@@ -110,7 +116,8 @@ class ScraperProcess:
         if not self.out_path.exists():
             return []
         scrapes = []
-        for line in self.out_path.read_bytes().splitlines():
+        lines = read_lines(self.out_path, MAX_SCRAPE_LINE_BYTES, "a scrape line", MAX_SCRAPES_READ)
+        for _, line in lines:
             try:
                 scrapes.append(orjson.loads(line))
             except orjson.JSONDecodeError:

@@ -9,7 +9,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokenpace.core.workload.replay import ReplayTrace, only_api, parse_window, trace_from_records, window
+from tokenpace.core.workload.replay import (
+    MAX_TEMPLATE_TOKENS,
+    ReplayTrace,
+    only_api,
+    parse_window,
+    trace_from_records,
+    window,
+    without_template,
+)
 
 if TYPE_CHECKING:
     from tokenpace.app.run.workloads import WorkloadOptions
@@ -60,9 +68,12 @@ def load_trace(
     time_unit: str,
     block_tokens: int | None,
     seconds: Callable[[str], float],
+    template_tokens: int | None = None,
 ) -> None:
     """Read ``--trace`` (a file or stored runs) into ``opts``, cut to ``opts.trace_window``; request
-    records suggest their own block size unless ``block_tokens`` was given. ValueError on bad input."""
+    records suggest their own block size unless ``block_tokens`` was given; ``template_tokens``
+    (``--trace-template-tokens``) is taken off the prompts whose captured count held a template the
+    records could not estimate. ValueError on bad input."""
     from tokenpace.adapters.datasets import read_trace
 
     if is_store_ref(trace):
@@ -70,6 +81,18 @@ def load_trace(
         opts.trace, opts.source = replay.rows, {**replay.description, "block_tokens": replay.block_tokens}
     else:
         opts.trace, opts.source = read_trace(Path(trace), time_unit)
+    if template_tokens is not None:
+        if not 0 <= template_tokens <= MAX_TEMPLATE_TOKENS:
+            raise ValueError(f"--trace-template-tokens {template_tokens}: give 0 to {MAX_TEMPLATE_TOKENS}")
+        flagged = sum(row.template_in_input for row in opts.trace)
+        if not flagged:
+            said = opts.source.get("template_tokens") or {"from": "not asked: not request records"}
+            raise ValueError(
+                f"--trace-template-tokens: no prompt of this trace needs it (its template: {said['from']})"
+            )
+        opts.trace = without_template(opts.trace, template_tokens)
+        opts.source["template_tokens"] = {"tokens": template_tokens, "from": "given"}
+        opts.source.get("filled", {}).pop("input_with_template", None)
     if block_tokens is None and "block_tokens" in opts.source:
         opts.block_tokens = int(opts.source["block_tokens"])
     opts.source["block_tokens"] = opts.block_tokens

@@ -5,7 +5,7 @@ so that it imports the app only."""
 from __future__ import annotations
 
 from tokenpace.core.analysis.comparison.compare import Comparison
-from tokenpace.core.analysis.comparison.gate import GateItem, parse_thresholds
+from tokenpace.core.analysis.comparison.gate import GateItem, Threshold, parse_thresholds
 from tokenpace.core.analysis.comparison.history import History
 from tokenpace.core.analysis.comparison.paired import PairedComparison
 from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD, ASSUMED_TAIL_SD, RunNoise
@@ -19,6 +19,7 @@ __all__ = [
     "History",
     "PairedComparison",
     "RunNoise",
+    "Threshold",
     "Verdict",
     "parse_thresholds",
 ]

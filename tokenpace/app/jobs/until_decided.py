@@ -74,20 +74,24 @@ def run_until_decided(
     progress: RunProgress | None = None,
     on_run: Callable[[int, BenchOutcome], None] | None = None,
     alpha: float = 0.05,
+    stored: Sequence[Sequence[RequestRecord]] = (),
 ) -> UntilDecided:
-    """Run ``config`` until the gate decides or ``max_runs`` runs are spent. Raises StoreError on
-    an unknown baseline, ValueError on a bad budget."""
+    """Run ``config`` until the gate decides or ``max_runs`` runs are spent. ``stored``: candidate
+    runs already measured (``check --until-decided``): the first look is at them alone, and they
+    count in ``max_runs``. Raises StoreError on an unknown baseline, ValueError on a bad budget."""
     store_url = outputs.store_url if outputs else None
     ids, base_records, learned = _baseline_records(store_url, baseline)
     done = UntilDecided(baseline, ids)
 
     def look(usable: list[BenchOutcome]) -> bool:
-        done.items = sequential_gate(
-            base_records, [o.result.records for o in usable], thresholds, learned, alpha
-        )
+        candidate = [*stored, *(o.result.records for o in usable)]
+        done.items = sequential_gate(base_records, candidate, thresholds, learned, alpha)
         return decided(done.items)
 
-    done.group = run_repeated_bench(config, max_runs, outputs, sim_profile, progress, on_run, until=look)
+    if stored and (look([]) or len(stored) >= max_runs):
+        return done  # decided by the stored runs alone, or no budget left for another
+    more = max_runs - len(stored)
+    done.group = run_repeated_bench(config, more, outputs, sim_profile, progress, on_run, until=look)
     left = [o for o in done.group.outcomes if o.exit_decision.code is ExitStatus.NOT_VALID]
     done.notes += [
         f"run {o.result.run_id} is NOT VALID: left out of the looks; the rest decide" for o in left

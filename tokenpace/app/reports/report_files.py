@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.bounded_read import FileBoundError
 from tokenpace.adapters.report.exports import to_csv, to_markdown
 from tokenpace.adapters.report.figures import Step, make_steps
 from tokenpace.adapters.report.html import render_html
@@ -40,6 +41,8 @@ def _read(path: Path) -> Any:
         return read_result(path)
     except FileNotFoundError:
         raise ReportError(f"{path}: no such file") from None
+    except FileBoundError as exc:  # past its bound: the file named, with the bound
+        raise ReportError(str(exc)) from None
     except (OSError, ValueError) as exc:  # orjson.JSONDecodeError is a ValueError
         raise ReportError(f"{path}: not a tokenpace JSON file ({str(exc).splitlines()[0]})") from None
 

@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from tokenpace.adapters.bounded_read import read_lines
 from tokenpace.core.analysis.diagnosis.hops import Hops, Span, by_trace, hops, spans_from_json
 from tokenpace.core.record import RequestRecord
+
+MAX_SPAN_LINE_BYTES = 64 * 1024 * 1024  # one line: a span, or a collector's export batch
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,15 +38,14 @@ def slowest_traced(records: list[RequestRecord], n: int) -> list[RequestRecord]:
 
 def iter_spans(path: Path) -> Iterator[Span]:
     """Every span of a JSON-lines trace file, one line at a time (ValueError on a line that is not)."""
-    with path.open() as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                spans = spans_from_json(json.loads(line))
-            except (ValueError, KeyError, TypeError, AttributeError) as exc:
-                raise ValueError(f"{path}:{number}: not an OTLP JSON or span line ({exc})") from None
-            yield from spans
+    for number, line in read_lines(path, MAX_SPAN_LINE_BYTES, "a trace file"):
+        if not line.strip():
+            continue
+        try:
+            spans = spans_from_json(json.loads(line))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"{path}:{number}: not an OTLP JSON or span line ({exc})") from None
+        yield from spans
 
 
 def load_spans(path: Path, trace_ids: set[str]) -> dict[str, list[Span]]:

@@ -107,6 +107,15 @@ def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None
             f"{MAX_TOKENS_PER_CHUNK} tokens per chunk, or {MAX_OUTPUT_TOKENS:.0e}): not believed, "
             "their output tokens were counted as one per chunk"
         )
+    trace = cfg.workload_opts.trace if cfg.workload_opts is not None else None
+    with_template = sum(row.template_in_input for row in trace or ())
+    if with_template:
+        out.append(
+            f"{with_template} of {len(trace or ())} replayed prompts were sent at the captured server's "
+            "count, which holds the tokens its chat template added (these records cannot say how many: "
+            "template_tokens unknown), so each is that much longer than captured (7 tokens on "
+            "tokenpace sim); --trace-template-tokens K takes them off"
+        )
     if ok and tok.output_sources.get("server", 0) + implausible < ok:
         out.append("some requests had no server usage: their output tokens were counted as one per chunk")
     return out

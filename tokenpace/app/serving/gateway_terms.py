@@ -9,9 +9,9 @@ from tokenpace.gateway.config.config import (
     parse_listen,
     parse_static_labels,
     parse_upstream,
-    read_key_file,
 )
 from tokenpace.gateway.config.config_file import ConfigFileError, Flag, read_config_file, to_defaults
+from tokenpace.gateway.config.secrets import read_key_file
 from tokenpace.gateway.experiments.mirror import parse_mirror
 from tokenpace.gateway.observability.emit import emit
 from tokenpace.gateway.operations.guard import fit_to_open_files

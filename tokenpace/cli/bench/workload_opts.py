@@ -64,6 +64,14 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
         help="Tokens per trace hash id [default: 512, Mooncake's block size; for request records, "
         "the tokens in 2048 characters of their prompts].",
     ),
+    click.option(
+        "--trace-template-tokens",
+        type=int,
+        metavar="K",
+        help="With --trace of request records whose chat template cannot be estimated from them "
+        "(conditions.workload.template_tokens unknown): the tokens it added to each captured prompt, "
+        "taken off so each prompt is sent as long as it was.",
+    ),
     click.option("--prefix-len", type=int, help="Shared prefix tokens at the start of each request."),
     click.option(
         "--prefixes", type=int, default=1, show_default=True, help="Number of distinct shared prefixes."
@@ -136,6 +144,8 @@ def options_from(o: dict[str, Any]) -> WorkloadOptions:
         opts.length_pairs, opts.source = read_length_pairs(o["lengths_from"])
     if o.get("trace"):
         _read_trace(opts, o)
+    elif o.get("trace_template_tokens") is not None:
+        raise ValueError("--trace-template-tokens is for --trace of request records")
     opts.validate()
     return opts
 
@@ -148,6 +158,7 @@ def _read_trace(opts: WorkloadOptions, o: dict[str, Any]) -> None:
         o.get("trace_time_unit") or "auto",
         o.get("block_tokens"),
         lambda t: parsing.duration_s(t, "--trace-window"),
+        o.get("trace_template_tokens"),
     )
 
 

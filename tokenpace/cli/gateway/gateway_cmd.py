@@ -358,6 +358,8 @@ def _keys(given: tuple[str, ...], path: str | None, flag: str) -> set[str]:
             keys.update(read_key_file(path))
         except OSError as exc:
             raise click.BadParameter(f"cannot read {path}: {exc.strerror}", param_hint=flag) from None
+        except ValueError as exc:  # past the bound, or not UTF-8
+            raise click.BadParameter(str(exc), param_hint=flag) from None
         if not keys:
             raise click.BadParameter(f"{path} holds no key", param_hint=flag)
     return keys

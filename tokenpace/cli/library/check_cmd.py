@@ -10,6 +10,7 @@ from rich.console import Console
 
 from tokenpace.app.baseline.check import check as run_check
 from tokenpace.app.baseline.terms import parse_thresholds
+from tokenpace.app.jobs.until_decided import DEFAULT_MAX_RUNS
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.library.analysis_view import (
     COMPARISON_OPTIONAL,
@@ -19,6 +20,7 @@ from tokenpace.cli.library.analysis_view import (
     print_rule,
     print_warnings,
 )
+from tokenpace.cli.library.check_until_view import run_check_until
 from tokenpace.cli.library.store_opts import (
     bootstrap_options,
     guarded,
@@ -50,6 +52,19 @@ from tokenpace.cli.library.store_opts import (
     is_flag=True,
     help="Judge a run measured under other conditions than the baseline (load, lengths, API).",
 )
+@click.option(
+    "--until-decided",
+    is_flag=True,
+    help="While the gate is undecided, run the candidate's test again (rebuilt from its stored "
+    "conditions) and look again, on always-valid intervals, until it decides or --max-runs.",
+)
+@click.option(
+    "--max-runs",
+    type=int,
+    default=DEFAULT_MAX_RUNS,
+    show_default=True,
+    help="With --until-decided: the most runs on the candidate side, the stored ones included.",
+)
 @store_option
 @guarded("check")
 def check(
@@ -63,15 +78,23 @@ def check(
     quiet: bool,
     allow_invalid: bool,
     allow_other_conditions: bool,
+    until_decided: bool,
+    max_runs: int,
     store_url: str | None,
 ) -> None:
     """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
     wholly beyond it (regressed), 2 when one is undecided (its interval holds the threshold, or too
     few samples) and on bad input (a run that is NOT VALID or was interrupted, unless
-    --allow-invalid; a run measured under other conditions, unless --allow-other-conditions)."""
+    --allow-invalid; a run measured under other conditions, unless --allow-other-conditions).
+    With --until-decided, the same codes once the runs are spent or the gate decided."""
     thresholds = parse_thresholds(max_regression)
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
+    if until_decided:
+        if allow_invalid or allow_other_conditions or out:
+            raise ValueError("--until-decided judges valid runs of the baseline's test, without --out")
+        run_check_until(store_url, baseline, thresholds, run_ref, max_runs, alpha, quiet)
+        return
     store = open_or_fail("check", store_url)
     report = run_check(
         store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid, allow_other_conditions

@@ -8,8 +8,10 @@ What a record cannot say is filled in, and counted in the description:
   captured server counted: what the client asked for (a bench run's records), else the server's
   count less the tokens its chat template added (``template_tokens``: the median of server minus
   asked where records have both, else the intercept of the server's count against the prompt's
-  characters when its standard error is under a token; 0 when neither can be estimated, and said:
-  the replay is then longer by the template), else the prompt's characters times the
+  characters when its standard error is under a token; when neither can be estimated the row is
+  marked ``template_in_input`` and counted (``filled.input_with_template``): its length is the
+  prompt's plus the template's, until the caller takes off the tokens a user states
+  (``without_template``); a run warns of what is left), else the prompt's characters times the
   trace's median tokens per character (4 characters a token when no record has both). The replay's
   server adds its own template: counting the captured one too would send every prompt longer;
 - output tokens: what the server produced, else what the client asked for (``max_tokens``), else the
@@ -19,7 +21,7 @@ What a record cannot say is filled in, and counted in the description:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -105,12 +107,20 @@ def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
     per_char = ratio if ratio is not None else 1.0 / DEFAULT_CHARS_PER_TOKEN
     answered = [n for r in kept if (n := _count(r.get("output_tokens")))]
     median_out = int(np.median(answered)) if answered else 1
-    filled = {"input_from_chars": 0, "output_from_request": 0, "output_from_median": 0}
+    filled = {
+        "input_from_chars": 0,
+        "input_with_template": 0,
+        "output_from_request": 0,
+        "output_from_median": 0,
+    }
     rows: list[TraceRow] = []
     for r in kept:
         inp = _count(r.get("prompt_tokens_requested"))
+        with_template = False
         if inp is None and (server := _count(r.get("prompt_tokens"))):
             inp = max(1, server - template)
+            with_template = template_from == "unknown"
+            filled["input_with_template"] += with_template
         if inp is None:
             filled["input_from_chars"] += 1
             inp = max(1, round((_count(r.get("prompt_chars")) or 1) * per_char))
@@ -132,6 +142,7 @@ def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
                 hash_ids=tuple(int(h) for h in hashes),
                 api=labels.get("api") if isinstance(labels, Mapping) else None,
                 prompt=text if isinstance(text, str) and text else None,
+                template_in_input=with_template,
             )
         )
     rows.sort(key=lambda row: row.timestamp_s)
@@ -145,6 +156,19 @@ def trace_from_records(records: Iterable[Mapping[str, Any]]) -> ReplayTrace:
         "filled": {k: v for k, v in filled.items() if v},
     }
     return ReplayTrace(rows, block_tokens, description)
+
+
+def without_template(rows: Sequence[TraceRow], tokens: int) -> list[TraceRow]:
+    """The rows whose input held the captured server's template (``template_in_input``) less the
+    ``tokens`` a user states it added (``bench --trace-template-tokens``); the others as they are."""
+    if not 0 <= tokens <= MAX_TEMPLATE_TOKENS:
+        raise ValueError(f"template tokens must be 0 to {MAX_TEMPLATE_TOKENS} (a chat template's few tokens)")
+    return [
+        replace(r, input_tokens=max(1, r.input_tokens - tokens), template_in_input=False)
+        if r.template_in_input
+        else r
+        for r in rows
+    ]
 
 
 def window(rows: Sequence[TraceRow], start_s: float, end_s: float | None) -> list[TraceRow]:

@@ -26,6 +26,9 @@ class TraceRow:
     prefix_tokens: int | None = None
     api: str | None = None  # the API the request was made to (records replayed: see replay.py)
     prompt: str | None = None  # the real prompt, where the records kept it (sent as it was)
+    # the input is a captured server's count, its chat template's tokens in it (replay.py: records
+    # that cannot say how many): longer than the prompt was, unless those tokens are given
+    template_in_input: bool = False
 
 
 @dataclass

@@ -215,12 +215,6 @@ def parse_listen(text: str, flag: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def read_key_file(path: str) -> list[str]:
-    """One key per line; blank lines and lines starting with # are skipped."""
-    with open(path, encoding="utf-8") as fh:
-        return [s for line in fh if (s := line.strip()) and not s.startswith("#")]
-
-
 def proxy_url(config: GatewayConfig, port: int) -> str:
     return f"http://{config.host}:{port}"
 

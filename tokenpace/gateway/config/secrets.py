@@ -18,6 +18,20 @@ import os
 from collections.abc import Iterable, Mapping
 from urllib.parse import parse_qsl, unquote
 
+from tokenpace.adapters.bounded_read import FileBoundError, read_text
+
+MAX_KEY_FILE_BYTES = 1024 * 1024  # a file of keys (--client-key-file, key_file=): ~10,000 keys
+
+
+def key_lines(text: str) -> list[str]:
+    """One key per line; blank lines and lines starting with # are skipped."""
+    return [s for line in text.splitlines() if (s := line.strip()) and not s.startswith("#")]
+
+
+def read_key_file(path: str) -> list[str]:
+    """The keys of a file, read within ``MAX_KEY_FILE_BYTES`` (OSError, FileBoundError: a ValueError)."""
+    return key_lines(read_text(path, MAX_KEY_FILE_BYTES, "a key file"))
+
 
 def upstream_key(options: dict[str, str], shown: str) -> str | None:
     """``Bearer KEY`` from ``key_env=VAR`` or ``key_file=PATH`` (the first key line), else None."""
@@ -32,10 +46,11 @@ def upstream_key(options: dict[str, str], shown: str) -> str | None:
     if "key_file" in options:
         path = options["key_file"]
         try:
-            with open(path, encoding="utf-8") as fh:
-                keys = [s for line in fh if (s := line.strip()) and not s.startswith("#")]
+            keys = key_lines(read_text(path, MAX_KEY_FILE_BYTES, "a key file"))
         except OSError as exc:
             raise ValueError(f"{shown!r}: cannot read {path}: {exc.strerror}") from None
+        except FileBoundError as exc:
+            raise ValueError(f"{shown!r}: {exc}") from None
         if not keys:
             raise ValueError(f"{shown!r}: {path} holds no key")
         return f"Bearer {keys[0]}"

@@ -8,7 +8,9 @@ loop turn, upstream reading paused meanwhile, so no stream holds the loop for mo
 millisecond however tiny and many its events (one 256 KiB read of tiny events is ~4,600 of them).
 Timestamps are those of the read's arrival, as they would be unsliced. A compressed body is
 inflated for metering at most ``tokenpace.wire.inflate.TURN_BYTES`` per turn the same way (a gzip
-bomb is worked through a slice per turn, upstream reading paused, never in one call).
+bomb is worked through a slice per turn, upstream reading paused, never in one call). The slices of
+all streams share one queue per loop (turns.py): a loop turn meters at most about 2 ms in all,
+however many streams have a backlog.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.metering.meter import Meter
 from tokenpace.gateway.metering.outcome import InternalFault
 from tokenpace.gateway.metering.stream_stats import ItlCounts
+from tokenpace.gateway.metering.turns import turns_of
 from tokenpace.gateway.metering.watchdog import Watchdog
 from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.exchange import BodyReader, Exchange
@@ -46,6 +49,7 @@ class Relay(BodyReader):
         "loop",
         "meter",
         "paused",
+        "queued",
         "record",
         "stopped",
         "tokens",
@@ -79,6 +83,7 @@ class Relay(BodyReader):
         self.ended_ns: int | None = None  # the upstream's last bytes arrived (its body complete)
         self.wake: asyncio.Future[None] | None = None
         self.loop = asyncio.get_running_loop()
+        self.queued = False  # a job of ours waits in the loop's metering queue (turns.py)
         # Bytes forwarded, not yet metered: at most one upstream read, as reading pauses meanwhile.
         self.backlog: deque[tuple[memoryview, int]] = deque()
 
@@ -142,7 +147,9 @@ class Relay(BodyReader):
     def _defer(self, data: bytes, now: int) -> None:
         if not self.backlog:
             self._pause_upstream()
-            self.loop.call_soon(self._meter_slice)
+        if not self.queued:
+            self.queued = True
+            turns_of(self.loop).ask(self._meter_slice)
         self.backlog.append((memoryview(data), now))
 
     def _fail(self, exc: Exception) -> None:
@@ -154,18 +161,22 @@ class Relay(BodyReader):
         self._pause_upstream()  # no more pieces: the connection is dropped once ``run`` raises
         self._wake()
 
-    def _meter_slice(self) -> None:
+    def _meter_slice(self) -> bool:
+        """The queue's job: one slice; True while more of the backlog is left."""
         try:
-            self._meter_next_slice()
+            more = self._meter_next_slice()
         except Exception as exc:  # ours: a loop callback's exception would only be logged
             self._fail(exc)
+            more = False
+        self.queued = more
+        return more
 
-    def _meter_next_slice(self) -> None:
-        """One slice of the backlog per loop turn; reading resumes when it is all metered."""
+    def _meter_next_slice(self) -> bool:
+        """One slice of the backlog per round; reading resumes when it is all metered."""
         meter = self.meter
         if self.stopped or meter is None or not self.backlog:
             self.backlog.clear()
-            return
+            return False
         data, now = self.backlog[0]
         if len(data) > METER_SLICE:
             self.backlog[0] = (data[METER_SLICE:], now)
@@ -177,11 +188,11 @@ class Relay(BodyReader):
         elif meter.inflating:  # the rest of this piece's inflation: next turn, before newer pieces
             self.backlog.appendleft((memoryview(b""), now))
         if self.backlog:
-            self.loop.call_soon(self._meter_slice)
-            return
+            return True
         if not self.paused:
             self._resume_upstream()
         self._wake()
+        return False
 
     def _pause_upstream(self) -> None:
         self.conn.pause_reading()

@@ -49,6 +49,9 @@ def metrics_auth(up: Upstream) -> str | None:
 ROTATE_BYTES = 4 * 1024 * 1024
 
 
+TAIL_READ_BYTES = 8 * 1024 * 1024  # the scrapes file read per look (a scrape line: one page, <= 2 MiB)
+
+
 class _Tail:
     """New complete JSON lines of a file that another process appends to and rotates: the open
     file is read to its end before the name is followed to the new one, so no line is lost."""
@@ -80,9 +83,11 @@ class _Tail:
 
     def _drain(self) -> list[dict[str, Any]]:
         assert self.fh is not None
-        data = self.partial + self.fh.read()
+        data = self.partial + self.fh.read(TAIL_READ_BYTES)  # the rest, if any: the next call
         end = data.rfind(b"\n") + 1
         self.partial = data[end:]
+        if len(self.partial) > TAIL_READ_BYTES:  # no scrape line is this long: not one of ours
+            self.partial = b""
         out = []
         for line in data[:end].splitlines():
             with contextlib.suppress(orjson.JSONDecodeError):

@@ -22,11 +22,7 @@ from aiohttp.web_protocol import RequestHandler
 
 from tokenpace.gateway.observability.prom import GuardMetrics
 from tokenpace.gateway.observability.ratelog import RateLimitedLog
-from tokenpace.wire.websocket import MaskWatch
-
-# A frame aiohttp's own reader refuses with 1002 (RSV2 and RSV3 set, masked, empty): what it is fed
-# in place of a client's unmasked frame, so the session ends on aiohttp's protocol-error path.
-_PROTOCOL_ERROR_FRAME = b"\xb1\x80\x00\x00\x00\x00"
+from tokenpace.wire.websocket import MaskedFrames
 
 _BUSY_BODY = b"too many open connections\n"
 _BUSY_REFUSAL = (
@@ -151,7 +147,7 @@ class GuardedHandler(RequestHandler):
     def set_parser(self, parser: Any, data_received_cb: Callable[[], None] | None = None) -> None:
         """A WebSocket session's frames: every one a client sends must be masked (aiohttp's reader
         does not check); the first that is not ends the session with 1002."""
-        super().set_parser(_MaskedFrames(parser), data_received_cb)  # type: ignore[arg-type]  # duck-typed
+        super().set_parser(MaskedFrames(parser), data_received_cb)  # type: ignore[arg-type]  # duck-typed
 
     def handle_error(
         self,
@@ -225,27 +221,3 @@ async def listen(
     return await loop.create_server(
         factory, host, port, backlog=1024, reuse_address=True, reuse_port=reuse_port or None
     )
-
-
-class _MaskedFrames:
-    """aiohttp's WebSocketReader behind a MaskWatch: frames pass on until an unmasked one, in whose
-    place the reader gets a frame it refuses with 1002 (and then nothing more)."""
-
-    __slots__ = ("broken", "parser", "watch")
-
-    def __init__(self, parser: Any) -> None:
-        self.parser = parser
-        self.watch = MaskWatch()
-        self.broken = False
-
-    def feed_eof(self) -> None:
-        self.parser.feed_eof()
-
-    def feed_data(self, data: bytes) -> tuple[bool, bytes]:
-        if self.broken:
-            return False, b""
-        ok, bad = self.watch.scan(bytes(data))
-        if bad:
-            self.broken = True
-            ok += _PROTOCOL_ERROR_FRAME
-        return self.parser.feed_data(ok) if ok else (False, b"")

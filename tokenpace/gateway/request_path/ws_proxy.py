@@ -6,15 +6,19 @@ Bounds: a message (all its frames) is at most ``MAX_MESSAGE`` bytes either way (
 sides with 1009); each direction reads its next message only once the previous one is written out
 (aiohttp's writer drains past 64 KiB, its reader pauses the socket past 64 KiB queued), so a slow
 reader on one side slows the other. When either side closes, the other is closed with the same code.
+A frame breaking RFC 6455's masking rule ends the session with 1002 whichever side sent it: a
+client's unmasked frame (the listener's guard) or an upstream's masked one (``UpstreamWebSocket``);
+neither is relayed, and the upstream's is recorded as its protocol error.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 from aiohttp import web
@@ -23,6 +27,7 @@ from tokenpace.gateway.config.config import Upstream
 from tokenpace.gateway.messages import errors
 from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
 from tokenpace.gateway.metering.realtime_meter import RealtimeMeter
+from tokenpace.wire.websocket import MaskedFrames
 
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one WebSocket message, either way
 _NOT_FORWARDED = frozenset(
@@ -43,8 +48,9 @@ _NOT_FORWARDED = frozenset(
 )
 if TYPE_CHECKING:
     _WsClient = aiohttp.ClientWebSocketResponse[bool]  # generic (its decode mode) in newer aiohttp only
+    _WsTexts = aiohttp.ClientWebSocketResponse[Literal[True]]  # the session class: texts decoded
 else:
-    _WsClient = aiohttp.ClientWebSocketResponse
+    _WsClient = _WsTexts = aiohttp.ClientWebSocketResponse
 _WsBoth = web.WebSocketResponse | _WsClient
 perf_ns = time.perf_counter_ns
 
@@ -52,6 +58,31 @@ perf_ns = time.perf_counter_ns
 def ws_url(origin: str, base_path: str, path_qs: str) -> str:
     scheme, rest = origin.split("://", 1)
     return ("wss" if scheme == "https" else "ws") + "://" + rest + base_path + path_qs
+
+
+MASKED_BY_UPSTREAM = "the upstream sent a masked WebSocket frame (a server must not mask: RFC 6455 5.1)"
+
+
+class UpstreamWebSocket(_WsTexts):
+    """aiohttp's client session whose frame reader sits behind the masking rule for a server's
+    frames: aiohttp sets its reader as ``_parser`` and hands that attribute to the connection, so
+    the reader is wrapped as it is set, before any frame (even one sent with the 101) is read."""
+
+    masked_frames: MaskedFrames | None = None
+
+    @property
+    def _parser(self) -> Any:
+        return self.__dict__.get("_gated_parser")
+
+    @_parser.setter
+    def _parser(self, parser: Any) -> None:
+        if parser is not None and not isinstance(parser, MaskedFrames):
+            parser = self.masked_frames = MaskedFrames(parser, from_client=False)
+        self.__dict__["_gated_parser"] = parser
+
+    @property
+    def sent_masked_frame(self) -> bool:
+        return self.masked_frames is not None and self.masked_frames.broken
 
 
 class UpstreamSessions:
@@ -66,7 +97,9 @@ class UpstreamSessions:
             # sock_read bounds the upgrade's answer only: aiohttp lifts it once the session is open
             t = self.connect_timeout_s
             timeout = aiohttp.ClientTimeout(total=None, sock_connect=t, sock_read=t)
-            self.http = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+            self.http = aiohttp.ClientSession(
+                timeout=timeout, auto_decompress=False, ws_response_class=UpstreamWebSocket
+            )
         return self.http
 
     async def close(self) -> None:
@@ -118,7 +151,8 @@ async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMete
     await down.prepare(request)
     closes: list[tuple[int, str]] = []  # the first close seen (code, reason): passed on to the other side
     to_up = asyncio.ensure_future(_pump(down, up, meter.from_client, closes))
-    to_down = asyncio.ensure_future(_pump(up, down, meter.from_upstream, closes))
+    masked = functools.partial(meter.close, Outcome.PROTOCOL_ERROR, MASKED_BY_UPSTREAM)
+    to_down = asyncio.ensure_future(_pump(up, down, meter.from_upstream, closes, masked))
     try:
         done, _ = await asyncio.wait((to_up, to_down), return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:  # the client's connection went away
@@ -145,9 +179,15 @@ async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMete
 
 
 async def _pump(
-    src: _WsBoth, dst: _WsBoth, seen: Callable[[str, int], None], closes: list[tuple[int, str]]
+    src: _WsBoth,
+    dst: _WsBoth,
+    seen: Callable[[str, int], None],
+    closes: list[tuple[int, str]],
+    masked: Callable[[], None] | None = None,
 ) -> None:
-    """Relays messages until ``src`` closes (then closes ``dst`` with its code) or breaks."""
+    """Relays messages until ``src`` closes (then closes ``dst`` with its code) or breaks;
+    ``masked`` is told, before anything else, when the upstream ``src`` broke on a masked frame
+    (the open responses end on that reason, whatever the closing handshake does next)."""
     while True:
         msg = await src.receive()
         kind = msg.type
@@ -165,6 +205,8 @@ async def _pump(
             code = msg.data if kind is aiohttp.WSMsgType.CLOSE else _code(src)
             if isinstance(msg.data, aiohttp.WebSocketError):  # 1009 (too large), 1002 (bad framing)
                 code = msg.data.code
+                if masked is not None and isinstance(src, UpstreamWebSocket) and src.sent_masked_frame:
+                    masked()
             reason = msg.extra if kind is aiohttp.WSMsgType.CLOSE and msg.extra else ""
             closes.append((code, reason[:123]))  # before the await: a cancelled pump still passes it on
             await dst.close(code=code, message=reason.encode()[:123])

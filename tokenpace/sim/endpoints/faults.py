@@ -14,7 +14,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.bounded_read import read_text
+
 KINDS = ("error", "429", "hang", "cut", "malformed")
+MAX_FAULTS_BYTES = 64 * 1024  # a fault file is a few settings
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ class FaultConfig:
     @classmethod
     def from_file(cls, path: str | Path, **overrides: Any) -> FaultConfig:
         """A JSON object with any of this class's fields, e.g. {"error_rate": 0.05, "error_codes": [503]}."""
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(read_text(path, MAX_FAULTS_BYTES, "a fault file"))
         if not isinstance(data, dict):
             raise ValueError(f"{path}: expected a JSON object")
         known = {f.name for f in fields(cls)}

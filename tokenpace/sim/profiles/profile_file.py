@@ -11,6 +11,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from tokenpace.adapters.bounded_read import FileBoundError, read_text
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - 3.10
@@ -27,9 +29,9 @@ def read_profile_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     """The profile's name and its TOML document (profile.get_profile makes the Profile)."""
     p = Path(path)
     try:
-        if p.stat().st_size > MAX_PROFILE_BYTES:
-            raise ProfileFileError(f"{p}: over {MAX_PROFILE_BYTES} bytes, not a profile")
-        doc = tomllib.loads(p.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_text(p, MAX_PROFILE_BYTES, "a simulator profile"))
+    except FileBoundError as e:
+        raise ProfileFileError(str(e)) from None
     except FileNotFoundError:
         raise ProfileFileError(f"no profile file {str(p)!r}") from None
     except (OSError, UnicodeDecodeError) as e:

@@ -1,0 +1,123 @@
+"""`check --until-decided`: the stored candidate is judged first (always-valid intervals); its test is
+run again, rebuilt from its stored conditions, only while the gate is undecided, up to --max-runs;
+a test that cannot be rebuilt is refused with the reason."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+from baseline_fixtures import served, tokenpace
+from docs.doc_commands import doc_commands
+
+from tokenpace.adapters.store import connect
+from tokenpace.app.jobs.check_until import CannotRerun, rerun_config
+from tokenpace.testing.scripted_server import Script
+
+BASE = Script(ttft_s=0.05, itl_s=0.005, tokens=8)
+ARGS = ("--model", "m", "-n", "60", "-c", "4", "--input-len", "16", "--output-len", "8", "--quiet")
+GATE = ("--baseline", "prod", "--max-regression", "ttft.p50=5%")
+DOCUMENTED = [c for c in doc_commands() if c.run_elsewhere() == "tests/app/jobs/test_check_until.py"]
+
+
+def _bench(url: str, db: str, *more: str) -> None:
+    done = tokenpace("bench", "--url", url, *ARGS, "--store", db, *more)
+    assert done.returncode in (0, 3), done.stderr
+
+
+def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with served(BASE) as srv:
+        _bench(srv.url, db, "--repeat", "3", "--out", str(tmp_path / "base.json"))
+        store = connect(db)
+        store.set_baseline("prod", store.list_runs()[-1].id)
+        _bench(srv.url, db, "--label", "version=same")  # the same server: one run cannot prove a pass
+        runs_before = len(store.list_runs())
+        budget_one = tokenpace("check", *GATE, "--run", "version=same", "--until-decided", "--max-runs", "1",
+                               "--store", db)  # fmt: skip
+        runs_after_one = len(store.list_runs())
+        (documented,) = DOCUMENTED  # the newest run measured like the baseline: version=same
+        again = tokenpace(*documented.argv, env={"TOKENPACE_STORE": db})
+        runs_added = len(store.list_runs()) - runs_after_one
+        srv.default = dataclasses.replace(BASE, ttft_s=0.05 * 1.5)  # a true +50 % TTFT
+        _bench(srv.url, db, "--label", "version=slow")
+        before_slow = len(store.list_runs())
+        slow = tokenpace("check", *GATE, "--run", "version=slow", "--until-decided", "--store", db)
+        slow_added = len(store.list_runs()) - before_slow
+    one = " ".join(budget_one.stdout.split())
+    # the budget holds only the stored run: nothing run, UNDECIDED, and what would decide it
+    assert runs_after_one == runs_before
+    assert budget_one.returncode == 2, (one[-2000:], budget_one.stderr)
+    assert "UNDECIDED after 1 stored candidate run(s)" in one and "and 0 added" in one
+    assert "to decide: ttft.p50: its always-valid interval" in one and "would narrow it most" in one
+    # a budget of 4: runs added (at most 3), never a regression of the same server
+    text = " ".join(again.stdout.split())
+    assert again.returncode in (0, 2), (text[-2000:], again.stderr)
+    assert 1 <= runs_added <= 3 and f"and {runs_added} added" in text
+    assert ("PASS after" in text) == (again.returncode == 0)
+    # a true +50 %: the stored run decides alone, nothing is run
+    stext = " ".join(slow.stdout.split())
+    assert slow.returncode == 1, (stext[-2000:], slow.stderr)
+    assert "REGRESSED after 1 stored candidate run(s)" in stext and slow_added == 0
+
+
+def test_check_until_decided_refuses_a_test_it_cannot_run_again(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with served(BASE) as srv:
+        _bench(srv.url, db)
+        store = connect(db)
+        store.set_baseline("prod", store.list_runs()[-1].id)
+        _bench(srv.url, db, "--header", "X-Team:search")
+        done = tokenpace("check", *GATE, "--until-decided", "--max-runs", "3", "--store", db)
+        bad = tokenpace("check", *GATE, "--until-decided", "--max-runs", "0", "--store", db)
+    assert done.returncode == 2 and "sent headers, whose values are never stored" in done.stderr
+    assert "--repeat auto" in done.stderr and "Traceback" not in done.stderr
+    assert bad.returncode == 2 and "--max-runs must be between 1 and 20" in bad.stderr
+
+
+CONDITIONS = {
+    "model": "m",
+    "endpoint": "http://127.0.0.1:9/v1",
+    "target": "external",
+    "api": "openai-chat",
+    "stream": True,
+    "load": {"mode": "closed_loop", "concurrency": 4, "rate": None, "requests": 60, "duration_s": None,
+             "warmup": 2, "timeout_s": 30.0, "ramp": None},
+    "workload": {"kind": "synthetic", "input_len": {"spec": "lognormal:512,128"},
+                 "output_len": {"spec": "64"}},
+    "sampling": {"temperature": 0.5, "top_p": 0.9, "ignore_eos": True},
+    "seed": 7,
+    "prompt_salt": "none",
+    "slo": {"ttft_ms": 500.0},
+    "labels": {"version": "1.5", "repeat": "g1"},
+    "headers": [],
+}  # fmt: skip
+
+
+def test_rerun_config_is_the_stored_test() -> None:
+    config, profile = rerun_config(CONDITIONS)
+    assert profile is None and config.url == "http://127.0.0.1:9/v1" and config.api == "chat"
+    assert (config.concurrency, config.requests, config.warmup, config.timeout_s) == (4, 60, 2, 30.0)
+    assert config.input_len.text == "lognormal:512,128" and config.output_len.text == "64"
+    assert (config.seed, config.prompt_salt, config.sampling.temperature) == (7, "none", 0.5)
+    assert config.slo.ttft_ms == 500.0 and config.labels == {"version": "1.5"}  # a new group of its own
+    sim, profile = rerun_config(CONDITIONS | {"target": "sim:llama-3.1-8b-h100"})
+    assert profile == "llama-3.1-8b-h100" and sim.url == ""
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"workload": {"kind": "dataset"}}, "its workload is 'dataset'"),
+        ({"headers": ["x-team"]}, "sent headers"),
+        ({"workload": {**CONDITIONS["workload"], "sessions": {"turns": 3}}}, "multi-turn sessions"),  # type: ignore[dict-item]
+        ({"workload": {**CONDITIONS["workload"], "shared_prefix": {}}}, "shared prefixes"),  # type: ignore[dict-item]
+        ({"load": {**CONDITIONS["load"], "ramp": {"over_s": 5}}}, "ramped its load up"),  # type: ignore[dict-item]
+        ({"api": "no-such-api"}, "is not known"),
+        ({"workload": {"kind": "synthetic", "input_len": {}}}, "stored conditions are incomplete"),
+    ],
+)
+def test_rerun_config_refuses_what_the_store_cannot_say(change: dict, why: str) -> None:
+    with pytest.raises(CannotRerun, match=why):
+        rerun_config(CONDITIONS | change)

@@ -1,0 +1,58 @@
+"""``check --until-decided``: the call and what it shows (the stored candidate judged first; its test
+run again only while the always-valid gate is undecided)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from tokenpace.app.baseline.terms import Threshold
+from tokenpace.app.jobs.bench_job import REFUSALS, BenchOutcome
+from tokenpace.app.jobs.check_until import check_until_decided, what_would_decide
+from tokenpace.cli.bench.dashboard import render
+from tokenpace.cli.bench.run_view import BenchProgress, print_saved
+
+
+def run_check_until(
+    store_url: str | None,
+    baseline: str,
+    thresholds: Sequence[Threshold],
+    run_ref: str | None,
+    max_runs: int,
+    alpha: float,
+    quiet: bool,
+) -> None:
+    """Exit 0 pass, 1 regressed, 2 undecided (with what would decide it) or bad input."""
+    console = Console()
+
+    def shown(k: int, outcome: BenchOutcome) -> None:
+        console.rule(f"candidate run {k + 1} added (the candidate side at most {max_runs} runs)")
+        if not quiet:
+            render(outcome.result.to_dict(), console)
+        print_saved(console, outcome.saved, "bench", outcome.out)
+
+    try:
+        got = check_until_decided(
+            store_url, baseline, thresholds, run_ref, max_runs, alpha, BenchProgress(console, quiet), shown
+        )
+    except REFUSALS as exc:  # the test could not be run again (endpoint gone, simulator failed)
+        raise ValueError(str(exc)) from None
+    done = got.done
+    for item in done.items:
+        console.print(f"{item.threshold.name}: {item.outcome}: {item.reason()}", highlight=False)
+    for note in done.notes:
+        console.print(f"note: {note}", style="yellow", highlight=False)
+    for line in what_would_decide(done):
+        console.print(f"to decide: {line}", highlight=False)
+    sides = (
+        f"{got.stored_runs} stored candidate run(s) ({got.candidate}) and {got.runs_added} added, "
+        f"against baseline {baseline} ({len(done.baseline_runs)} run(s))"
+    )
+    console.print(
+        f"{done.outcome.upper()} after {sides}; always-valid intervals: stopping at the first decision "
+        f"keeps the false-alarm rate at {alpha:.0%}",
+        highlight=False,
+    )
+    sys.exit(done.exit_code)
