@@ -114,6 +114,7 @@ def test_streaming_bytes_are_exact_and_measured() -> None:
             "upstream": "up",
             "arm": "up",
             "api": "chat",
+            "config_epoch": "0",
             "version": "v1",
             "outcome": "ok",
         }
