@@ -36,9 +36,11 @@ def serve_gateway(
     store_url: str | None = None,
     save: bool = True,
     say: Callable[[str], None] = _to_stderr,
+    load: Callable[[], GatewayConfig] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
-    returns. Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
+    returns. ``load``: the configuration file read again, for SIGHUP and POST /tokenpace/config.
+    Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
     check_otlp(config)
     if config.scrape_upstream_metrics:
         for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
@@ -82,7 +84,7 @@ def serve_gateway(
     from tokenpace.gateway.lifecycle.workers import serve_workers
 
     if config.workers == 1:
-        main = serve_forever(config, ready, writer=writer, done=done)
+        main = serve_forever(config, ready, writer=writer, done=done, load=load, say=say)
     else:  # each worker process runs its loop as chosen here
         main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
     with contextlib.suppress(KeyboardInterrupt):

@@ -86,9 +86,11 @@ class Reloader:
                 new = with_weights(self.gw.config, weights)
             except ValueError as exc:
                 return self._refuse(who, [str(exc)])
+            before = dict(self.overrides)
+            self.overrides.update({a: float(w) for a, w in weights.items()})
             result = self._apply(new, who)
-            if not result.refused:
-                self.overrides.update({a: float(w) for a, w in weights.items()})
+            if result.refused:
+                self.overrides = before
             return result
 
     def _refuse(self, who: str, problems: list[str]) -> ChangeResult:

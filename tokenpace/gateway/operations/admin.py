@@ -52,7 +52,9 @@ class AdminPages:
     ) -> None:
         self.registry = registry
         self.static_labels = dict(static_labels or {})  # --label: on every sample, at scrape time
-        self.epoch = "0"  # the config's epoch (live changes since the start): on every sample too
+        # the config's epoch (live changes since the start): on every sample once the config has
+        # changed (epoch 0, the start's config, adds no label: the series stay as they were)
+        self.epoch = "0"
         self.admin_keys = admin_keys
         self.client_keys = client_keys
         self._upstreams = upstreams
@@ -80,6 +82,8 @@ class AdminPages:
 
     @property
     def labels(self) -> dict[str, str]:
+        if self.epoch == "0":
+            return self.static_labels
         return {**self.static_labels, "config_epoch": self.epoch}
 
     def allow(self, request: web.Request) -> web.Response | None:
