@@ -70,11 +70,8 @@ def reader(ctx: click.Context, build: Callable[[dict[str, Any]], Any]) -> Callab
         for name, value in started.items()
         if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
     }
-    plain = {  # click's own defaults (not the start's file: ``default_map`` holds that one)
-        p.name: (() if p.multiple and p.default is None else p.default)
-        for p in command.params
-        if p.name and p.expose_value
-    }
+    # click's own defaults, as it hands them to the command (not the start's file: default_map)
+    plain = dict(command.make_context(ctx.info_name, [], resilient_parsing=True).params)
 
     def load() -> Any:
         values = {**plain, **to_defaults(path, read_config_file(path), flags_of(command)), **given}
@@ -109,3 +106,4 @@ def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -
         sys.exit(2)
     click.echo(f"{path}: ok ({len(config.upstreams)} upstream(s), listening on {config.host}:{config.port})")
     sys.exit(0)
+
