@@ -68,7 +68,11 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "--admin-listen", "tests/gateway/experiments/test_gray_walkthrough.py"),
     ("docs/gateway.md", "--workers", "tests/gateway/lifecycle/test_workers.py"),
     ("docs/gateway.md", "--config gray.toml", "tests/gateway/experiments/test_gray_walkthrough.py"),
-    ("docs/gateway.md", "--gateway http://127.0.0.1:9100", "tests/gateway/experiments/test_gray_walkthrough.py"),
+    (
+        "docs/gateway.md",
+        "--gateway http://127.0.0.1:9100",
+        "tests/gateway/experiments/test_gray_walkthrough.py",
+    ),
     ("docs/gateway.md", "arms --changes", "tests/gateway/experiments/test_gray_walkthrough.py"),
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
     ("docs/gateway.md", "--mirror", "tests/gateway/experiments/test_shadow_walkthrough.py"),
