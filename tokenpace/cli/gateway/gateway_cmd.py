@@ -240,7 +240,7 @@ def gateway(
     from tokenpace.app.baseline.run_store import RunStoreError
     from tokenpace.app.serving.gateway_serving import GatewayRefused, serve_gateway
 
-    load = reader(click.get_current_context(), _from_values)  # SIGHUP: the file read again
+    load = reader(click.get_current_context(), lambda o: _from_values(o, config))  # SIGHUP
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
         serve_gateway(config, None, store_url, not no_store, say=_say, load=load)
     except GatewayRefused as exc:
@@ -284,8 +284,11 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
         die("gateway", str(exc))
 
 
-def _from_values(o: dict[str, Any]) -> Any:
-    """A reload's options (the file's values under the command line's) -> a GatewayConfig."""
+def _from_values(o: dict[str, Any], started: Any) -> Any:
+    """A reload's options (the file's values under the command line's) -> a GatewayConfig. Where
+    --max-connections was not given, the start's (fitted to ulimit -n before the start raised it)."""
+    if o["max_connections"] is None:
+        o = {**o, "max_connections": started.max_connections}
     return _build({**o, "static_labels": parse_static_labels_of(o["labels"])}, parse_slo(o["slo_text"]))
 
 
