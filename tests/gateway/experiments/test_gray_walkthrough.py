@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import aiohttp
@@ -94,7 +95,7 @@ async def _traffic(url: str, users: list[str], concurrency: int = 8) -> list[str
     return ids
 
 
-def _step(url: str, users: list[str], weights: dict[str, float], more: int) -> list[str]:
+def _step(url: str, users: list[str], weights: Mapping[str, float], more: int) -> list[str]:
     """One request per user, and ``more`` each from the users the sticky split routes to b, mixed
     in one stream of traffic (so a small arm gathers enough requests for a latency guard under the
     same host load as the other; the split is judged on users)."""
@@ -103,7 +104,7 @@ def _step(url: str, users: list[str], weights: dict[str, float], more: int) -> l
     return asyncio.run(_traffic(url, sent))
 
 
-def _on_b(users: list[str], weights: dict[str, float]) -> list[str]:
+def _on_b(users: list[str], weights: Mapping[str, float]) -> list[str]:
     """The users the gateway's sticky split sends to b (rendezvous hashing is deterministic)."""
     router = Router(
         [parse_upstream(f"{arm}=http://127.0.0.1:1/v1,weight={w}") for arm, w in weights.items()],

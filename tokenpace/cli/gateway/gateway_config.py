@@ -106,4 +106,3 @@ def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -
         sys.exit(2)
     click.echo(f"{path}: ok ({len(config.upstreams)} upstream(s), listening on {config.host}:{config.port})")
     sys.exit(0)
-
