@@ -6,6 +6,7 @@ check's tolerance; an invalid change changes nothing and says why."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -178,3 +179,53 @@ def test_an_invalid_change_changes_nothing_and_says_why() -> None:
                     assert 'config_epoch="1"' in await r.text()
 
     asyncio.run(main())
+
+
+def test_a_mirror_and_labels_added_and_removed_live() -> None:
+    from tokenpace.gateway.experiments.mirror import parse_mirror
+
+    records: list[RequestRecord] = []
+
+    async def main() -> None:
+        async with (
+            ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as live,
+            ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as shadow,
+        ):
+            start = config({"a": live.url}, {"a": 1}, 500)
+            want = [start]
+            gw = RunningGateway(start, on_record=records.append, load=lambda: want[0])
+            async with gw, aiohttp.ClientSession() as s:
+
+                async def reload() -> dict[str, Any]:
+                    async with s.post(gw.admin_url + "/tokenpace/config", headers=AUTH) as r:
+                        assert r.status == 200
+                        answer: dict[str, Any] = await r.json()
+                        return answer
+
+                async def send(n: int, tag: str) -> None:
+                    await asyncio.gather(*(_stream(s, gw.url, f"u{i}", f"{tag}-{i}", 2) for i in range(n)))
+
+                await send(5, "before")
+                mirrored = dataclasses.replace(
+                    start, mirrors=(parse_mirror(f"cand={shadow.url}"),), static_labels={"zone": "z1"}
+                )
+                want[0] = mirrored
+                assert sorted((await reload())["changed"]) == ["label", "mirror"]
+                await send(5, "mirrored")
+                for _ in range(200):  # copies are sent in the background, never waited for
+                    if shadow.stats.requests >= 5:
+                        break
+                    await asyncio.sleep(0.02)
+                assert shadow.stats.requests == 5
+                want[0] = start
+                await reload()
+                await send(5, "after")
+                await asyncio.sleep(0.1)
+                assert shadow.stats.requests == 5  # the mirror is gone: no more copies
+
+    asyncio.run(main())
+    live = [r for r in records if r.labels.get("client_request_id")]  # shadow copies carry none
+    zones = {r.labels["client_request_id"].split("-")[0]: r.labels.get("zone") for r in live}
+    assert zones == {"before": None, "mirrored": "z1", "after": None}
+    shadows = [r for r in records if not r.labels.get("client_request_id")]
+    assert len(shadows) == 5 and {r.labels.get("zone") for r in shadows} == {"z1"}
