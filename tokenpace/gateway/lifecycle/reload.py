@@ -70,6 +70,8 @@ class Reloader:
                 new = await asyncio.to_thread(self.load)
             except ValueError as exc:
                 return self._refuse(who, list(getattr(exc, "errors", None) or [str(exc)]))
+            except Exception as exc:  # a file that cannot be read as expected: refused, never a crash
+                return self._refuse(who, [f"the configuration could not be read ({type(exc).__name__})"])
             if self.overrides:
                 arms = {u.arm for u in new.upstreams}
                 kept = {a: w for a, w in self.overrides.items() if a in arms}
