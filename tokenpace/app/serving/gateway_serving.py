@@ -60,6 +60,8 @@ def serve_gateway(
         reserve_descriptors(2 * config.max_connections + 64)  # client and upstream side of each
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
+        if load is not None and config.workers == 1:  # the file is applied live, not on restart only
+            say(f"SIGHUP or POST {gw.admin_url}/tokenpace/config re-reads the --config file live")
         for m in config.mirrors:
             say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
         if store is not None:

@@ -102,8 +102,9 @@ class ControlPages:
             return body
         by = body.get("by")
         who = f"POST /tokenpace/config from {request.remote or '?'}"
-        if isinstance(by, str) and by.strip():
-            who += f" ({by.strip()[:MAX_WHO_CHARS]})"
+        shown = "".join(c for c in by if c.isprintable()).strip() if isinstance(by, str) else ""
+        if shown:  # printable only: it goes to the log and the store as it is
+            who += f" ({shown[:MAX_WHO_CHARS]})"
         weights = body.get("weights")
         unknown = set(body) - {"by", "weights", "reload"}
         if unknown:
