@@ -33,3 +33,22 @@ def test_a_version_2_store_gains_the_events_table_and_keeps_events(tmp_path: Pat
     assert [e.unix_s for e in store.load_events(0.0, until_unix=300.0)] == [100.0, 200.0]
     assert [e.session for e in store.load_events(0.0, sessions=["t"])] == ["t"]
     store.close()
+
+
+def test_configuration_changes_are_kept_and_read_back_by_window_and_session(tmp_path: Path) -> None:
+    from tokenpace.core.events import ConfigChange
+
+    store = connect(str(tmp_path / "runs.db"))
+    before = {
+        "split": [{"upstream": "a", "arm": "a", "weight": 99}, {"upstream": "b", "arm": "b", "weight": 1}]
+    }
+    after = {
+        "split": [{"upstream": "a", "arm": "a", "weight": 95}, {"upstream": "b", "arm": "b", "weight": 5}]
+    }
+    store.save_config_change(ConfigChange("s1", 1, 100.0, "SIGHUP", ("slo",), before, before))
+    store.save_config_change(ConfigChange("s1", 2, 200.0, "x" * 400, ("upstream",), before, after))
+    store.save_config_change(ConfigChange("s2", 1, 300.0, "POST", ("upstream",), after, before))
+    got = store.load_config_changes(150.0)
+    assert [(c.session, c.epoch) for c in got] == [("s1", 2), ("s2", 1)]
+    assert len(got[0].who) == 300 and ConfigChange.weights(got[0].after) == {"a": 95, "b": 5}
+    assert [c.epoch for c in store.load_config_changes(0.0, 250.0, ["s1"])] == [1, 2]

@@ -86,3 +86,29 @@ def _id(value: object, field: str, where: str) -> str | None:
     if any(ord(c) < 32 or ord(c) == 127 for c in value):
         raise EventError(f"{where}: '{field}' holds a control character")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChange:
+    """A change of a running gateway's configuration (a reload or a move of the split): who made
+    it, when, and the settings before and after (``split``: per upstream its arm and weight, then
+    the SLOs, labels, mirrors). ``epoch`` counts the changes of one session from 0 (its start)."""
+
+    session: str
+    epoch: int
+    unix_s: float
+    who: str  # "SIGHUP", "POST /tokenpace/config from 10.0.0.7 (tokenpace arms --apply)", ...
+    changed: tuple[str, ...]  # the settings that differ, by their configuration keys
+    before: dict[str, Any]
+    after: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "changed": list(self.changed)}
+
+    @staticmethod
+    def weights(side: dict[str, Any]) -> dict[str, float]:
+        """Per arm, the summed weight of its upstreams in ``before`` or ``after``."""
+        out: dict[str, float] = {}
+        for up in side.get("split", []):
+            out[up["arm"]] = out.get(up["arm"], 0.0) + float(up.get("weight", 0.0))
+        return out

@@ -10,11 +10,11 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.metrics import itl_gaps_ns, ttft_ns
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.lifecycle.serve import RunningGateway
+from tokenpace.gateway.recording.sink import Item
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "secret prompt words"}], "max_tokens": 4}
@@ -114,6 +114,7 @@ def test_streaming_bytes_are_exact_and_measured() -> None:
             "upstream": "up",
             "arm": "up",
             "api": "chat",
+            "config_epoch": "0",
             "version": "v1",
             "outcome": "ok",
         }
@@ -295,7 +296,7 @@ def test_records_dropped_and_counted_when_writer_is_slow() -> None:
     gate = threading.Event()
     written: list[int] = []
 
-    def slow_writer(batch: list[RequestRecord | OutcomeEvent]) -> None:
+    def slow_writer(batch: list[Item]) -> None:
         gate.wait(5)
         written.append(len(batch))
 

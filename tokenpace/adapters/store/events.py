@@ -1,4 +1,5 @@
-"""Outcome events in the run store: appended by the gateway's writer, read by ``tokenpace arms``.
+"""Outcome events and configuration changes in the run store: appended by the gateway's writer,
+read by ``tokenpace arms``.
 
 The SQL only; ``SqlStore.save_events`` / ``load_events`` own the transaction and its errors.
 """
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
-from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.events import ConfigChange, OutcomeEvent
 
 
 def insert_events(conn: sa.Connection, events: Sequence[OutcomeEvent]) -> None:
@@ -58,3 +59,25 @@ def select_events(
 def select_event_names(conn: sa.Connection) -> list[str]:
     t = s.outcome_events
     return sorted(r[0] for r in conn.execute(sa.select(t.c.event).distinct()))
+
+
+def insert_config_change(conn: sa.Connection, change: ConfigChange) -> None:
+    row = change.to_dict()
+    conn.execute(sa.insert(s.config_changes), {**row, "who": row["who"][:300]})
+
+
+def select_config_changes(
+    conn: sa.Connection, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
+) -> list[ConfigChange]:
+    t = s.config_changes
+    query = sa.select(t).where(t.c.unix_s >= since_unix).order_by(t.c.unix_s, t.c.id)
+    if until_unix is not None:
+        query = query.where(t.c.unix_s < until_unix)
+    if sessions is not None:
+        query = query.where(t.c.session.in_(list(sessions)))
+    return [
+        ConfigChange(
+            r["session"], r["epoch"], r["unix_s"], r["who"], tuple(r["changed"]), r["before"], r["after"]
+        )
+        for r in conn.execute(query).mappings().all()
+    ]

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
-from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
 
@@ -48,7 +48,7 @@ class BaselineInfo:
 
 
 class Store(Protocol):
-    """Runs (conditions, summary, labels, records), baselines and outcome events."""
+    """Runs (conditions, summary, labels, records), baselines, outcome events, configuration changes."""
 
     @property
     def url(self) -> str: ...
@@ -145,6 +145,16 @@ class Store(Protocol):
     def learned_noise(
         self, conditions: Mapping[str, Any], model: str | None, exclude: Sequence[str] = ()
     ) -> list[GroupNoise]: ...
+
+    def save_config_change(self, change: ConfigChange) -> None:
+        """A running gateway's configuration change (who, when, before, after)."""
+        ...
+
+    def load_config_changes(
+        self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
+    ) -> list[ConfigChange]:
+        """Changes made in [since, until), oldest first, optionally of some gateway sessions only."""
+        ...
 
     def event_names(self) -> list[str]:
         """Every event name the store has ever received."""

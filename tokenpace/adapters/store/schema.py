@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 metadata = sa.MetaData()
 
@@ -110,4 +110,20 @@ run_noise = sa.Table(
     sa.Column("rel_var", sa.Float, nullable=False),  # between-run variance of log value, sampling removed
     sa.Column("within_se", sa.Float, nullable=False),  # mean relative sampling SE of one run
     sa.Column("level", sa.Float, nullable=False),  # mean of the runs' values
+)
+
+# Added in schema version 5: each change of a running gateway's configuration (a reload, a move of
+# the split by ``tokenpace arms --apply``): who, when, from what to what. ``tokenpace arms`` judges
+# the window since the last one. One row per change: bounded by what operators do.
+config_changes = sa.Table(
+    "config_changes",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("session", sa.String(64), nullable=False, index=True),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("unix_s", sa.Float, nullable=False, index=True),
+    sa.Column("who", sa.String(300), nullable=False),
+    sa.Column("changed", sa.JSON, nullable=False),
+    sa.Column("before", sa.JSON, nullable=False),
+    sa.Column("after", sa.JSON, nullable=False),
 )

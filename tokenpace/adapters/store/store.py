@@ -13,14 +13,14 @@ import sqlalchemy as sa
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
+from tokenpace.adapters.store import events as ev
 from tokenpace.adapters.store import schema as s
-from tokenpace.adapters.store.events import insert_events, select_event_names, select_events
 from tokenpace.adapters.store.groups import RepeatGroups
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
 from tokenpace.adapters.store.url import StoreError, normalize_url, redact, sqlite_path
-from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
 _INSERT_BATCH = 1000
@@ -172,19 +172,29 @@ class SqlStore(RepeatGroups):
         """One transaction; raises StoreError (the gateway's sink counts the batch as dropped)."""
         if events:
             with self._tx("store outcome events") as conn:
-                insert_events(conn, events)
+                ev.insert_events(conn, events)
 
     def load_events(
         self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
     ) -> list[OutcomeEvent]:
         """Events received in [since, until), oldest first, optionally of some gateway sessions only."""
         with self._tx("read outcome events") as conn:
-            return select_events(conn, since_unix, until_unix, sessions)
+            return ev.select_events(conn, since_unix, until_unix, sessions)
+
+    def save_config_change(self, change: ConfigChange) -> None:
+        with self._tx("store a configuration change") as conn:
+            ev.insert_config_change(conn, change)
+
+    def load_config_changes(
+        self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
+    ) -> list[ConfigChange]:
+        with self._tx("read configuration changes") as conn:
+            return ev.select_config_changes(conn, since_unix, until_unix, sessions)
 
     def event_names(self) -> list[str]:
         """Every event name the store has ever received (a guard on any other name is a typo)."""
         with self._tx("read event names") as conn:
-            return select_event_names(conn)
+            return ev.select_event_names(conn)
 
     def _info(self, row: Any, labels: dict[str, str]) -> RunInfo:
         return RunInfo(

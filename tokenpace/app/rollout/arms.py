@@ -1,21 +1,23 @@
 """Use case: ``tokenpace arms`` — the gateway's arms over a time window, judged as a gray release.
 
-Reads the real-traffic runs the gateway stored (kind ``gateway``, one per session and upstream),
-keeps the records sent within the window (each record's time from its run's clock anchor), the
-outcome events received within it, and the split each session was configured with; the analysis
-is ``tokenpace.core.analysis.rollout.arms``.
+Reads the real-traffic runs the gateway stored (kind ``gateway``, one per session, config epoch and
+upstream), keeps the records sent within the window (each record's time from its run's clock
+anchor; the window starts no earlier than the split's last live change, so each step of a rollout
+is judged on its own, in one gateway session), the outcome events received within it, and the
+split each epoch was configured with; the analysis is ``tokenpace.core.analysis.rollout.arms``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.core.analysis.rollout.arms import ArmsReport, analyse_arms
 from tokenpace.core.analysis.rollout.guards import Guard
-from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
 
@@ -59,7 +61,8 @@ def load_window(
 ) -> ArmsWindow:
     where = {"kind": "gateway", "source": "gateway", **({"gateway_session": session} if session else {})}
     window = ArmsWindow(since_unix, until_unix)
-    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}  # session -> arm -> users, requests
+    # a session's config epoch (its split) -> arm -> users, requests
+    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}
     splits: dict[str, dict[str, float]] = {}
     ramping: set[str] = set()
     for run in store.list_runs(where):
@@ -79,23 +82,25 @@ def load_window(
         if not kept:
             continue
         sess, arm = run.labels.get("gateway_session", run.id), run.labels.get("arm", run.id)
-        if sess not in splits:
+        if sess not in window.sessions:
             window.sessions.append(sess)
+        sess = f"{sess}/{run.labels.get('config_epoch', '0')}"  # each epoch's split on its own
+        if sess not in splits:
             splits[sess] = _split_weights(run)
             ramping.update(_ramping(run, since_unix))
         window.records.setdefault(arm, []).extend(kept)
         tally = per_session.setdefault(sess, {}).setdefault(arm, {"users": set(), "requests": 0})
         tally["users"] |= {u for r in kept if (u := r.labels.get("user"))}  # type: ignore[operator]
         tally["requests"] += len(kept)  # type: ignore[operator]
-    if window.sessions:
-        window.weights = splits[window.sessions[0]]
+    if splits:
+        window.weights = next(iter(splits.values()))  # the newest
         order = list(window.weights) + [a for a in window.records if a not in window.weights]
         window.records = {a: window.records[a] for a in order if a in window.records}
     window.expected = _expected(per_session, splits)
     if len({tuple(sorted(w.items())) for w in splits.values()}) > 1:
         window.warnings.append(
-            f"the split changed within the window ({len(splits)} sessions): the sample-ratio check "
-            "expects each session's counts under that session's weights"
+            f"the split changed within the window ({len(splits)} sessions or config epochs): the "
+            "sample-ratio check expects each one's counts under its own weights"
         )
     if ramping:
         window.warnings.append(
@@ -135,8 +140,14 @@ def arms_report(
     resamples: int = 1000,
     seed: int = 0,
 ) -> tuple[ArmsWindow, ArmsReport]:
-    """Raises ValueError (one line for the user) when the window holds no gateway traffic."""
+    """Raises ValueError (one line for the user) when the window holds no gateway traffic. The
+    window starts at the split's last live change, when one falls inside it (said in a warning)."""
+    change = last_split_change(store, since_unix, until_unix, session)
+    if change is not None:
+        since_unix = change.unix_s
     window = load_window(store, since_unix, until_unix, session)
+    if change is not None:
+        window.warnings.insert(0, change_note(change))
     if not window.records:
         raise ValueError(
             "no gateway traffic stored in this window (tokenpace gateway stores it; widen --since)"
@@ -155,3 +166,32 @@ def arms_report(
     )
     report.warnings = window.warnings + report.warnings
     return window, report
+
+
+def last_split_change(
+    store: Store, since_unix: float, until_unix: float | None, session: str | None
+) -> ConfigChange | None:
+    """The newest change within the window that moved the split (weights or arms), else None."""
+    changes = store.load_config_changes(since_unix, until_unix, [session] if session else None)
+    moved = [c for c in changes if ConfigChange.weights(c.before) != ConfigChange.weights(c.after)]
+    return moved[-1] if moved else None
+
+
+def change_note(change: ConfigChange) -> str:
+    when = datetime.fromtimestamp(change.unix_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    split = lambda side: ", ".join(f"{a}={w:g}" for a, w in ConfigChange.weights(side).items())  # noqa: E731
+    return (
+        f"judged since the split's last change, {when} (epoch {change.epoch}, by {change.who}): "
+        f"{split(change.before)} -> {split(change.after)}"
+    )
+
+
+def change_lines(store: Store, since_unix: float, until_unix: float | None, session: str | None) -> list[str]:
+    """Each configuration change in the window, oldest first: when, session and epoch, who, what."""
+    out = []
+    for c in store.load_config_changes(since_unix, until_unix, [session] if session else None):
+        when = datetime.fromtimestamp(c.unix_s, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        split = lambda side: ", ".join(f"{a}={w:g}" for a, w in ConfigChange.weights(side).items())  # noqa: E731
+        moved = f": {split(c.before)} -> {split(c.after)}" if split(c.before) != split(c.after) else ""
+        out.append(f"{when}  session {c.session} epoch {c.epoch}  {', '.join(c.changed)}{moved}  by {c.who}")
+    return out

@@ -36,9 +36,11 @@ def serve_gateway(
     store_url: str | None = None,
     save: bool = True,
     say: Callable[[str], None] = _to_stderr,
+    load: Callable[[], GatewayConfig] | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
-    returns. Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
+    returns. ``load``: the configuration file read again, for SIGHUP and POST /tokenpace/config.
+    Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
     check_otlp(config)
     if config.scrape_upstream_metrics:
         for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
@@ -58,6 +60,8 @@ def serve_gateway(
         reserve_descriptors(2 * config.max_connections + 64)  # client and upstream side of each
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)
         say(f"tokenpace gateway on {gw.url} ({names}); metrics at {gw.admin_url}/metrics")
+        if load is not None and config.workers == 1:  # the file is applied live, not on restart only
+            say(f"SIGHUP or POST {gw.admin_url}/tokenpace/config re-reads the --config file live")
         for m in config.mirrors:
             say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
         if store is not None:
@@ -82,7 +86,7 @@ def serve_gateway(
     from tokenpace.gateway.lifecycle.workers import serve_workers
 
     if config.workers == 1:
-        main = serve_forever(config, ready, writer=writer, done=done)
+        main = serve_forever(config, ready, writer=writer, done=done, load=load, say=say)
     else:  # each worker process runs its loop as chosen here
         main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
     with contextlib.suppress(KeyboardInterrupt):

@@ -1,16 +1,20 @@
-"""`tokenpace arms --since 1h --guard ttft.p95=+10%,error_rate=+0.5pp`: a gray release judged."""
+"""`tokenpace arms --since 1h --guard ttft.p95=+10%,error_rate=+0.5pp`: a gray release judged, and
+with `--apply --gateway URL` the step it asks for made on the running gateway (`--set ARM=P%`: a
+manual step)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 import orjson
 from rich.console import Console
 
 from tokenpace.app.rollout.arms import arms_report
-from tokenpace.app.rollout.terms import parse_guards
+from tokenpace.app.rollout.terms import DEFAULT_LADDER, parse_guards, parse_ladder
 from tokenpace.cli.gateway.arms_view import render, verdict_line, verdict_style
 from tokenpace.cli.library.store_opts import (
     bootstrap_options,
@@ -38,6 +42,35 @@ from tokenpace.cli.library.store_opts import (
 @bootstrap_options  # --resamples, --seed
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The report as JSON in FILE.")
+@click.option(
+    "--apply", is_flag=True, help="Move the running gateway's split as the verdict says (needs --gateway)."
+)
+@click.option(
+    "--set",
+    "set_share",
+    metavar="ARM=P%",
+    help="A manual step: ARM at P % of the running gateway's split, without judging (needs --gateway).",
+)
+@click.option(
+    "--gateway", "gateway_url", metavar="URL", help="The gateway's admin surface, e.g. http://127.0.0.1:9100."
+)
+@click.option(
+    "--ladder",
+    default=",".join(f"{r:g}%" for r in DEFAULT_LADDER),
+    show_default=True,
+    help="The candidate's steps: a promote moves to the next one.",
+)
+@click.option(
+    "--candidate", metavar="ARM", help="The arm --apply moves (default: the one besides the reference)."
+)
+@click.option(
+    "--admin-key-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The gateway's admin key (first line; default: $TOKENPACE_ADMIN_KEY).",
+)
+@click.option(
+    "--changes", is_flag=True, help="List the gateway's configuration changes in the window, and exit."
+)
 @store_option
 @guarded("arms")
 def arms(
@@ -51,11 +84,33 @@ def arms(
     seed: int,
     as_json: bool,
     out: Path | None,
+    apply: bool,
+    set_share: str | None,
+    gateway_url: str | None,
+    ladder: str,
+    candidate: str | None,
+    admin_key_file: Path | None,
+    changes: bool,
     store_url: str | None,
 ) -> None:
     """Per arm of the gateway's split: requests, users, latency, errors and business events, the
     sample-ratio check first, and one verdict. Exit 0 promote, 1 roll back, 2 hold (a broken split,
-    too little traffic, a guard whose interval straddles its limit) or bad input."""
+    too little traffic, a guard whose interval straddles its limit) or bad input. With --apply the
+    step is made (a hold moves nothing), with the same exit code."""
+    if (apply or set_share) and not gateway_url:
+        raise ValueError("--apply and --set need --gateway URL (the gateway's admin surface)")
+    key = admin_key(admin_key_file)
+    if set_share:
+        sys.exit(manual_step(gateway_url or "", key, set_share))
+    rungs = parse_ladder(ladder)
+    if changes:
+        from tokenpace.app.rollout.arms import change_lines
+
+        start = parse_when(since)
+        assert start is not None
+        lines = change_lines(open_or_fail("arms", store_url), start, parse_when(until), session)
+        click.echo("\n".join(lines) if lines else "no configuration change in this window")
+        sys.exit(0)
     guards = parse_guards(guard) if guard else []
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
@@ -75,4 +130,41 @@ def arms(
         console = Console()
         render(console, report, since)
         console.print(verdict_line(report), style=verdict_style(report), highlight=False)
+    if apply:
+        from tokenpace.app.rollout.apply import apply_verdict
+
+        done = apply_verdict(report.verdict, report.reference, gateway_url or "", key, rungs, candidate)
+        click.echo(move_line(done.move, done.epoch), err=as_json)
     sys.exit(report.exit_code)
+
+
+def admin_key(path: Path | None) -> str | None:
+    """The admin key: the file's first line, else $TOKENPACE_ADMIN_KEY (never a flag: ps shows it)."""
+    if path is None:
+        return os.environ.get("TOKENPACE_ADMIN_KEY") or None
+    lines = [s for line in path.read_text(encoding="utf-8").splitlines() if (s := line.strip())]
+    if not lines:
+        raise ValueError(f"--admin-key-file {path}: holds no key")
+    return lines[0]
+
+
+def manual_step(gateway_url: str, key: str | None, text: str) -> int:
+    from tokenpace.app.rollout.apply import set_share
+
+    arm, sep, share = text.partition("=")
+    try:
+        percent = float(share.strip().removesuffix("%"))
+    except ValueError:
+        percent = float("nan")
+    if not sep or not arm.strip() or not 0 <= percent <= 100:
+        raise ValueError(f"--set {text!r}: expected ARM=P% with P from 0 to 100, e.g. b=25%")
+    done = set_share(gateway_url, key, arm.strip(), percent)
+    click.echo(move_line(done.move, done.epoch))
+    return 0
+
+
+def move_line(move: Any, epoch: int | None) -> str:
+    after = ", ".join(f"{a}={w:g}" for a, w in move.after.items())
+    if epoch is None:
+        return f"nothing moved ({move.reason}); the split stays {after}"
+    return f"applied: {move.reason}; the split is now {after} (gateway config epoch {epoch})"

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tokenpace.cli.gateway.gateway_config import check, load_config
+from tokenpace.cli.gateway.gateway_config import check, load_config, reader
 from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
@@ -240,8 +240,9 @@ def gateway(
     from tokenpace.app.baseline.run_store import RunStoreError
     from tokenpace.app.serving.gateway_serving import GatewayRefused, serve_gateway
 
+    load = reader(click.get_current_context(), lambda o: _from_values(o, config))  # SIGHUP
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
-        serve_gateway(config, None, store_url, not no_store, say=_say)
+        serve_gateway(config, None, store_url, not no_store, say=_say, load=load)
     except GatewayRefused as exc:
         die("gateway", str(exc))
     except RunStoreError as exc:
@@ -281,6 +282,20 @@ def _config(o: dict[str, Any], slo: Any) -> Any:
         return _build(o, slo)
     except ValueError as exc:
         die("gateway", str(exc))
+
+
+def _from_values(o: dict[str, Any], started: Any) -> Any:
+    """A reload's options (the file's values under the command line's) -> a GatewayConfig. Where
+    --max-connections was not given, the start's (fitted to ulimit -n before the start raised it)."""
+    if o["max_connections"] is None:
+        o = {**o, "max_connections": started.max_connections}
+    return _build({**o, "static_labels": parse_static_labels_of(o["labels"])}, parse_slo(o["slo_text"]))
+
+
+def parse_static_labels_of(items: tuple[str, ...]) -> dict[str, str]:
+    from tokenpace.app.serving.gateway_terms import parse_static_labels
+
+    return parse_static_labels(items)
 
 
 def _build(o: dict[str, Any], slo: Any) -> Any:

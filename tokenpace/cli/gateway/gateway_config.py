@@ -1,5 +1,7 @@
 """`tokenpace gateway --config FILE` and `--check-config FILE`: the configuration file as the flags'
-defaults (flags given beside it override it), and its check: every problem, one line each, exit 2."""
+defaults (flags given beside it override it), and its check: every problem, one line each, exit 2.
+`reader`: the same file read again for a live reload (SIGHUP, POST /tokenpace/config), the flags
+given on the command line still overriding it."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 
 def flags_of(command: click.Command) -> dict[str, Any]:
@@ -44,7 +47,44 @@ def load_config(ctx: click.Context, param: click.Parameter, value: str | None) -
             click.echo(f"tokenpace gateway: {line}", err=True)
         sys.exit(2)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
+    ctx.meta[CONFIG_PATH] = value
     return value
+
+
+CONFIG_PATH = "tokenpace.gateway.config_path"
+_NOT_LIVE = ("store_url", "no_store", "emit_dir")  # not in GatewayConfig: checked here
+
+
+def reader(ctx: click.Context, build: Callable[[dict[str, Any]], Any]) -> Callable[[], Any] | None:
+    """The configuration as the file now says it, under the flags the command line gave (None when
+    the gateway started without --config). ``build``: the options -> a GatewayConfig. Raises
+    ValueError (a ConfigFileError with every problem of the file, or one line)."""
+    path = ctx.meta.get(CONFIG_PATH)
+    if not path:
+        return None
+    from tokenpace.app.serving.gateway_terms import read_config_file, to_defaults
+
+    command, started = ctx.command, dict(ctx.params)
+    given = {
+        name: value
+        for name, value in started.items()
+        if ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+    }
+    # click's own defaults, as it hands them to the command (not the start's file: default_map)
+    plain = dict(command.make_context(ctx.info_name, [], resilient_parsing=True).params)
+
+    def load() -> Any:
+        values = {**plain, **to_defaults(path, read_config_file(path), flags_of(command)), **given}
+        for name in _NOT_LIVE:
+            if values.get(name) != started.get(name):
+                key = name.replace("_url", "").replace("_dir", "").replace("_", "-")
+                raise ValueError(f"{key} cannot change while the gateway runs (restart it to change {key})")
+        try:
+            return build(values)
+        except click.ClickException as exc:
+            raise ValueError(exc.message) from None
+
+    return load
 
 
 def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -> None:

@@ -1,2 +1,3 @@
-"""What the gateway is told: upstreams, SLOs, limits, static labels, and the secrets it holds. The
+"""What the gateway is told: upstreams, SLOs, limits, static labels, the secrets it holds, and which
+of it may change while it runs. The
 bottom of the gateway."""

@@ -21,7 +21,7 @@ RESERVED = frozenset(
     {
         "model", "upstream", "arm", "api", "outcome", "gen_ai_token_type", "reason", "event",
         "shadow", "mirror_of", "user", "client_request_id", "source", "gateway_session",
-        "le", "quantile", "job", "instance", "trace_id",
+        "le", "quantile", "job", "instance", "trace_id", "config_epoch",
     }
 )  # fmt: skip
 

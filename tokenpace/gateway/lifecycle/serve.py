@@ -11,6 +11,7 @@ from aiohttp import web
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.config import GatewayConfig, admin_url, proxy_url
+from tokenpace.gateway.lifecycle.reload import Reloader, probe_upstreams
 from tokenpace.gateway.operations.guard import listen
 from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
 from tokenpace.gateway.request_path.proxy import Gateway
@@ -25,6 +26,8 @@ class RunningGateway:
         writer: BatchWriter | None = None,
         on_record: Callable[[RequestRecord], None] | None = None,
         worker: int | None = None,
+        load: Callable[[], GatewayConfig] | None = None,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         if config.records_path and worker is None:  # the JSONL file as well as any other writer
             writer = fan_out(writer, jsonl_writer(config.records_path))
@@ -36,6 +39,9 @@ class RunningGateway:
         self._runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._listeners: list[asyncio.AbstractServer] = []
+        self.reloader = Reloader(self.gateway, load, say)  # SIGHUP, POST /tokenpace/config
+        self.gateway.control.changer = self.reloader
+        self._probe: asyncio.Task[None] | None = None
 
     @property
     def url(self) -> str:
@@ -48,6 +54,8 @@ class RunningGateway:
 
     async def start(self) -> RunningGateway:
         cfg, gw = self.config, self.gateway
+        gw.control.readiness.waiting = {u.name for u in cfg.upstreams if u.weight > 0}
+        self._probe = asyncio.get_running_loop().create_task(probe_upstreams(gw))
         # handler_cancellation: a client that goes away cancels its handler, which cancels the
         # upstream request at once instead of at the next write. aiohttp's own keep-alive timer
         # is only a backstop behind the guard's idle and header timeouts.
@@ -76,6 +84,10 @@ class RunningGateway:
         return self
 
     async def stop(self) -> None:
+        self.gateway.control.readiness.draining = True  # /tokenpace/ready: 503 from now on
+        if self._probe is not None:
+            self._probe.cancel()
+        await self.reloader.close()
         self.gateway.stop_deadline = asyncio.get_running_loop().time() + self.config.shutdown_timeout_s
         for listener in self._listeners:
             listener.close()  # no new connections; open ones are closed by the runners' cleanup
@@ -98,14 +110,20 @@ async def serve_forever(
     writer: BatchWriter | None = None,
     done: Callable[[RunningGateway], None] | None = None,
     worker: int | None = None,
+    load: Callable[[], GatewayConfig] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> None:
-    """Serve until cancelled; ``done`` runs after the queued records are flushed."""
-    gw = RunningGateway(config, writer=writer, worker=worker)
+    """Serve until cancelled; ``done`` runs after the queued records are flushed. SIGHUP re-reads
+    the configuration file through ``load`` (reload.py), ``say`` logs what it did."""
+    gw = RunningGateway(config, writer=writer, worker=worker, load=load, say=say)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+    if worker is None:  # with --workers the parent owns the signals
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGHUP, gw.reloader.spawn, "SIGHUP")
     try:
         async with gw:
             if ready is not None:

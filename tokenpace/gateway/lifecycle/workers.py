@@ -21,6 +21,7 @@ import queue
 import shutil
 import signal
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -165,6 +166,7 @@ def _worker_main(
     from tokenpace.gateway.lifecycle.serve import RunningGateway, serve_forever
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the group: the parent decides
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
 
     def send(batch: list[Any]) -> None:
@@ -174,6 +176,10 @@ def _worker_main(
         out.put(("ready", index, gw.port, gw.admin_port))
 
     run(serve_forever(config, ready, writer=send, worker=index))
+
+
+def _no_reload() -> None:
+    print("SIGHUP: a live change with --workers > 1 is not supported yet: restart", file=sys.stderr)
 
 
 def _orphan_watch(parent: int) -> None:
@@ -198,6 +204,8 @@ async def serve_workers(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(sig, stop.set)
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not a kill: refused
+        loop.add_signal_handler(signal.SIGHUP, _no_reload)
     try:
         async with pool:
             if ready is not None:

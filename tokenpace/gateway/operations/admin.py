@@ -52,6 +52,9 @@ class AdminPages:
     ) -> None:
         self.registry = registry
         self.static_labels = dict(static_labels or {})  # --label: on every sample, at scrape time
+        # the config's epoch (live changes since the start): on every sample once the config has
+        # changed (epoch 0, the start's config, adds no label: the series stay as they were)
+        self.epoch = "0"
         self.admin_keys = admin_keys
         self.client_keys = client_keys
         self._upstreams = upstreams
@@ -72,10 +75,16 @@ class AdminPages:
         # ids). Rendered in a thread: tens of ms for a big registry, which on the loop would be
         # added to the TTFT of every stream in flight (the metrics take their own locks).
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = await asyncio.to_thread(encode, with_labels(exposed(self.registry), self.static_labels))
+        body = await asyncio.to_thread(encode, with_labels(exposed(self.registry), self.labels))
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = content_type
         return resp
+
+    @property
+    def labels(self) -> dict[str, str]:
+        if self.epoch == "0":
+            return self.static_labels
+        return {**self.static_labels, "config_epoch": self.epoch}
 
     def allow(self, request: web.Request) -> web.Response | None:
         """None when /tokenpace/* may be served: the admin keys, else the client keys, else open."""

@@ -33,6 +33,7 @@ class RecordMaker:
         self.models = models
         self.recent = recent
         self.static = static or {}  # the gateway's --label (no key of the ones below: config checks)
+        self.epoch = "0"  # the config's epoch (live changes since the start): runs are kept per epoch
 
     def unrouted(self, request: web.Request, start: int) -> RequestRecord | None:
         """The record of a generation request that a fault of ours ended before its upstream was
@@ -72,6 +73,7 @@ class RecordMaker:
                 "upstream": upstream.name,
                 "arm": upstream.arm,
                 "api": dialect.api,
+                "config_epoch": self.epoch,
                 **upstream.labels,
                 **({"user": user} if user else {}),
                 **({CLIENT_REQUEST_ID: client_id} if client_id else {}),

@@ -20,9 +20,11 @@ from pathlib import Path
 from tokenpace.adapters.results import record_line
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
+from tokenpace.gateway.config.live import LiveChange
 
-# Records, and the outcome events reported against them (POST /tokenpace/events), share one writer.
-Item = RequestRecord | OutcomeEvent
+# Records, the outcome events reported against them (POST /tokenpace/events) and the config's live
+# changes (lifecycle/reload.py) share one writer.
+Item = RequestRecord | OutcomeEvent | LiveChange
 BatchWriter = Callable[[list[Item]], None]
 # A batch waits up to this long for others to share its write (one SQL transaction, one append):
 # written at once per record, the writer thread's per-transaction cost took the relay's core away
@@ -108,7 +110,9 @@ class RecordSink:
     ) -> None:
         self.writer = writer
         self.linger_s = linger_s
-        self.records: deque[RequestRecord] = deque()  # at most ``maxsize``
+        # at most ``maxsize`` records, plus the config changes between them (one per change an
+        # operator made: never dropped, since the records after one belong to its epoch)
+        self.records: deque[RequestRecord | LiveChange] = deque()
         self.events: deque[OutcomeEvent] = deque()  # at most ``events_maxsize``
         self.maxsize = maxsize
         self.events_maxsize = events_maxsize
@@ -140,7 +144,9 @@ class RecordSink:
     def put(self, item: Item) -> None:
         if self.writer is None:
             return
-        if isinstance(item, RequestRecord):
+        if isinstance(item, LiveChange):
+            self.records.append(item)
+        elif isinstance(item, RequestRecord):
             if len(self.records) < self.maxsize:
                 self.records.append(item)
             else:
@@ -160,7 +166,7 @@ class RecordSink:
                 self.dropped += 1
                 if self.on_drop is not None:
                     self.on_drop()
-            else:
+            elif isinstance(item, OutcomeEvent):
                 self.events_dropped += 1
                 if self.on_event_drop is not None:
                     self.on_event_drop()
@@ -201,7 +207,7 @@ class RecordSink:
         try:
             await self._worker().run(self.writer, batch)
             self.written += len(records_in(batch))  # "records written"; events are counted apart
-            self.events_written += len(batch) - len(records_in(batch))
+            self.events_written += sum(isinstance(i, OutcomeEvent) for i in batch)
         except asyncio.CancelledError:  # shutdown gave up on it: it may still land, counted lost
             self._drop(batch)
             raise

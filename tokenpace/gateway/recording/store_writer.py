@@ -13,12 +13,18 @@ session's end (``finish``) the sketch summary is stored first, then, for a run o
 ``EXACT_SUMMARY_MAX_RECORDS`` records, replaced by the exact one with confidence intervals
 (``tokenpace.core.metrics.summarize`` over its stored records); ``percentiles_from`` says which.
 
+A live change of the config (lifecycle/reload.py) starts a new epoch: it is stored as a
+configuration change (who, when, before, after), and the records made after it go to runs of their
+own (``gw-SESSION-eN-UPSTREAM``, label ``config_epoch=N``, the epoch's split in their conditions),
+so that ``tokenpace arms`` judges each split under its own weights.
+
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
 sink counts the batch as dropped. Traffic never waits on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from collections.abc import Mapping
@@ -29,11 +35,12 @@ from urllib.parse import urlsplit, urlunsplit
 from tokenpace import __version__
 from tokenpace.adapters.store import Store, StoreError
 from tokenpace.core.credentials import strip_credentials
-from tokenpace.core.events import OutcomeEvent
+from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.running_summary import RunningSummary
 from tokenpace.gateway.config.config import GatewayConfig, Upstream
+from tokenpace.gateway.config.live import LiveChange
 
 RUN_KIND = "gateway"
 _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
@@ -50,10 +57,11 @@ def _safe_url(url: str) -> str:
 
 
 class _Arm:
-    __slots__ = ("run_id", "running", "seq", "summarized", "upstream")
+    __slots__ = ("epoch", "run_id", "running", "seq", "summarized", "upstream")
 
-    def __init__(self, run_id: str, upstream: Upstream, running: RunningSummary) -> None:
+    def __init__(self, run_id: str, upstream: Upstream, running: RunningSummary, epoch: str = "0") -> None:
         self.run_id = run_id
+        self.epoch = epoch
         self.upstream = upstream
         self.running = running  # the summary of the records stored so far, kept as they are
         self.seq = -1  # -1: the run is not in the store yet
@@ -79,57 +87,77 @@ class StoreRecordWriter:
         self.labels = dict(labels or {})
         self.started = datetime.now(timezone.utc)
         self.anchor = {"perf_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
-        self.arms: dict[str, _Arm] = {}
-        self.shadows = {m.name for m in config.mirrors}  # mirrored candidates: shadow arms
-        for u in (*config.upstreams, *(m.upstream for m in config.mirrors)):
-            name = _ID_SAFE.sub("_", u.name)[:40]
-            self.arms[u.name] = _Arm(f"gw-{session[:16]}-{name}", u, RunningSummary(config.slo))
+        self.arms: dict[tuple[str, str], _Arm] = {}  # (epoch, upstream) -> its run, made at its first record
+        self.configs = {"0": config}  # each epoch's config (live changes since the start)
+        self.changes_stored = 0
 
-    def run_labels(self, up: Upstream) -> dict[str, str]:
+    def _arm(self, epoch: str, name: str) -> _Arm | None:
+        arm = self.arms.get((epoch, name))
+        if arm is not None:
+            return arm
+        config = self.configs.get(epoch)
+        if config is None:
+            return None
+        ups = {u.name: u for u in (*config.upstreams, *(m.upstream for m in config.mirrors))}
+        if name not in ups:
+            return None
+        safe = _ID_SAFE.sub("_", name)[:40]
+        run_id = f"gw-{self.session[:16]}-{'' if epoch == '0' else f'e{epoch}-'}{safe}"
+        arm = self.arms[(epoch, name)] = _Arm(run_id, ups[name], RunningSummary(config.slo), epoch)
+        return arm
+
+    def run_labels(self, up: Upstream, epoch: str = "0") -> dict[str, str]:
+        config = self.configs[epoch]
         return {
             **self.labels,
-            **self.config.static_labels,
+            **config.static_labels,
             **up.labels,
             "source": "gateway",
             "gateway_session": self.session,
+            "config_epoch": epoch,
             "upstream": up.name,
             "arm": up.arm,
-            **({"shadow": "true"} if up.name in self.shadows else {}),
+            **({"shadow": "true"} if up.name in {m.name for m in config.mirrors} else {}),
         }
 
-    def conditions(self, up: Upstream) -> dict[str, Any]:
+    def conditions(self, up: Upstream, epoch: str = "0") -> dict[str, Any]:
+        config = self.configs[epoch]
         return {
             "source": "gateway",
             "model": up.model,
             "endpoint": _safe_url(up.url),
-            "labels": self.run_labels(up),
-            "slo": self.config.slo.to_dict(),
+            "labels": self.run_labels(up, epoch),
+            "slo": config.slo.to_dict(),
             "gateway": {
                 "session": self.session,
-                "upstreams": len(self.config.upstreams),
+                "epoch": int(epoch),
+                "upstreams": len(config.upstreams),
                 # the configured split, for the sample-ratio check of ``tokenpace arms``
-                "split": split(self.config),
+                "split": split(config),
             },
             "started_at": self.started.isoformat(),
             "clock": {"source": "time.perf_counter_ns", **self.anchor},
             "tool": {"name": "tokenpace gateway", "version": __version__},
         }
 
-    def __call__(self, batch: list[RequestRecord | OutcomeEvent]) -> None:
-        groups: dict[str, list[RequestRecord]] = {}
+    def __call__(self, batch: list[RequestRecord | OutcomeEvent | LiveChange]) -> None:
+        groups: dict[tuple[str, str], list[RequestRecord]] = {}
         events: list[OutcomeEvent] = []
+        failed: StoreError | None = None
         for rec in batch:
             if isinstance(rec, OutcomeEvent):
                 events.append(OutcomeEvent(**{**rec.to_dict(), "session": self.session}))
-                continue
-            groups.setdefault(rec.labels.get("upstream", ""), []).append(rec)
-        failed: StoreError | None = None
+            elif isinstance(rec, LiveChange):
+                failed = self._change(rec) or failed
+            else:
+                key = (rec.labels.get("config_epoch", "0"), rec.labels.get("upstream", ""))
+                groups.setdefault(key, []).append(rec)
         try:
             self.store.save_events(events)
         except StoreError as exc:
             failed = exc
-        for name, records in groups.items():
-            arm = self.arms.get(name)
+        for (epoch, name), records in groups.items():
+            arm = self._arm(epoch, name) or self._arm("0", name)
             if arm is None:
                 continue
             try:
@@ -145,6 +173,17 @@ class StoreRecordWriter:
                 self._store_running(arm)
         if failed is not None:
             raise failed
+
+    def _change(self, change: LiveChange) -> StoreError | None:
+        """The new epoch's config kept (its records may follow at once), the change stored."""
+        event: ConfigChange = change.event
+        self.configs[str(event.epoch)] = change.config
+        try:
+            self.store.save_config_change(dataclasses.replace(event, session=self.session))
+        except StoreError as exc:
+            return exc
+        self.changes_stored += 1
+        return None
 
     def finish(self) -> None:
         """At the session's end, after the last batch: every stored run's final summary. The
@@ -168,7 +207,7 @@ class StoreRecordWriter:
     def _store_exact(self, arm: _Arm) -> None:
         try:
             records = self.store.load_records(arm.run_id)
-            summary = summarize(records, self.config.slo, with_ci=True).to_dict()
+            summary = summarize(records, arm.running.slo, with_ci=True).to_dict()
             summary["percentiles_from"] = "records"
             self.store.set_summary(arm.run_id, summary)
         except Exception:  # the sketch's summary stays
@@ -177,9 +216,8 @@ class StoreRecordWriter:
     def _append(self, arm: _Arm, records: list[RequestRecord]) -> None:
         if arm.seq < 0:
             up = arm.upstream
-            self.store.save_run(
-                arm.run_id, self.conditions(up), {}, [], kind=RUN_KIND, labels=self.run_labels(up)
-            )
+            conditions, labels = self.conditions(up, arm.epoch), self.run_labels(up, arm.epoch)
+            self.store.save_run(arm.run_id, conditions, {}, [], kind=RUN_KIND, labels=labels)
             arm.seq = 0
         self.store.append_records(arm.run_id, records, first_seq=arm.seq)
         arm.seq += len(records)

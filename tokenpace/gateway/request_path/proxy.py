@@ -42,7 +42,8 @@ from tokenpace.gateway.observability.otlp import Traces, join_trace, with_tracep
 from tokenpace.gateway.observability.prom import GatewayMetrics, GuardMetrics, ModelLabels
 from tokenpace.gateway.observability.ratelog import RateLimitedLog
 from tokenpace.gateway.observability.shadow_metrics import ShadowMetrics
-from tokenpace.gateway.operations.admin import AdminPages, bearer_ok, not_here, upstreams_view
+from tokenpace.gateway.operations.admin import AdminPages, bearer_ok, upstreams_view
+from tokenpace.gateway.operations.control import ControlPages, mount_admin
 from tokenpace.gateway.operations.guard import Guard, GuardLimits
 from tokenpace.gateway.recording.record_end import finish_record, record_internal_error
 from tokenpace.gateway.recording.records import RecordMaker
@@ -112,7 +113,7 @@ class Gateway:
             self.metrics.registry,
             config.admin_keys,
             config.client_keys,
-            lambda: upstreams_view(self.engines, {u.name: u.arm for u in config.upstreams}),
+            lambda: upstreams_view(self.engines, {u.name: u.arm for u in self.config.upstreams}),
             self.admin_guard if apart else self.guard,
             config.static_labels,
         )
@@ -125,16 +126,8 @@ class Gateway:
         self.events = EventsPage(
             self.recent, self._arm_of_user, self.sink.put, event_metrics, self.admin.allow, rate=rate
         )
-        self.admin_app: web.Application | None = None
-        if apart:
-            self.admin_app = web.Application()
-            self.admin.add_to(self.admin_app)
-            self.admin_app.router.add_post("/tokenpace/events", self.events.post)
-            self.app.router.add_get("/metrics", not_here)
-            self.app.router.add_route("*", "/tokenpace/{tail:.*}", not_here)
-        else:
-            self.admin.add_to(self.app)
-            self.app.router.add_post("/tokenpace/events", self.events.post)
+        self.control = ControlPages(self.admin.allow, bool(config.admin_keys or config.client_keys))
+        self.admin_app = mount_admin(self.app, apart, self.admin, self.control, self.events.post)
         self.app.router.add_route("*", "/{tail:.*}", self.handle, expect_handler=self._expect)
         self.stop_deadline: float | None = None  # loop time by which stopping must be done
         self.spans_dropped = 0  # spans never confirmed exported by then (a hanging collector)

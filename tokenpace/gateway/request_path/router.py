@@ -27,17 +27,32 @@ class Router:
         upstreams: Sequence[Upstream],
         clock: Callable[[], float],
         rng: random.Random | None = None,
+        started: dict[str, float] | None = None,
     ) -> None:
         self.upstreams = tuple(upstreams)
         self.clock = clock
-        self.started = clock()
+        now = clock()
+        # when each upstream joined (its ramp runs from then): kept across a live change
+        self.started = {u.name: (started or {}).get(u.name, now) for u in self.upstreams}
         self.rng = rng or random.Random()
+
+    def after_change(self, upstreams: Sequence[Upstream]) -> Router:
+        """The router of a changed config: an upstream kept (same name, URL and ramp) keeps its
+        ramp's start; a new or changed one starts its ramp now. Sticky users keep their arm while
+        its weight does not fall (rendezvous hashing: only the users a grown arm wins over move)."""
+        old = {u.name: u for u in self.upstreams}
+        kept = {
+            u.name: self.started[u.name]
+            for u in upstreams
+            if u.name in old and (old[u.name].url, old[u.name].ramp_s) == (u.url, u.ramp_s)
+        }
+        return Router(upstreams, self.clock, self.rng, kept)
 
     def weight(self, u: Upstream) -> float:
         """Configured weight, scaled by the ramp while the upstream is warming up."""
         if u.ramp_s <= 0:
             return u.weight
-        elapsed = self.clock() - self.started
+        elapsed = self.clock() - self.started.get(u.name, self.clock())
         return u.weight * min(1.0, max(0.0, elapsed / u.ramp_s))
 
     def candidates(self, model: str | None) -> tuple[Upstream, ...]:
