@@ -8,7 +8,8 @@ step costs of loads run minutes apart, so a move there is a floor under how clos
 fitted to them can predict. On llama-server's CI runs the revisit decoded 40 % slower than the
 first pass, a minute later, and the held-out loads ran slower still.
 
-Decided by intervals: the 95 % distribution-free intervals of the two passes' median time per
+Decided by intervals (a revisit, or the first and last thirds of one load: `within_load_drift`): the
+95 % distribution-free intervals of the two passes' median time per
 output token (from their ranks) do not overlap. Otherwise undecided, and said so.
 """
 
@@ -70,3 +71,49 @@ def _tpot(load: MeasuredLoad) -> np.ndarray:
     if tl is None:
         return np.zeros(0)
     return np.sort((tl.end - tl.first) / (tl.out - 1))
+
+
+
+SEGMENTS = 5  # a load cut by send time into this many parts for within_load_drift
+MIN_MOVE = 0.20  # a move inside a load is declared only when surely this large (see within_load_drift)
+
+
+def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
+    """Did the engine hold still *inside* one load? The load's requests cut by send time into SEGMENTS
+    parts; the engine moved when the slowest part's median time per output token is surely (the
+    bound of the two medians' 95 % intervals nearest zero) MIN_MOVE or more above the fastest's.
+
+    The margin because a closed loop's requests share their steps in waves: requests of one wave are
+    one observation, and their intervals too narrow; a change under 20 % is left undecided. A load
+    whose speed moved inside itself measured two engines, not one: a fit to it, or a prediction
+    judged against it, mixes them (on the H200 records each step's first wave decoded at ~80-100 ms
+    a token against ~22 ms later, and the 64-user step went from 98 ms to 33 ms and back)."""
+    nan = float("nan")
+    tl = timeline(load.records)
+    if tl is None:
+        return DecodeDrift(load.label, nan, nan, nan, False, "")
+    tpot = (tl.end - tl.first) / (tl.out - 1)
+    size = len(tpot) // SEGMENTS
+    if size < MIN_REQUESTS:
+        note = (
+            f"whether the engine held still within {load.label}: not checked, {len(tpot)} requests "
+            f"(fewer than {MIN_REQUESTS} in each of {SEGMENTS} parts; a longer step would decide it)"
+        )
+        return DecodeDrift(load.label, nan, nan, nan, False, note)
+    parts = [np.sort(tpot[k * size : (k + 1) * size]) for k in range(SEGMENTS)]
+    medians = [float(np.median(p)) for p in parts]
+    fast, slow = parts[int(np.argmin(medians))], parts[int(np.argmax(medians))]
+    f_lo, f_hi = percentile_ci(fast, 50)
+    s_lo, s_hi = percentile_ci(slow, 50)
+    change = max(medians) / min(medians) - 1
+    low, high = s_lo / f_hi - 1, s_hi / f_lo - 1
+    moved = low >= MIN_MOVE
+    span = f"{change:+.0%} (95 % bounds {low:+.0%} to {high:+.0%})"
+    note = (
+        f"the engine moved within {load.label}: its slowest fifth of requests decoded {span} against "
+        "its fastest; that load measured an engine that did not hold still"
+        if moved
+        else f"{load.label}: no move decided within it (slowest fifth {span} against the fastest, "
+        f"{MIN_MOVE:.0%} needed surely)"
+    )
+    return DecodeDrift(load.label, change, low, high, moved, note)

@@ -13,7 +13,10 @@ Pure. The simulator prices one engine step as
    server's own TTFT one of R, W is not identified; the gap is given to whichever it must be;
 4. F and S again by least squares with a, p, W, k held, over both kinds of observation;
 5. the scheduler limit: the most requests ever decoding at once, where a load asked for more (or the
-   server's running gauge while requests waited).
+   server's running gauge while requests waited);
+6. the scheduler's behaviours, identified from the loads (not chosen by hand): a per-step floor
+   against a line by held-out error (scheduler_fit), prefill-first steps from the per-token gaps
+   (prefill_gaps); loads during which the engine moved are named and left out of the first.
 
 Each parameter says whether the data identified it, and how, or why it was left at a default.
 """
@@ -37,7 +40,7 @@ from tokenpace.core.analysis.calibration.engine_costs import (
     wls,
 )
 from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
-from tokenpace.core.analysis.calibration.engine_drift import decode_drift
+from tokenpace.core.analysis.calibration.engine_drift import decode_drift, within_load_drift
 from tokenpace.core.analysis.calibration.engine_obs import (
     DecodeObs,
     MeasuredLoad,
@@ -48,7 +51,9 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     timeline,
 )
 from tokenpace.core.analysis.calibration.engine_solve import solve
+from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
+from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
 from tokenpace.core.analysis.calibration.step_noise_fit import fit_step_noise
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -194,6 +199,7 @@ def fit_engine(
     if moved:
         result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
     most = max(max_decoding_at_once(tl) for _, tl in timelines)
+    result = _behaviours(result, [ld for ld, _ in timelines], decode)
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},
@@ -204,6 +210,24 @@ def fit_engine(
         step_cv=noise.cv,
         step_cv_hold=noise.hold_s,
         prefill_table=tuple(zip(table_n, table_ms, strict=True)),
+    )
+
+
+def _behaviours(fit: EngineFit, loads: list[MeasuredLoad], decode: list[DecodeObs]) -> EngineFit:
+    """Step 6: the step law (a floor is kept beside the fitted line: the line prices the batches
+    past it) and prefill-first steps, each with its support; the loads where the engine moved."""
+    drifts = [d for d in (within_load_drift(ld) for ld in loads) if d.moved]
+    law = identify_step_law(decode, [d.load for d in drifts])
+    c = fit.costs
+    n = float(np.median([o.prompt_tokens for o in decode])) if decode else 0.0
+    gaps = prefill_gaps(loads, max(c.ttft(n) - c.rtt, 0.0))
+    floor = law.law.floor if law.chosen == FLOOR else 0.0
+    return replace(
+        fit,
+        step_floor=floor,
+        prefill_first=gaps.decided and gaps.chosen == "prefill_first",
+        behaviours=(law.note, gaps.note),
+        moved_within=tuple(d.note for d in drifts),
     )
 
 

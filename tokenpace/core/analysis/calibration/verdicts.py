@@ -61,6 +61,7 @@ def judge_row(
     tolerance: float = DEFAULT_TOLERANCE,
     engine_moved: float = 0.0,  # how far the engine surely moved during the calibration (relative)
     beyond: str = "",  # where the load lies past what the profile was fitted on
+    moved_within: str = "",  # the measured load itself: the engine moved during it (engine_drift)
 ) -> RowVerdict:
     p_lo, p_hi = predicted
     m_lo, m_hi = measured
@@ -68,6 +69,8 @@ def judge_row(
     hi = p_hi / m_lo - 1 if m_lo > 0 else float("inf")
     if not enough:
         return RowVerdict(UNDECIDED, lo, hi, "too few requests beyond the percentile to bound it")
+    if moved_within:  # it measured an engine that did not hold still: no profile can be judged on it
+        return RowVerdict(UNDECIDED, lo, hi, moved_within)
     if beyond:
         return RowVerdict(UNDECIDED, lo, hi, f"past what the profile vouches for: {beyond}")
     if -tolerance <= lo and hi <= tolerance:

@@ -1,0 +1,92 @@
+"""Do a newcomer's prefills pause the running decodes? Read from the per-token timestamps. Pure.
+
+An engine without mixed batches (vLLM V0 without chunked prefill, older TGI) runs a newcomer's prefill
+as a step of its own, and every request decoding meanwhile waits it out: its gap between two tokens
+that spans another request's first token is longer than its other gaps by about one prefill step. An
+engine that mixes prefills into decode steps (vLLM V1, SGLang, llama.cpp) lengthens that gap only by
+the prefill's share of one mixed step.
+
+Per load with requests decoding side by side: the gaps that span another request's first token
+against the others, their medians' 95 % distribution-free intervals, the excess (with the bounds
+nearest and farthest from zero) set against a prefill step of the load's median prompt (TTFT alone,
+less the round trip). Prefill-first when the excess is surely at least half a prefill step; mixed when
+it is surely less; else undecided, with what would decide (longer prompts make the prefill step, and
+so the difference, larger).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, usable
+from tokenpace.core.stats import percentile_ci
+
+MIN_GAPS = 10  # gaps spanning a newcomer's first token a load needs to be evidence
+MAX_GAPS = 200_000  # gaps read per load (a bound: the records keep at most their token timestamps)
+MIXED, PREFILL_FIRST = "mixed", "prefill_first"
+
+
+@dataclass(frozen=True, slots=True)
+class PrefillGaps:
+    chosen: str  # MIXED or PREFILL_FIRST (MIXED, vLLM's, when undecided)
+    decided: bool
+    note: str
+
+
+def _gaps(load: MeasuredLoad) -> tuple[np.ndarray, np.ndarray]:
+    """(gaps spanning another request's first token, the other gaps), seconds."""
+    ok = [r for r in usable(load.records) if len(r.token_ns) >= 2]
+    firsts = np.sort(np.asarray([r.first_token_ns for r in ok if r.first_token_ns], dtype=np.int64))
+    spanning: list[float] = []
+    other: list[float] = []
+    for r in ok:
+        t = np.asarray(r.token_ns, dtype=np.int64)
+        a, b = t[:-1], t[1:]
+        # another request's first token inside (a, b]: its prefill ran in this gap
+        inside = np.searchsorted(firsts, b, side="right") - np.searchsorted(firsts, a, side="right") > 0
+        g = (b - a) / 1e9
+        spanning += g[inside].tolist()
+        other += g[~inside].tolist()
+        if len(spanning) + len(other) >= MAX_GAPS:
+            break
+    return np.sort(np.asarray(spanning)), np.sort(np.asarray(other))
+
+
+def prefill_gaps(loads: Sequence[MeasuredLoad], prefill_step_s: float) -> PrefillGaps:
+    """The verdict over the loads with enough gaps (pooled: each gap against its own load's others
+    would need per-load medians; a sweep's loads share a prompt length, so pooled excesses agree)."""
+    excess_lo, excess_hi, used = [], [], []
+    for ld in loads:
+        s, o = _gaps(ld)
+        if len(s) < MIN_GAPS or len(o) < MIN_GAPS:
+            continue
+        s_lo, s_hi = percentile_ci(s, 50)
+        o_lo, o_hi = percentile_ci(o, 50)
+        excess_lo.append(s_lo - o_hi)
+        excess_hi.append(s_hi - o_lo)
+        used.append(ld.label)
+    if not used:
+        note = (
+            "prefill-first steps: not tested, no load had decodes running while newcomers started "
+            f"({MIN_GAPS} such gaps or more); a closed loop of 4 users or more would test it"
+        )
+        return PrefillGaps(MIXED, False, note)
+    lo, hi = float(np.median(excess_lo)), float(np.median(excess_hi))
+    half = 0.5 * prefill_step_s
+    span = (
+        f"a gap that spans a newcomer's first token is {lo * 1e3:+.3g} to {hi * 1e3:+.3g} ms longer than "
+        f"the others (95 % bounds, median over {len(used)} loads), against a prefill step of "
+        f"{prefill_step_s * 1e3:.3g} ms"
+    )
+    if lo >= half:
+        return PrefillGaps(PREFILL_FIRST, True, f"scheduler: prefill-first, decodes pause ({span})")
+    if hi < half:
+        return PrefillGaps(MIXED, True, f"scheduler: prefills mixed into decode steps ({span})")
+    note = (
+        f"scheduler: undecided, mixed kept (vLLM's default) ({span}); prompts 4x longer would make "
+        "the prefill step, and the difference, larger"
+    )
+    return PrefillGaps(MIXED, False, note)
