@@ -120,7 +120,11 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
                 continue
             beyond, notes = _past_the_fit(limits, measured)
             drift = within_load_drift(measured)
-            moved = f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})" if drift.moved else ""
+            moved = (
+                f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})"
+                if drift.moved
+                else ""
+            )
             out.notes[measured.label] = [*notes, drift.note] if drift.moved else notes
             # the prediction's own interval: the replays' spread, not widened by the fit's residual
             rows = [

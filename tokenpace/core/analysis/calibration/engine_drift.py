@@ -73,7 +73,6 @@ def _tpot(load: MeasuredLoad) -> np.ndarray:
     return np.sort((tl.end - tl.first) / (tl.out - 1))
 
 
-
 SEGMENTS = 5  # a load cut by send time into this many parts for within_load_drift
 MIN_MOVE = 0.20  # a move inside a load is declared only when surely this large (see within_load_drift)
 

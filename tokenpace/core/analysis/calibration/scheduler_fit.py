@@ -146,10 +146,13 @@ def identify_step_law(decode: Sequence[DecodeObs], moved: Sequence[str] = ()) ->
     floor_all = fit_floor(points)
     win, lose = (LINE, FLOOR) if err[LINE] <= err[FLOOR] else (FLOOR, LINE)
     decided = err[win] <= DECISIVE * err[lose] and err[lose] - err[win] >= MIN_GAP
-    scores = f"held-out error across {len(points)} loads{left_out}: line {err[LINE]:.1%}, floor {err[FLOOR]:.1%}"
+    scores = (
+        f"held-out error across {len(points)} loads{left_out}: line {err[LINE]:.1%}, floor {err[FLOOR]:.1%}"
+    )
     law = {LINE: line_all, FLOOR: floor_all}
     if decided:
-        note = f"step law: {win} ({scores}: the {win} predicts the loads it did not see {err[lose] / max(err[win], 1e-9):.1f}x closer)"
+        closer = err[lose] / max(err[win], 1e-9)
+        note = f"step law: {win} ({scores}: the {win} predicts the loads it did not see {closer:.1f}x closer)"
         if win == FLOOR:
             note += f"; a step takes at least {floor_all.floor * 1e3:.3g} ms whatever its batch"
         return StepLaw(win, True, law[win], err, note)
