@@ -15,11 +15,11 @@ output token (from their ranks) do not overlap. Otherwise undecided, and said so
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline
+from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline, usable
 from tokenpace.core.stats import percentile_ci
 
 MIN_REQUESTS = 10  # per pass: fewer give a median interval too wide to decide anything
@@ -73,14 +73,16 @@ def _tpot(load: MeasuredLoad) -> np.ndarray:
     return np.sort((tl.end - tl.first) / (tl.out - 1))
 
 
-SEGMENTS = 5  # a load cut by send time into this many parts for within_load_drift
+
+MAX_SEGMENTS = 10  # a load cut by send time into at most this many parts of MIN_REQUESTS or more
 MIN_MOVE = 0.20  # a move inside a load is declared only when surely this large (see within_load_drift)
 
 
 def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
-    """Did the engine hold still *inside* one load? The load's requests cut by send time into SEGMENTS
-    parts; the engine moved when the slowest part's median time per output token is surely (the
-    bound of the two medians' 95 % intervals nearest zero) MIN_MOVE or more above the fastest's.
+    """Did the engine hold still *inside* one load? The load's requests cut by send time into parts
+    (as many as give MIN_REQUESTS each, at most MAX_SEGMENTS); the engine moved when the slowest
+    part's median time per output token is surely (the bound of the two medians' 95 % intervals
+    nearest zero) MIN_MOVE or more above the fastest's.
 
     The margin because a closed loop's requests share their steps in waves: requests of one wave are
     one observation, and their intervals too narrow; a change under 20 % is left undecided. A load
@@ -92,14 +94,14 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     if tl is None:
         return DecodeDrift(load.label, nan, nan, nan, False, "")
     tpot = (tl.end - tl.first) / (tl.out - 1)
-    size = len(tpot) // SEGMENTS
-    if size < MIN_REQUESTS:
+    k = min(MAX_SEGMENTS, len(tpot) // MIN_REQUESTS)
+    if k < 2:
         note = (
             f"whether the engine held still within {load.label}: not checked, {len(tpot)} requests "
-            f"(fewer than {MIN_REQUESTS} in each of {SEGMENTS} parts; a longer step would decide it)"
+            f"(two parts of {MIN_REQUESTS} or more needed; a longer step would decide it)"
         )
         return DecodeDrift(load.label, nan, nan, nan, False, note)
-    parts = [np.sort(tpot[k * size : (k + 1) * size]) for k in range(SEGMENTS)]
+    parts = [np.sort(p) for p in np.array_split(tpot, k)]
     medians = [float(np.median(p)) for p in parts]
     fast, slow = parts[int(np.argmin(medians))], parts[int(np.argmax(medians))]
     f_lo, f_hi = percentile_ci(fast, 50)
@@ -109,10 +111,39 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     moved = low >= MIN_MOVE
     span = f"{change:+.0%} (95 % bounds {low:+.0%} to {high:+.0%})"
     note = (
-        f"the engine moved within {load.label}: its slowest fifth of requests decoded {span} against "
-        "its fastest; that load measured an engine that did not hold still"
+        f"the engine moved within {load.label}: the slowest of its {k} parts (by send time) decoded "
+        f"{span} against the fastest; that load measured an engine that did not hold still"
         if moved
-        else f"{load.label}: no move decided within it (slowest fifth {span} against the fastest, "
-        f"{MIN_MOVE:.0%} needed surely)"
+        else f"{load.label}: no move decided within it (slowest of {k} parts {span} against the "
+        f"fastest, {MIN_MOVE:.0%} needed surely)"
     )
     return DecodeDrift(load.label, change, low, high, moved, note)
+
+
+def steady_part(load: MeasuredLoad) -> tuple[MeasuredLoad, DecodeDrift, str]:
+    """The load less a warm-up, its drift verdict, and what was trimmed ("" when nothing).
+
+    A warm-up: the engine moved within the load, its first part was the slowest, and without that part
+    the rest held still; the first part is then left out (as a bench's --warmup would have), and
+    said so. A load that moves otherwise is returned whole with its verdict."""
+    d = within_load_drift(load)
+    if not d.moved:
+        return load, d, ""
+    ok = usable(load.records)
+    tl = timeline(load.records)
+    assert tl is not None  # moved: it had requests
+    tpot = (tl.end - tl.first) / (tl.out - 1)
+    k = min(MAX_SEGMENTS, len(tpot) // MIN_REQUESTS)
+    cut = len(np.array_split(tpot, k)[0])
+    if float(np.median(tpot[:cut])) < max(float(np.median(p)) for p in np.array_split(tpot, k)):
+        return load, d, ""
+    rest = replace(load, records=tuple(ok[cut:]))
+    d2 = within_load_drift(rest)
+    if d2.moved or d2.note.startswith("whether"):
+        return load, d, ""
+    slower = float(np.median(tpot[:cut]) / np.median(tpot[cut:]) - 1)
+    note = (
+        f"warm-up at {load.label}: its first {cut} requests decoded {slower:+.0%} slower than the rest, "
+        "which held still; left out of the fit (a sweep with --warmup would leave them out itself)"
+    )
+    return rest, d2, note

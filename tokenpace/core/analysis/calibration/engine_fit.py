@@ -40,7 +40,7 @@ from tokenpace.core.analysis.calibration.engine_costs import (
     wls,
 )
 from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
-from tokenpace.core.analysis.calibration.engine_drift import decode_drift, within_load_drift
+from tokenpace.core.analysis.calibration.engine_drift import DecodeDrift, decode_drift, steady_part
 from tokenpace.core.analysis.calibration.engine_obs import (
     DecodeObs,
     MeasuredLoad,
@@ -168,9 +168,17 @@ def fit_engine(
 
     `revisits`: (a load's first pass, its revisit after the sweep's last step), to say whether the
     engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual."""
+    steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
+    loads = [ld for ld, _, _ in steady]
+    moved_within = [d for _, d, _ in steady if d.moved]
     timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
     if not timelines:
         raise ValueError("no successful streamed request with two or more tokens in the runs given")
+    # a load during which the engine moved measured two engines: no evidence of the decode step's law
+    # (kept only when every load moved, and then said so by the step law's note)
+    left_out = {d.load for d in moved_within}
+    if all(ld.label in left_out for ld, _ in timelines):
+        left_out = set()
     alone = [o for _, tl in timelines for o in prefill_observations(tl)]
     prefill = _fit_prefill(alone)
     costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
@@ -179,7 +187,7 @@ def fit_engine(
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
             decode += decode_observations(tl, ld.label, costs)
-        result = solve(prefill, decode, loads)
+        result = solve(prefill, [d for d in decode if d.load not in left_out], loads)
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
@@ -195,15 +203,17 @@ def fit_engine(
     kv = _kv_capacity(loads)
     drifts = [decode_drift(first, again) for first, again in revisits]
     # how far it surely moved: the bound nearest zero (non-zero when moved), not the point estimate
-    moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
+    moved = [min(abs(d.low), abs(d.high)) for d in [*drifts, *moved_within] if d.moved]
     if moved:
         result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
     most = max(max_decoding_at_once(tl) for _, tl in timelines)
-    result = _behaviours(result, [ld for ld, _ in timelines], decode)
+    result = _behaviours(
+        result, [ld for ld, _ in timelines], decode, moved_within, sorted(left_out), prefill.groups
+    )
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},
-        holds=(*result.holds, *(d.note for d in drifts)),
+        holds=(*result.holds, *(d.note for d in drifts), *(note for _, _, note in steady if note)),
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
         params=(*result.params, jitter, *noise.params, table, limit, kv),
@@ -213,21 +223,45 @@ def fit_engine(
     )
 
 
-def _behaviours(fit: EngineFit, loads: list[MeasuredLoad], decode: list[DecodeObs]) -> EngineFit:
-    """Step 6: the step law (a floor is kept beside the fitted line: the line prices the batches
-    past it) and prefill-first steps, each with its support; the loads where the engine moved."""
-    drifts = [d for d in (within_load_drift(ld) for ld in loads) if d.moved]
-    law = identify_step_law(decode, [d.load for d in drifts])
+def _behaviours(
+    fit: EngineFit,
+    loads: list[MeasuredLoad],
+    decode: list[DecodeObs],
+    moved: list[DecodeDrift],
+    left_out: list[str],
+    ttfts: list[tuple[float, float, float]],
+) -> EngineFit:
+    """Step 6: the step law and prefill-first steps, each with its support; the loads where the
+    engine moved. A floor chosen replaces the line's F and S by the floor law's line past its kink
+    (the roofline's memory part kept), and the round trip is settled again against floored steps."""
+    law = identify_step_law(decode, left_out)
     c = fit.costs
     n = float(np.median([o.prompt_tokens for o in decode])) if decode else 0.0
     gaps = prefill_gaps(loads, max(c.ttft(n) - c.rtt, 0.0))
-    floor = law.law.floor if law.chosen == FLOOR else 0.0
+    floor = 0.0
+    if law.chosen == FLOOR:
+        floor, line = law.law.floor, law.law
+        c = replace(
+            c, fixed=max(0.0, line.fixed - c.weights) if line.per_seq > 0 else 0.0, per_seq=line.per_seq
+        )
+        excess = [
+            (t - max(floor, c.ttft(pn) - c.rtt), w) for pn, t, w in ttfts
+        ]  # TTFT less one floored prefill step, per prompt length
+        ordered = sorted(excess)
+        half, seen, rtt = sum(w for _, w in ordered) / 2, 0.0, 0.0
+        for value, w in ordered:
+            seen += w
+            if seen >= half:
+                rtt = max(0.0, value)
+                break
+        c = replace(c, rtt=rtt)
     return replace(
         fit,
+        costs=c,
         step_floor=floor,
         prefill_first=gaps.decided and gaps.chosen == "prefill_first",
         behaviours=(law.note, gaps.note),
-        moved_within=tuple(d.note for d in drifts),
+        moved_within=tuple(d.note for d in moved),
     )
 
 
