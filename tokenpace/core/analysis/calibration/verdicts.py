@@ -69,10 +69,9 @@ def judge_row(
     hi = p_hi / m_lo - 1 if m_lo > 0 else float("inf")
     if not enough:
         return RowVerdict(UNDECIDED, lo, hi, "too few requests beyond the percentile to bound it")
-    if moved_within:  # it measured an engine that did not hold still: no profile can be judged on it
-        return RowVerdict(UNDECIDED, lo, hi, moved_within)
-    if beyond:
-        return RowVerdict(UNDECIDED, lo, hi, f"past what the profile vouches for: {beyond}")
+    if beyond or moved_within:  # past the profile, or an engine that did not hold still: not judged
+        why = [f"past what the profile vouches for: {beyond}"] if beyond else []
+        return RowVerdict(UNDECIDED, lo, hi, "; ".join([*why, *([moved_within] if moved_within else [])]))
     if -tolerance <= lo and hi <= tolerance:
         return RowVerdict(MET, lo, hi, "")
     if lo > tolerance or hi < -tolerance:
