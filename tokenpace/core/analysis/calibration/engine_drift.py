@@ -81,8 +81,8 @@ MIN_MOVE = 0.20  # a move inside a load is declared only when surely this large 
 def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     """Did the engine hold still *inside* one load? The load's requests cut by send time into parts
     (as many as give MIN_REQUESTS each, at most MAX_SEGMENTS); the engine moved when the slowest
-    part's median time per output token is surely (the bound of the two medians' 95 % intervals
-    nearest zero) MIN_MOVE or more above the fastest's.
+    part's median time per output token is surely (the highest lower bound of the parts' medians' 95 %
+    intervals over the lowest upper bound) MIN_MOVE or more above the fastest's.
 
     The margin because a closed loop's requests share their steps in waves: requests of one wave are
     one observation, and their intervals too narrow; a change under 20 % is left undecided. A load
@@ -103,11 +103,12 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
         return DecodeDrift(load.label, nan, nan, nan, False, note)
     parts = [np.sort(p) for p in np.array_split(tpot, k)]
     medians = [float(np.median(p)) for p in parts]
-    fast, slow = parts[int(np.argmin(medians))], parts[int(np.argmax(medians))]
-    f_lo, f_hi = percentile_ci(fast, 50)
-    s_lo, s_hi = percentile_ci(slow, 50)
+    cis = [percentile_ci(p, 50) for p in parts]
+    # the surely slowest part (highest lower bound) against the surely fastest (lowest upper bound)
+    s_lo = max(lo for lo, _ in cis)
+    f_hi = min(hi for _, hi in cis)
     change = max(medians) / min(medians) - 1
-    low, high = s_lo / f_hi - 1, s_hi / f_lo - 1
+    low, high = s_lo / f_hi - 1, max(hi for _, hi in cis) / min(lo for lo, _ in cis) - 1
     moved = low >= MIN_MOVE
     span = f"{change:+.0%} (95 % bounds {low:+.0%} to {high:+.0%})"
     note = (
