@@ -138,7 +138,7 @@ def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
         for r in (row.prediction for row in again.rows)
         if r.load == REPEATED and first.get((r.metric, r.percentile))
     }
-    chosen = "; ".join(line.split(" (")[0] for line in fit.behaviours)  # e.g. "step law: line; scheduler: ..."
+    chosen = "; ".join(line.split(" (")[0] for line in fit.behaviours)  # "step law: line; scheduler: ..."
     header = f"calibration sweep {calibration_s:.0f} s, cores kept awake; {chosen}; {profile.calibration}"
     write_table(rows, name, header, between)
     print(f"\n{name}: {header}")

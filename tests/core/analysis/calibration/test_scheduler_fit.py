@@ -75,7 +75,9 @@ def test_a_floor_needs_its_rising_loads_clearly_above_it() -> None:
     assert fit_floor(points).per_seq == 0.0  # +15 % at 16 users is on the floor, not past a kink
 
 
-def _closed_loop(users: int, waves: int, step_ms: list[float], prefill_ms: float, first: bool) -> MeasuredLoad:
+def _closed_loop(
+    users: int, waves: int, step_ms: list[float], prefill_ms: float, first: bool
+) -> MeasuredLoad:
     """`users` requests a wave, started one step apart (staggered), 12 tokens each; each step of the
     engine lasts step_ms[wave]; under prefill-first, a newcomer's prefill adds prefill_ms to the gap
     of every request decoding across it."""

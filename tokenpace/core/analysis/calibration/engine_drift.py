@@ -73,7 +73,6 @@ def _tpot(load: MeasuredLoad) -> np.ndarray:
     return np.sort((tl.end - tl.first) / (tl.out - 1))
 
 
-
 MAX_SEGMENTS = 10  # a load cut by send time into at most this many parts of MIN_REQUESTS or more
 MIN_MOVE = 0.20  # a move inside a load is declared only when surely this large (see within_load_drift)
 

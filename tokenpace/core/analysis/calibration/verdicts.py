@@ -70,8 +70,9 @@ def judge_row(
     if not enough:
         return RowVerdict(UNDECIDED, lo, hi, "too few requests beyond the percentile to bound it")
     if beyond or moved_within:  # past the profile, or an engine that did not hold still: not judged
-        why = [f"past what the profile vouches for: {beyond}"] if beyond else []
-        return RowVerdict(UNDECIDED, lo, hi, "; ".join([*why, *([moved_within] if moved_within else [])]))
+        reasons = [f"past what the profile vouches for: {beyond}"] if beyond else []
+        reasons += [moved_within] if moved_within else []
+        return RowVerdict(UNDECIDED, lo, hi, "; ".join(reasons))
     if -tolerance <= lo and hi <= tolerance:
         return RowVerdict(MET, lo, hi, "")
     if lo > tolerance or hi < -tolerance:
