@@ -60,7 +60,7 @@ def test_close_candidates_are_undecided_and_a_separating_load_is_named() -> None
     # flat data: the line's slope ~0 predicts as well as the floor; no load tells them apart yet
     got = identify_step_law(_obs(Law(FLOOR, 0.02, 0.0, 0.0), (1, 4, 16), noise=0.1))
     assert not got.decided and got.chosen == LINE
-    assert "would tell them apart" in got.note and "users" in got.note
+    assert "would tell them apart" in got.note and "decoding at once" in got.note
 
 
 def test_loads_where_the_engine_moved_are_left_out() -> None:
@@ -111,19 +111,19 @@ def _closed_loop(
 
 def test_prefill_first_is_read_from_the_gaps_a_newcomer_spans() -> None:
     load = _closed_loop(6, 10, [20.0] * 10, prefill_ms=30.0, first=True)
-    got = prefill_gaps([load], prefill_step_s=0.030)
+    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
     assert got.decided and got.chosen == PREFILL_FIRST
 
 
 def test_mixed_steps_are_read_from_gaps_that_do_not_grow() -> None:
     load = _closed_loop(6, 10, [20.0] * 10, prefill_ms=30.0, first=False)
-    got = prefill_gaps([load], prefill_step_s=0.030)
+    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
     assert got.decided and got.chosen == MIXED
 
 
 def test_no_concurrent_load_leaves_prefill_first_untested() -> None:
     load = _closed_loop(1, 10, [20.0] * 10, prefill_ms=30.0, first=False)
-    got = prefill_gaps([load], prefill_step_s=0.030)
+    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
     assert not got.decided and "not tested" in got.note
 
 

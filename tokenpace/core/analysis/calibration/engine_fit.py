@@ -237,7 +237,7 @@ def _behaviours(
     law = identify_step_law(decode, left_out)
     c = fit.costs
     n = float(np.median([o.prompt_tokens for o in decode])) if decode else 0.0
-    gaps = prefill_gaps(loads, max(c.ttft(n) - c.rtt, 0.0))
+    gaps = prefill_gaps(loads, max(c.ttft(n) - c.rtt, 0.0), c.fixed + c.per_seq)
     floor = 0.0
     if law.chosen == FLOOR:
         floor, line = law.law.floor, law.law

@@ -7,11 +7,13 @@ engine that mixes prefills into decode steps (vLLM V1, SGLang, llama.cpp) length
 the prefill's share of one mixed step.
 
 Per load with requests decoding side by side: the gaps that span another request's first token
-against the others, their medians' 95 % distribution-free intervals, the excess (with the bounds
-nearest and farthest from zero) set against a prefill step of the load's median prompt (TTFT alone,
-less the round trip). Prefill-first when the excess is surely at least half a prefill step; mixed when
-it is surely less; else undecided, with what would decide (longer prompts make the prefill step, and
-so the difference, larger).
+against the others, their medians' 95 % distribution-free intervals, and the excess (its bounds:
+the spanning gaps' low bound less the others' high bound, and the reverse). The two predictions:
+prefill-first, one whole prefill step P of the load's median prompt (TTFT alone less the round
+trip); mixed, at most the prefill's own work, P less the step's fixed part F + S (less still where
+the decodes' memory-bound slack hides it). Prefill-first when the excess is surely above their
+midpoint; mixed when surely below; else undecided, with what would decide: more requests joining
+running decodes narrow the interval, and a larger fixed part sets the predictions further apart.
 """
 
 from __future__ import annotations
@@ -55,9 +57,9 @@ def _gaps(load: MeasuredLoad) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(np.asarray(spanning)), np.sort(np.asarray(other))
 
 
-def prefill_gaps(loads: Sequence[MeasuredLoad], prefill_step_s: float) -> PrefillGaps:
-    """The verdict over the loads with enough gaps (pooled: each gap against its own load's others
-    would need per-load medians; a sweep's loads share a prompt length, so pooled excesses agree)."""
+def prefill_gaps(loads: Sequence[MeasuredLoad], prefill_step_s: float, fixed_s: float) -> PrefillGaps:
+    """The verdict over the loads with enough gaps (each load's excess from its own gaps; the median
+    of the loads' bounds: a sweep's loads share a prompt length). `fixed_s`: a step's F + S."""
     excess_lo, excess_hi, used = [], [], []
     for ld in loads:
         s, o = _gaps(ld)
@@ -75,18 +77,20 @@ def prefill_gaps(loads: Sequence[MeasuredLoad], prefill_step_s: float) -> Prefil
         )
         return PrefillGaps(MIXED, False, note)
     lo, hi = float(np.median(excess_lo)), float(np.median(excess_hi))
-    half = 0.5 * prefill_step_s
+    first = prefill_step_s
+    mixed = max(0.0, prefill_step_s - fixed_s)
+    mid = 0.5 * (first + mixed)
     span = (
         f"a gap that spans a newcomer's first token is {lo * 1e3:+.3g} to {hi * 1e3:+.3g} ms longer than "
-        f"the others (95 % bounds, median over {len(used)} loads), against a prefill step of "
-        f"{prefill_step_s * 1e3:.3g} ms"
+        f"the others (95 % bounds, median over {len(used)} loads); prefill-first predicts "
+        f"{first * 1e3:.3g} ms, mixed at most {mixed * 1e3:.3g} ms"
     )
-    if lo >= half:
+    if lo > mid:
         return PrefillGaps(PREFILL_FIRST, True, f"scheduler: prefill-first, decodes pause ({span})")
-    if hi < half:
+    if hi < mid:
         return PrefillGaps(MIXED, True, f"scheduler: prefills mixed into decode steps ({span})")
     note = (
-        f"scheduler: undecided, mixed kept (vLLM's default) ({span}); prompts 4x longer would make "
-        "the prefill step, and the difference, larger"
+        f"scheduler: undecided, mixed kept (vLLM's default) ({span}); more requests joining running "
+        "decodes (more users, longer steps) would narrow the interval"
     )
     return PrefillGaps(MIXED, False, note)

@@ -158,9 +158,9 @@ def identify_step_law(decode: Sequence[DecodeObs], moved: Sequence[str] = ()) ->
         return StepLaw(win, True, law[win], err, note)
     users, a, b = separating_batch(points, line_all, floor_all)
     note = (
-        f"step law: undecided, line kept (vLLM's default) ({scores}); a closed loop at about {users} "
-        f"users would tell them apart: the line predicts {a * 1e3:.3g} ms a step there, the floor "
-        f"{b * 1e3:.3g} ms"
+        f"step law: undecided, line kept (vLLM's default) ({scores}); a load that keeps about {users} "
+        f"requests decoding at once would tell them apart: the line predicts {a * 1e3:.3g} ms a step "
+        f"there, the floor {b * 1e3:.3g} ms"
     )
     return StepLaw(LINE, False, line_all, err, note)
 
