@@ -34,33 +34,31 @@ def forced(gpu: Path):
     return calibrate([str(gpu / "ladder.json"), str(gpu / "conc.json")], str(gpu / "h200.toml"), force=True)
 
 
-def test_the_calibration_names_the_behaviours_and_where_the_engine_moved(gpu: Path) -> None:
-    """The line misfit (42 % RMS) came from the 64-user step, during which the engine moved (98 ms a
-    token, then 33, then 68): named with its size and left out; each step's first slow wave is a
-    warm-up, trimmed; the floor is chosen by held-out error; the per-token gaps say prefills mix."""
-    out = gpu / "moved.toml"
+def test_the_calibration_says_which_behaviours_the_sweep_supports(gpu: Path) -> None:
+    """The 64-user step's first wave decoded ~3x slower than the rest (98 ms a token): a warm-up,
+    trimmed and said (the line's 42 % RMS misfit came from it). The step law: line and floor predict
+    the loads they did not see about as well, so undecided, and the load that would tell them apart
+    is named; the per-token gaps a newcomer spans say prefills mix into decode steps."""
+    out = gpu / "fit.toml"
     done = run_cli("sim", "--calibrate", str(gpu / "ladder.json"), "--calibrate", str(gpu / "conc.json"),
                    "--out", str(out))  # fmt: skip
     assert done.returncode == 0 and out.exists(), done.stdout + done.stderr
     assert re.search(
-        r"^engine moved: the engine moved within c=64 in=256: .* decoded \+2\d\d%", done.stdout, re.M
+        r"^where it holds: warm-up at c=64 in=256: its first 64 requests decoded \+\d+%", done.stdout, re.M
     )
-    assert re.search(r"^where it holds: warm-up at c=16 in=256: its first 16 requests", done.stdout, re.M)
     law = re.search(
-        r"^behaviour: step law: floor \(held-out error .* line (\d+\.\d)%, floor (\d+\.\d)%",
-        done.stdout,
-        re.M,
-    )
-    assert law and float(law[2]) < 0.67 * float(law[1]), done.stdout
+        r"^behaviour: step law: undecided, line kept .* line (\d+\.\d)%, floor (\d+\.\d)%\); a load that "
+        r"keeps about (\d+) requests decoding at once would tell them apart", done.stdout, re.M
+    )  # fmt: skip
+    assert law and int(law[3]) == 32, done.stdout
     assert re.search(r"^behaviour: scheduler: prefills mixed into decode steps", done.stdout, re.M)
-    text = out.read_text()
-    floor = float(re.search(r"step_floor_ms = ([\d.]+)", text)[1])  # type: ignore[index]
-    assert 20 < floor < 25 and "chunked_prefill = true" in text
+    assert "chunked_prefill = true" in out.read_text() and "step_floor_ms = 0.0" in out.read_text()
+    assert "engine moved:" not in done.stdout  # no move decided: a few waves per load are few observations
     assert "Traceback" not in done.stderr
 
 
 def test_it_says_what_it_could_not_identify(forced, gpu: Path) -> None:
-    assert forced.written and not forced.problems  # the loads left after the move fit within the gate
+    assert forced.written and not forced.problems  # the warm-up trimmed, the line fits within the gate
     assert "fit_quality" in (gpu / "h200.toml").read_text()
     # 64 users were the most it saw: the slot limit is not identified, and says how to get it
     limit = next(p for p in forced.fit.params if p.name == "max_num_seqs")
@@ -77,25 +75,12 @@ def test_validation_on_the_held_out_loads_never_claims_more_than_its_evidence(fo
             assert v.high_error - v.low_error <= 2 * TOLERANCE, (p.load, p.metric)
         if v.verdict == "missed":  # the whole interval beyond the tolerance
             assert v.low_error > TOLERANCE or v.high_error < -TOLERANCE
-    # The engine did not hold still: no row is a confident miss, each says why, with the move's size.
-    assert result.verdict == "undecided" and result.exit_code == 2
-    assert not [r for r in result.rows if r.judged.verdict == "missed"]
-    by_load = {r.prediction.load: r for r in result.rows}
-    assert set(by_load) == {"c=32 in=256", "c=128 in=256", "17.05/s in=256"}
-    for row in result.rows:
-        reason = row.judged.reason
-        if row.prediction.load.startswith("c=32"):
-            assert re.search(r"engine moved \+\d+% within this load \(surely \+\d+%\)", reason)
-        if row.prediction.load.startswith("c=128"):  # past the 64 it saw, and moved within itself
-            assert "in flight" in reason and "within this load" in reason
-        if row.prediction.load.startswith("17.05"):  # held still itself; the calibration's engine moved
-            assert re.search(r"the engine's own speed moved \d+% or more during the calibration", reason)
-    # The acceptance where the engine held still between its waves: the 32-user loop's P50s within 15 %
-    # (its rows are undecided all the same: the load moved within itself).
-    for row in result.rows:
-        p = row.prediction
-        if p.load.startswith("c=32") and p.percentile == 50:
-            assert abs(p.rel_error) <= 0.15, (p.metric, p.rel_error)
+    missed = [r for r in result.rows if r.judged.verdict == "missed"]
+    assert missed and result.verdict == "fails" and result.exit_code == 1
+    # 128 users: more in flight than the calibration ever saw, with no slot limit identified
+    past = [r for r in result.rows if r.prediction.load.startswith("c=128")]
+    assert past and all(r.judged.verdict == "undecided" and "in flight" in r.judged.reason for r in past)
+    assert result.loads["c=128 in=256"] == "undecided"
 
 
 def test_the_console_and_the_json_say_the_same(forced, gpu: Path) -> None:
@@ -103,8 +88,8 @@ def test_the_console_and_the_json_say_the_same(forced, gpu: Path) -> None:
     held = [str(gpu / "held.json"), str(gpu / "rate.json")]
     done = run_cli("sim", "--validate", str(gpu / "h200.toml"), *held, "--out", str(out))
     doc = json.loads(out.read_text())
-    assert done.returncode == 2 and doc["verdict"] == "undecided"
-    assert re.search(r"^profile h200: UNDECIDED \(rows: 0 met, 0 missed", done.stdout, re.M), done.stdout
+    assert done.returncode == 1 and doc["verdict"] == "fails"
+    assert re.search(r"^profile h200: FAILS \(rows: 0 met, (\d+) missed", done.stdout, re.M), done.stdout
     for load, verdict in doc["loads"].items():
         assert f"load {load}: {verdict.upper()}" in done.stdout
     assert sum(r["verdict"] == "missed" for r in doc["rows"]) == sum(

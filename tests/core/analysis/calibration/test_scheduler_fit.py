@@ -12,6 +12,7 @@ from tokenpace.core.analysis.calibration.scheduler_fit import (
     FLOOR,
     LINE,
     Law,
+    LoadPoint,
     fit_floor,
     identify_step_law,
     load_points,
@@ -70,9 +71,11 @@ def test_loads_where_the_engine_moved_are_left_out() -> None:
     assert "1 load(s) where the engine moved left out" in identify_step_law(obs, ["c=64"]).note
 
 
-def test_a_floor_needs_its_rising_loads_clearly_above_it() -> None:
-    points = load_points(_obs(Law(LINE, 0.0, 0.020, 0.0001), (1, 4, 16)))
-    assert fit_floor(points).per_seq == 0.0  # +15 % at 16 users is on the floor, not past a kink
+def test_a_floor_needs_its_rising_loads_clearly_above_its_spread() -> None:
+    """A load a little above the floor, within three times the floor loads' spread, is on it."""
+    points = [LoadPoint("a", 1, 0.020, 5), LoadPoint("b", 1, 0.022, 5), LoadPoint("c", 4, 0.021, 5)]
+    assert fit_floor([*points, LoadPoint("d", 16, 0.023, 5)]).per_seq == 0.0  # +9.5 %: noise
+    assert fit_floor([*points, LoadPoint("d", 16, 0.030, 5)]).per_seq > 0.0  # +43 %: past the kink
 
 
 def _closed_loop(
@@ -111,19 +114,19 @@ def _closed_loop(
 
 def test_prefill_first_is_read_from_the_gaps_a_newcomer_spans() -> None:
     load = _closed_loop(6, 10, [20.0] * 10, prefill_ms=30.0, first=True)
-    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
+    got = prefill_gaps([load], {load.label: (0.030, 0.010)})
     assert got.decided and got.chosen == PREFILL_FIRST
 
 
 def test_mixed_steps_are_read_from_gaps_that_do_not_grow() -> None:
     load = _closed_loop(6, 10, [20.0] * 10, prefill_ms=30.0, first=False)
-    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
+    got = prefill_gaps([load], {load.label: (0.030, 0.010)})
     assert got.decided and got.chosen == MIXED
 
 
 def test_no_concurrent_load_leaves_prefill_first_untested() -> None:
     load = _closed_loop(1, 10, [20.0] * 10, prefill_ms=30.0, first=False)
-    got = prefill_gaps([load], prefill_step_s=0.030, fixed_s=0.010)
+    got = prefill_gaps([load], {load.label: (0.030, 0.010)})
     assert not got.decided and "not tested" in got.note
 
 

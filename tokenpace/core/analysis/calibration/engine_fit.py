@@ -236,8 +236,7 @@ def _behaviours(
     (the roofline's memory part kept), and the round trip is settled again against floored steps."""
     law = identify_step_law(decode, left_out)
     c = fit.costs
-    n = float(np.median([o.prompt_tokens for o in decode])) if decode else 0.0
-    gaps = prefill_gaps(loads, max(c.ttft(n) - c.rtt, 0.0), c.fixed + c.per_seq)
+    gaps = prefill_gaps(loads, _gap_predictions(c, decode))
     floor = 0.0
     if law.chosen == FLOOR:
         floor, line = law.law.floor, law.law
@@ -263,6 +262,22 @@ def _behaviours(
         behaviours=(law.note, gaps.note),
         moved_within=tuple(d.note for d in moved),
     )
+
+
+def _gap_predictions(c: StepCosts, decode: list[DecodeObs]) -> dict[str, tuple[float, float]]:
+    """Per load: the excess of a gap a newcomer's prefill ran in, as prefill-first steps (a whole
+    prefill step of the load's median prompt) and as mixed steps (what it adds to the decode step it
+    joins at the load's median batch and context) predict it."""
+    by: dict[str, list[DecodeObs]] = {}
+    for o in decode:
+        by.setdefault(o.load, []).append(o)
+    out = {}
+    for load, obs in by.items():
+        n = float(np.median([o.prompt_tokens for o in obs]))
+        b = float(np.median([o.batch for o in obs]))
+        ctx = float(np.median([o.context for o in obs]))
+        out[load] = (max(c.ttft(n) - c.rtt, 0.0), c.joining_prefill([n], b, ctx))
+    return out
 
 
 def _as_means(fit: EngineFit, sigma: float) -> EngineFit:

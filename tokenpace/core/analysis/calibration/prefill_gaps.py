@@ -10,15 +10,16 @@ Per load with requests decoding side by side: the gaps that span another request
 against the others, their medians' 95 % distribution-free intervals, and the excess (its bounds:
 the spanning gaps' low bound less the others' high bound, and the reverse). The two predictions:
 prefill-first, one whole prefill step P of the load's median prompt (TTFT alone less the round
-trip); mixed, at most the prefill's own work, P less the step's fixed part F + S (less still where
-the decodes' memory-bound slack hides it). Prefill-first when the excess is surely above their
-midpoint; mixed when surely below; else undecided, with what would decide: more requests joining
-running decodes narrow the interval, and a larger fixed part sets the predictions further apart.
+trip); mixed, what the prefill adds to the decode step it joins at the load's batch and context
+(StepCosts.joining_prefill: its own work, less the decodes' memory-bound time it hides under).
+Prefill-first when the excess is surely above their midpoint; mixed when surely below (in the median
+load); else undecided, with what would decide: more requests joining running decodes narrow the
+interval.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,37 +58,39 @@ def _gaps(load: MeasuredLoad) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(np.asarray(spanning)), np.sort(np.asarray(other))
 
 
-def prefill_gaps(loads: Sequence[MeasuredLoad], prefill_step_s: float, fixed_s: float) -> PrefillGaps:
-    """The verdict over the loads with enough gaps (each load's excess from its own gaps; the median
-    of the loads' bounds: a sweep's loads share a prompt length). `fixed_s`: a step's F + S."""
-    excess_lo, excess_hi, used = [], [], []
+def prefill_gaps(
+    loads: Sequence[MeasuredLoad], predicted: Mapping[str, tuple[float, float]]
+) -> PrefillGaps:
+    """The verdict over the loads with enough gaps. `predicted`: per load label, the excess in
+    seconds that prefill-first and mixed steps predict there (a whole prefill step; what a joining
+    prefill adds). Each load's excess is judged against its own midpoint; the median load decides."""
+    rows = []  # (excess low, excess high, prefill-first's, mixed's)
     for ld in loads:
+        if ld.label not in predicted:
+            continue
         s, o = _gaps(ld)
         if len(s) < MIN_GAPS or len(o) < MIN_GAPS:
             continue
         s_lo, s_hi = percentile_ci(s, 50)
         o_lo, o_hi = percentile_ci(o, 50)
-        excess_lo.append(s_lo - o_hi)
-        excess_hi.append(s_hi - o_lo)
-        used.append(ld.label)
-    if not used:
+        rows.append((s_lo - o_hi, s_hi - o_lo, *predicted[ld.label]))
+    if not rows:
         note = (
             "prefill-first steps: not tested, no load had decodes running while newcomers started "
             f"({MIN_GAPS} such gaps or more); a closed loop of 4 users or more would test it"
         )
         return PrefillGaps(MIXED, False, note)
-    lo, hi = float(np.median(excess_lo)), float(np.median(excess_hi))
-    first = prefill_step_s
-    mixed = max(0.0, prefill_step_s - fixed_s)
-    mid = 0.5 * (first + mixed)
+    lo, hi, first, mixed = (float(np.median([r[k] for r in rows])) for k in range(4))
+    above = float(np.median([r[0] - 0.5 * (r[2] + r[3]) for r in rows]))
+    below = float(np.median([r[1] - 0.5 * (r[2] + r[3]) for r in rows]))
     span = (
         f"a gap that spans a newcomer's first token is {lo * 1e3:+.3g} to {hi * 1e3:+.3g} ms longer than "
-        f"the others (95 % bounds, median over {len(used)} loads); prefill-first predicts "
-        f"{first * 1e3:.3g} ms, mixed at most {mixed * 1e3:.3g} ms"
+        f"the others (95 % bounds, median over {len(rows)} loads); prefill-first predicts "
+        f"{first * 1e3:.3g} ms, mixed {mixed * 1e3:.3g} ms"
     )
-    if lo > mid:
+    if above > 0:
         return PrefillGaps(PREFILL_FIRST, True, f"scheduler: prefill-first, decodes pause ({span})")
-    if hi < mid:
+    if below < 0:
         return PrefillGaps(MIXED, True, f"scheduler: prefills mixed into decode steps ({span})")
     note = (
         f"scheduler: undecided, mixed kept (vLLM's default) ({span}); more requests joining running "

@@ -6,12 +6,13 @@ Two candidate laws for an engine's decode step against its batch b (docs/sim.md 
 - floor (launch- or Python-bound engines, e.g. `transformers serve`): a step never takes less than a
   floor, the batch's work hidden under it until it exceeds it, t = max(floor, F + S x b).
 
-Each is fitted to the sweep's loads (one point per load: its median batch and median time per step)
-and scored by its held-out error: every load left out in turn, the law fitted to the others, the
-left-out load predicted (mean relative error over the loads). The lower error wins when it is at most
-DECISIVE x the other's and lower by MIN_GAP or more; otherwise the data do not decide, the default
-(line, vLLM's) is kept, and the note names the load that would tell the two apart: the concurrency
-where the two laws, fitted to all loads, differ most.
+Each is fitted to the sweep's loads (one point per load, each one observation: its median batch and
+median time per step) and scored by its held-out error: every load left out in turn, the law fitted
+to the others, the left-out load predicted (mean relative error over the loads). The lower error wins
+when it is at most DECISIVE x the other's and lower by more than the loads' own noise (twice the
+median relative standard error of their medians, at least MIN_GAP); otherwise the data do not
+decide, the default (line, vLLM's) is kept, and the note names the load that would tell the two
+apart: the batch where the two laws, fitted to all loads, differ most.
 
 Loads during which the engine itself moved (engine_drift.within_load_drift) are left out: they
 measured two engines, not one.
@@ -28,8 +29,10 @@ import numpy as np
 from tokenpace.core.analysis.calibration.engine_obs import DecodeObs
 
 DECISIVE = 0.67  # the winner's held-out error at most this share of the loser's
-MIN_GAP = 0.05  # and lower by at least 5 points of relative error
-KINK = 0.25  # a load counts as past the floor's kink only this far above the floor (less: noise)
+MIN_GAP = 0.005  # and lower by twice the loads' noise, at least half a point of relative error
+# a load counts as past the floor's kink only this far above the floor: three times the floor loads'
+# relative spread, at least MIN_KINK (less: it is on the floor, with noise)
+MIN_KINK = 0.05
 LINE, FLOOR = "line", "floor"
 
 
@@ -39,6 +42,7 @@ class LoadPoint:
     batch: float  # median batch of its decode phases
     step_s: float  # median time per step
     weight: float  # requests behind it
+    rel_se: float = 0.0  # relative standard error of its median step (1.2533 x robust sd / sqrt(n))
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,41 +72,43 @@ def load_points(decode: Sequence[DecodeObs], moved: Sequence[str] = ()) -> list[
     for d in decode:
         if d.load not in moved:
             by[d.load].append(d)
-    return [
-        LoadPoint(
-            load,
-            float(np.median([d.batch for d in obs])),
-            float(np.median([d.step_s for d in obs])),
-            float(len(obs)),
-        )
-        for load, obs in by.items()
-    ]
+    out = []
+    for load, obs in by.items():
+        steps = np.asarray([d.step_s for d in obs])
+        median = float(np.median(steps))
+        robust_sd = 1.4826 * float(np.median(np.abs(steps - median)))
+        rel_se = 1.2533 * robust_sd / max(median, 1e-12) / len(steps) ** 0.5
+        batch = float(np.median([d.batch for d in obs]))
+        out.append(LoadPoint(load, batch, median, float(len(obs)), rel_se))
+    return out
 
 
 def fit_line(points: Sequence[LoadPoint]) -> Law:
+    """Least squares over the loads, each one observation (a big load must not drown the others)."""
     b = np.asarray([p.batch for p in points])
     t = np.asarray([p.step_s for p in points])
-    w = np.asarray([p.weight for p in points])
     if len(points) < 2 or b.max() - b.min() < 0.8:
-        return Law(LINE, 0.0, float(np.average(t, weights=w)), 0.0)
-    x = np.column_stack([np.ones_like(b), b]) * np.sqrt(w)[:, None]
-    coef, *_ = np.linalg.lstsq(x, t * np.sqrt(w), rcond=None)
+        return Law(LINE, 0.0, float(t.mean()), 0.0)
+    coef, *_ = np.linalg.lstsq(np.column_stack([np.ones_like(b), b]), t, rcond=None)
     fixed, per_seq = float(coef[0]), float(coef[1])
     if per_seq < 0:
-        return Law(LINE, 0.0, float(np.average(t, weights=w)), 0.0)
+        return Law(LINE, 0.0, float(t.mean()), 0.0)
     return Law(LINE, 0.0, fixed, per_seq)
 
 
 def fit_floor(points: Sequence[LoadPoint]) -> Law:
-    """The floor: the weighted mean step of the loads below the kink; above it a line through the
-    loads past the kink (through the origin when one load is past it: the batch's work alone). The
-    kink where the relative squared error is least, among kinks whose loads past it sit KINK or more
-    above the floor (a load a little above it is on it, with noise)."""
+    """The floor: the mean step of the loads below the kink; above it a line through the loads past
+    the kink (through the origin when one load is past it: the batch's work alone). The kink where
+    the relative squared error is least, among kinks whose loads past it sit clearly above the floor
+    (three times the floor loads' relative spread, at least MIN_KINK: a load a little above it is on
+    it, with noise)."""
     pts = sorted(points, key=lambda p: p.batch)
     best: tuple[float, Law] | None = None
-    for j in range(1, len(pts) + 1):
+    for j in range(min(2, len(pts)), len(pts) + 1):  # two loads or more on a floor: its spread
         low, high = pts[:j], pts[j:]
-        floor = float(np.average([p.step_s for p in low], weights=[p.weight for p in low]))
+        steps = np.asarray([p.step_s for p in low])
+        floor = float(steps.mean())
+        margin = max(MIN_KINK, 3 * float(steps.std()) / floor)
         if not high:
             law = Law(FLOOR, floor, 0.0, 0.0)
         elif len({round(p.batch, 1) for p in high}) >= 2:
@@ -111,9 +117,9 @@ def fit_floor(points: Sequence[LoadPoint]) -> Law:
         else:
             p = high[0]
             law = Law(FLOOR, floor, 0.0, p.step_s / p.batch)
-        if any(p.step_s < (1 + KINK) * floor or law.fixed + law.per_seq * p.batch <= floor for p in high):
+        if any(p.step_s < (1 + margin) * floor or law.fixed + law.per_seq * p.batch <= floor for p in high):
             continue  # a load past the kink must sit clearly above the floor (else it is on it)
-        err = sum(p.weight * (law.step(p.batch) / p.step_s - 1) ** 2 for p in pts)
+        err = sum((law.step(p.batch) / p.step_s - 1) ** 2 for p in pts)
         if best is None or err < best[0]:
             best = (err, law)
     assert best is not None  # j = len(pts) always qualifies
@@ -145,7 +151,8 @@ def identify_step_law(decode: Sequence[DecodeObs], moved: Sequence[str] = ()) ->
     err = {LINE: held_out_error(points, LINE), FLOOR: held_out_error(points, FLOOR)}
     floor_all = fit_floor(points)
     win, lose = (LINE, FLOOR) if err[LINE] <= err[FLOOR] else (FLOOR, LINE)
-    decided = err[win] <= DECISIVE * err[lose] and err[lose] - err[win] >= MIN_GAP
+    noise = max(MIN_GAP, 2 * float(np.median([p.rel_se for p in points])))
+    decided = err[win] <= DECISIVE * err[lose] and err[lose] - err[win] >= noise
     scores = (
         f"held-out error across {len(points)} loads{left_out}: line {err[LINE]:.1%}, floor {err[FLOOR]:.1%}"
     )
