@@ -12,8 +12,8 @@ the spanning gaps' low bound less the others' high bound, and the reverse). The 
 prefill-first, one whole prefill step P of the load's median prompt (TTFT alone less the round
 trip); mixed, what the prefill adds to the decode step it joins at the load's batch and context
 (StepCosts.joining_prefill: its own work, less the decodes' memory-bound time it hides under).
-Prefill-first when the excess is surely above their midpoint; mixed when surely below (in the median
-load); else undecided, with what would decide: more requests joining running decodes narrow the
+Where the two lie further apart than the interval is wide: prefill-first when the excess is surely
+above their midpoint, mixed when surely below (in the median load); else undecided, with what would decide: more requests joining running decodes narrow the
 interval.
 """
 
@@ -58,9 +58,7 @@ def _gaps(load: MeasuredLoad) -> tuple[np.ndarray, np.ndarray]:
     return np.sort(np.asarray(spanning)), np.sort(np.asarray(other))
 
 
-def prefill_gaps(
-    loads: Sequence[MeasuredLoad], predicted: Mapping[str, tuple[float, float]]
-) -> PrefillGaps:
+def prefill_gaps(loads: Sequence[MeasuredLoad], predicted: Mapping[str, tuple[float, float]]) -> PrefillGaps:
     """The verdict over the loads with enough gaps. `predicted`: per load label, the excess in
     seconds that prefill-first and mixed steps predict there (a whole prefill step; what a joining
     prefill adds). Each load's excess is judged against its own midpoint; the median load decides."""
@@ -88,6 +86,13 @@ def prefill_gaps(
         f"the others (95 % bounds, median over {len(rows)} loads); prefill-first predicts "
         f"{first * 1e3:.3g} ms, mixed {mixed * 1e3:.3g} ms"
     )
+    if first - mixed <= hi - lo:  # the predictions lie closer than the interval is wide
+        note = (
+            f"scheduler: undecided, mixed kept (vLLM's default) ({span}): the two predict nearly the same "
+            "gap here; loads whose decodes are memory bound (larger batches, a prefill hidden under "
+            "their weights' read) would tell them apart"
+        )
+        return PrefillGaps(MIXED, False, note)
     if above > 0:
         return PrefillGaps(PREFILL_FIRST, True, f"scheduler: prefill-first, decodes pause ({span})")
     if below < 0:
