@@ -13,8 +13,9 @@ prefill-first, one whole prefill step P of the load's median prompt (TTFT alone 
 trip); mixed, what the prefill adds to the decode step it joins at the load's batch and context
 (StepCosts.joining_prefill: its own work, less the decodes' memory-bound time it hides under).
 Where the two lie further apart than the interval is wide: prefill-first when the excess is surely
-above their midpoint, mixed when surely below (in the median load); else undecided, with what would decide: more requests joining running decodes narrow the
-interval.
+above their midpoint, mixed when surely below (in the median load); else undecided, with what would
+decide (more requests joining running decodes narrow the interval; memory-bound decodes set the two
+predictions apart).
 """
 
 from __future__ import annotations
