@@ -50,7 +50,7 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     prefill_observations,
     timeline,
 )
-from tokenpace.core.analysis.calibration.engine_solve import solve
+from tokenpace.core.analysis.calibration.engine_solve import solve, weighted_median
 from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
 from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
@@ -243,17 +243,9 @@ def _behaviours(
         c = replace(
             c, fixed=max(0.0, line.fixed - c.weights) if line.per_seq > 0 else 0.0, per_seq=line.per_seq
         )
-        excess = [
-            (t - max(floor, c.ttft(pn) - c.rtt), w) for pn, t, w in ttfts
-        ]  # TTFT less one floored prefill step, per prompt length
-        ordered = sorted(excess)
-        half, seen, rtt = sum(w for _, w in ordered) / 2, 0.0, 0.0
-        for value, w in ordered:
-            seen += w
-            if seen >= half:
-                rtt = max(0.0, value)
-                break
-        c = replace(c, rtt=rtt)
+        # the round trip: TTFT less one floored prefill step, weighted median over prompt lengths
+        excess = [(t - max(floor, c.ttft(pn) - c.rtt), w) for pn, t, w in ttfts]
+        c = replace(c, rtt=max(0.0, weighted_median(excess)))
     return replace(
         fit,
         costs=c,
