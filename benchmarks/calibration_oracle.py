@@ -67,6 +67,11 @@ def main() -> int:
     r = done.fit.residuals
     print(f"fit: TTFT {r['prefill_rel_rms']:.1%} RMS, decode step {r['decode_rel_rms']:.1%} RMS; quality: "
           + ("POOR: " + "; ".join(done.problems) if done.problems else "ok"))  # fmt: skip
+    for line in (*done.fit.behaviours, *done.fit.moved_within):  # chosen, and how strongly
+        print(f"calibration: {line}")
+    for line in done.fit.holds:
+        if line.startswith("warm-up"):
+            print(f"calibration: {line}")
     for line in result.caveats:
         print(f"profile: {line}")
     print("\n".join(table(result)))

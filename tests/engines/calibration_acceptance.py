@@ -57,6 +57,8 @@ class Acceptance:
     rows: list[Any]  # the validation's rows: load, metric, percentile, predicted, measured, error
     # the engine's own change on REPEATED run again (measured again / measured - 1), per target
     between_runs: dict[tuple[str, int], float]
+    # the scheduler behaviours the calibration chose (or left undecided), with their support
+    behaviours: tuple[str, ...] = ()
 
     def _off(self) -> list[Any]:
         return [r for r in self.rows if (r.metric, r.percentile) in TARGETS and abs(r.rel_error) > 0.10]
@@ -120,6 +122,8 @@ def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
     )
     profile, fit = done.profile, done.fit
     print(f"\n{name}: fit quality {'POOR: ' + '; '.join(done.problems) if done.problems else 'ok'}")
+    for line in (*fit.behaviours, *fit.moved_within):  # the behaviour chosen, and how strongly
+        print(f"{name}: {line}")
     max_rps = max(s["summary"]["request_throughput"] for s in conc["steps"])
     rate = round(0.7 * max_rps, 2)
     _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64")
@@ -134,7 +138,8 @@ def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
         for r in (row.prediction for row in again.rows)
         if r.load == REPEATED and first.get((r.metric, r.percentile))
     }
-    header = f"calibration sweep {calibration_s:.0f} s, cores kept awake; {profile.calibration}"
+    chosen = "; ".join(line.split(" (")[0] for line in fit.behaviours)  # "step law: line; scheduler: ..."
+    header = f"calibration sweep {calibration_s:.0f} s, cores kept awake; {chosen}; {profile.calibration}"
     write_table(rows, name, header, between)
     print(f"\n{name}: {header}")
     for r in rows:
@@ -147,7 +152,7 @@ def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
     for load, notes in result.notes.items():
         print(load, notes)
     print(f"verdicts at 10 %: profile {result.verdict}, loads {result.loads}")
-    accepted = Acceptance(calibration_s, fit.max_num_seqs, rows, between)
+    accepted = Acceptance(calibration_s, fit.max_num_seqs, rows, between, fit.behaviours)
     print(
         f"off by > 10 %: {accepted.misses}; "
         f"of those, beyond the engine's own change: {accepted.decided_misses}"

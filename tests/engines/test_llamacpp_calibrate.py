@@ -35,4 +35,7 @@ def test_calibrated_profile_predicts_held_out_loads_of_llama_server(
     assert result.calibration_s < 300, f"the calibration sweep took {result.calibration_s:.0f} s"
     assert result.max_num_seqs == SLOTS  # four users, two slots: seen in the data
     assert len({r.load for r in result.rows}) == 3
+    # the behaviours were tested on the sweep and said (chosen with its support, or what would decide)
+    assert any(b.startswith("step law: ") for b in result.behaviours), result.behaviours
+    assert any(b.startswith("scheduler: ") for b in result.behaviours), result.behaviours
     assert not result.misses, result.misses

@@ -34,20 +34,32 @@ def forced(gpu: Path):
     return calibrate([str(gpu / "ladder.json"), str(gpu / "conc.json")], str(gpu / "h200.toml"), force=True)
 
 
-def test_a_fit_that_does_not_describe_the_engine_is_not_written(gpu: Path) -> None:
-    out = gpu / "refused.toml"
+def test_the_calibration_says_which_behaviours_the_sweep_supports(gpu: Path) -> None:
+    """The 64-user step's first wave decoded ~3x slower than the rest (98 ms a token): a warm-up,
+    trimmed and said (the line's 42 % RMS misfit came from it). The step law: line and floor predict
+    the loads they did not see about as well, so undecided, and the load that would tell them apart
+    is named; the per-token gaps a newcomer spans say prefills mix into decode steps."""
+    out = gpu / "fit.toml"
     done = run_cli("sim", "--calibrate", str(gpu / "ladder.json"), "--calibrate", str(gpu / "conc.json"),
                    "--out", str(out))  # fmt: skip
-    assert done.returncode == 1 and not out.exists(), done.stdout
-    assert re.search(r"^fit quality: POOR: the decode step misfits by 4\d% RMS", done.stdout, re.M)
-    assert "does not describe this engine" in done.stderr and "Traceback" not in done.stderr
-    assert len(done.stderr.strip().splitlines()) == 1
+    assert done.returncode == 0 and out.exists(), done.stdout + done.stderr
+    assert re.search(
+        r"^where it holds: warm-up at c=64 in=256: its first 64 requests decoded \+\d+%", done.stdout, re.M
+    )
+    law = re.search(
+        r"^behaviour: step law: undecided, line kept .* line (\d+\.\d)%, floor (\d+\.\d)%\); a load that "
+        r"keeps about (\d+) requests decoding at once would tell them apart", done.stdout, re.M
+    )  # fmt: skip
+    assert law and int(law[3]) == 32, done.stdout
+    assert re.search(r"^behaviour: scheduler: prefills mixed into decode steps", done.stdout, re.M)
+    assert "chunked_prefill = true" in out.read_text() and "step_floor_ms = 0.0" in out.read_text()
+    assert "engine moved:" not in done.stdout  # no move decided: a few waves per load are few observations
+    assert "Traceback" not in done.stderr
 
 
-def test_forced_it_is_written_marked_and_says_what_it_could_not_identify(forced, gpu: Path) -> None:
-    assert forced.written and forced.problems
-    text = (gpu / "h200.toml").read_text()
-    assert "MARKED" in text and "fit_quality" in text
+def test_it_says_what_it_could_not_identify(forced, gpu: Path) -> None:
+    assert forced.written and not forced.problems  # the warm-up trimmed, the line fits within the gate
+    assert "fit_quality" in (gpu / "h200.toml").read_text()
     # 64 users were the most it saw: the slot limit is not identified, and says how to get it
     limit = next(p for p in forced.fit.params if p.name == "max_num_seqs")
     assert not limit.identified and "--max-num-seqs" in limit.how
@@ -77,7 +89,7 @@ def test_the_console_and_the_json_say_the_same(forced, gpu: Path) -> None:
     done = run_cli("sim", "--validate", str(gpu / "h200.toml"), *held, "--out", str(out))
     doc = json.loads(out.read_text())
     assert done.returncode == 1 and doc["verdict"] == "fails"
-    assert re.search(r"^profile h200: FAILS \(rows: 0 met, (\d+) missed", done.stdout, re.M)
+    assert re.search(r"^profile h200: FAILS \(rows: 0 met, (\d+) missed", done.stdout, re.M), done.stdout
     for load, verdict in doc["loads"].items():
         assert f"load {load}: {verdict.upper()}" in done.stdout
     assert sum(r["verdict"] == "missed" for r in doc["rows"]) == sum(

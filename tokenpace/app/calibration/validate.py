@@ -16,6 +16,7 @@ from typing import Any
 
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.app.calibration.calibrate import MIN_REQUESTS, load_runs
+from tokenpace.core.analysis.calibration.engine_drift import within_load_drift
 from tokenpace.core.analysis.calibration.engine_obs import (
     MeasuredLoad,
     max_decoding_at_once,
@@ -118,10 +119,16 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
                 out.refused.append(f"{run.path} ({measured.label}) refused: short ({n} usable requests)")
                 continue
             beyond, notes = _past_the_fit(limits, measured)
-            out.notes[measured.label] = notes
+            drift = within_load_drift(measured)
+            moved = (
+                f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})"
+                if drift.moved
+                else ""
+            )
+            out.notes[measured.label] = [*notes, drift.note] if drift.moved else notes
             # the prediction's own interval: the replays' spread, not widened by the fit's residual
             rows = [
-                Row(p, _judge(p, tolerance, limits, beyond))
+                Row(p, _judge(p, tolerance, limits, beyond, moved))
                 for p in predict(profile, measured, fit_error=0.0)
             ]
             out.rows += rows
@@ -129,7 +136,9 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
     return out
 
 
-def _judge(p: Prediction, tolerance: float, limits: ProfileLimits, beyond: str) -> RowVerdict:
+def _judge(
+    p: Prediction, tolerance: float, limits: ProfileLimits, beyond: str, moved: str = ""
+) -> RowVerdict:
     return judge_row(
         (p.low_ms, p.high_ms),
         (p.measured_low_ms, p.measured_high_ms),
@@ -137,6 +146,7 @@ def _judge(p: Prediction, tolerance: float, limits: ProfileLimits, beyond: str) 
         tolerance,
         engine_moved=limits.engine_moved,
         beyond=beyond,
+        moved_within=moved,
     )
 
 

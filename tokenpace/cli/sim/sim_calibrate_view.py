@@ -33,6 +33,10 @@ def calibrate_cli(o: dict[str, Any]) -> None:
         "length(s), "
         f"decode step {r['decode_rel_rms']:.1%} RMS over {r['decode_groups']:.0f} group(s)"
     )
+    for line in fit.behaviours:  # which scheduler behaviour the loads supported, how strongly
+        click.echo(f"behaviour: {line}")
+    for line in fit.moved_within:
+        click.echo(f"engine moved: {line}")
     for line in fit.holds:
         click.echo(f"where it holds: {line}")
     for problem in done.problems:

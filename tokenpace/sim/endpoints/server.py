@@ -347,7 +347,8 @@ class SimServer:
         fmt = make_format(gen, rid, int(time.time()))
         stream = ResponseStream(req.conn, gen, fmt, [*SSE, *headers[1:]] if gen.stream else headers)
         stream.traceparent = req.headers.get("traceparent")
-        rtt = sample_rtt(self.network, self._rng)
+        # the round trip, plus the API server's own per-request cost before the engine sees it
+        rtt = sample_rtt(self.network, self._rng) + self.profile.efficiency.request_overhead_ms / 1e3
         assert self._loop is not None
         if rtt > 0:
             self._loop.call_later(rtt, self._admit, stream, rid, fault)

@@ -6,8 +6,9 @@ of every sequence that attends). Decode-only steps at small batch are memory bou
 size), large prefills are compute bound (linear in tokens), and big decode batches cross over: the
 shapes real engines show.
 
-Two optional terms, both off in the shipped profiles (a calibration sets them, see docs/sim.md):
-a measured prefill table (step_noise.PrefillTable) prices prefill chunks instead of the roofline's
+Three optional terms, all off in the shipped profiles (a calibration sets them, see docs/sim.md):
+a step floor (a launch- or Python-bound engine: a step takes at least `step_floor_ms`, 0 in the shipped
+profiles), a measured prefill table (step_noise.PrefillTable) prices prefill chunks instead of the roofline's
 line-plus-curve, and step-time variability (step_noise.StepNoise) multiplies every step's duration.
 """
 
@@ -62,6 +63,7 @@ class CostModel:
         e = profile.efficiency
         self._fixed = (e.step_overhead_ms + e.tp_comm_ms) / 1e3
         self._per_seq = e.per_seq_overhead_us / 1e6
+        self._floor = e.step_floor_ms / 1e3  # 0: no floor (vLLM), the default
         self.slowdown = slowdown  # >1 while the engine is cold (see faults.cold_start)
         # A dense model reads all its weights whatever the step holds (None: MoE, per step)
         self._weights = None if m.experts > 0 else m.weight_bytes_read(1)
@@ -93,6 +95,8 @@ class CostModel:
             weights = self._model.weight_bytes_read(tokens)
         memory = (weights + w.decode_context * self._kv_tok) / self._eff_bw
         t = self._fixed + w.seqs * self._per_seq + max(compute, memory)
+        if t < self._floor:  # a launch-bound engine: the batch's work hides under the floor
+            t = self._floor
         return t * self.slowdown
 
     def step_seconds(self, w: StepWork) -> float:

@@ -11,6 +11,7 @@ of 1,000 TFLOP/s and 1,000 GB/s at full efficiency:
 - F and S                    -> step_overhead_ms and per_seq_overhead_us
 - R                          -> the network's rtt_ms
 - step noise, prefill table  -> the engine's step_cv, step_cv_hold_ms, prefill_table_* (step_noise.py)
+- the behaviours identified  -> step_floor_ms (a per-step floor), chunked_prefill = false (prefill-first)
 
 The [provenance] table keeps the fit in its own units, which runs it came from, which parameters the
 data identified and which were left at a default (and why), the residuals, and where it holds.
@@ -30,7 +31,7 @@ UNLIMITED_KV_BLOCKS = 65536
 UNLIMITED_MODEL_LEN = 131072
 
 
-def costs_to_sections(c: StepCosts) -> tuple[ModelSpec, Hardware, Efficiency]:
+def costs_to_sections(c: StepCosts, step_floor: float = 0.0) -> tuple[ModelSpec, Hardware, Efficiency]:
     model = ModelSpec(
         params_b=c.weights * REF_BW / 1e9,
         # 0 would read as "dense: use params_b"; a vanishing value keeps the compute term ~0
@@ -43,7 +44,7 @@ def costs_to_sections(c: StepCosts) -> tuple[ModelSpec, Hardware, Efficiency]:
         kv_bytes=c.per_context * REF_BW / 2,
     )
     hardware = Hardware("effective (calibrated)", 1, 0.0, REF_BW / 1e9, REF_FLOPS / 1e12)
-    efficiency = Efficiency(1.0, 1.0, c.fixed * 1e3, c.per_seq * 1e6, 0.0)
+    efficiency = Efficiency(1.0, 1.0, c.fixed * 1e3, c.per_seq * 1e6, 0.0, step_floor_ms=step_floor * 1e3)
     return model, hardware, efficiency
 
 
@@ -64,10 +65,10 @@ def sections_to_costs(profile: Profile) -> StepCosts:
 def calibrated_profile(
     fit: EngineFit, name: str, served_model_name: str, provenance: dict[str, Any]
 ) -> Profile:
-    model, hardware, efficiency = costs_to_sections(fit.costs)
+    model, hardware, efficiency = costs_to_sections(fit.costs, fit.step_floor)
     engine = EngineConfig(
         max_num_seqs=fit.max_num_seqs,
-        chunked_prefill=True,
+        chunked_prefill=not fit.prefill_first,
         prefix_caching=False,  # the sweep's prompts are unique: prefix reuse is not calibrated
         max_model_len=UNLIMITED_MODEL_LEN,
         num_gpu_blocks=-(-fit.kv_tokens // 16) if fit.kv_tokens else UNLIMITED_KV_BLOCKS,
@@ -85,6 +86,8 @@ def calibrated_profile(
         f"step time CV {fit.step_cv:.3g}"
         + (f" held {fit.step_cv_hold * 1e3:.3g} ms" if fit.step_cv_hold else "")
         + (f"; prefill as measured at {len(fit.prefill_table)} lengths" if fit.prefill_table else "")
+        + (f"; step floor {fit.step_floor * 1e3:.3g} ms" if fit.step_floor else "")
+        + ("; prefill-first steps" if fit.prefill_first else "")
     )
     return Profile(
         name=name,
@@ -110,6 +113,8 @@ def fit_provenance(fit: EngineFit) -> dict[str, Any]:
         "residuals": dict(fit.residuals),
         "observed": dict(fit.observed),
         "holds": list(fit.holds),
+        "behaviours": list(fit.behaviours),
+        "moved_within": list(fit.moved_within),
     }
 
 

@@ -76,6 +76,18 @@ class Efficiency:
     step_overhead_ms: float  # scheduler, sampling, kernel launches: paid once per engine step
     per_seq_overhead_us: float  # per running sequence per step (sampling, detokenising, output)
     tp_comm_ms: float  # tensor-parallel all-reduces, per step
+    # Scheduler behaviours real engines show beyond vLLM's (docs/sim.md "Engine behaviours"); the
+    # defaults are vLLM's, so shipped profiles are unchanged.
+    # A step never takes less than this, whatever its batch: the batch's work hides under it until it
+    # exceeds it (launch- or Python-bound engines: Hugging Face `transformers serve`, eager PyTorch
+    # without CUDA graphs). Evidence in a sweep: time per output token flat across concurrencies
+    # (17-25 ms from 1 to 16 users on an H200), identified by `--calibrate` against a line.
+    step_floor_ms: float = 0.0
+    # A fixed cost each request pays outside the engine's steps before the scheduler sees it (the
+    # API server's parsing, chat template, tokenising), apart from the network: it delays TTFT and
+    # E2E alike and takes no step time. Evidence: TTFT's excess over one prefill step with the
+    # server's own TTFT (its metrics) showing the network's share.
+    request_overhead_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +95,14 @@ class EngineConfig:
     block_size: int = 16
     gpu_memory_utilization: float = 0.9
     max_num_seqs: int = 256
+    # The per-step token budget (vLLM and SGLang's max_num_batched_tokens): with chunked prefill,
+    # prefills and decodes share each step and a long prompt is cut to fit the budget (vLLM V1,
+    # SGLang). Evidence in a sweep: TTFT of long prompts grows in budget-sized steps, decodes keep
+    # their pace while a newcomer prefills.
     max_num_batched_tokens: int = 8192
+    # False: prefill-first steps that pause the running decodes (engines without mixed batches:
+    # vLLM V0 without chunked prefill, older TGI). Evidence: the per-token timestamps' gaps that
+    # span a newcomer's prefill are longer than the others by a prefill step (`--calibrate` tests it).
     chunked_prefill: bool = True
     # With chunking, the most tokens one request may prefill per step (vLLM's
     # long_prefill_token_threshold); 0 = up to the whole budget. Leaves room for short prompts.

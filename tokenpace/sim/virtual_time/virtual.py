@@ -175,6 +175,8 @@ class _VirtualRun:
         self.capacity = self.engine.capacity_tokens
         self.shared_prefix = load.shared_prefix
         self.jitter = network.rtt_ms > 0 or network.jitter_ms > 0  # else every round trip is 0
+        # the API server's own per-request cost: the engine sees a request this much later (seconds)
+        self.overhead = profile.efficiency.request_overhead_ms / 1e3
         self.results: list[VirtualResult] = []
         self.issued = 0
         self.t = 0.0
@@ -190,7 +192,7 @@ class _VirtualRun:
         n_in, n_out = lengths or (self.input_draws.next(), self.output_draws.next())
         n_in = max(1, min(n_in, self.capacity - n_out))
         rtt = sample_rtt(self.network, self.rtt_rng) if self.jitter else 0.0
-        heapq.heappush(self.heap, (at + rtt, idx, _Sent(step, at, n_in, n_out)))
+        heapq.heappush(self.heap, (at + rtt + self.overhead, idx, _Sent(step, at, n_in, n_out)))
 
     def run(self, max_seconds: float | None) -> list[VirtualResult]:
         if self.closed:

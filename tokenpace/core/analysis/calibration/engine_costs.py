@@ -69,6 +69,13 @@ class EngineFit:
     # Prefill time against prompt length as measured, where the line misfits (prefill_table_fit):
     # (prompt tokens, ms) at the ladder's lengths; empty when the line prices prefill.
     prefill_table: tuple[tuple[float, float], ...] = ()
+    # The scheduler behaviours the sweep supported (scheduler_fit, prefill_gaps): a per-step floor in
+    # seconds (0: none, vLLM's), prefill-first steps, and what was chosen, how strongly, or what would
+    # decide; loads during which the engine moved (engine_drift.within_load_drift), with how much.
+    step_floor: float = 0.0
+    prefill_first: bool = False
+    behaviours: tuple[str, ...] = ()
+    moved_within: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -13,7 +13,10 @@ Pure. The simulator prices one engine step as
    server's own TTFT one of R, W is not identified; the gap is given to whichever it must be;
 4. F and S again by least squares with a, p, W, k held, over both kinds of observation;
 5. the scheduler limit: the most requests ever decoding at once, where a load asked for more (or the
-   server's running gauge while requests waited).
+   server's running gauge while requests waited);
+6. the scheduler's behaviours, identified from the loads (not chosen by hand): a per-step floor
+   against a line by held-out error (scheduler_fit), prefill-first steps from the per-token gaps
+   (prefill_gaps); loads during which the engine moved are named and left out of the first.
 
 Each parameter says whether the data identified it, and how, or why it was left at a default.
 """
@@ -37,7 +40,7 @@ from tokenpace.core.analysis.calibration.engine_costs import (
     wls,
 )
 from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
-from tokenpace.core.analysis.calibration.engine_drift import decode_drift
+from tokenpace.core.analysis.calibration.engine_drift import DecodeDrift, decode_drift, steady_part
 from tokenpace.core.analysis.calibration.engine_obs import (
     DecodeObs,
     MeasuredLoad,
@@ -47,8 +50,10 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     prefill_observations,
     timeline,
 )
-from tokenpace.core.analysis.calibration.engine_solve import solve
+from tokenpace.core.analysis.calibration.engine_solve import solve, weighted_median
+from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
+from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
 from tokenpace.core.analysis.calibration.step_noise_fit import fit_step_noise
 
 DEFAULT_MAX_NUM_SEQS = 256
@@ -163,9 +168,17 @@ def fit_engine(
 
     `revisits`: (a load's first pass, its revisit after the sweep's last step), to say whether the
     engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual."""
+    steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
+    loads = [ld for ld, _, _ in steady]
+    moved_within = [d for _, d, _ in steady if d.moved]
     timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
     if not timelines:
         raise ValueError("no successful streamed request with two or more tokens in the runs given")
+    # a load during which the engine moved measured two engines: no evidence of the decode step's law
+    # (kept only when every load moved, and then said so by the step law's note)
+    left_out = {d.load for d in moved_within}
+    if all(ld.label in left_out for ld, _ in timelines):
+        left_out = set()
     alone = [o for _, tl in timelines for o in prefill_observations(tl)]
     prefill = _fit_prefill(alone)
     costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
@@ -174,7 +187,7 @@ def fit_engine(
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
             decode += decode_observations(tl, ld.label, costs)
-        result = solve(prefill, decode, loads)
+        result = solve(prefill, [d for d in decode if d.load not in left_out], loads)
         costs = result.costs
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
@@ -190,14 +203,17 @@ def fit_engine(
     kv = _kv_capacity(loads)
     drifts = [decode_drift(first, again) for first, again in revisits]
     # how far it surely moved: the bound nearest zero (non-zero when moved), not the point estimate
-    moved = [min(abs(d.low), abs(d.high)) for d in drifts if d.moved]
+    moved = [min(abs(d.low), abs(d.high)) for d in [*drifts, *moved_within] if d.moved]
     if moved:
         result = replace(result, residuals={**result.residuals, "decode_drift": max(moved)})
     most = max(max_decoding_at_once(tl) for _, tl in timelines)
+    result = _behaviours(
+        result, [ld for ld, _ in timelines], decode, moved_within, sorted(left_out), prefill.groups
+    )
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},
-        holds=(*result.holds, *(d.note for d in drifts)),
+        holds=(*result.holds, *(d.note for d in drifts), *(note for _, _, note in steady if note)),
         max_num_seqs=int(limit.value),
         kv_tokens=int(kv.value) if kv.identified else None,
         params=(*result.params, jitter, *noise.params, table, limit, kv),
@@ -205,6 +221,55 @@ def fit_engine(
         step_cv_hold=noise.hold_s,
         prefill_table=tuple(zip(table_n, table_ms, strict=True)),
     )
+
+
+def _behaviours(
+    fit: EngineFit,
+    loads: list[MeasuredLoad],
+    decode: list[DecodeObs],
+    moved: list[DecodeDrift],
+    left_out: list[str],
+    ttfts: list[tuple[float, float, float]],
+) -> EngineFit:
+    """Step 6: the step law and prefill-first steps, each with its support; the loads where the
+    engine moved. A floor chosen replaces the line's F and S by the floor law's line past its kink
+    (the roofline's memory part kept), and the round trip is settled again against floored steps."""
+    law = identify_step_law(decode, left_out)
+    c = fit.costs
+    gaps = prefill_gaps(loads, _gap_predictions(c, decode))
+    floor = 0.0
+    if law.chosen == FLOOR:
+        floor, line = law.law.floor, law.law
+        c = replace(
+            c, fixed=max(0.0, line.fixed - c.weights) if line.per_seq > 0 else 0.0, per_seq=line.per_seq
+        )
+        # the round trip: TTFT less one floored prefill step, weighted median over prompt lengths
+        excess = [(t - max(floor, c.ttft(pn) - c.rtt), w) for pn, t, w in ttfts]
+        c = replace(c, rtt=max(0.0, weighted_median(excess)))
+    return replace(
+        fit,
+        costs=c,
+        step_floor=floor,
+        prefill_first=gaps.decided and gaps.chosen == "prefill_first",
+        behaviours=(law.note, gaps.note),
+        moved_within=tuple(d.note for d in moved),
+    )
+
+
+def _gap_predictions(c: StepCosts, decode: list[DecodeObs]) -> dict[str, tuple[float, float]]:
+    """Per load: the excess of a gap a newcomer's prefill ran in, as prefill-first steps (a whole
+    prefill step of the load's median prompt) and as mixed steps (what it adds to the decode step it
+    joins at the load's median batch and context) predict it."""
+    by: dict[str, list[DecodeObs]] = {}
+    for o in decode:
+        by.setdefault(o.load, []).append(o)
+    out = {}
+    for load, obs in by.items():
+        n = float(np.median([o.prompt_tokens for o in obs]))
+        b = float(np.median([o.batch for o in obs]))
+        ctx = float(np.median([o.context for o in obs]))
+        out[load] = (max(c.ttft(n) - c.rtt, 0.0), c.joining_prefill([n], b, ctx))
+    return out
 
 
 def _as_means(fit: EngineFit, sigma: float) -> EngineFit:

@@ -65,7 +65,7 @@ def solve(prefill: Prefill, decode: list[DecodeObs], loads: Sequence[MeasuredLoa
         (pt - fixed - per_seq - max(a * pn + p * pn * (pn + 1) / 2, weights), pw)
         for pn, pt, pw in prefill.groups
     ]
-    rtt = max(0.0, _weighted_median(excess))
+    rtt = max(0.0, weighted_median(excess))
     notes["rtt"] = Param("rtt", rtt * 1e3, "ms", notes["rtt"].identified, notes["rtt"].how)
     costs = StepCosts(fixed, per_seq, weights, per_context, a, p, rtt)
     notes["step_fixed"] = Param(
@@ -170,7 +170,7 @@ def _holds(observed: dict[str, list[float]], loads: Sequence[MeasuredLoad]) -> t
     return tuple(out)
 
 
-def _weighted_median(pairs: list[tuple[float, float]]) -> float:
+def weighted_median(pairs: list[tuple[float, float]]) -> float:
     ordered = sorted(pairs)
     half = sum(wt for _, wt in ordered) / 2
     seen = 0.0

@@ -61,6 +61,7 @@ def judge_row(
     tolerance: float = DEFAULT_TOLERANCE,
     engine_moved: float = 0.0,  # how far the engine surely moved during the calibration (relative)
     beyond: str = "",  # where the load lies past what the profile was fitted on
+    moved_within: str = "",  # the measured load itself: the engine moved during it (engine_drift)
 ) -> RowVerdict:
     p_lo, p_hi = predicted
     m_lo, m_hi = measured
@@ -68,8 +69,10 @@ def judge_row(
     hi = p_hi / m_lo - 1 if m_lo > 0 else float("inf")
     if not enough:
         return RowVerdict(UNDECIDED, lo, hi, "too few requests beyond the percentile to bound it")
-    if beyond:
-        return RowVerdict(UNDECIDED, lo, hi, f"past what the profile vouches for: {beyond}")
+    if beyond or moved_within:  # past the profile, or an engine that did not hold still: not judged
+        reasons = [f"past what the profile vouches for: {beyond}"] if beyond else []
+        reasons += [moved_within] if moved_within else []
+        return RowVerdict(UNDECIDED, lo, hi, "; ".join(reasons))
     if -tolerance <= lo and hi <= tolerance:
         return RowVerdict(MET, lo, hi, "")
     if lo > tolerance or hi < -tolerance:

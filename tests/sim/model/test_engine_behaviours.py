@@ -1,0 +1,63 @@
+"""The scheduler behaviours beyond vLLM's (profile fields, off by default): a per-step floor, a
+per-request cost outside the steps, prefill-first steps that pause the running decodes."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tokenpace.core.workload.lengths import parse_length
+from tokenpace.sim import VirtualLoad, get_profile, run_virtual
+from tokenpace.sim.model.costmodel import CostModel
+
+
+def _closed(users: int, prompt: int = 256, out: int = 32) -> VirtualLoad:
+    return VirtualLoad(
+        input_len=parse_length(str(prompt)), output_len=parse_length(str(out)),
+        concurrency=users, requests=users * 4, seed=3,
+    )  # fmt: skip
+
+
+def test_defaults_are_vllms() -> None:
+    e = get_profile().efficiency
+    assert e.step_floor_ms == 0.0 and e.request_overhead_ms == 0.0
+    assert get_profile().engine.chunked_prefill
+
+
+def test_step_floor_hides_the_batch_until_it_exceeds_it() -> None:
+    prof = get_profile().with_overrides(efficiency={"step_floor_ms": 20.0})
+    cost, plain = CostModel(prof), CostModel(get_profile())
+    # below the floor every batch costs the floor: flat in the batch
+    assert cost.decode_step_seconds(1, 512) == cost.decode_step_seconds(32, 512) == 0.020
+    assert plain.decode_step_seconds(32, 512) < 0.020
+    # above it the batch's own cost shows unchanged
+    big = plain.decode_step_seconds(2048, 2048)
+    assert big > 0.020 and cost.decode_step_seconds(2048, 2048) == big
+
+
+def test_step_floor_sets_the_time_per_output_token() -> None:
+    prof = get_profile().with_overrides(efficiency={"step_floor_ms": 20.0})
+    for users in (1, 8):
+        tpot = [r.tpot or 0.0 for r in run_virtual(_closed(users), prof)]
+        assert abs(float(np.median(tpot)) - 0.020) < 1e-6
+
+
+def test_request_overhead_delays_ttft_and_takes_no_step_time() -> None:
+    base = run_virtual(_closed(1), get_profile())
+    slow = run_virtual(_closed(1), get_profile().with_overrides(efficiency={"request_overhead_ms": 15.0}))
+    for a, b in zip(base, slow, strict=True):
+        assert abs((b.ttft - a.ttft) - 0.015) < 1e-9
+        assert abs((b.tpot or 0.0) - (a.tpot or 0.0)) < 1e-12
+
+
+def test_prefill_first_pauses_the_running_decodes() -> None:
+    """Without mixed batches a newcomer's prefill is a step of its own: the running requests' time per
+    output token grows by the prefill steps they wait out; mixed (chunked) keeps them decoding."""
+    mixed = get_profile()
+    first = mixed.with_overrides(engine={"chunked_prefill": False})
+    load = VirtualLoad(
+        input_len=parse_length("2048"), output_len=parse_length("64"), rates=(20.0,),
+        step_duration_s=10, seed=5,
+    )  # fmt: skip  # open loop: newcomers arrive while others decode
+    tpot_mixed = np.median([r.tpot or 0.0 for r in run_virtual(load, mixed)])
+    tpot_first = np.median([r.tpot or 0.0 for r in run_virtual(load, first)])
+    assert tpot_first > tpot_mixed
