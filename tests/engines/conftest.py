@@ -65,18 +65,26 @@ def transformers_serve_python() -> str:
 
 
 @pytest.fixture(scope="session")
+def transformers_serve_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Logs, and the Hugging Face cache (one decoy model) that the servers' /v1/models lists."""
+    folder = tmp_path_factory.mktemp("transformers-serve")
+    hf_cache_with_decoy(folder / "hub")
+    return folder
+
+
+@pytest.fixture
 def start_transformers_serve(
-    transformers_serve_python: str, tiny_model: Path, tmp_path_factory: pytest.TempPathFactory
+    transformers_serve_python: str, tiny_model: Path, transformers_serve_folder: Path, tmp_path: Path
 ) -> Iterator[Any]:
     """Start `transformers serve --continuous-batching` on the tiny model: ``start_transformers_serve()``
-    (stopped at the session's end, or by the caller), its /v1/models listing a decoy cache."""
+    (stopped when the test ends), its /v1/models listing a decoy cache."""
     servers: list[TransformersServe] = []
-    folder = tmp_path_factory.mktemp("transformers-serve")
-    cache = hf_cache_with_decoy(folder / "hub")
 
     def start(**kwargs: Any) -> TransformersServe:
-        log = folder / f"server-{len(servers)}.log"
-        server = TransformersServe(transformers_serve_python, tiny_model / "hf", log, cache, **kwargs)
+        log = tmp_path / f"transformers-serve-{len(servers)}.log"
+        server = TransformersServe(
+            transformers_serve_python, tiny_model / "hf", log, transformers_serve_folder / "hub", **kwargs
+        )
         servers.append(server)
         return server.start()
 
@@ -85,12 +93,16 @@ def start_transformers_serve(
         server.stop()
 
 
-@pytest.fixture(scope="session")
-def transformers_serve(start_transformers_serve: Any) -> TransformersServe:
-    """One shared transformers serve for the session (started once: ~5 s, and its first requests warm
-    it up)."""
-    server: TransformersServe = start_transformers_serve()
-    return server
+@pytest.fixture(scope="module")
+def transformers_serve(
+    transformers_serve_python: str, tiny_model: Path, transformers_serve_folder: Path
+) -> Iterator[TransformersServe]:
+    """One transformers serve shared by a test module (starts in ~5 s; ~0.6 GB while it runs)."""
+    log = transformers_serve_folder / "shared-server.log"
+    with TransformersServe(
+        transformers_serve_python, tiny_model / "hf", log, transformers_serve_folder / "hub"
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -28,7 +28,7 @@ CLOSED_LOOPS = {"c=8 in=64", "c=16 in=64"}
 def test_calibrated_profile_predicts_closed_loops_of_transformers_serve(
     start_transformers_serve: Callable[..., TransformersServe], tmp_path: Path
 ) -> None:
-    server = start_transformers_serve()  # its own, so the other tests' requests are not in its warm-up
+    server = start_transformers_serve()  # its own: the quirk tests' requests are not in its warm-up
     try:
         result = run_acceptance(server.url, tmp_path, "transformers-serve", model=server.model)
     finally:
