@@ -11,6 +11,7 @@ from collections import Counter
 from typing import Any
 
 import aiohttp
+import pytest
 
 from tokenpace.core.analysis.rollout.srm import srm_check
 from tokenpace.core.metrics import Slo
