@@ -272,7 +272,8 @@ def test_a_request_the_server_never_received_is_resent_and_recorded(monkeypatch)
     async def go(race: ClosingRace):
         s = Sender(parse_endpoint(race.url), get_dialect("chat"), "m", Sampling(), True, 5.0)
         first, second = RequestRecord("0"), RequestRecord("1")
-        s.keepalive.known = True  # as if the server had kept a connection open before
+        for chunked in (True, False):  # as if the server had kept a connection open before
+            s.keepalive.judge(chunked, closed_after_answering=False, look_s=s.pool.look_s)
         await s.send(first, s.prepare("a", 2, "0"))
         monkeypatch.setattr(pool_module, "look_before_send", race.look)
         await s.send(second, s.prepare("a", 2, "1"))

@@ -17,7 +17,7 @@ from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects.base import Dialect, Sampling
 from tokenpace.wire.endpoint import Endpoint
 from tokenpace.wire.exchange import Exchange
-from tokenpace.wire.pool import NOT_RESENT, Pool, may_resend
+from tokenpace.wire.pool import NOT_RESENT, REUSE_DROPPED, Pool, may_resend
 from tokenpace.wire.request import request_bytes, request_head
 
 _NOT_RESENT = f"{NOT_RESENT} (--resend-unanswered resends it once, recorded)"
@@ -140,10 +140,7 @@ class Sender:
         (True, the record reset for the second attempt) or not (False, the record says why)."""
         pool = self.pool
         pool.drop(conn)
-        pool.keepalive.stop(
-            "the server dropped a request on a reused keep-alive connection without answering: "
-            "each later request opened a new connection"
-        )
+        pool.keepalive.stop(REUSE_DROPPED)
         if attempt == 1 or not may_resend(conn, exchange, True, self.resend_unanswered):
             record.error = f"{record.error} on a reused keep-alive connection: {_NOT_RESENT}"
             return False

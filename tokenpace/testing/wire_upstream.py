@@ -6,6 +6,8 @@ gzip         the same stream, gzip-compressed
 bomb-sse     gzip that inflates to BOMB_BYTES of SSE comment events (no token, no end)
 bomb-json    gzip that inflates to BOMB_BYTES of one JSON document
 read-drop    answered on a new connection; on a reused one, read and dropped unanswered
+late-close   the stream chunked, then the connection closed LATE_CLOSE_S later without reading on
+             (llama.cpp's server closes after each streamed response; a proxy passes it on late)
 
 ``ClosingRace``: a server that closes an idle connection just as a pool reuses it.
 """
@@ -30,6 +32,7 @@ STREAM = (
     b'data: {"choices":[{"index":0,"delta":{"content":"b"},"finish_reason":"stop"}]}\n\n'
     b"data: [DONE]\n\n"
 )
+LATE_CLOSE_S = 0.005
 BOMB_BYTES = 128 * 1024 * 1024  # past every cap on an inflated body (tokenpace.wire.inflate)
 
 
@@ -59,6 +62,9 @@ def _response(content_type: bytes, body: bytes, encoding: bytes = b"") -> bytes:
 
 def answer(model: str) -> bytes:
     sse = b"text/event-stream"
+    if model == "late-close":
+        head = b"HTTP/1.1 200 OK\r\nContent-Type: %b\r\nTransfer-Encoding: chunked\r\n\r\n" % sse
+        return head + b"%x\r\n%b\r\n0\r\n\r\n" % (len(STREAM), STREAM)
     if model == "gzip":
         return _response(sse, _gzip(STREAM), b"gzip")
     if model == "bomb-sse":
@@ -108,6 +114,9 @@ class WireUpstream:
                 writer.write(answer(model))
                 await writer.drain()
                 served += 1
+                if model == "late-close":
+                    await asyncio.sleep(LATE_CLOSE_S)
+                    break
         writer.close()
 
 

@@ -22,6 +22,10 @@ from tokenpace.wire.keepalive import PROBE_S, KeepAlive
 from tokenpace.wire.liveness import look_before_send, peer_has_closed
 
 NOT_RESENT = "the server's TCP had received the request, so it may have been read: not resent"
+REUSE_DROPPED = (
+    "the server dropped a request on a reused keep-alive connection without answering: "
+    "each later request opened a new connection"
+)
 
 
 def may_resend(conn: HttpConnection, ex: Exchange, reused: bool, allow_unanswered: bool) -> bool:
@@ -52,9 +56,13 @@ class Pool:
         ssl_context: ssl.SSLContext | None = None,
         reuse: bool = True,
         max_idle_s: float | None = None,
+        look_s: float = PROBE_S,
+        wait_for_look: bool = True,
     ) -> None:
         self.endpoint = endpoint
         self.keepalive = KeepAlive(reuse)  # reuse False: a new connection per request, on purpose
+        self.look_s = look_s  # how long a finished connection of an unjudged kind is looked at
+        self.wait_for_look = wait_for_look  # callers wait for that look rather than dial
         self.max_idle_ns = None if max_idle_s is None else int(max_idle_s * 1e9)
         self.ssl_context = ssl_context if ssl_context is not None else endpoint.ssl_context()
         self._resolver = Resolver()
@@ -62,11 +70,12 @@ class Pool:
         self.open: set[HttpConnection] = set()
         self.closing = False
         self.connections_opened = 0
-        # Until the first look has judged the server (keepalive.known), finished connections wait
-        # here (at most the callers' concurrency) and callers wait on ``judging`` (at most PROBE_S)
-        # rather than dial: a closed loop's whole first wave ends within those few milliseconds,
-        # and dialling a second connection for each of its users put that wave's next requests
-        # behind hundreds of connects (362 connections for 256 streams, a 13 ms P99 at wave 2).
+        # Until a look has judged the server after a kind of response (keepalive.known), finished
+        # connections wait here (at most the callers' concurrency) and callers wait on ``judging``
+        # (at most look_s) rather than dial, unless ``wait_for_look`` is off (the gateway): a closed
+        # loop's whole first wave ends within those few milliseconds, and dialling a second
+        # connection for each of its users put that wave's next requests behind hundreds of
+        # connects (362 connections for 256 streams, a 13 ms P99 at wave 2).
         self._looking: list[HttpConnection] = []
         self.judging: asyncio.Future[None] | None = None
 
@@ -94,44 +103,49 @@ class Pool:
 
     def release(self, conn: HttpConnection) -> None:
         """A finished exchange's connection: kept for reuse, or closed."""
-        if self.closing or not (conn.reusable and self.keepalive.reuse):
+        if self.closing or not (conn.reusable and self.keepalive.reuses(conn.chunked)):
             self.drop(conn)
-        elif self.keepalive.known:
+        elif self.keepalive.known(conn.chunked):
             self.idle.append(conn)
-        else:  # until the server has shown whether it closes after answering, look first
-            self._looking.append(conn)
-            if self.judging is None:
-                loop = asyncio.get_running_loop()
-                self.judging = loop.create_future()
-                loop.call_later(PROBE_S, self._judge, conn)
+        else:  # until the server has shown whether it closes after this kind of response, look first
+            self._look(conn)
+
+    def _look(self, conn: HttpConnection) -> None:
+        self._looking.append(conn)
+        if self.judging is None:
+            loop = asyncio.get_running_loop()
+            self.judging = loop.create_future()
+            loop.call_later(self.look_s, self._judge, conn)
 
     async def wait_for_judgement(self) -> HttpConnection | None:
-        """``take()`` after the first look has judged the server, when one is under way (at most
-        PROBE_S): a caller that found no idle connection in the meantime reuses one instead of
-        dialling. None when there is still none to take."""
+        """``take()`` after the look under way has judged the server (at most ``look_s``): a caller
+        that found no idle connection in the meantime reuses one instead of dialling. None when
+        there is still none to take."""
         if self.judging is not None:
             await asyncio.shield(self.judging)  # one caller cancelled must not cancel the others' wait
         return self.take()
 
     def _judge(self, first: HttpConnection) -> None:
-        """The first look: the server's behaviour judged on ``first``; every connection finished
-        meanwhile is then kept (take() looks at each again before use) or closed."""
+        """A look: the server's behaviour after ``first``'s kind of response judged on ``first``;
+        every connection finished meanwhile after that kind is then kept (take() looks at each
+        again before use) or closed; one after the other kind gets a look of its own."""
         looking, self._looking = self._looking, []
+        judging, self.judging = self.judging, None  # the waiters hold it; later callers dial as usual
+        keepalive = self.keepalive
         if not self.closing:
-            self.keepalive.judge(not first.reusable or peer_has_closed(first.transport))
+            closed = not first.reusable or peer_has_closed(first.transport)
+            keepalive.judge(first.chunked, closed, self.look_s)
         for conn in looking:
-            if (
+            if not self.closing and not keepalive.known(conn.chunked):
+                self._look(conn)
+            elif (
                 self.closing
-                or not (conn.reusable and self.keepalive.reuse)
+                or not (conn.reusable and keepalive.reuses(conn.chunked))
                 or peer_has_closed(conn.transport)
             ):
                 self.drop(conn)
             else:
                 self.idle.append(conn)
-        self._judged()
-
-    def _judged(self) -> None:
-        judging, self.judging = self.judging, None  # the waiters hold it; later callers dial as usual
         if judging is not None and not judging.done():
             judging.set_result(None)
 
@@ -146,7 +160,9 @@ class Pool:
         self.idle.clear()
         self._looking.clear()
         self.open.clear()
-        self._judged()
+        judging, self.judging = self.judging, None
+        if judging is not None and not judging.done():
+            judging.set_result(None)
 
     async def request(
         self,
@@ -164,7 +180,7 @@ class Pool:
             times.asked_ns = perf_counter_ns()
         for attempt in (0, 1):
             idle = self.take()
-            if idle is None and self.judging is not None:
+            if idle is None and self.judging is not None and self.wait_for_look:
                 idle = await self.wait_for_judgement()
             reused = idle is not None
             if idle is None:
@@ -182,8 +198,9 @@ class Pool:
             except ExchangeError as exc:
                 self.drop(conn)
                 if attempt == 0 and may_resend(conn, ex, reused, allow_unanswered=False):
-                    continue
+                    continue  # an idle close raced the write: nothing to learn about the server
                 if reused and ex.unanswered:
+                    self.keepalive.stop(REUSE_DROPPED)  # the next request must not meet it again
                     why = f"{exc} on a reused keep-alive connection: {NOT_RESENT}"
                     raise ExchangeError(why, mid_body=False) from None
                 raise

@@ -18,7 +18,7 @@ from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.lifecycle.serve import RunningGateway
 from tokenpace.gateway.observability.hop_spans import CHILD_SPANS, REUSED, UPSTREAM_SPAN
 from tokenpace.gateway.observability.otlp import FIRST_TOKEN_EVENT
-from tokenpace.wire.keepalive import PROBE_S
+from tokenpace.wire.keepalive import GATEWAY_LOOK_S
 
 pytest.importorskip("opentelemetry.sdk")
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
@@ -65,7 +65,7 @@ def test_the_gateways_hops_are_child_spans_and_the_upstream_call_is_the_engines_
             for _ in range(2):  # one after the other: the second reuses the connection
                 async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "stream": True}) as r:
                     await r.read()
-                await asyncio.sleep(10 * PROBE_S)  # the pool's look at a new server's keep-alive
+                await asyncio.sleep(2 * GATEWAY_LOOK_S)  # the pool's look at a new server's keep-alive
         return up.seen_headers
 
     seen = asyncio.run(asyncio.wait_for(main(), 30))

@@ -11,6 +11,8 @@ from tokenpace.core.metrics import Slo
 from tokenpace.gateway.config.secrets import known_secrets, upstream_key
 from tokenpace.gateway.config.static_labels import check_labels, parse_labels
 from tokenpace.wire.endpoint import Endpoint, EndpointError, parse_endpoint
+from tokenpace.wire.keepalive import GATEWAY_LOOK_S
+from tokenpace.wire.pool import Pool
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics", "key_env", "key_file")
@@ -56,6 +58,15 @@ class Upstream:
         """The URL's path without a trailing /v1 (requests keep their own /v1/... path)."""
         path = urlsplit(self.url).path.rstrip("/")
         return path[:-3] if path.endswith("/v1") else path
+
+
+KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
+
+
+def upstream_pool(endpoint: Endpoint) -> Pool:
+    """The gateway's connections to one upstream (or mirror): a longer first look at its keep-alive
+    than the client's, with requests dialling meanwhile (see tokenpace.wire.keepalive)."""
+    return Pool(endpoint, max_idle_s=KEEPALIVE_S, look_s=GATEWAY_LOOK_S, wait_for_look=False)
 
 
 def parse_upstream(text: str) -> Upstream:

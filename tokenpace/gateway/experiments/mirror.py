@@ -22,7 +22,7 @@ from aiohttp import web
 
 from tokenpace.core.credentials import scrub_secrets
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.gateway.config.config import GatewayConfig, Upstream, parse_upstream
+from tokenpace.gateway.config.config import GatewayConfig, Upstream, parse_upstream, upstream_pool
 from tokenpace.gateway.config.secrets import known_secrets, request_secrets
 from tokenpace.gateway.metering.meter import Meter
 from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
@@ -104,7 +104,7 @@ class Mirrors:
         self.max_bytes = max_bytes
         self.timeout_s = timeout_s
         self.connect_timeout_s = connect_timeout_s
-        self.origins = {m.name: Pool(m.upstream.endpoint, max_idle_s=30.0) for m in mirrors}
+        self.origins = {m.name: upstream_pool(m.upstream.endpoint) for m in mirrors}
         self._queue: asyncio.Queue[ShadowJob] = asyncio.Queue(queue)
         self._bytes = 0  # request bytes queued or in flight
         self._tasks: list[asyncio.Task[None]] = []

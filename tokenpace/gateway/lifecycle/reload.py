@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from tokenpace.core.events import ConfigChange
-from tokenpace.gateway.config.config import GatewayConfig
+from tokenpace.gateway.config.config import GatewayConfig, upstream_pool
 from tokenpace.gateway.config.live import (
     ChangeResult,
     LiveChange,
@@ -33,7 +33,7 @@ from tokenpace.gateway.config.live import (
     with_weights,
 )
 from tokenpace.gateway.experiments.mirror import Mirrors
-from tokenpace.gateway.request_path.proxy import KEEPALIVE_S, Gateway
+from tokenpace.gateway.request_path.proxy import Gateway
 from tokenpace.wire.pool import Pool
 
 PROBE_EVERY_S = 0.5  # readiness: how often an upstream not yet heard from is tried
@@ -141,7 +141,7 @@ def swap(gw: Gateway, new: GatewayConfig, epoch: int) -> Mirrors | None:
             retire(gw.origins.pop(name))
     for name, up in wanted.items():
         if name not in gw.origins:
-            gw.origins[name] = Pool(up.endpoint, max_idle_s=KEEPALIVE_S)
+            gw.origins[name] = upstream_pool(up.endpoint)
     gw.models.reserve({u.model for u in new.upstreams if u.model})
     gw.new_record.static, gw.new_record.epoch = new.static_labels, str(epoch)
     gw.admin.static_labels, gw.admin.epoch = dict(new.static_labels), str(epoch)

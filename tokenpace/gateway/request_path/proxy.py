@@ -15,7 +15,7 @@ from aiohttp.web_urldispatcher import _default_expect_handler
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.prompt_shape import prompt_shape
-from tokenpace.gateway.config.config import GatewayConfig, Upstream
+from tokenpace.gateway.config.config import GatewayConfig, Upstream, upstream_pool
 from tokenpace.gateway.experiments.client_rate import ClientRate
 from tokenpace.gateway.experiments.events import EventMetrics, EventsPage, RecentRequests
 from tokenpace.gateway.experiments.mirror import Mirrors
@@ -57,13 +57,11 @@ from tokenpace.wire.connection import HttpConnection
 from tokenpace.wire.dialects import dialect_at
 from tokenpace.wire.dialects.base import Dialect
 from tokenpace.wire.exchange import ExchangeError
-from tokenpace.wire.pool import Pool
 
 perf_ns = time.perf_counter_ns
 
 
 HOP_AND_ID = HOP | {REQUEST_ID}  # a shadow copy carries its own id
-KEEPALIVE_S = 30.0  # an upstream connection idle longer is closed, not reused
 OptRecord = RequestRecord | None  # a record is kept for a dialect's request only
 OptDialect = Dialect | None
 
@@ -88,7 +86,7 @@ class Gateway:
         self.router = Router(config.upstreams, time.monotonic)
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
-        self.origins = {u.name: Pool(u.endpoint, max_idle_s=KEEPALIVE_S) for u in config.upstreams}
+        self.origins = {u.name: upstream_pool(u.endpoint) for u in config.upstreams}
         self.app = web.Application(client_max_size=config.max_body_bytes)
         self.ws_upstreams = UpstreamSessions(config.connect_timeout_s)  # the Realtime WebSocket's
         self.engines: EngineWatch | None = None

@@ -69,6 +69,7 @@ class ResponseConnection(asyncio.Protocol):
     __slots__ = (
         "backlog",
         "body",
+        "chunked",
         "closed",
         "exchange",
         "framed",
@@ -98,6 +99,7 @@ class ResponseConnection(asyncio.Protocol):
         self.idle_since_ns = perf_counter_ns()  # when the last response ended (for pools)
         self.head_only = False  # HEAD: no body follows the headers
         self.framed = False  # the response said how its body ends (length or chunked)
+        self.chunked = False  # ... and it was chunked (a stream: some servers close after one)
         self.in_body = False  # the final response's headers have arrived
         self.interim = False  # parsing a 1xx response
         self.head_bytes = 0  # bytes of the current response before its head was complete
@@ -245,8 +247,10 @@ class ResponseConnection(asyncio.Protocol):
         ex = self.exchange
         if ex is not None:
             low = name.lower()
-            if low == b"content-length" or (low == b"transfer-encoding" and b"chunked" in value.lower()):
+            if low == b"content-length":
                 self.framed = True  # else the body ends when the server closes the connection
+            elif low == b"transfer-encoding" and b"chunked" in value.lower():
+                self.framed = self.chunked = True
             ex.response_header(name, low, value)
 
     def on_headers_complete(self) -> None:
@@ -258,7 +262,7 @@ class ResponseConnection(asyncio.Protocol):
         status = parser.get_status_code()
         if status < 200:  # 1xx: interim, the real response follows on its own head
             self.interim = True
-            self.framed = False
+            self.framed = self.chunked = False
             ex.response_interim()
             return
         self.in_body = True
@@ -293,7 +297,7 @@ class ResponseConnection(asyncio.Protocol):
         """Sends the request ``payload``; the response's events go to ``exchange``."""
         self.exchange = exchange
         self.head_only = head_only
-        self.framed = self.in_body = self.interim = False
+        self.framed = self.chunked = self.in_body = self.interim = False
         self.head_bytes = 0
         self.body.clear()
         self.transport.write(payload)  # type: ignore[union-attr]
