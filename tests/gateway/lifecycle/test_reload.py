@@ -11,7 +11,6 @@ from collections import Counter
 from typing import Any
 
 import aiohttp
-import pytest
 
 from tokenpace.core.analysis.rollout.srm import srm_check
 from tokenpace.core.metrics import Slo
@@ -182,10 +181,6 @@ def test_an_invalid_change_changes_nothing_and_says_why() -> None:
     asyncio.run(main())
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="a mirror added live sends its copies, but their records never reach on_record",
-)
 def test_a_mirror_and_labels_added_and_removed_live() -> None:
     from tokenpace.gateway.experiments.mirror import parse_mirror
 
@@ -194,7 +189,8 @@ def test_a_mirror_and_labels_added_and_removed_live() -> None:
     async def main() -> None:
         async with (
             ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as live,
-            ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as shadow,
+            # slow enough that the copies are still streaming when the mirror is removed
+            ScriptedServer(Script(ttft_s=0.05, itl_s=0.05)) as shadow,
         ):
             start = config({"a": live.url}, {"a": 1}, 500)
             want = [start]
@@ -223,7 +219,11 @@ def test_a_mirror_and_labels_added_and_removed_live() -> None:
                     await asyncio.sleep(0.02)
                 assert shadow.stats.requests == 5
                 want[0] = start
-                await reload()
+                await reload()  # the copies still streaming finish and are recorded
+                for _ in range(250):
+                    if sum(1 for r in records if r.labels.get("shadow")) >= 5:
+                        break
+                    await asyncio.sleep(0.02)
                 await send(5, "after")
                 await asyncio.sleep(0.1)
                 assert shadow.stats.requests == 5  # the mirror is gone: no more copies

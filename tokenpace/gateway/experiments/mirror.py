@@ -167,6 +167,17 @@ class Mirrors:
     def start(self) -> None:
         self._tasks = [asyncio.create_task(self._worker()) for _ in range(self.concurrency)]
 
+    async def retire(self) -> None:
+        """A mirror set replaced by a live change: the copies it holds, queued or in flight, finish
+        and are recorded (each bounded by its timeouts, all of them by ``timeout_s``; what is left
+        then is dropped as at shutdown, and counted), then it closes. Takes no new copy: the
+        gateway already offers them to the set that replaced it."""
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._queue.join(), self.timeout_s)
+        finally:  # the gateway stopping meanwhile cancels the wait, never the close
+            await self.close()
+
     async def close(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -190,6 +201,7 @@ class Mirrors:
                 self._bytes -= len(job.body)
             with contextlib.suppress(Exception):  # bookkeeping must never stop a worker
                 self.emit(record)
+            self._queue.task_done()
 
     async def _shadow(self, job: ShadowJob) -> RequestRecord:
         name = job.mirror.name

@@ -113,7 +113,7 @@ class Reloader:
         self.epoch += 1
         closing = swap(self.gw, new, self.epoch)
         if closing is not None:
-            self._keep(asyncio.get_running_loop().create_task(closing.close()))
+            self._keep(asyncio.get_running_loop().create_task(closing.retire()))
         event = ConfigChange("", self.epoch, time.time(), who, changed, describe(old), describe(new))
         self.gw.sink.put(LiveChange(event, new))  # with the records, in order: never dropped
         result = ChangeResult(True, self.epoch, changed, current=self.current())
