@@ -19,16 +19,13 @@ Requests are keyed by their ``x-request-id`` header (tokenpace and benchmarks/re
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import os
-import signal
-import sys
 from pathlib import Path
 from time import perf_counter_ns
 
 import orjson
-import uvloop
+from truth_server import run, until_signalled, write_truth
 
 TTFT_S, TOKENS = 0.050, 64
 ITL_S = float(os.environ.get("TRUTH_ITL_MS", "10")) / 1e3  # the ceiling runs shorten it (client_waves.py)
@@ -127,27 +124,10 @@ async def serve(truth_path: Path) -> None:
     stats = Truth()
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: Answer(stats), "127.0.0.1", 0, backlog=4096)
-    sys.stdout.write(f"{server.sockets[0].getsockname()[1]}\n")
-    sys.stdout.flush()
-    stop = asyncio.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    await until_signalled(server.sockets[0].getsockname()[1])
     server.close()
-    tmp = truth_path.with_name(truth_path.name + ".tmp")
-    tmp.write_bytes(orjson.dumps({"requests": stats.requests, "truth": stats.truth, "read": stats.read}))
-    tmp.replace(truth_path)
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--truth", type=Path, required=True, help="where to write the truth JSON on SIGTERM")
-    ap.add_argument("--cpu", type=int, default=0, help="pin to this core (-1: no pinning)")
-    args = ap.parse_args()
-    if args.cpu >= 0 and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {args.cpu})
-    uvloop.run(serve(args.truth))
+    write_truth(truth_path, stats.requests, stats.truth, stats.read)
 
 
 if __name__ == "__main__":
-    main()
+    run(serve, __doc__)

@@ -16,6 +16,7 @@ import asyncio
 import os
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import orjson
@@ -27,26 +28,27 @@ TRUTH_SCRIPT = Script(ttft_s=0.050, itl_s=0.010, tokens=64)
 TINY_SCRIPT = Script(ttft_s=0.0, itl_s=0.0, tokens=1)
 
 
-async def serve(truth_path: Path) -> None:
-    # A listen backlog deep enough for 256+ connections opened at once.
-    server = ScriptedServer(default=TRUTH_SCRIPT, scripts={"tiny": TINY_SCRIPT}, backlog=4096)
-    await server.start()
-    sys.stdout.write(f"{server.port}\n")
+async def until_signalled(port: int) -> None:
+    """Say ``port`` on the first line of stdout (the benchmark reads it), then wait for SIGTERM or
+    SIGINT."""
+    sys.stdout.write(f"{port}\n")
     sys.stdout.flush()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
-    await server.stop()
-    tmp = truth_path.with_name(truth_path.name + ".tmp")
-    stats = server.stats
-    tmp.write_bytes(orjson.dumps({"requests": stats.requests, "truth": stats.truth, "read": stats.read}))
-    tmp.replace(truth_path)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+def write_truth(path: Path, requests: int, truth: dict[str, list[int]], read: dict[str, int]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(orjson.dumps({"requests": requests, "truth": truth, "read": read}))
+    tmp.replace(path)  # the benchmark never reads half a file
+
+
+def run(serve: Callable[[Path], Awaitable[None]], description: str | None) -> None:
+    """A truth server's command line: ``--truth OUT.json [--cpu N]``, pinned, under uvloop."""
+    ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--truth", type=Path, required=True, help="where to write the truth JSON on SIGTERM")
     ap.add_argument("--cpu", type=int, default=0, help="pin to this core (-1: no pinning)")
     args = ap.parse_args()
@@ -55,5 +57,15 @@ def main() -> None:
     uvloop.run(serve(args.truth))
 
 
+async def serve(truth_path: Path) -> None:
+    # A listen backlog deep enough for 256+ connections opened at once.
+    server = ScriptedServer(default=TRUTH_SCRIPT, scripts={"tiny": TINY_SCRIPT}, backlog=4096)
+    await server.start()
+    await until_signalled(server.port)
+    await server.stop()
+    stats = server.stats
+    write_truth(truth_path, stats.requests, stats.truth, stats.read)
+
+
 if __name__ == "__main__":
-    main()
+    run(serve, __doc__)
