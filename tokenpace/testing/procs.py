@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 # Exit codes of a bench or sweep that ran to the end: 0, or 3 when the client fell behind (NOT VALID),
 # which a busy test machine can cause on its own (a 50 ms stall). Tests about something else accept both.
@@ -43,3 +45,32 @@ def run_cli(
     return subprocess.run(
         cli_command(*args), capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd
     )
+
+
+def start_service(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[str]:
+    """``tokenpace ARGS`` (a gateway, a served simulator) started as a service manager starts it:
+    its own process, real signals, stderr piped as text and unbuffered (lines arrive as written),
+    stdout discarded."""
+    return subprocess.Popen(
+        cli_command(*args),
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def wait_listening(
+    port: int, proc: subprocess.Popen[str] | subprocess.Popen[bytes], within_s: float = 20
+) -> None:
+    """Until something accepts on 127.0.0.1:``port``; fails with the process's output if it exits
+    first, or after ``within_s`` (a Python process's start-up: a liveness bound, not a timing)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listened on port {port} within {within_s:g} s")

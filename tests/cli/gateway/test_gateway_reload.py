@@ -4,10 +4,7 @@ a setting that cannot change live is refused whole, with every reason, the runni
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -16,9 +13,8 @@ from typing import Any
 
 import orjson
 import pytest
-from gateway.operations.test_admin import _wait_listening
 
-from tokenpace.testing.procs import free_port
+from tokenpace.testing.procs import free_port, start_service, wait_listening
 
 KEY = "reload-test-key"
 
@@ -52,16 +48,10 @@ def test_the_file_is_read_again_and_a_bad_one_refused_whole(tmp_path: Path) -> N
     good = head + 'no-store = true\nslo = "ttft=1s"\n' + ups.format(a=90, b=10, b_url="http://127.0.0.1:2/v1")
     path = tmp_path / "gateway.toml"
     path.write_text(good)
-    proc = subprocess.Popen(  # the command line's --slo wins over the file's, at the start and after
-        [sys.executable, "-m", "tokenpace", "gateway", "--config", str(path), "--slo", "ttft=700ms"],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    # the command line's --slo wins over the file's, at the start and after
+    proc = start_service("gateway", "--config", str(path), "--slo", "ttft=700ms", cwd=tmp_path)
     try:
-        _wait_listening(admin, proc)
+        wait_listening(admin, proc)
         path.write_text(good.replace("weight = 10", "weight = 30"))
         status, answer = _post(admin)
         assert status == 200 and answer["epoch"] == 1 and answer["changed"] == ["upstream"], answer

@@ -6,13 +6,11 @@ once it is fast again, the promote to 100 %; each move stored as a configuration
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,13 +21,13 @@ import pytest
 from conftest import ThreadedServer
 
 from gateway.gray_traffic import CHAT
-from gateway.operations.test_admin import DOCS, _wait_listening
+from gateway.operations.test_admin import DOCS
 from tokenpace.adapters.store import connect
 from tokenpace.core.events import ConfigChange
 from tokenpace.gateway.config.config import parse_upstream
 from tokenpace.gateway.recording.sink import LINGER_S
 from tokenpace.gateway.request_path.router import Router
-from tokenpace.testing.procs import free_port, run_cli
+from tokenpace.testing.procs import free_port, run_cli, start_service, wait_listening
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 OLD, NEW = "http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"
@@ -139,18 +137,11 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
         )
         (tmp_path / "gray.toml").write_text(config)
         (tmp_path / "admin.key").write_text(KEY + "\n")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tokenpace", *START.split()[1:]],
-            cwd=tmp_path,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
+        proc = start_service(*START.split()[1:], cwd=tmp_path)
         url, admin_url = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{admin}"
         try:
-            _wait_listening(port, proc)
-            _wait_listening(admin, proc)
+            wait_listening(port, proc)
+            wait_listening(admin, proc)
             assert _weights(admin_url) == {"a": 99, "b": 1}
             # a reload of the edited file: SIGHUP, the new SLO in effect, the split as it was
             (tmp_path / "gray.toml").write_text('slo = "ttft=2s"\n' + config)

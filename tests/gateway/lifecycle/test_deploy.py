@@ -5,20 +5,16 @@ check, and point their probes, Service and ServiceMonitor at the gateway's own p
 from __future__ import annotations
 
 import configparser
-import os
 import re
 import shlex
 import signal
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from gateway.operations.test_admin import _wait_listening
-from tokenpace.testing.procs import free_port, run_cli
+from tokenpace.testing.procs import free_port, run_cli, start_service, wait_listening
 
 DEPLOY = Path(__file__).resolve().parents[3] / "deploy"
 EXAMPLE = DEPLOY / "gateway.toml"
@@ -60,16 +56,9 @@ def test_the_systemd_unit_checks_runs_reloads_and_stops_the_gateway(tmp_path: Pa
     # the unit's ExecStart, on free ports (the example's are fixed), then its reload and its stop
     port, admin = free_port(), free_port()
     ports = ["--listen", f"127.0.0.1:{port}", "--admin-listen", f"127.0.0.1:{admin}"]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tokenpace", *start, *ports],
-        cwd=tmp_path,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = start_service(*start, *ports, cwd=tmp_path)
     try:
-        _wait_listening(admin, proc)
+        wait_listening(admin, proc)
         assert _get(f"http://127.0.0.1:{admin}/tokenpace/live")[0] == 200
         proc.send_signal(signal.SIGHUP)  # ExecReload: the same file, nothing to change
         assert _get(f"http://127.0.0.1:{admin}/tokenpace/live")[0] == 200 and proc.poll() is None

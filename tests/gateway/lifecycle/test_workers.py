@@ -12,7 +12,7 @@ import aiohttp
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.lifecycle.workers import WorkerPool
-from tokenpace.testing.procs import running
+from tokenpace.testing.procs import free_port, running, wait_listening
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
@@ -77,10 +77,10 @@ def test_documented_workers_command(tmp_path: Path, threaded_server) -> None:
     import subprocess
     import sys
 
-    from gateway.operations.test_admin import DOCS, _free_port, _wait_listening
+    from gateway.operations.test_admin import DOCS
 
     assert DOC_COMMAND in DOCS.read_text()
-    port = _free_port()
+    port = free_port()
     argv = DOC_COMMAND.replace("\\\n", " ").split()[1:]
     argv = [
         a.replace("127.0.0.1:9000", f"127.0.0.1:{port}").replace(
@@ -96,7 +96,7 @@ def test_documented_workers_command(tmp_path: Path, threaded_server) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        _wait_listening(port, proc)
+        wait_listening(port, proc)
 
         async def traffic() -> None:
             async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
@@ -140,13 +140,11 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
     import sys
     import time
 
-    from gateway.operations.test_admin import _free_port, _wait_listening
-
-    port = _free_port()
+    port = free_port()
     cmd = ["gateway", "--listen", f"127.0.0.1:{port}", "--upstream", "a=http://127.0.0.1:9/v1"]
     proc = subprocess.Popen([sys.executable, "-m", "tokenpace", *cmd, "--workers", "2", "--no-store"])
     try:
-        _wait_listening(port, proc)
+        wait_listening(port, proc)
         kids = [int(k) for t in os.listdir(f"/proc/{proc.pid}/task") for k in _read(proc.pid, t).split()]
         assert len(kids) >= 2
     finally:

@@ -8,16 +8,15 @@ import asyncio
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import aiohttp
 
 from tokenpace.gateway.config.config import GatewayConfig, parse_listen, parse_upstream
 from tokenpace.gateway.lifecycle.serve import RunningGateway
+from tokenpace.testing.procs import free_port, wait_listening
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 ADMIN = "admin-key-0123456789"
@@ -94,16 +93,10 @@ DOC_CURL = (
 )
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_documented_admin_command(tmp_path: Path, threaded_server) -> None:
     assert DOC_COMMAND in DOCS.read_text() and DOC_CURL in DOCS.read_text()
     (tmp_path / "admin.keys").write_text(f"# prometheus\n{ADMIN}\n")
-    port, admin_port = _free_port(), _free_port()
+    port, admin_port = free_port(), free_port()
     argv = DOC_COMMAND.replace("\\\n", " ").split()[1:]
     argv = [
         a.replace("127.0.0.1:9000", f"127.0.0.1:{port}")
@@ -119,7 +112,7 @@ def test_documented_admin_command(tmp_path: Path, threaded_server) -> None:
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        _wait_listening(admin_port, proc)
+        wait_listening(admin_port, proc)
         asyncio.run(asyncio.wait_for(_check_cli(port, admin_port), 20))
         if shutil.which("curl"):  # the documented scrape, as typed
             curl = DOC_CURL.replace("127.0.0.1:9100", f"127.0.0.1:{admin_port}")
@@ -134,17 +127,6 @@ def test_documented_admin_command(tmp_path: Path, threaded_server) -> None:
     assert ADMIN not in text and "Traceback" not in text
     assert f"metrics at http://127.0.0.1:{admin_port}/metrics" in text
     assert text.count("tokenpace gateway: answered 401 to 127.0.0.1: admin unauthorized") == 1, text
-
-
-def _wait_listening(port: int, proc: subprocess.Popen) -> None:
-    deadline = time.monotonic() + 20  # start-up of a Python process: a liveness bound
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, proc.communicate()
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise AssertionError("the gateway did not start listening")
 
 
 async def _check_cli(port: int, admin_port: int) -> None:
