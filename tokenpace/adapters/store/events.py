@@ -7,6 +7,7 @@ The SQL only; ``SqlStore.save_events`` / ``load_events`` own the transaction and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -31,16 +32,22 @@ def insert_events(conn: sa.Connection, events: Sequence[OutcomeEvent]) -> None:
     conn.execute(sa.insert(s.outcome_events), rows)
 
 
-def select_events(
-    conn: sa.Connection, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
-) -> list[OutcomeEvent]:
-    t = s.outcome_events
+def _in_window(
+    t: sa.Table, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
+) -> sa.Select[Any]:
+    """The rows of ``t`` from ``since_unix`` until ``until_unix`` (of these sessions), in order."""
     query = sa.select(t).where(t.c.unix_s >= since_unix).order_by(t.c.unix_s, t.c.id)
     if until_unix is not None:
         query = query.where(t.c.unix_s < until_unix)
     if sessions is not None:
         query = query.where(t.c.session.in_(list(sessions)))
-    rows = conn.execute(query).mappings().all()
+    return query
+
+
+def select_events(
+    conn: sa.Connection, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
+) -> list[OutcomeEvent]:
+    rows = conn.execute(_in_window(s.outcome_events, since_unix, until_unix, sessions)).mappings().all()
     return [
         OutcomeEvent(
             event=r["event"],
@@ -69,12 +76,7 @@ def insert_config_change(conn: sa.Connection, change: ConfigChange) -> None:
 def select_config_changes(
     conn: sa.Connection, since_unix: float, until_unix: float | None, sessions: Sequence[str] | None
 ) -> list[ConfigChange]:
-    t = s.config_changes
-    query = sa.select(t).where(t.c.unix_s >= since_unix).order_by(t.c.unix_s, t.c.id)
-    if until_unix is not None:
-        query = query.where(t.c.unix_s < until_unix)
-    if sessions is not None:
-        query = query.where(t.c.session.in_(list(sessions)))
+    query = _in_window(s.config_changes, since_unix, until_unix, sessions)
     return [
         ConfigChange(
             r["session"], r["epoch"], r["unix_s"], r["who"], tuple(r["changed"]), r["before"], r["after"]
