@@ -8,13 +8,16 @@ missing; a build that fails is an error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -188,6 +191,27 @@ def assert_exact_counts(result: dict[str, Any], records: list[dict[str, Any]], n
         assert r["token_ns"] == sorted(r["token_ns"])
         # Each synthetic prompt word is one token of the tiny model: input lengths are exact.
         assert r["prompt_tokens"] == r["prompt_tokens_requested"] + TEMPLATE_OVERHEAD
+
+
+@contextlib.contextmanager
+def gateway_in_front(upstream: str, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``tokenpace gateway`` in front of ``upstream`` (its base URL), no store, its records in a
+    file: (the gateway's URL, that file). Stopped with SIGINT, which flushes the records file."""
+    port = free_port()
+    records = tmp_path / "gateway.jsonl"
+    cmd = [
+        sys.executable, "-m", "tokenpace", "gateway", "--listen", f"127.0.0.1:{port}",
+        "--upstream", f"a={upstream}", "--no-store", "--records", str(records),
+    ]  # fmt: skip
+    with open(tmp_path / "gateway.log", "wb") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/metrics", 30, proc)
+        yield f"http://127.0.0.1:{port}", records
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGINT)
+        stop_process(proc)
 
 
 def wait_records(path: Path, n: int, timeout_s: float = 10) -> None:

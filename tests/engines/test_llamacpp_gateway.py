@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import urllib.request
 from collections.abc import Iterator
@@ -21,9 +18,8 @@ from pathlib import Path
 import httptools
 import pytest
 
-from engines.engines_support import LlamaServer, read_jsonl, run_cli, stop_process, wait_http, wait_records
+from engines.engines_support import LlamaServer, gateway_in_front, read_jsonl, run_cli, wait_records
 from tokenpace.core.workload.salt import SALT_TOKENS
-from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import MODEL_NAME, TEMPLATE_OVERHEAD
 
 
@@ -34,6 +30,7 @@ class RecordingRelay:
         self.upstream_port = upstream_port
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = int(self.listener.getsockname()[1])
+        self.url = f"http://127.0.0.1:{self.port}/v1"
         self.received: list[bytearray] = []  # per connection, upstream -> client
         self.lock = threading.Lock()
         self.threads: list[threading.Thread] = []
@@ -113,22 +110,8 @@ class _Bodies:
 
 @pytest.fixture
 def gateway(llama_server: LlamaServer, tmp_path: Path) -> Iterator[tuple[str, RecordingRelay, Path]]:
-    port = free_port()
-    records = tmp_path / "gateway.jsonl"
-    with RecordingRelay(llama_server.port) as relay:
-        cmd = [
-            sys.executable, "-m", "tokenpace", "gateway", "--listen", f"127.0.0.1:{port}",
-            "--upstream", f"a=http://127.0.0.1:{relay.port}/v1", "--no-store", "--records", str(records),
-        ]  # fmt: skip
-        with open(tmp_path / "gateway.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        try:
-            wait_http(f"http://127.0.0.1:{port}/metrics", 30, proc)
-            yield f"http://127.0.0.1:{port}", relay, records
-        finally:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGINT)  # flushes the records file
-            stop_process(proc)
+    with RecordingRelay(llama_server.port) as relay, gateway_in_front(relay.url, tmp_path) as (url, records):
+        yield url, relay, records
 
 
 def post(url: str, body: dict) -> bytes:

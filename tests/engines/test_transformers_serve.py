@@ -11,9 +11,6 @@ as its model (else HTTP 400).
 from __future__ import annotations
 
 import json
-import signal
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,15 +24,13 @@ from engines.engines_support import (
     TransformersServe,
     assert_exact_counts,
     bench,
+    gateway_in_front,
     read_jsonl,
     run_cli,
-    stop_process,
-    wait_http,
     wait_records,
 )
 from tokenpace.core.workload.salt import SALT_TOKENS
 from tokenpace.testing import procs
-from tokenpace.testing.procs import free_port
 from tokenpace.testing.tinymodel import TEMPLATE_OVERHEAD
 
 NO_REQUEST_SUCCEEDED = 4  # bench's exit status when every request failed
@@ -185,21 +180,8 @@ def test_without_model_the_run_fails_loudly_with_the_engines_reason(
 
 @pytest.fixture
 def gateway(transformers_serve: TransformersServe, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    port = free_port()
-    records = tmp_path / "gateway.jsonl"
-    cmd = [
-        sys.executable, "-m", "tokenpace", "gateway", "--listen", f"127.0.0.1:{port}",
-        "--upstream", f"a={transformers_serve.url}", "--no-store", "--records", str(records),
-    ]  # fmt: skip
-    with open(tmp_path / "gateway.log", "wb") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        wait_http(f"http://127.0.0.1:{port}/metrics", 30, proc)
-        yield f"http://127.0.0.1:{port}", records
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGINT)  # flushes the records file
-        stop_process(proc)
+    with gateway_in_front(transformers_serve.url, tmp_path) as running:
+        yield running
 
 
 def test_gateway_meters_streams_without_done_as_successes(
