@@ -305,3 +305,40 @@ def test_a_peer_past_its_pieces_per_second_waits_for_the_next_second(monkeypatch
     first_second, paused, total = asyncio.run(asyncio.wait_for(main(), 20))
     assert first_second <= 300 + kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6  # one turn past it at most
     assert paused and total == 1000
+
+
+def test_many_peers_together_draw_on_one_pool_and_a_healthy_read_is_not_held(clock: count) -> None:
+    asyncio.run(_many_peers())
+
+
+async def _many_peers() -> None:
+    """Issue 38, class 1, across connections: twenty peers each sending one byte per HTTP chunk.
+    Beyond a small free share each, their pieces come from one pool per loop, so in a turn they
+    together parse about the pool plus twenty free shares, not twenty times a peer's own per-turn
+    budget (128 each, and a 4 KiB slice past it: ~16,000 in all); a healthy read beside them, within
+    its free share, is parsed at once."""
+    from tokenpace.wire.http1 import shared_budget
+
+    wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 2000 + b"0\r\n\r\n"
+    peers = []
+    for _ in range(20):
+        conn, ex, _ = connect()
+        conn.connection_made(PausingTransport())
+        conn.data_received(wire)  # the first read: one full-size slice, then it is known heavy
+        peers.append(ex)
+    before = sum(len(ex.body()) for ex in peers)
+    await asyncio.sleep(0)  # one turn: the pool refilled, then each peer's rest resumed in order
+    parsed = sum(len(ex.body()) for ex in peers) - before
+    small_slice = kernel.SMALL_FEED_BYTES // 6 + 1  # one-byte chunks in one small slice
+    bound = 20 * (shared_budget.FREE_PIECES_PER_TURN + small_slice) + shared_budget.LOOP_PIECES_PER_TURN
+    assert 0 < parsed <= bound < 20 * kernel.PIECES_PER_TURN
+    assert all(len(ex.body()) > 0 for ex in peers)  # every peer got its turn, none starved
+    conn, healthy, _ = connect()
+    conn.connection_made(PausingTransport())
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"7\r\ndata: a\r\n" * 3)
+    assert healthy.body() == b"data: a" * 3  # the pool is spent; a read within its share is not held
+    for _ in range(2000):
+        if all(e.events[-1][0] == "end" for e in peers):
+            break
+        await asyncio.sleep(0)
+    assert all(ex.body() == b"x" * 2000 for ex in peers)  # under the second's budgets: all of it

@@ -10,7 +10,9 @@ chunk) are coalesced before they are handed on, no task switch.
 Work per loop turn is bounded in work, not only in bytes: a read is fed to the parser
 ``FEED_BYTES`` at a time, and once one turn has parsed ``PIECES_PER_TURN`` body pieces the rest of
 the read waits for the next turn (reading paused meanwhile), so a peer that sends one byte per chunk
-yields to the others instead of running ~10,000 callbacks in one turn.
+yields to the others instead of running ~10,000 callbacks in one turn. Beyond a small free share,
+the pieces are drawn from a pool all the loop's connections share (``shared_budget.py``), so N such
+peers together do not get N times the work; a connection past its free share is fed in small slices.
 """
 
 from __future__ import annotations
@@ -20,6 +22,13 @@ from time import perf_counter_ns
 from typing import Protocol
 
 import httptools
+
+from tokenpace.wire.http1.shared_budget import (
+    FREE_PIECES_PER_SECOND,
+    FREE_PIECES_PER_TURN,
+    SharedPieces,
+    for_loop,
+)
 
 
 class ResponseHandler(Protocol):
@@ -60,6 +69,9 @@ PIECES_PER_TURN = 128
 # byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
 PIECES_PER_SECOND = 10_000
 _SECOND_NS = 1_000_000_000
+# A connection that went past its free share of pieces last time is fed in slices this small (at
+# most ~40 one-byte chunks each), so its turn ends close to where the shared pool ran out.
+SMALL_FEED_BYTES = 256
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -71,7 +83,9 @@ class ResponseConnection(asyncio.Protocol):
         "body",
         "chunked",
         "closed",
+        "counted",
         "exchange",
+        "feed_bytes",
         "framed",
         "head_bytes",
         "head_only",
@@ -83,6 +97,7 @@ class ResponseConnection(asyncio.Protocol):
         "now",
         "parser",
         "pieces",
+        "shared",
         "transport",
         "waiting",
         "window_ns",
@@ -106,6 +121,9 @@ class ResponseConnection(asyncio.Protocol):
         # Body pieces parsed from the current slice, not yet handed on (at most one read's bytes).
         self.body: list[bytes] = []
         self.pieces = 0  # body pieces parsed this loop turn
+        self.counted = 0  # ... of which already counted against the budgets
+        self.feed_bytes = FEED_BYTES  # the slice: SMALL_FEED_BYTES while past the free share
+        self.shared: SharedPieces = for_loop()  # the pool of the loop it was made in
         # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
         self.backlog: memoryview | None = None
         self.held = False  # the consumer paused reading (its client reads slower)
@@ -122,8 +140,8 @@ class ResponseConnection(asyncio.Protocol):
         if self.backlog is not None:  # a read that was in flight as reading paused
             self.backlog = memoryview(bytes(self.backlog) + data)
             return
-        self.pieces = 0
-        if len(data) <= FEED_BYTES:
+        self.pieces = self.counted = 0
+        if len(data) <= self.feed_bytes:
             self._feed(data)
             self._flush()
             if self._spent():
@@ -134,12 +152,12 @@ class ResponseConnection(asyncio.Protocol):
     def _feed_view(self, view: memoryview) -> None:
         """Feeds ``view`` a slice at a time until this turn's piece budget is spent."""
         while view:
-            self._feed(view[:FEED_BYTES])
-            view = view[FEED_BYTES:]
-            if self.pieces > PIECES_PER_TURN and view and not self.closed:
+            n = self.feed_bytes
+            self._feed(view[:n])
+            view = view[n:]
+            if view and not self.closed and self._spent():
                 self._flush()
                 self.backlog = view
-                self._spent()
                 self._yield()
                 return
         self._flush()
@@ -147,13 +165,29 @@ class ResponseConnection(asyncio.Protocol):
             self._yield()
 
     def _spent(self) -> bool:
-        """Counts this turn's pieces; True when past the turn's or the second's budget. Time is
-        the arrival of the read being parsed (no clock read of its own)."""
-        t = self.now
+        """Counts the pieces parsed since the last count; True when past this connection's turn or
+        second budget, or past its free share with the loop's shared pool spent. Time is the
+        arrival of the read being parsed (no clock read of its own)."""
+        t, pieces = self.now, self.pieces
+        fresh = pieces - self.counted
+        self.counted = pieces
         if t - self.window_ns >= _SECOND_NS:
             self.window_ns, self.window_pieces = t, 0
-        self.window_pieces += self.pieces
-        return self.pieces > PIECES_PER_TURN or self.window_pieces > PIECES_PER_SECOND
+        self.window_pieces += fresh
+        beyond_turn = min(fresh, pieces - FREE_PIECES_PER_TURN)
+        if beyond_turn <= 0:
+            self.feed_bytes = FEED_BYTES
+            return self.window_pieces > PIECES_PER_SECOND
+        self.feed_bytes = SMALL_FEED_BYTES
+        beyond_second = max(0, min(fresh, self.window_pieces - FREE_PIECES_PER_SECOND))
+        shared = self.shared
+        shared.draw(beyond_turn, beyond_second, t)
+        return (
+            pieces > PIECES_PER_TURN
+            or self.window_pieces > PIECES_PER_SECOND
+            or shared.turn_left < 0
+            or (beyond_second > 0 and shared.second_left < 0)
+        )
 
     def _yield(self) -> None:
         """Past a budget: reading pauses; the rest waits for a later turn, or past the second's
@@ -165,6 +199,8 @@ class ResponseConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         if self.window_pieces > PIECES_PER_SECOND:
             loop.call_later((self.window_ns + _SECOND_NS - self.now) / 1e9, self._resume_feed)
+        elif self.shared.second_left < 0 and self.window_pieces > FREE_PIECES_PER_SECOND:
+            loop.call_later(self.shared.next_second_s(self.now), self._resume_feed)
         else:
             loop.call_soon(self._resume_feed)
 
@@ -173,7 +209,7 @@ class ResponseConnection(asyncio.Protocol):
         if self.closed or self.held:  # closed: nothing to do; held: resume_reading calls again
             return
         view, self.backlog = self.backlog, None
-        self.pieces = 0
+        self.pieces = self.counted = 0
         if view is not None:
             self._feed_view(view)
         if self.backlog is None and not self.waiting and not self.closed and self.transport is not None:
@@ -232,7 +268,7 @@ class ResponseConnection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         view, self.backlog = self.backlog, None
         if view is not None and self.exchange is not None:  # bytes that came before the close
-            self.pieces = 0
+            self.pieces = self.counted = 0
             self._feed(view)
             self._flush()
         self.closed = True
