@@ -9,6 +9,11 @@ free share (``FREE_PIECES_PER_TURN``, ``FREE_PIECES_PER_SECOND``: more than a re
 second holds) is drawn from this pool; a connection that finds it spent waits for the next turn
 (or second), reading paused. Healthy streams stay within their free share and never wait on it, and
 N hostile peers together get the pool plus N free shares, not N times a peer's own budget.
+
+The second's pool is drawn only by a connection past its free share of the turn too: one whose
+reads stay within 16 pieces is bounded by its own per-second budget and by the loop's reads, one a
+turn for each peer ready (the cost of a read, not of its pieces, dominates there), so a healthy
+whole response of many 4 KiB slices never waits on hostile peers' second.
 """
 
 from __future__ import annotations
