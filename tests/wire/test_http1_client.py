@@ -342,3 +342,18 @@ async def _many_peers() -> None:
             break
         await asyncio.sleep(0)
     assert all(ex.body() == b"x" * 2000 for ex in peers)  # under the second's budgets: all of it
+
+
+def test_only_tiny_pieces_switch_a_connection_to_small_slices(clock: count) -> None:
+    """A sized body is one piece a slice and keeps full-size slices (a large whole response is not
+    slowed); one-byte chunks switch the connection to small slices, and SSE events of a real size
+    switch it back."""
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n" + b"j" * 40_000)
+    assert ex.body() == b"j" * 40_000 and conn.feed_bytes == kernel.FEED_BYTES
+    conn, ex, _ = connect()
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + b"1\r\nx\r\n" * 100)
+    assert conn.feed_bytes == kernel.SMALL_FEED_BYTES
+    event = b"data: " + b"{}".ljust(120, b" ") + b"\n\n"
+    conn.data_received(b"%x\r\n%b\r\n" % (len(event), event))
+    assert conn.feed_bytes == kernel.FEED_BYTES

@@ -69,9 +69,11 @@ PIECES_PER_TURN = 128
 # byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
 PIECES_PER_SECOND = 10_000
 _SECOND_NS = 1_000_000_000
-# A connection that went past its free share of pieces last time is fed in slices this small (at
-# most ~40 one-byte chunks each), so its turn ends close to where the shared pool ran out.
+# A connection whose last slice held pieces of under TINY_PIECE_BYTES on average (one-byte or 7-byte
+# HTTP chunks; a real SSE event is 100+ bytes, a sized body one piece a slice) is fed in slices this
+# small (at most ~40 one-byte chunks each), so its turn ends close to where its budget ran out.
 SMALL_FEED_BYTES = 256
+TINY_PIECE_BYTES = 64
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -122,7 +124,7 @@ class ResponseConnection(asyncio.Protocol):
         self.body: list[bytes] = []
         self.pieces = 0  # body pieces parsed this loop turn
         self.counted = 0  # ... of which already counted against the budgets
-        self.feed_bytes = FEED_BYTES  # the slice: SMALL_FEED_BYTES while past the free share
+        self.feed_bytes = FEED_BYTES  # the slice: SMALL_FEED_BYTES while its pieces are tiny
         self.shared: SharedPieces = for_loop()  # the pool of the loop it was made in
         # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
         self.backlog: memoryview | None = None
@@ -176,9 +178,7 @@ class ResponseConnection(asyncio.Protocol):
         self.window_pieces += fresh
         beyond_turn = min(fresh, pieces - FREE_PIECES_PER_TURN)
         if beyond_turn <= 0:
-            self.feed_bytes = FEED_BYTES
             return self.window_pieces > PIECES_PER_SECOND
-        self.feed_bytes = SMALL_FEED_BYTES
         beyond_second = max(0, min(fresh, self.window_pieces - FREE_PIECES_PER_SECOND))
         shared = self.shared
         shared.draw(beyond_turn, beyond_second, t)
@@ -232,6 +232,7 @@ class ResponseConnection(asyncio.Protocol):
 
     def _feed(self, data: bytes | memoryview) -> None:
         ex = self.exchange  # kept: a callback may have cleared self.exchange before it raised
+        before = self.pieces
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -240,6 +241,8 @@ class ResponseConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._broken(ex, parse_error_text(exc))
             return
+        tiny = (self.pieces - before) * TINY_PIECE_BYTES > len(data)
+        self.feed_bytes = SMALL_FEED_BYTES if tiny else FEED_BYTES
         if not self.in_body and ex is not None:  # an endless head would grow without end
             self.head_bytes += len(data)
             if self.head_bytes > MAX_HEAD_BYTES:
