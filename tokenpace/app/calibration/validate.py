@@ -17,13 +17,13 @@ from typing import Any
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.app.calibration.calibrate import MIN_REQUESTS, load_runs
 from tokenpace.core.analysis.calibration.engine_drift import within_load_drift
-from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
 from tokenpace.core.analysis.calibration.engine_obs import (
     MeasuredLoad,
     max_decoding_at_once,
     timeline,
     usable,
 )
+from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
 from tokenpace.core.analysis.calibration.verdicts import (
     DEFAULT_TOLERANCE,
     RowVerdict,

@@ -1,22 +1,23 @@
 """Did one load decode at two speeds, wave by wave? Pure.
 
 On the H200 `transformers serve` records each admitted wave of a closed loop decodes all its tokens
-at one of two speeds, ~20-40 ms a token or ~75-130 ms, nothing between, and which one is not set by
+at one of two speeds, ~20-40 ms a token or ~75-160 ms, nothing between, and which one is not set by
 the load alone: every load's first wave is slow (a warm-up, engine_drift.steady_part); the 64-user
-step stayed slow for its first two cycles of users, then ran fast; the held-out 32-user loop ran a
-slow cycle, four fast, then slow again; 128 users and the Poisson load ran slow throughout. A step law
-fitted to such loads fits the mix each drew (the 64-user step's median is a slow wave's, the 32-user
-loop's a fast wave's: a line through them overpredicts 32 users ~2x), and no behaviour of the engine
-model says which speed a wave gets. The calibration says so for its loads, and a held-out load that
-ran at two speeds is a decided move of the engine within it, with its size (validate).
+step stayed slow for its first two cycles of users, ran fast, then slow in its drain; the held-out
+32-user loop ran a slow cycle, four fast, then slow again; 128 users and the Poisson load ran slow
+throughout. A step law fitted to such loads fits the mix each drew (the 64-user step, its warm-up
+trimmed, still mixes a slow cycle with fast ones; the 32-user loop's median request drew a fast
+wave: the line through them overpredicts it ~2x), and no behaviour of the engine model says which
+speed a wave gets. `--validate` judges a held-out load that went back and forth between the two
+speeds as a decided move of the engine within it, with its size.
 
 Declared where the load's per-wave times per output token (engine_drift.waves: users in lock step
 are one observation), sorted, jump by SPLIT_RATIO or more between neighbours, with MIN_SIDE waves or
-more on each side, and a slow wave sent after a fast one (slow waves only before the first fast
-one are a warm-up, however long, not a second speed). A jump that wide with no wave between is not one speed's spread (at
-the step noise the calibration fits on these records, CV ~0.3, one speed's waves stay well within
-2x). Its size is surely the fastest slow wave over the slowest fast one: every slow wave was at least
-that much slower than every fast wave.
+more on each side, and a slow wave sent after a fast one (slow waves only before the first fast one
+are a warm-up, however long, not a second speed). A jump that wide with no wave between is not one
+speed's spread (at the step noise the calibration fits on these records, CV ~0.3, one speed's waves
+stay well within 2x). Its size is surely the fastest slow wave over the slowest fast one: every slow
+wave was at least that much slower than every fast wave.
 """
 
 from __future__ import annotations
