@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tokenpace.app.calibration.calibrate import load_runs
-from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad
+from tokenpace.core.analysis.calibration.engine_drift import waves
+from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline
 from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
 
 DATA = Path(__file__).resolve().parents[3] / "data" / "engines" / "h200"
@@ -41,3 +43,19 @@ def test_the_32_user_loop_went_slow_fast_and_slow_again(loads: dict[str, Measure
 )
 def test_a_warm_up_or_one_speed_is_not_two(loads: dict[str, MeasuredLoad], label: str) -> None:
     assert two_speeds(loads[label]) is None
+
+
+def test_what_docs_sim_md_reads_from_the_waves(loads: dict[str, MeasuredLoad]) -> None:
+    """The facts docs/sim.md builds its reading of the misses on: 128 users and the Poisson load decoded
+    at the slow speed throughout; the 64-user step slow first (its trimmed warm-up and one cycle more),
+    then fast."""
+
+    def ms(label: str) -> np.ndarray:
+        tl = timeline(loads[label].records)
+        assert tl is not None
+        return waves(tl)[1] * 1e3
+
+    assert ms("c=128 in=256").min() > 120 and ms("17.05/s in=256").min() > 70
+    c64 = ms("c=64 in=256")
+    slow = c64 > 2 * c64.min()
+    assert slow[:8].all() and not slow[8:].any()  # two cycles of 4 waves slow, then fast, not back
