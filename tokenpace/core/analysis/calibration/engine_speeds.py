@@ -8,8 +8,9 @@ step stayed slow for its first two cycles of users, ran fast, then slow in its d
 throughout. A step law fitted to such loads fits the mix each drew (the 64-user step, its warm-up
 trimmed, still mixes a slow cycle with fast ones; the 32-user loop's median request drew a fast
 wave: the line through them overpredicts it ~2x), and no behaviour of the engine model says which
-speed a wave gets. `--validate` judges a held-out load that went back and forth between the two
-speeds as a decided move of the engine within it, with its size.
+speed a wave gets. A load that went back and forth between the two speeds is a decided move of the
+engine within it, with its size: `--calibrate` leaves it out of the step law as it does a load that
+moved (engine_fit), and `--validate` judges a held-out one undecided with the move.
 
 Declared where the load's per-wave times per output token (engine_drift.waves: users in lock step
 are one observation), sorted, jump by SPLIT_RATIO or more between neighbours, with MIN_SIDE waves or
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenpace.core.analysis.calibration.engine_drift import waves
+from tokenpace.core.analysis.calibration.engine_drift import DecodeDrift, waves
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline
 
 SPLIT_RATIO = 2.0  # the jump between neighbouring waves' speeds that one speed's spread never makes
@@ -42,7 +43,12 @@ class TwoSpeeds:
     slow_ms: float  # of the slow waves
     change: float  # slow over fast, less 1 (medians)
     surely: float  # the fastest slow wave over the slowest fast wave, less 1
+    most: float  # the slowest slow wave over the fastest fast wave, less 1
     note: str
+
+    def as_drift(self) -> DecodeDrift:
+        """As a decided move within the load (engine_drift's terms): its size and bounds."""
+        return DecodeDrift(self.load, self.change, self.surely, self.most, True, self.note)
 
 
 def two_speeds(load: MeasuredLoad) -> TwoSpeeds | None:
@@ -64,6 +70,7 @@ def two_speeds(load: MeasuredLoad) -> TwoSpeeds | None:
         return None  # slow only before it first ran fast: a warm-up
     fast_ms, slow_ms = float(np.median(ranked[:cut])) * 1e3, float(np.median(ranked[cut:])) * 1e3
     change, surely = slow_ms / fast_ms - 1, float(ranked[cut] / ranked[cut - 1]) - 1
+    most = float(ranked[-1] / ranked[0]) - 1
     slow = len(ranked) - cut
     note = (
         f"two decode speeds at {load.label}: {slow} of its {len(ranked)} waves decoded at {slow_ms:.0f} ms "
@@ -72,4 +79,4 @@ def two_speeds(load: MeasuredLoad) -> TwoSpeeds | None:
         "the engine model says which speed a wave gets (longer steps at each load, counting slow and "
         "fast waves, would tell whether the share follows the load)"
     )
-    return TwoSpeeds(load.label, len(ranked), slow, fast_ms, slow_ms, change, surely, note)
+    return TwoSpeeds(load.label, len(ranked), slow, fast_ms, slow_ms, change, surely, most, note)
