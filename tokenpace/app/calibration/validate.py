@@ -23,6 +23,7 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     timeline,
     usable,
 )
+from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
 from tokenpace.core.analysis.calibration.verdicts import (
     DEFAULT_TOLERANCE,
     RowVerdict,
@@ -119,13 +120,19 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
                 out.refused.append(f"{run.path} ({measured.label}) refused: short ({n} usable requests)")
                 continue
             beyond, notes = _past_the_fit(limits, measured)
-            drift = within_load_drift(measured)
-            moved = (
-                f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})"
-                if drift.moved
-                else ""
-            )
-            out.notes[measured.label] = [*notes, drift.note] if drift.moved else notes
+            drift, speeds = within_load_drift(measured), two_speeds(measured)
+            if drift.moved:
+                moved = f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})"
+                notes = [*notes, drift.note]
+            elif speeds is not None:  # back and forth between two speeds: a move, sized by its waves
+                moved = (
+                    f"engine moved within this load: {speeds.slow_waves} of {speeds.waves} waves decoded "
+                    f"{speeds.change:+.0%} slower than the rest (surely {speeds.surely:+.0%})"
+                )
+                notes = [*notes, speeds.note]
+            else:
+                moved = ""
+            out.notes[measured.label] = notes
             # the prediction's own interval: the replays' spread, not widened by the fit's residual
             rows = [
                 Row(p, _judge(p, tolerance, limits, beyond, moved))

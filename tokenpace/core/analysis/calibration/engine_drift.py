@@ -82,7 +82,7 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     """Did the engine hold still *inside* one load? The load's requests cut by send time into parts
     (as many as give PART_WAVES observations each, at most MAX_SEGMENTS), the drain left out
     (requests that ended after the last send: the load was falling), and requests whose first tokens
-    came in the same step one observation (_wave_tpots); the engine moved when the slowest
+    came in the same step one observation (wave_tpots); the engine moved when the slowest
     part's median time per output token is surely (the highest lower bound of the parts' medians' 95 %
     intervals over the lowest upper bound) MIN_MOVE or more above the fastest's.
 
@@ -95,7 +95,7 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     tl = timeline(load.records)
     if tl is None:
         return DecodeDrift(load.label, nan, nan, nan, False, "")
-    tpot = _wave_tpots(tl)
+    tpot = wave_tpots(tl)
     k = min(MAX_SEGMENTS, len(tpot) // PART_WAVES)
     if k < 2:
         note = (
@@ -124,8 +124,13 @@ def within_load_drift(load: MeasuredLoad) -> DecodeDrift:
     return DecodeDrift(load.label, change, low, high, moved, note)
 
 
-def _wave_tpots(tl: Timeline) -> np.ndarray:
-    """Time per output token, one value per wave, in send order, the drain left out.
+def wave_tpots(tl: Timeline) -> np.ndarray:
+    """Time per output token, one value per wave, in send order, the drain left out (waves)."""
+    return waves(tl)[1]
+
+
+def waves(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """(each wave's first send, its time per output token), in send order, the drain left out.
 
     A closed loop's users in lock step start decoding in the same step and share every step after:
     their TPOTs are one observation, not many (counted as many, a wave of 16 equal values gives a
@@ -135,18 +140,18 @@ def _wave_tpots(tl: Timeline) -> np.ndarray:
     steady = tl.end <= tl.sent.max()  # after the last send the load was falling
     first, tpot, sent = tl.first[steady], ((tl.end - tl.first) / (tl.out - 1))[steady], tl.sent[steady]
     if len(first) == 0:
-        return np.zeros(0)
+        return np.zeros(0), np.zeros(0)
     tol = 0.5 * float(np.median(tpot))
     order = np.argsort(first, kind="stable")
-    waves: list[tuple[float, float]] = []  # (first send of the wave, its median TPOT)
+    found: list[tuple[float, float]] = []  # (first send of the wave, its median TPOT)
     start = 0
     for i in range(1, len(order) + 1):
         if i == len(order) or first[order[i]] - first[order[start]] > tol:  # from the wave's first
             members = order[start:i]
-            waves.append((float(sent[members].min()), float(np.median(tpot[members]))))
+            found.append((float(sent[members].min()), float(np.median(tpot[members]))))
             start = i
-    waves.sort()
-    return np.asarray([v for _, v in waves])
+    found.sort()
+    return np.asarray([s for s, _ in found]), np.asarray([v for _, v in found])
 
 
 def steady_part(load: MeasuredLoad) -> tuple[MeasuredLoad, DecodeDrift, str]:

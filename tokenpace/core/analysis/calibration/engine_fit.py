@@ -51,6 +51,7 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     timeline,
 )
 from tokenpace.core.analysis.calibration.engine_solve import solve, weighted_median
+from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
 from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
 from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
@@ -171,6 +172,8 @@ def fit_engine(
     steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
     loads = [ld for ld, _, _ in steady]
     moved_within = [d for _, d, _ in steady if d.moved]
+    # back and forth between two speeds (engine_speeds): a move too, which parts by send time miss
+    moved_within += [s.as_drift() for ld, d, _ in steady if not d.moved and (s := two_speeds(ld))]
     timelines = [(ld, tl) for ld in loads if (tl := timeline(ld.records)) is not None]
     if not timelines:
         raise ValueError("no successful streamed request with two or more tokens in the runs given")
