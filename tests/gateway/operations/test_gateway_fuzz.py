@@ -127,7 +127,7 @@ def test_the_kernel_bounds_its_work_per_turn_and_delivers_the_body_whole(
         return ex
 
     ex = asyncio.run(main())
-    assert most <= kernel.PIECES_PER_TURN + kernel.FEED_BYTES // 6
+    assert most <= kernel.PIECES_PER_TURN
     wire_body = peer.body()[: peer.cut_after] if peer.cut_after is not None else peer.body()
     assert b"".join(ex.body) == wire_body
     assert ex.ended == peer.ends_well or (peer.cut_after is not None and ex.broken)

@@ -7,12 +7,12 @@ reports is when the bytes reached the process, not when it got round to them. Bo
 exchange once per read: the pieces one read holds (an upstream may send every byte as its own HTTP
 chunk) are coalesced before they are handed on, no task switch.
 
-Work per loop turn is bounded in work, not only in bytes: a read is fed to the parser
-``FEED_BYTES`` at a time, and once one turn has parsed ``PIECES_PER_TURN`` body pieces the rest of
-the read waits for the next turn (reading paused meanwhile), so a peer that sends one byte per chunk
-yields to the others instead of running ~10,000 callbacks in one turn. Beyond a small free share,
-the pieces are drawn from a pool all the loop's connections share (``shared_budget.py``), so N such
-peers together do not get N times the work; a connection past its free share is fed in small slices.
+Work per loop turn is bounded in work units (body pieces and response heads), not only in bytes,
+and the bound is the loop's, shared by all its connections (turn_budget.py): a read is fed to the
+parser in slices that cannot hold more units than this connection (``PIECES_PER_TURN``) and the
+loop's turn (``UNITS_PER_TURN``) have left; the rest of the read waits, reading paused, in the loop's
+round-robin queue, so twenty peers sending one byte per chunk together get one turn's budget, not
+twenty, and a healthy stream's next read is parsed at most one turn later.
 """
 
 from __future__ import annotations
@@ -23,12 +23,7 @@ from typing import Protocol
 
 import httptools
 
-from tokenpace.wire.http1.shared_budget import (
-    FREE_PIECES_PER_SECOND,
-    FREE_PIECES_PER_TURN,
-    SharedPieces,
-    for_loop,
-)
+from tokenpace.wire.http1.turn_budget import feed_bytes, turn_budget
 
 
 class ResponseHandler(Protocol):
@@ -60,20 +55,14 @@ def parse_error_text(exc: httptools.HttpParserError) -> str:
 
 
 MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones are < 4 KiB)
-FEED_BYTES = 4 * 1024  # bytes of a read handed to the parser at once
-# Body pieces parsed per connection per loop turn (a healthy read holds one to a few; a read of
-# one-byte chunks ~10,000): past it the rest of the read waits a turn.
+# Units parsed per connection per loop turn (a healthy read holds one to a few; a read of one-byte
+# chunks ~10,000), within the loop's shared UNITS_PER_TURN: past either the rest waits a turn.
 PIECES_PER_TURN = 128
 # Body pieces per connection per second (a real stream's tokens are hundreds to a few thousand a
 # second): past it the connection waits for the next second, reading paused, so a peer sending one
 # byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
 PIECES_PER_SECOND = 10_000
 _SECOND_NS = 1_000_000_000
-# A connection whose last slice held pieces of under TINY_PIECE_BYTES on average (one-byte or 7-byte
-# HTTP chunks; a real SSE event is 100+ bytes, a sized body one piece a slice) is fed in slices this
-# small (at most ~40 one-byte chunks each), so its turn ends close to where its budget ran out.
-SMALL_FEED_BYTES = 256
-TINY_PIECE_BYTES = 64
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -83,11 +72,11 @@ class ResponseConnection(asyncio.Protocol):
     __slots__ = (
         "backlog",
         "body",
+        "body_left",
         "chunked",
         "closed",
-        "counted",
+        "draining",
         "exchange",
-        "feed_bytes",
         "framed",
         "head_bytes",
         "head_only",
@@ -96,11 +85,12 @@ class ResponseConnection(asyncio.Protocol):
         "in_body",
         "interim",
         "keep_alive",
+        "lost_exc",
         "now",
         "parser",
         "pieces",
-        "shared",
         "transport",
+        "turn",
         "waiting",
         "window_ns",
         "window_pieces",
@@ -120,98 +110,100 @@ class ResponseConnection(asyncio.Protocol):
         self.in_body = False  # the final response's headers have arrived
         self.interim = False  # parsing a 1xx response
         self.head_bytes = 0  # bytes of the current response before its head was complete
+        self.body_left = 0  # of a body with a length: what is still to come (feeds up to its end)
         # Body pieces parsed from the current slice, not yet handed on (at most one read's bytes).
         self.body: list[bytes] = []
         self.pieces = 0  # body pieces parsed this loop turn
-        self.counted = 0  # ... of which already counted against the budgets
-        self.feed_bytes = FEED_BYTES  # the slice: SMALL_FEED_BYTES while its pieces are tiny
-        self.shared: SharedPieces = for_loop()  # the pool of the loop it was made in
         # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
         self.backlog: memoryview | None = None
         self.held = False  # the consumer paused reading (its client reads slower)
         self.waiting = False  # past a budget: a later turn (or second) resumes the feed
         self.window_ns = 0  # when the current second of the per-second budget began
         self.window_pieces = 0  # body pieces parsed in it
+        # Lost with a backlog: the rest of the last read is parsed a share a turn, then the loss told.
+        self.draining = False
+        self.lost_exc: Exception | None = None
+        self.turn = turn_budget()  # the loop's work per turn, shared by all its connections
 
     # --- asyncio.Protocol ---
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
+        self.turn = turn_budget()
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()
         if self.backlog is not None:  # a read that was in flight as reading paused
             self.backlog = memoryview(bytes(self.backlog) + data)
             return
-        self.pieces = self.counted = 0
-        if len(data) <= self.feed_bytes:
-            self._feed(data)
-            self._flush()
-            if self._spent():
-                self._yield()
-            return
-        self._feed_view(memoryview(data))
+        self._parse(data, PIECES_PER_TURN)
 
-    def _feed_view(self, view: memoryview) -> None:
-        """Feeds ``view`` a slice at a time until this turn's piece budget is spent."""
-        while view:
-            n = self.feed_bytes
-            self._feed(view[:n])
-            view = view[n:]
-            if view and not self.closed and self._spent():
-                self._flush()
-                self.backlog = view
-                self._yield()
-                return
+    def _parse(self, data: bytes | memoryview, quantum: int) -> None:
+        """Parses ``data`` up to ``quantum`` units and what the loop's turn has left; the rest is the
+        backlog, reading paused, queued for a later turn."""
+        turn = self.turn
+        self.pieces = 0
+        while data and (self.draining or not self.closed):
+            grant = min(quantum - self.pieces, turn.left)
+            if grant <= 0:
+                break
+            before = self.pieces
+            size = feed_bytes(grant)
+            if self.in_body and not self.chunked:  # one piece per feed however long: up to its end
+                size = max(size, self.body_left if self.framed else len(data))
+            if len(data) <= size:  # a healthy read: one feed, no slicing
+                self._feed(data)
+                data = b""
+            else:
+                view = data if isinstance(data, memoryview) else memoryview(data)
+                self._feed(view[:size])
+                data = view[size:]
+            turn.spend(self.pieces - before)
         self._flush()
-        if self._spent():
-            self._yield()
-
-    def _spent(self) -> bool:
-        """Counts the pieces parsed since the last count; True when past this connection's turn or
-        second budget, or past its free share with the loop's shared pool spent. Time is the
-        arrival of the read being parsed (no clock read of its own)."""
-        t, pieces = self.now, self.pieces
-        fresh = pieces - self.counted
-        self.counted = pieces
+        if self.draining:  # the connection is gone: the rest of its last read, a share a turn
+            if data and self.exchange is not None:
+                self.backlog = data if isinstance(data, memoryview) else memoryview(data)
+                self.waiting = True
+                turn.wait(self)
+            else:
+                self._lost()
+            return
+        if self.closed or self.transport is None:
+            return
+        t = self.now  # the per-second window is timed by the reads' arrival (no clock read of its own)
         if t - self.window_ns >= _SECOND_NS:
             self.window_ns, self.window_pieces = t, 0
-        self.window_pieces += fresh
-        beyond_turn = min(fresh, pieces - FREE_PIECES_PER_TURN)
-        if beyond_turn <= 0:
-            return self.window_pieces > PIECES_PER_SECOND
-        beyond_second = max(0, min(fresh, self.window_pieces - FREE_PIECES_PER_SECOND))
-        shared = self.shared
-        shared.draw(beyond_turn, beyond_second, t)
-        return (
-            pieces > PIECES_PER_TURN
-            or self.window_pieces > PIECES_PER_SECOND
-            or shared.turn_left < 0
-            or (beyond_second > 0 and shared.second_left < 0)
-        )
+        self.window_pieces += self.pieces
+        if self.window_pieces > PIECES_PER_SECOND:  # past the second's budget: wait for the next
+            self.backlog = memoryview(data) if data else None
+            self._wait((self.window_ns + _SECOND_NS - t) / 1e9)
+        elif data:
+            self.backlog = data if isinstance(data, memoryview) else memoryview(data)
+            self._wait(None)
 
-    def _yield(self) -> None:
-        """Past a budget: reading pauses; the rest waits for a later turn, or past the second's
-        budget for the next second."""
-        if self.transport is None or self.closed or self.waiting:
+    def _wait(self, delay_s: float | None) -> None:
+        """Past a budget: reading pauses; the rest waits for the loop's next round (``delay_s``
+        None) or the next second."""
+        if self.waiting or self.transport is None:
             return
         self.transport.pause_reading()
         self.waiting = True
-        loop = asyncio.get_running_loop()
-        if self.window_pieces > PIECES_PER_SECOND:
-            loop.call_later((self.window_ns + _SECOND_NS - self.now) / 1e9, self._resume_feed)
-        elif self.shared.second_left < 0 and self.window_pieces > FREE_PIECES_PER_SECOND:
-            loop.call_later(self.shared.next_second_s(self.now), self._resume_feed)
+        if delay_s is None:
+            self.turn.wait(self)
         else:
-            loop.call_soon(self._resume_feed)
+            asyncio.get_running_loop().call_later(delay_s, self.take_turn, PIECES_PER_TURN)
 
-    def _resume_feed(self) -> None:
+    def take_turn(self, quantum: int) -> None:
+        """Served by the loop's budget (or the next second): up to ``quantum`` units of the backlog."""
         self.waiting = False
-        if self.closed or self.held:  # closed: nothing to do; held: resume_reading calls again
+        if self.draining:  # no reading left to hold back: the consumer gets the rest as it comes
+            view, self.backlog = self.backlog, None
+            self._parse(view if view is not None else b"", min(quantum, PIECES_PER_TURN))
+            return
+        if self.closed or self.held:  # closed: nothing to do; held: resume_reading queues again
             return
         view, self.backlog = self.backlog, None
-        self.pieces = self.counted = 0
         if view is not None:
-            self._feed_view(view)
+            self._parse(view, min(quantum, PIECES_PER_TURN))
         if self.backlog is None and not self.waiting and not self.closed and self.transport is not None:
             self.transport.resume_reading()
 
@@ -226,13 +218,13 @@ class ResponseConnection(asyncio.Protocol):
         if self.transport is None or self.closed or self.waiting:  # waiting: its own resume follows
             return
         if self.backlog is not None:
-            asyncio.get_running_loop().call_soon(self._resume_feed)
+            self.waiting = True
+            self.turn.wait(self)
         else:
             self.transport.resume_reading()
 
     def _feed(self, data: bytes | memoryview) -> None:
         ex = self.exchange  # kept: a callback may have cleared self.exchange before it raised
-        before = self.pieces
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -241,8 +233,6 @@ class ResponseConnection(asyncio.Protocol):
         except httptools.HttpParserError as exc:
             self._broken(ex, parse_error_text(exc))
             return
-        tiny = (self.pieces - before) * TINY_PIECE_BYTES > len(data)
-        self.feed_bytes = SMALL_FEED_BYTES if tiny else FEED_BYTES
         if not self.in_body and ex is not None:  # an endless head would grow without end
             self.head_bytes += len(data)
             if self.head_bytes > MAX_HEAD_BYTES:
@@ -253,6 +243,7 @@ class ResponseConnection(asyncio.Protocol):
         self.exchange = None
         self.body.clear()
         self.backlog = None
+        self.draining = False
         if ex is not None:
             ex.response_malformed(reason, self.now)
         self.abort()
@@ -269,17 +260,31 @@ class ResponseConnection(asyncio.Protocol):
             ex.response_body(data, self.now)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        view, self.backlog = self.backlog, None
-        if view is not None and self.exchange is not None:  # bytes that came before the close
-            self.pieces = self.counted = 0
+        self.lost_exc = exc
+        closed, self.closed = self.closed, True
+        view = self.backlog
+        # Bytes that came before the close (not when we aborted it: the exchange is over then).
+        if view is not None and self.exchange is not None and not closed:
+            if self.turn.loop is not None:  # parsed a share a turn, like any backlog, then lost
+                self.draining = True
+                if not self.waiting:
+                    self.waiting = True
+                    self.turn.wait(self)
+                return
+            self.backlog = None
+            self.pieces = 0
             self._feed(view)
             self._flush()
-        self.closed = True
+        self._lost()
+
+    def _lost(self) -> None:
+        self.draining = False
+        self.backlog = None
         ex = self.exchange
         if ex is not None:
             self.exchange = None
-            body_ended = exc is None and self.in_body and not self.framed
-            ex.response_lost(exc, perf_counter_ns(), body_ended)
+            body_ended = self.lost_exc is None and self.in_body and not self.framed
+            ex.response_lost(self.lost_exc, perf_counter_ns(), body_ended)
 
     # --- httptools callbacks ---
     def on_header(self, name: bytes, value: bytes) -> None:
@@ -287,6 +292,7 @@ class ResponseConnection(asyncio.Protocol):
         if ex is not None:
             low = name.lower()
             if low == b"content-length":
+                self.body_left = int(value) if value.isdigit() and len(value) < 19 else 0
                 self.framed = True  # else the body ends when the server closes the connection
             elif low == b"transfer-encoding" and b"chunked" in value.lower():
                 self.framed = self.chunked = True
@@ -305,6 +311,7 @@ class ResponseConnection(asyncio.Protocol):
             ex.response_interim()
             return
         self.in_body = True
+        self.pieces += 1  # a head is a unit of work too (a peer of many short responses)
         ex.response_head(status, self.now)
         if self.head_only:
             self.keep_alive = False  # the parser cannot know no body follows; do not reuse
@@ -312,6 +319,7 @@ class ResponseConnection(asyncio.Protocol):
 
     def on_body(self, body: bytes) -> None:
         self.pieces += 1
+        self.body_left -= len(body)
         if self.exchange is not None:
             self.body.append(body)
 
@@ -337,12 +345,14 @@ class ResponseConnection(asyncio.Protocol):
         self.exchange = exchange
         self.head_only = head_only
         self.framed = self.chunked = self.in_body = self.interim = False
-        self.head_bytes = 0
+        self.head_bytes = self.body_left = 0
         self.body.clear()
         self.transport.write(payload)  # type: ignore[union-attr]
 
     def abort(self) -> None:
         """Drops the connection now: the exchange is over either way, no graceful close."""
         self.closed = True
-        if self.transport is not None:
+        if self.draining:  # already gone: what its backlog held is dropped, the exchange told now
+            self._lost()
+        elif self.transport is not None:
             self.transport.abort()
