@@ -13,8 +13,8 @@ import resource
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+import fuzz_strategies  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 from tokenpace.client import Sender  # noqa: E402
 from tokenpace.core.record import RequestRecord, Status  # noqa: E402
@@ -28,17 +28,7 @@ SHORT = settings(
 )
 RSS_GROWTH_BOUND_MB = 64  # the whole fuzz run in this process (server and client)
 
-peers = st.builds(
-    Peer,
-    tokens=st.integers(0, 12),
-    pad=st.sampled_from([0, 1, 100, 5000, 70_000, 2_000_000]),  # 2 MB: an event past the 1 MiB bound
-    bom=st.booleans(),
-    line_end=st.sampled_from([b"\n", b"\r\n", b"\r"]),
-    comments=st.sampled_from([0, 1, 50, 5000]),
-    gzip=st.booleans(),
-    chunks=st.lists(st.integers(1, 300), min_size=1, max_size=4).map(tuple),
-    cut_after=st.none() | st.integers(0, 4000),
-)
+peers = fuzz_strategies.peers([0, 1, 100, 5000, 70_000, 2_000_000])  # 2 MB: an event past the 1 MiB bound
 
 
 async def _send(url: str, model: str) -> RequestRecord:

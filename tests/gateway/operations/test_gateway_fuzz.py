@@ -18,6 +18,7 @@ import aiohttp
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
+import fuzz_strategies  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -34,17 +35,7 @@ SHORT = settings(
 )
 RSS_GROWTH_BOUND_MB = 64  # the whole fuzz run in this process (gateway, upstream and clients)
 
-peers = st.builds(
-    Peer,
-    tokens=st.integers(0, 12),
-    pad=st.sampled_from([0, 1, 100, 5000, 70_000]),
-    bom=st.booleans(),
-    line_end=st.sampled_from([b"\n", b"\r\n", b"\r"]),
-    comments=st.sampled_from([0, 1, 50, 5000]),
-    gzip=st.booleans(),
-    chunks=st.lists(st.integers(1, 300), min_size=1, max_size=4).map(tuple),
-    cut_after=st.none() | st.integers(0, 4000),
-)
+peers = fuzz_strategies.peers([0, 1, 100, 5000, 70_000])
 
 
 def _cuts(data: bytes, sizes: list[int]) -> list[bytes]:
