@@ -75,7 +75,7 @@ def main() -> int:
     for line in result.caveats:
         print(f"profile: {line}")
     print("\n".join(table(result)))
-    print(f"loads: {result.loads}; profile: {result.verdict}")
+    print(f"loads: {result.loads}; judged at: {result.speeds}; profile: {result.verdict}")
     failures = acceptance(result)
     print("acceptance: " + ("met" if not failures else "NOT met: " + "; ".join(failures)))
     return 1 if failures else 0

@@ -1,13 +1,16 @@
 """The scheduler behaviours beyond vLLM's (profile fields, off by default): a per-step floor, a
-per-request cost outside the steps, prefill-first steps that pause the running decodes."""
+per-request cost outside the steps, prefill-first steps that pause the running decodes, a second speed."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import VirtualLoad, get_profile, run_virtual
 from tokenpace.sim.model.costmodel import CostModel
+from tokenpace.sim.profiles.profile import load_profile_file
+from tokenpace.sim.profiles.profile_file import profile_to_toml
 
 
 def _closed(users: int, prompt: int = 256, out: int = 32) -> VirtualLoad:
@@ -21,6 +24,21 @@ def test_defaults_are_vllms() -> None:
     e = get_profile().efficiency
     assert e.step_floor_ms == 0.0 and e.request_overhead_ms == 0.0
     assert get_profile().engine.chunked_prefill
+    assert not get_profile().has_slow_speed
+
+
+def test_a_second_speed_runs_only_when_asked_and_survives_its_file(tmp_path) -> None:
+    extras = {"slow_step_extra_ms": 60.0, "slow_per_seq_extra_us": 100.0}
+    two = get_profile().with_overrides(efficiency=extras)
+    fast, slow = CostModel(two), CostModel(two.at_slow_speed())
+    assert fast.decode_step_seconds(8, 512) == CostModel(get_profile()).decode_step_seconds(8, 512)
+    assert slow.decode_step_seconds(8, 512) - fast.decode_step_seconds(8, 512) == pytest.approx(0.0608)
+    assert not two.at_slow_speed().has_slow_speed  # the slow one is not slowed twice
+    path = tmp_path / "two.toml"
+    path.write_text(profile_to_toml(two))
+    assert load_profile_file(path).efficiency == two.efficiency
+    with pytest.raises(ValueError, match="has one speed"):
+        get_profile().at_slow_speed()
 
 
 def test_step_floor_hides_the_batch_until_it_exceeds_it() -> None:

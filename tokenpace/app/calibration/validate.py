@@ -14,9 +14,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.app.calibration.calibrate import MIN_REQUESTS, load_runs
-from tokenpace.core.analysis.calibration.engine_drift import within_load_drift
+from tokenpace.core.analysis.calibration.engine_drift import wave_members, within_load_drift
 from tokenpace.core.analysis.calibration.engine_obs import (
     MeasuredLoad,
     max_decoding_at_once,
@@ -72,6 +74,8 @@ class Validation:
     notes: dict[str, list[str]] = field(default_factory=dict)  # per load: past the fit, KV near its limit
     refused: list[str] = field(default_factory=list)
     caveats: list[str] = field(default_factory=list)  # what the profile itself carries
+    # per load, the speed it was judged at: one (the profile has one), fast, slow, both (it switched)
+    speeds: dict[str, str] = field(default_factory=dict)
 
     @property
     def verdict(self) -> str:
@@ -100,6 +104,7 @@ class Validation:
             "notes": {k: list(v) for k, v in self.notes.items()},
             "refused": list(self.refused),
             "caveats": list(self.caveats),
+            "speeds": dict(self.speeds),
         }
 
 
@@ -112,6 +117,7 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
     # A profile whose fit failed its gate is still judged here, row by row: a validation is the
     # evidence (elsewhere its predictions decide nothing).
     limits = replace(limits, poor_fit=())
+    slow = profile.at_slow_speed() if profile.has_slow_speed else None
     for run in load_runs(paths):
         out.refused += run.refused
         for measured in run.loads:
@@ -132,15 +138,43 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
                 notes = [*notes, speeds.note]
             else:
                 moved = ""
-            out.notes[measured.label] = notes
             # the prediction's own interval: the replays' spread, not widened by the fit's residual
-            rows = [
-                Row(p, _judge(p, tolerance, limits, beyond, moved))
-                for p in predict(profile, measured, fit_error=0.0)
-            ]
+            predicted = predict(profile, measured, fit_error=0.0)
+            out.speeds[measured.label] = "fast" if slow is not None else "one"
+            if slow is not None and not moved:  # one speed throughout: which one, from its waves
+                at_slow = predict(slow, measured, fit_error=0.0)
+                ran, note = speed_ran(measured, predicted, at_slow)
+                out.speeds[measured.label] = ran
+                notes = [*notes, note]
+                if ran == "slow":
+                    predicted = at_slow
+            elif slow is not None:
+                out.speeds[measured.label] = "both"
+            out.notes[measured.label] = notes
+            rows = [Row(p, _judge(p, tolerance, limits, beyond, moved)) for p in predicted]
             out.rows += rows
             out.loads[measured.label] = combine(r.judged.verdict for r in rows)
     return out
+
+
+def speed_ran(measured: MeasuredLoad, fast: list[Prediction], slow: list[Prediction]) -> tuple[str, str]:
+    """("fast" | "slow", why): the speed whose predicted median time per output token lies nearer (in
+    ratio) the median of the load's waves, each wave of users in lock step one observation."""
+    tl = timeline(measured.records)
+    f = next(p.predicted_ms for p in fast if p.metric == "tpot" and p.percentile == 50)
+    s = next(p.predicted_ms for p in slow if p.metric == "tpot" and p.percentile == 50)
+    if tl is None or f <= 0 or s <= 0:
+        return "fast", "judged at the fast speed (no wave to tell which speed it ran at)"
+    tpot = (tl.end - tl.first) / (tl.out - 1)
+    waves = np.asarray([float(np.median(tpot[m])) for m in wave_members(tl.first, tpot)]) * 1e3
+    median = float(np.median(waves))
+    ran = "slow" if abs(np.log(median / s)) < abs(np.log(median / f)) else "fast"
+    why = (
+        f"ran at the {ran} speed throughout: its {len(waves)} waves decoded at {waves.min():.3g}-"
+        f"{waves.max():.3g} ms a token (median {median:.3g}), where the fast speed predicts a median of "
+        f"{f:.3g} ms and the slow {s:.3g}; judged against the {ran} speed's prediction"
+    )
+    return ran, why
 
 
 def _judge(

@@ -44,6 +44,8 @@ def sim_setup(o: Mapping[str, Any]) -> tuple[Profile, Network, FaultConfig]:
     """The profile (with the engine flags over it), the network and the faults the options ask for;
     ValueError (one line) on bad input."""
     profile = get_profile(o["profile_name"])
+    if o.get("speed") == "slow":
+        profile = profile.at_slow_speed()
     engine = {
         k: o[k]
         for k in (

@@ -92,6 +92,13 @@ def _positive_duration(text: str) -> float:
 )
 @click.option("--served-model-name", default=None, help="Model name the API serves (default: the profile's).")
 @click.option(
+    "--speed",
+    type=click.Choice(["fast", "slow"]),
+    default="fast",
+    show_default=True,
+    help="A calibrated profile of an engine seen at two speeds (--calibrate says so): run its slow one.",
+)
+@click.option(
     "--faults",
     "faults_file",
     type=click.Path(exists=True, dir_okay=False),

@@ -11,7 +11,8 @@ of 1,000 TFLOP/s and 1,000 GB/s at full efficiency:
 - F and S                    -> step_overhead_ms and per_seq_overhead_us
 - R                          -> the network's rtt_ms
 - step noise, prefill table  -> the engine's step_cv, step_cv_hold_ms, prefill_table_* (step_noise.py)
-- the behaviours identified  -> step_floor_ms (a per-step floor), chunked_prefill = false (prefill-first)
+- the behaviours identified  -> step_floor_ms (a per-step floor), chunked_prefill = false (prefill-first),
+                               slow_step_extra_ms and slow_per_seq_extra_us (a second, slower speed)
 
 The [provenance] table keeps the fit in its own units, which runs it came from, which parameters the
 data identified and which were left at a default (and why), the residuals, and where it holds.
@@ -31,7 +32,9 @@ UNLIMITED_KV_BLOCKS = 65536
 UNLIMITED_MODEL_LEN = 131072
 
 
-def costs_to_sections(c: StepCosts, step_floor: float = 0.0) -> tuple[ModelSpec, Hardware, Efficiency]:
+def costs_to_sections(
+    c: StepCosts, step_floor: float = 0.0, slow_extra: tuple[float, float] = (0.0, 0.0)
+) -> tuple[ModelSpec, Hardware, Efficiency]:
     model = ModelSpec(
         params_b=c.weights * REF_BW / 1e9,
         # 0 would read as "dense: use params_b"; a vanishing value keeps the compute term ~0
@@ -44,7 +47,16 @@ def costs_to_sections(c: StepCosts, step_floor: float = 0.0) -> tuple[ModelSpec,
         kv_bytes=c.per_context * REF_BW / 2,
     )
     hardware = Hardware("effective (calibrated)", 1, 0.0, REF_BW / 1e9, REF_FLOPS / 1e12)
-    efficiency = Efficiency(1.0, 1.0, c.fixed * 1e3, c.per_seq * 1e6, 0.0, step_floor_ms=step_floor * 1e3)
+    efficiency = Efficiency(
+        1.0,
+        1.0,
+        c.fixed * 1e3,
+        c.per_seq * 1e6,
+        0.0,
+        step_floor_ms=step_floor * 1e3,
+        slow_step_extra_ms=slow_extra[0] * 1e3,
+        slow_per_seq_extra_us=slow_extra[1] * 1e6,
+    )
     return model, hardware, efficiency
 
 
@@ -65,7 +77,9 @@ def sections_to_costs(profile: Profile) -> StepCosts:
 def calibrated_profile(
     fit: EngineFit, name: str, served_model_name: str, provenance: dict[str, Any]
 ) -> Profile:
-    model, hardware, efficiency = costs_to_sections(fit.costs, fit.step_floor)
+    model, hardware, efficiency = costs_to_sections(
+        fit.costs, fit.step_floor, (fit.slow_extra_fixed, fit.slow_extra_per_seq)
+    )
     engine = EngineConfig(
         max_num_seqs=fit.max_num_seqs,
         chunked_prefill=not fit.prefill_first,
@@ -88,6 +102,12 @@ def calibrated_profile(
         + (f"; prefill as measured at {len(fit.prefill_table)} lengths" if fit.prefill_table else "")
         + (f"; step floor {fit.step_floor * 1e3:.3g} ms" if fit.step_floor else "")
         + ("; prefill-first steps" if fit.prefill_first else "")
+        + (
+            f"; a slow speed +{fit.slow_extra_fixed * 1e3:.3g} ms a step, "
+            f"{fit.slow_extra_per_seq * 1e3:+.3g} ms a sequence"
+            if fit.slow_extra_fixed or fit.slow_extra_per_seq
+            else ""
+        )
     )
     return Profile(
         name=name,

@@ -27,6 +27,8 @@ class ProfileLimits:
     batch_seen: float = 0.0  # the most requests the calibration saw decoding at once
     prompt_seen: float = 0.0  # the longest prompt it saw (tokens)
     engine_moved: float = 0.0  # how far the engine's speed surely moved during it (relative)
+    speed: str = ""  # of an engine seen at two speeds, the one these predictions run: fast | slow
+    slow_extra_ms: float = 0.0  # what the slow speed adds to a step
 
     def caveats(self) -> list[str]:
         """What every prediction from this profile carries, in one line each."""
@@ -38,6 +40,12 @@ class ProfileLimits:
             )
         if self.engine_moved > 0:
             out.append(f"the engine's speed moved {self.engine_moved:.0%} or more during the calibration")
+        if self.speed:
+            other = "--speed slow for the slow one" if self.speed == "fast" else "without it, the fast one"
+            out.append(
+                f"the engine was seen at two speeds (the slow one {self.slow_extra_ms:+.3g} ms a step) and "
+                f"which a load gets is not known: these are the {self.speed} speed's predictions ({other})"
+            )
         return out
 
     def beyond(self, in_flight: float | None, prompt: float | None, decoding: float | None = None) -> str:
@@ -88,4 +96,6 @@ def limits_of(profile: Profile) -> ProfileLimits:
         batch_seen=float(seen[1]),
         prompt_seen=float((observed.get("prompt_tokens") or [0, 0])[1]),
         engine_moved=float(residuals.get("decode_drift", 0.0)),
+        speed=str(prov.get("running_speed") or ("fast" if profile.has_slow_speed else "")),
+        slow_extra_ms=float(prov.get("slow_step_extra_ms") or profile.efficiency.slow_step_extra_ms),
     )

@@ -88,6 +88,12 @@ class Efficiency:
     # E2E alike and takes no step time. Evidence: TTFT's excess over one prefill step with the
     # server's own TTFT (its metrics) showing the network's share.
     request_overhead_ms: float = 0.0
+    # A second, slower speed the engine ran at (`--calibrate` found it: waves that decoded 2x or more
+    # slower than their load's others, in two loads or more), as what it adds to each step and to each
+    # sequence in a step. The engine runs the fast speed; `sim --speed slow` and `--validate` (for a
+    # load whose waves ran slow) the slow one. 0, 0: one speed (every shipped profile).
+    slow_step_extra_ms: float = 0.0
+    slow_per_seq_extra_us: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,6 +179,31 @@ class Profile:
         reserve = 2.0 * GB * hw.gpus  # activations, CUDA graphs, sampler buffers
         per_block = self.model.kv_bytes_per_token * self.engine.block_size
         return max(0, int((usable - weights - reserve) // per_block))
+
+    @property
+    def has_slow_speed(self) -> bool:
+        e = self.efficiency
+        return e.slow_step_extra_ms != 0.0 or e.slow_per_seq_extra_us != 0.0
+
+    def at_slow_speed(self) -> Profile:
+        """The engine at its slow speed: the extras added to its step costs (ValueError if it has none)."""
+        if not self.has_slow_speed:
+            raise ValueError(f"{self.name!r} has one speed (no slow_step_extra_ms): nothing slow to run")
+        e = self.efficiency
+        return self.with_overrides(
+            efficiency={
+                "step_overhead_ms": e.step_overhead_ms + e.slow_step_extra_ms,
+                "per_seq_overhead_us": e.per_seq_overhead_us + e.slow_per_seq_extra_us,
+                "slow_step_extra_ms": 0.0,
+                "slow_per_seq_extra_us": 0.0,
+            },
+            # what it runs, said by its caveats (sim.profiles.limits)
+            provenance={
+                **self.provenance,
+                "running_speed": "slow",
+                "slow_step_extra_ms": e.slow_step_extra_ms,
+            },
+        )
 
     def with_overrides(self, **sections: dict[str, Any]) -> Profile:
         """A copy with some fields replaced, e.g. with_overrides(engine={"chunked_prefill": False})."""

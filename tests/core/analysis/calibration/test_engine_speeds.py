@@ -1,5 +1,5 @@
-"""engine_speeds.two_speeds on the H200 records (tests/data/engines/h200/): which loads decoded at two
-speeds wave by wave, and which only warmed up or held one speed."""
+"""engine_speeds on the H200 records (tests/data/engines/h200/) and on made-up loads: which loads decoded
+at two speeds wave by wave, which only warmed up or held one speed, and a sweep's slow speed fitted apart."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from tokenpace.app.calibration.calibrate import load_runs
 from tokenpace.core.analysis.calibration.engine_drift import waves
 from tokenpace.core.analysis.calibration.engine_fit import fit_engine
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline
-from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
+from tokenpace.core.analysis.calibration.engine_speeds import slow_speed, split_speeds, two_speeds
 from tokenpace.core.record import RequestRecord
 
 MS = 1_000_000
@@ -107,3 +107,43 @@ def test_the_calibration_leaves_a_two_speed_load_out_of_the_step_law() -> None:
     fit = fit_engine([*steady, moving])
     assert any(n.startswith("two decode speeds at c=1 in=b") for n in fit.moved_within), fit.moved_within
     assert fit.residuals["decode_drift"] == pytest.approx(60 / 22 - 1, rel=0.03)
+
+
+def test_a_sweep_whose_loads_show_a_slow_speed_is_split_by_wave() -> None:
+    """Two loads whose first waves decoded 4x slower than the rest (a warm-up counts: it is the
+    engine at its slow speed): the fast parts keep every fast wave, the slow parts the rest."""
+    a = _one_by_one([80.0, 20, 21, 22, 20, 21, 22, 20, 21, 22], "c=1 in=a")
+    b = _one_by_one([82.0, 84, 21, 20, 22, 20, 21, 22, 20, 21], "c=1 in=b")
+    split = split_speeds([a, b])
+    assert split is not None and (split.slow_waves, split.waves) == (3, 20)
+    assert [len(ld.records) for ld in split.fast] == [9, 8]
+    assert [len(ld.records) for ld in split.slow] == [1, 2]
+    assert split_speeds([a]) is None  # one load's slow waves never make a second engine
+    assert split_speeds([a, _one_by_one([20.0 + w % 3 for w in range(10)], "c=1 in=c")]) is None
+
+
+def test_the_slow_speed_is_fitted_apart_and_the_step_law_from_the_fast_waves() -> None:
+    """20 ms a step fast, 80 slow: the fit's decode step is the fast one's, and what the slow speed adds
+    is recovered (60 ms a step) and said."""
+    a = _one_by_one([80.0, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20], "c=1 in=a")
+    b = _one_by_one([80.0, 80, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20], "c=1 in=b")
+    fit = fit_engine([a, b])
+    assert fit.costs.decode_step(1, 0) == pytest.approx(0.0202, rel=0.05)
+    assert fit.slow_extra_fixed + fit.slow_extra_per_seq == pytest.approx(0.060, rel=0.05)
+    assert any(n.startswith("two speeds: 3 of 24 waves in 2 loads") for n in fit.behaviours), fit.behaviours
+    split = split_speeds([a, b])
+    assert split is not None
+    slow = slow_speed(split, fit.costs)
+    assert slow is not None and slow.at_one == pytest.approx(0.0808, rel=0.05)
+
+
+def test_a_split_that_fits_the_step_no_closer_is_not_a_second_speed() -> None:
+    """Most waves at one speed and a few 3x faster (a busy host's llama-server runs parted so, and
+    there the few fitted the step 13x worse): a second speed must explain what one speed misfitted.
+    Here each load's median step is 60 ms either way, the few fast waves fit no closer, so one speed
+    is kept, fitted to all, and the calibration says why."""
+    a = _one_by_one([60.0, 61, 62, 60, 61, 62, 60, 61, 20, 20, 62], "c=1 in=a")
+    b = _one_by_one([61.0, 60, 62, 61, 60, 20, 21, 62, 60, 61, 60], "c=1 in=b")
+    fit = fit_engine([a, b])
+    assert fit.slow_extra_fixed == fit.slow_extra_per_seq == 0.0
+    assert any(n.startswith("two speeds: not kept") for n in fit.behaviours), fit.behaviours

@@ -76,6 +76,10 @@ class EngineFit:
     prefill_first: bool = False
     behaviours: tuple[str, ...] = ()
     moved_within: tuple[str, ...] = ()
+    # A second, slower speed some waves decoded at (engine_speeds), as what it adds to the fitted
+    # decode step in seconds: per step and per sequence (0, 0: one speed).
+    slow_extra_fixed: float = 0.0
+    slow_extra_per_seq: float = 0.0
 
 
 @dataclass(slots=True)

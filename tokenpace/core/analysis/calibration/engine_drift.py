@@ -138,20 +138,25 @@ def waves(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
     wave's first are one wave (anchored, so a steady stream of newcomers does not chain into one);
     its value is their median."""
     steady = tl.end <= tl.sent.max()  # after the last send the load was falling
-    first, tpot, sent = tl.first[steady], ((tl.end - tl.first) / (tl.out - 1))[steady], tl.sent[steady]
+    tpot, sent = ((tl.end - tl.first) / (tl.out - 1))[steady], tl.sent[steady]
+    found = sorted(
+        (float(sent[m].min()), float(np.median(tpot[m]))) for m in wave_members(tl.first[steady], tpot)
+    )  # (first send of the wave, its median TPOT)
+    return np.asarray([s for s, _ in found]), np.asarray([v for _, v in found])
+
+
+def wave_members(first: np.ndarray, tpot: np.ndarray) -> list[np.ndarray]:
+    """The requests (indices) of each wave: first tokens within half a median TPOT of the wave's first."""
     if len(first) == 0:
-        return np.zeros(0), np.zeros(0)
+        return []
     tol = 0.5 * float(np.median(tpot))
     order = np.argsort(first, kind="stable")
-    found: list[tuple[float, float]] = []  # (first send of the wave, its median TPOT)
-    start = 0
+    out, start = [], 0
     for i in range(1, len(order) + 1):
         if i == len(order) or first[order[i]] - first[order[start]] > tol:  # from the wave's first
-            members = order[start:i]
-            found.append((float(sent[members].min()), float(np.median(tpot[members]))))
+            out.append(order[start:i])
             start = i
-    found.sort()
-    return np.asarray([s for s, _ in found]), np.asarray([v for _, v in found])
+    return out
 
 
 def steady_part(load: MeasuredLoad) -> tuple[MeasuredLoad, DecodeDrift, str]:

@@ -51,7 +51,12 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     timeline,
 )
 from tokenpace.core.analysis.calibration.engine_solve import solve, weighted_median
-from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
+from tokenpace.core.analysis.calibration.engine_speeds import (
+    SpeedSplit,
+    slow_speed,
+    split_speeds,
+    two_speeds,
+)
 from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
 from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
@@ -168,7 +173,43 @@ def fit_engine(
     """The cost model and scheduler limit that explain the loads; ValueError when they cannot.
 
     `revisits`: (a load's first pass, its revisit after the sweep's last step), to say whether the
-    engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual."""
+    engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual.
+
+    Where the loads show two speeds (engine_speeds.split_speeds), the step law is fitted to the fast
+    waves and the slow speed apart, kept only where the fast waves alone fit the decode step closer
+    than all of them did: the slow waves must be what the one-speed fit misfitted. (On a busy host's
+    llama-server runs the waves parted at a 2x jump too, a few fast ones from the rest, and those few
+    fitted the step 13x worse: no second speed there.)"""
+    one = _fit(loads, max_num_seqs, revisits, None)
+    split = split_speeds(loads)
+    if split is None:
+        return one
+    try:
+        two = _fit(list(split.fast), max_num_seqs, revisits, split)
+    except ValueError:
+        two = None
+    one_rms = one.residuals.get("decode_rel_rms", 0.0)
+    if two is not None and two.slow_extra_fixed + two.slow_extra_per_seq > 0:
+        two_rms = two.residuals.get("decode_rel_rms", 0.0)
+        if two_rms < one_rms:
+            return two
+        why = f"the fast waves alone fit the decode step no closer: {two_rms:.1%} RMS against {one_rms:.1%}"
+    else:
+        why = "the slow waves decoded no slower than the fast fit prices them"
+    note = (
+        f"two speeds: not kept ({split.slow_waves} of {split.waves} waves in {len(split.slow)} loads "
+        f"decoded 2x or more slower than their load's others, but {why}): one speed fitted to all"
+    )
+    return replace(one, behaviours=(*one.behaviours, note))
+
+
+def _fit(
+    loads: Sequence[MeasuredLoad],
+    max_num_seqs: int | None,
+    revisits: Sequence[tuple[MeasuredLoad, MeasuredLoad]],
+    split: SpeedSplit | None,
+) -> EngineFit:
+    """fit_engine's fit, to every wave given (split None) or to a split's fast waves."""
     steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
     loads = [ld for ld, _, _ in steady]
     moved_within = [d for _, d, _ in steady if d.moved]
@@ -213,6 +254,14 @@ def fit_engine(
     result = _behaviours(
         result, [ld for ld, _ in timelines], decode, moved_within, sorted(left_out), prefill.groups
     )
+    slow = slow_speed(split, result.costs) if split is not None else None
+    if slow is not None:
+        result = replace(
+            result,
+            slow_extra_fixed=slow.extra_fixed,
+            slow_extra_per_seq=slow.extra_per_seq,
+            behaviours=(*result.behaviours, slow.note),
+        )
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},

@@ -5,8 +5,10 @@ llama.cpp: ~0.25 ms per token up to ~150 tokens, ~0.5 beyond 500), so TTFT betwe
 steps carries the misfit. When the fit's relative RMS residual over the ladder exceeds
 TABLE_THRESHOLD, the calibrated profile carries the ladder itself: at each prompt length the median
 TTFT of requests alone in flight less the fixed parts (round trip, step and sequence overheads),
-made monotone (weighted pool-adjacent-violators: a longer prompt never costs less), as the mean of
-one step under the fitted step noise (the ladder's medians are one step's median: x exp(sigma^2/2)).
+the line's compute where that left no more than the weights' read within twice the step noise (a
+memory-bound prefill), made monotone (weighted pool-adjacent-violators: a longer prompt never costs
+less), as the mean of one step under the fitted step noise (the ladder's medians are one step's
+median: x exp(sigma^2/2)).
 A misfit the noise of the medians could make is not one: the threshold is at least twice the RMS
 standard error of the ladder's medians (1.2533 x robust sd / sqrt(requests), relative, per length).
 The simulator interpolates it (tokenpace.sim.model.step_noise.PrefillTable) and continues past its last
@@ -77,7 +79,17 @@ def prefill_table(
         return (), (), Param(name, 0.0, "lengths", False, why)
     fixed = costs.rtt + costs.fixed + costs.per_seq
     mean_of_median = math.exp(0.5 * sigma * sigma)
-    raw = [max(0.0, t - fixed) * mean_of_median for _, t, _ in rows]
+    # A step is max(compute, memory) and the table prices compute: a length whose prefill alone took
+    # no longer than the weights' read (within twice the step noise) was memory-bound, its compute
+    # unseen, and as the table's value it would be summed once per prompt when prompts share a step
+    # (32 short prompts priced as 32 weight reads): there the fitted line's compute stands in.
+    memory_bound = costs.weights * math.exp(2 * sigma)
+    raw = [
+        max(0.0, t - fixed) * mean_of_median
+        if t - fixed > memory_bound
+        else costs.per_token * n + costs.per_pair * n * (n + 1) / 2
+        for n, t, _ in rows
+    ]
     ms = [v * 1e3 for v in _isotonic(raw, [w for _, _, w in rows])]
     how = (
         f"the line misfits the ladder ({residual:.1%} relative RMS > {threshold:.1%}): median TTFT "
