@@ -52,6 +52,10 @@ def test_the_calibration_says_which_behaviours_the_sweep_supports(gpu: Path) -> 
     )  # fmt: skip
     assert two and int(two[3]) >= 2 and 0 < int(two[1]) < int(two[2]), done.stdout
     assert 60 <= float(two[4]) <= 110  # the slow waves: 59-121 ms a token alone, ~100 at 64 users
+    support = re.search(
+        r"fast waves alone fit the decode step at (\S+)% RMS, all of them (\S+)%\)", done.stdout
+    )
+    assert support and float(support[1]) < 15 < float(support[2]), done.stdout  # 9.0 % against 22.4 %
     law = re.search(r"^behaviour: step law: line \(held-out error .* line (\d+\.\d)%, floor (\d+\.\d)%",
                     done.stdout, re.M)  # fmt: skip
     assert law and float(law[1]) < 15 < float(law[2]), done.stdout

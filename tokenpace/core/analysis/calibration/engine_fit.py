@@ -191,8 +191,12 @@ def fit_engine(
     one_rms = one.residuals.get("decode_rel_rms", 0.0)
     if two is not None and two.slow_extra_fixed + two.slow_extra_per_seq > 0:
         two_rms = two.residuals.get("decode_rel_rms", 0.0)
-        if two_rms < one_rms:
-            return two
+        if two_rms < one_rms:  # kept, with its support
+            support = (
+                f" (the fast waves alone fit the decode step at {two_rms:.1%} RMS, all of them {one_rms:.1%})"
+            )
+            said = tuple(b + support if b.startswith("two speeds:") else b for b in two.behaviours)
+            return replace(two, behaviours=said)
         why = f"the fast waves alone fit the decode step no closer: {two_rms:.1%} RMS against {one_rms:.1%}"
     else:
         why = "the slow waves decoded no slower than the fast fit prices them"
