@@ -113,11 +113,12 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
     if not 0 < tolerance < 10:
         raise ValueError(f"--tolerance {tolerance:g} is not a share between 0 and 10 (e.g. 10%)")
     limits = limits_of(profile)
-    out = Validation(profile.name, tolerance, caveats=limits.caveats())
+    slow = profile.at_slow_speed() if profile.has_slow_speed else None
+    # at two speeds each load is judged at the one it ran: said so, not "the fast speed's predictions"
+    out = Validation(profile.name, tolerance, caveats=replace(limits, speed="each" if slow else "").caveats())
     # A profile whose fit failed its gate is still judged here, row by row: a validation is the
     # evidence (elsewhere its predictions decide nothing).
     limits = replace(limits, poor_fit=())
-    slow = profile.at_slow_speed() if profile.has_slow_speed else None
     for run in load_runs(paths):
         out.refused += run.refused
         for measured in run.loads:
@@ -161,10 +162,10 @@ def speed_ran(measured: MeasuredLoad, fast: list[Prediction], slow: list[Predict
     """("fast" | "slow", why): the speed whose predicted median time per output token lies nearer (in
     ratio) the median of the load's waves, each wave of users in lock step one observation."""
     tl = timeline(measured.records)
-    f = next(p.predicted_ms for p in fast if p.metric == "tpot" and p.percentile == 50)
-    s = next(p.predicted_ms for p in slow if p.metric == "tpot" and p.percentile == 50)
-    if tl is None or f <= 0 or s <= 0:
-        return "fast", "judged at the fast speed (no wave to tell which speed it ran at)"
+    f = next((p.predicted_ms for p in fast if p.metric == "tpot" and p.percentile == 50), 0.0)
+    s = next((p.predicted_ms for p in slow if p.metric == "tpot" and p.percentile == 50), 0.0)
+    if tl is None or not (f > 0 and s > 0):  # no wave, or a prediction without a median TPOT
+        return "fast", "judged at the fast speed (nothing to tell which speed it ran at)"
     tpot = (tl.end - tl.first) / (tl.out - 1)
     waves = np.asarray([float(np.median(tpot[m])) for m in wave_members(tl.first, tpot)]) * 1e3
     median = float(np.median(waves))
@@ -172,7 +173,8 @@ def speed_ran(measured: MeasuredLoad, fast: list[Prediction], slow: list[Predict
     why = (
         f"ran at the {ran} speed throughout: its {len(waves)} waves decoded at {waves.min():.3g}-"
         f"{waves.max():.3g} ms a token (median {median:.3g}), where the fast speed predicts a median of "
-        f"{f:.3g} ms and the slow {s:.3g}; judged against the {ran} speed's prediction"
+        f"{f:.3g} ms and the slow {s:.3g}; judged against the {ran} speed's prediction (the speed chosen "
+        "from its own waves: which speed a load gets is not predicted)"
     )
     return ran, why
 

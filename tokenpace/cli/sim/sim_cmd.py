@@ -265,6 +265,9 @@ def sim(**o: Any) -> None:
     if o["calibrate"] or o["validate"] or o["runs"]:
         _calibrate_or_validate(o)
         return
+    if o["list_profiles"]:  # before a profile is set up: nothing it lists depends on --speed
+        click.echo(describe_profiles())
+        return
     try:
         profile, network, faults = sim_setup(o)
     except (ValueError, OSError) as e:  # a ProfileError is a ValueError
@@ -275,9 +278,6 @@ def sim(**o: Any) -> None:
         _fail("--workers serves several engine processes: in virtual time use --replicas")
     if o["predicted_sweep"] and not o["virtual"]:
         _fail("--predicted-sweep needs --virtual")
-    if o["list_profiles"]:
-        click.echo(describe_profiles())
-        return
     if o["virtual"]:
         from tokenpace.cli.sim.sim_view import run_virtual_cli
 
@@ -315,6 +315,11 @@ def _calibrate_or_validate(o: dict[str, Any]) -> None:
     try:
         if o["calibrate"] and o["validate"]:
             raise ValueError("give --calibrate or --validate, not both")
+        if o["speed"] == "slow":
+            raise ValueError(
+                "--speed slow runs a profile's slow speed; --calibrate finds the speeds and --validate "
+                "judges each load at the speed it ran: drop --speed"
+            )
         if o["calibrate"]:
             if o["runs"]:
                 raise ValueError(

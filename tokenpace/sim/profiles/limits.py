@@ -27,7 +27,8 @@ class ProfileLimits:
     batch_seen: float = 0.0  # the most requests the calibration saw decoding at once
     prompt_seen: float = 0.0  # the longest prompt it saw (tokens)
     engine_moved: float = 0.0  # how far the engine's speed surely moved during it (relative)
-    speed: str = ""  # of an engine seen at two speeds, the one these predictions run: fast | slow
+    # of an engine seen at two speeds, the one these predictions run: fast | slow | each (a validation's)
+    speed: str = ""
     slow_extra_ms: float = 0.0  # what the slow speed adds to a step
 
     def caveats(self) -> list[str]:
@@ -40,7 +41,12 @@ class ProfileLimits:
             )
         if self.engine_moved > 0:
             out.append(f"the engine's speed moved {self.engine_moved:.0%} or more during the calibration")
-        if self.speed:
+        if self.speed == "each":
+            out.append(
+                f"the engine was seen at two speeds (the slow one {self.slow_extra_ms:+.3g} ms a step): each "
+                "load is judged at the speed its own waves ran, which is chosen from them, not predicted"
+            )
+        elif self.speed:
             other = "--speed slow for the slow one" if self.speed == "fast" else "without it, the fast one"
             out.append(
                 f"the engine was seen at two speeds (the slow one {self.slow_extra_ms:+.3g} ms a step) and "

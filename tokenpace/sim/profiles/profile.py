@@ -8,7 +8,8 @@ here so the data file stays readable.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, replace
+import math
+from dataclasses import dataclass, field, fields, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -289,7 +290,7 @@ def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
             served_model_name=p["served_model_name"],
             model=ModelSpec(**p["model"]),
             hardware=Hardware(**p["hardware"]),
-            efficiency=Efficiency(**p["efficiency"]),
+            efficiency=_efficiency(name, p["efficiency"]),
             engine=_engine(p["engine"]),
             network=network,
             calibration=p.get("calibration", ""),
@@ -298,6 +299,19 @@ def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
         )
     except (KeyError, TypeError) as e:
         raise ProfileError(f"profile {name!r}: missing or unknown field ({e})") from None
+
+
+def _efficiency(name: str, section: dict[str, Any]) -> Efficiency:
+    """The efficiency section; every value a finite number, none below zero (a negative cost would
+    make a step faster than nothing; mfu and mbu, shares, above zero)."""
+    eff = Efficiency(**section)
+    for f in fields(Efficiency):
+        v = getattr(eff, f.name)
+        if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0:
+            raise ProfileError(f"profile {name!r}: efficiency.{f.name} = {v!r} is not a number >= 0")
+    if eff.mfu <= 0 or eff.mbu <= 0:
+        raise ProfileError(f"profile {name!r}: efficiency.mfu and mbu must be above 0 (shares of the peak)")
+    return eff
 
 
 MAX_PREFILL_TABLE = 64  # lengths in a prefill table (a ladder has a handful)

@@ -25,6 +25,7 @@ Each parameter says whether the data identified it, and how, or why it was left 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import replace
 from typing import Any
 
@@ -48,8 +49,11 @@ from tokenpace.core.analysis.calibration.engine_obs import (
 )
 from tokenpace.core.analysis.calibration.engine_solve import solve, weighted_median
 from tokenpace.core.analysis.calibration.engine_speeds import (
-    SpeedSplit,
+    SPLIT_RATIO,
+    SlowSpeed,
     slow_speed,
+    slow_throughout,
+    speed_misfit,
     split_speeds,
     two_speeds,
 )
@@ -73,44 +77,59 @@ def fit_engine(
     engine's decode speed moved meanwhile (engine_drift); a move decided is kept as a residual.
 
     Where the loads show two speeds (engine_speeds.split_speeds), the step law is fitted to the fast
-    waves and the slow speed apart, kept only where the fast waves alone fit the decode step closer
-    than all of them did: the slow waves must be what the one-speed fit misfitted. (On a busy host's
-    llama-server runs the waves parted at a 2x jump too, a few fast ones from the rest, and those few
-    fitted the step 13x worse: no second speed there.)"""
-    one = _fit(loads, max_num_seqs, revisits, None)
+    waves (a load slow throughout, told by that fit, moved to the slow side and the fit redone) and
+    the slow speed apart; kept only where, over the same requests, the two speeds each at its own
+    waves misfit the decode step KEEP_MARGIN less than one speed does."""
+    one = _fit(loads, max_num_seqs, revisits)
     split = split_speeds(loads)
     if split is None:
         return one
+    if not all(split.parted):  # a load slow throughout: told by the loads that parted
+        sure = [ld for ld, parted in zip(split.fast, split.parted, strict=True) if parted]
+        with suppress(ValueError):  # those alone cannot be fitted (no request alone): none moved
+            split = slow_throughout(split, _fit(sure, max_num_seqs, revisits).costs)
     try:
-        two = _fit(list(split.fast), max_num_seqs, revisits, split)
-    except ValueError:
-        two = None
-    one_rms = one.residuals.get("decode_rel_rms", 0.0)
-    if two is not None and two.slow_extra_fixed + two.slow_extra_per_seq > 0:
-        two_rms = two.residuals.get("decode_rel_rms", 0.0)
-        if two_rms < one_rms:  # kept, with its support
-            support = (
-                f" (the fast waves alone fit the decode step at {two_rms:.1%} RMS, all of them {one_rms:.1%})"
+        two = _fit(list(split.fast), max_num_seqs, revisits)
+    except ValueError as e:
+        two, why = None, f"the fast waves alone cannot be fitted ({e})"
+    slow = slow_speed(split, two.costs) if two is not None else why
+    if isinstance(slow, SlowSpeed):
+        assert two is not None
+        one_rms, two_rms = speed_misfit(split, one.costs, two.costs, slow)
+        if two_rms <= (1 - KEEP_MARGIN) * one_rms:
+            said = (
+                f"{slow.note}. Kept: over the same requests the two speeds misfit the decode step at "
+                f"{two_rms:.1%} RMS, one speed at {one_rms:.1%}"
             )
-            said = tuple(b + support if b.startswith("two speeds:") else b for b in two.behaviours)
-            return replace(two, behaviours=said)
-        why = f"the fast waves alone fit the decode step no closer: {two_rms:.1%} RMS against {one_rms:.1%}"
-    else:
-        why = "the slow waves decoded no slower than the fast fit prices them"
+            return replace(
+                two,
+                slow_extra_fixed=slow.extra_fixed,
+                slow_extra_per_seq=slow.extra_per_seq,
+                behaviours=(*two.behaviours, said),
+            )
+        why = (
+            f"over the same requests the two speeds misfit the decode step at {two_rms:.1%} RMS, one "
+            f"speed at {one_rms:.1%}: not {KEEP_MARGIN:.0%} closer"
+        )
+    elif two is not None:
+        why = slow
     note = (
         f"two speeds: not kept ({split.slow_waves} of {split.waves} waves in {len(split.slow)} loads "
-        f"decoded 2x or more slower than their load's others, but {why}): one speed fitted to all"
+        f"decoded {SPLIT_RATIO:.0f}x or more slower than their load's others, but {why}): one speed "
+        "fitted to all"
     )
     return replace(one, behaviours=(*one.behaviours, note))
+
+
+KEEP_MARGIN = 0.25  # the two speeds' misfit below the one speed's, at least, to be kept (2 more params)
 
 
 def _fit(
     loads: Sequence[MeasuredLoad],
     max_num_seqs: int | None,
     revisits: Sequence[tuple[MeasuredLoad, MeasuredLoad]],
-    split: SpeedSplit | None,
 ) -> EngineFit:
-    """fit_engine's fit, to every wave given (split None) or to a split's fast waves."""
+    """fit_engine's fit of one speed to the loads given (all of them, or a split's fast waves)."""
     steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
     loads = [ld for ld, _, _ in steady]
     moved_within = [d for _, d, _ in steady if d.moved]
@@ -155,14 +174,6 @@ def _fit(
     result = _behaviours(
         result, [ld for ld, _ in timelines], decode, moved_within, sorted(left_out), prefill.groups
     )
-    slow = slow_speed(split, result.costs) if split is not None else None
-    if slow is not None:
-        result = replace(
-            result,
-            slow_extra_fixed=slow.extra_fixed,
-            slow_extra_per_seq=slow.extra_per_seq,
-            behaviours=(*result.behaviours, slow.note),
-        )
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},

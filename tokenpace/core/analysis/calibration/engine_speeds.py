@@ -20,14 +20,18 @@ speed's spread (at the step noise the calibration fits on these records, CV ~0.3
 stay well within 2x). Its size is surely the fastest slow wave over the slowest fast one: every slow
 wave was at least that much slower than every fast wave.
 
-Across a sweep (`split_speeds`, `slow_speed`): where two loads or more each show waves SPLIT_RATIO or
-more slower than their own fast ones (a warm-up counts: on these records every load's first wave,
-from 1 to 64 users, ran at the slow speed), the engine has two speeds. `--calibrate` then fits the
-step law to the fast waves alone and the slow speed's decode step (a line over the slow waves'
-batches) apart, as what it adds to the fast one's; the profile carries both (the engine runs the
-fast one, `sim --speed slow` the slow one) and `--validate` judges a held-out load that ran at one
-speed throughout against that speed's prediction. Which speed a load gets is not identified: the
-records show no load property that sets it.
+Across a sweep (`split_speeds`, `slow_throughout`, `slow_speed`, `speed_misfit`): where two loads or
+more each show waves SPLIT_RATIO or more slower than their own fast ones, and one of them went back
+to the slow speed after running fast, the engine has two speeds; a warm-up then counts as that speed
+(on these records every load's first wave, from 1 to 64 users, ran at it), though warm-ups alone
+declare nothing. A load with no jump that a fit to the parted loads prices 2x too fast ran slow
+throughout and goes to the slow side whole. `--calibrate` then fits the step law to the fast waves
+alone and the slow speed's decode step (a line over the slow waves' batches) apart, as what it adds
+to the fast one's, kept where it is clearly slower and, over the same requests, misfits the step
+less than one speed (engine_fit.KEEP_MARGIN); the profile carries both (the engine runs the fast
+one, `sim --speed slow` the slow one) and `--validate` judges a held-out load that ran at one speed
+throughout against that speed's prediction, the speed chosen from its own waves. Which speed a load
+gets is not identified: the records show no load property that sets it.
 """
 
 from __future__ import annotations
@@ -105,6 +109,9 @@ class SpeedSplit:
     slow: tuple[MeasuredLoad, ...]  # the slow waves of the loads that had them
     slow_waves: int
     waves: int
+    parted: tuple[bool, ...] = ()  # for each of `fast`: had slow waves taken out (its fast ones are sure)
+    returned: tuple[str, ...] = ()  # loads that went back to the slow speed after running fast
+    throughout: tuple[str, ...] = ()  # loads slow throughout, against the fast fit (slow_throughout)
 
 
 def split_speeds(loads: Sequence[MeasuredLoad]) -> SpeedSplit | None:
@@ -112,17 +119,19 @@ def split_speeds(loads: Sequence[MeasuredLoad]) -> SpeedSplit | None:
 
     A load shows the slow speed where its waves (all of them, its start and drain too: here the
     speed, not the load's steadiness, is in question), sorted, jump by SPLIT_RATIO or more between
-    neighbours with MIN_SIDE fast waves or more: the waves above the jump are slow. A warm-up counts:
-    it is the engine at its slow speed (on the H200 records every load's first wave, from 1 to 64
-    users, decoded 3-5x slower than the rest). Declared when MIN_SLOW_LOADS loads or more show it, so
-    that one load's stray waves never make a second engine."""
-    fast, slow = [], []
+    neighbours with MIN_SIDE fast waves or more: the waves above the jump are slow. A warm-up counts
+    (on the H200 records every load's first wave, from 1 to 64 users, decoded 3-5x slower than the
+    rest) once a load went back to the slow speed after running fast: warm-ups alone are a start-up
+    cost, not a speed a load runs at. Declared when MIN_SLOW_LOADS loads or more show it, so that one
+    load's stray waves never make a second engine."""
+    fast, slow, returned, parted = [], [], [], []
     n_slow = n_all = 0
     for ld in loads:
         ok = usable(ld.records)
         tl = timeline(ld.records)
         if tl is None:
             fast.append(ld)
+            parted.append(False)
             continue
         tpot = (tl.end - tl.first) / (tl.out - 1)
         groups = wave_members(tl.first, tpot)
@@ -131,16 +140,68 @@ def split_speeds(loads: Sequence[MeasuredLoad]) -> SpeedSplit | None:
         threshold = _slow_threshold(values)
         if threshold is None:
             fast.append(ld)
+            parted.append(False)
             continue
+        parted.append(True)
         is_slow = np.zeros(len(ok), dtype=bool)
         for m, v in zip(groups, values, strict=True):
             is_slow[m] = v >= threshold
         n_slow += int((values >= threshold).sum())
+        starts = np.asarray([float(tl.first[m].min()) for m in groups])
+        if np.any((values >= threshold) & (starts > starts[values < threshold].min())):
+            returned.append(ld.label)
         fast.append(replace(ld, records=tuple(r for r, s in zip(ok, is_slow, strict=True) if not s)))
         slow.append(replace(ld, records=tuple(r for r, s in zip(ok, is_slow, strict=True) if s)))
-    if len(slow) < MIN_SLOW_LOADS:
+    if len(slow) < MIN_SLOW_LOADS or not returned:
         return None
-    return SpeedSplit(tuple(fast), tuple(slow), n_slow, n_all)
+    return SpeedSplit(tuple(fast), tuple(slow), n_slow, n_all, tuple(parted), tuple(returned))
+
+
+def slow_throughout(split: SpeedSplit, costs: StepCosts) -> SpeedSplit:
+    """The split with every load that showed no jump (none of its waves parted off) and whose waves
+    decoded SPLIT_RATIO or more slower than `costs` price them moved whole to the slow side: a load
+    that ran slow throughout. `costs`: a fit to the loads that did part, whose fast waves are sure (a
+    fit that took the slow-throughout loads in would price them near themselves). A load's waves are
+    judged by the median over its requests of step over price."""
+    fast, slow, moved = [], list(split.slow), []
+    waves = 0
+    for ld, parted in zip(split.fast, split.parted, strict=True):
+        tl = timeline(ld.records)
+        obs = decode_observations(tl, ld.label, costs) if tl is not None and not parted else []
+        ratio = [o.step_s / p for o in obs if (p := costs.decode_step(o.batch, o.context)) > 0]
+        if tl is None or not ratio or float(np.median(ratio)) < SPLIT_RATIO:
+            fast.append(ld)
+            continue
+        tpot = (tl.end - tl.first) / (tl.out - 1)
+        waves += len(wave_members(tl.first, tpot))
+        moved.append(ld.label)
+        slow.append(ld)
+    if not moved:
+        return split
+    n_slow = split.slow_waves + waves
+    return replace(
+        split, fast=tuple(fast), slow=tuple(slow), slow_waves=n_slow, parted=(), throughout=tuple(moved)
+    )
+
+
+def speed_misfit(split: SpeedSplit, one: StepCosts, fast: StepCosts, slow: SlowSpeed) -> tuple[float, float]:
+    """(one speed's, two speeds') relative RMS misfit of the decode step over the same requests: every
+    fast and slow wave of the split, the one speed pricing all of them alike, the two speeds each at
+    its own (joining prefills priced by the fast fit, for both)."""
+    err_one: list[float] = []
+    err_two: list[float] = []
+    for parts, extra in ((split.fast, None), (split.slow, slow)):
+        for ld in parts:
+            tl = timeline(ld.records)
+            for o in decode_observations(tl, ld.label, fast) if tl is not None else []:
+                two = fast.decode_step(o.batch, o.context)
+                if extra is not None:
+                    two += extra.extra_fixed + extra.extra_per_seq * o.batch
+                err_one.append(one.decode_step(o.batch, o.context) / o.step_s - 1)
+                err_two.append(two / o.step_s - 1)
+    if not err_one:
+        return 0.0, 0.0
+    return float(np.sqrt(np.mean(np.square(err_one)))), float(np.sqrt(np.mean(np.square(err_two))))
 
 
 def _slow_threshold(values: np.ndarray) -> float | None:
@@ -167,11 +228,14 @@ class SlowSpeed:
     note: str
 
 
-def slow_speed(split: SpeedSplit, costs: StepCosts) -> SlowSpeed | None:
-    """The slow waves' decode step against their batch: a line (one level where they all ran at one
-    batch), each load one point weighted by its slow waves, priced as the fast fit prices joining
-    prefills; None where no slow wave decoded two tokens."""
-    points: list[tuple[float, float, float]] = []  # (batch, step s, weight)
+def slow_speed(split: SpeedSplit, costs: StepCosts) -> SlowSpeed | str:
+    """What the slow waves' decode step adds to the fast fit's, against their batch: a line over the
+    loads (one level where they all ran at one batch; a level, too, where the line falls: the slow
+    speed must not come out faster than the fast one past the batches seen), each load one point
+    weighted by its slow waves, joining prefills priced as the fast fit prices them. Why not, where
+    no slow wave decoded two tokens or the slow step is not clearly slower (SLOWER_AT_LEAST) than the
+    fast one at the smallest and the largest batch its waves ran at."""
+    points: list[tuple[float, float, float]] = []  # (batch, extra s, weight)
     for ld in split.slow:
         tl = timeline(ld.records)
         if tl is None:
@@ -180,35 +244,50 @@ def slow_speed(split: SpeedSplit, costs: StepCosts) -> SlowSpeed | None:
         if obs:
             tpot = (tl.end - tl.first) / (tl.out - 1)
             n_waves = float(len(wave_members(tl.first, tpot)))
-            points.append(
-                (float(np.mean([o.batch for o in obs])), float(np.median([o.step_s for o in obs])), n_waves)
-            )
+            extra = [o.step_s - costs.decode_step(o.batch, o.context) for o in obs]
+            points.append((float(np.mean([o.batch for o in obs])), float(np.median(extra)), n_waves))
     if not points:
-        return None
+        return "no slow wave decoded two tokens"
     b = np.asarray([p[0] for p in points])
     t = np.asarray([p[1] for p in points])
     w = np.asarray([p[2] for p in points])
+    extra_fixed, extra_per_seq = float(np.average(t, weights=w)), 0.0
     if b.max() - b.min() >= 0.8 and len(points) >= 2:
         coef = wls(np.column_stack([np.ones_like(b), b]), t, w).coef
-        at_zero, slope = float(coef[0]), max(0.0, float(coef[1]))
-        if slope == 0.0:
-            at_zero = float(np.average(t, weights=w))
-    else:
-        at_zero, slope = float(np.average(t - costs.per_seq * b, weights=w)), costs.per_seq
-    fast_zero = costs.fixed + costs.weights
-    extra_fixed = max(0.0, at_zero - fast_zero)
-    extra_per_seq = max(-costs.per_seq, slope - costs.per_seq)
-    at_one = fast_zero + extra_fixed + costs.per_seq + extra_per_seq
-    per_seq = costs.per_seq + extra_per_seq
+        if coef[1] > 0:
+            extra_fixed, extra_per_seq = float(coef[0]), float(coef[1])
     fast_one = costs.decode_step(1, 0)
+    for batch in (float(b.min()), float(b.max())):
+        fast_step = costs.decode_step(batch, 0)
+        slow_step = fast_step + extra_fixed + extra_per_seq * batch
+        if slow_step < SLOWER_AT_LEAST * fast_step:
+            return (
+                f"the slow waves' step at batch {batch:.0f} ({slow_step * 1e3:.3g} ms) is not "
+                f"{SLOWER_AT_LEAST:.2g}x the fast fit's ({fast_step * 1e3:.3g} ms)"
+            )
+    extra_fixed = max(0.0, extra_fixed)
+    at_one = fast_one + extra_fixed + extra_per_seq
+    per_seq = costs.per_seq + extra_per_seq
     note = (
         f"two speeds: {split.slow_waves} of {split.waves} waves in {len(split.slow)} loads decoded at a "
-        f"slow speed, {SPLIT_RATIO:.0f}x or more their load's fast waves (every load's first wave "
-        f"counts: a warm-up is the engine at its slow speed); the fast speed is fitted without them "
-        f"({fast_one * 1e3:.3g} ms a step at batch 1, +{costs.per_seq * 1e3:.3g} ms a sequence), the "
-        f"slow one from them ({at_one * 1e3:.3g} ms at batch 1, +{per_seq * 1e3:.3g} ms a sequence, "
-        f"seen at batches {b.min():.0f}-{b.max():.0f}). Which speed a load gets is not set by the load: "
-        "the profile runs the fast speed, `sim --speed slow` the slow one, and --validate judges a "
-        "held-out load against the speed its waves ran at"
+        f"slow speed, {SPLIT_RATIO:.0f}x or more their load's fast waves"
+        + _which_slow(split)
+        + f"; the fast speed is fitted without them ({fast_one * 1e3:.3g} ms a step at batch 1, "
+        f"+{costs.per_seq * 1e3:.3g} ms a sequence), the slow one from them ({at_one * 1e3:.3g} ms at "
+        f"batch 1, +{per_seq * 1e3:.3g} ms a sequence, seen at batches {b.min():.0f}-{b.max():.0f}). "
+        "Which speed a load gets is not set by the load: the profile runs the fast speed, `sim --speed "
+        "slow` the slow one, and --validate judges a held-out load at the speed its own waves ran "
+        "(chosen from them: not a prediction)"
     )
     return SlowSpeed(extra_fixed, extra_per_seq, at_one, per_seq, (float(b.min()), float(b.max())), note)
+
+
+SLOWER_AT_LEAST = SPLIT_RATIO**0.5  # the slow step over the fast one, at least: halfway (in ratio) to 2x
+
+
+def _which_slow(split: SpeedSplit) -> str:
+    """Which loads the slow waves came from, in words."""
+    said = f" ({', '.join(split.returned)} went back to it after running fast"
+    if split.throughout:
+        said += f"; {', '.join(split.throughout)} ran at it throughout"
+    return said + "; every other load's slow waves came before its first fast one: a warm-up, slow)"
