@@ -118,6 +118,7 @@ def test_a_revisit_that_cannot_be_read_is_said_and_the_calibration_goes_on(
         (["--validate", "{d}/nope.toml", "{d}/held.json"], "no profile file"),
         (["--validate", "llama-3.1-8b-h100"], "needs one or more held-out runs"),
         (["{d}/held.json"], "arguments of --validate"),
+        (["--speed", "slow", "{d}/held.json"], "arguments of --validate"),  # the real mistake, not --speed
         (["--calibrate", "{d}/bad.json", "--out", "{d}/x.toml"], "not a tokenpace"),
     ],
 )

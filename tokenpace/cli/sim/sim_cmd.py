@@ -315,6 +315,8 @@ def _calibrate_or_validate(o: dict[str, Any]) -> None:
     try:
         if o["calibrate"] and o["validate"]:
             raise ValueError("give --calibrate or --validate, not both")
+        if not (o["calibrate"] or o["validate"]):
+            raise ValueError("run files are arguments of --validate PROFILE only")
         if o["speed"] == "slow":
             raise ValueError(
                 "--speed slow runs a profile's slow speed; --calibrate finds the speeds and --validate "
@@ -326,10 +328,8 @@ def _calibrate_or_validate(o: dict[str, Any]) -> None:
                     "--calibrate takes its runs as --calibrate FILE (repeat it), not as arguments"
                 )
             calibrate_cli(o)
-        elif o["validate"]:
-            validate_cli({**o, "tolerance": _share(o["tolerance"])})
         else:
-            raise ValueError("run files are arguments of --validate PROFILE only")
+            validate_cli({**o, "tolerance": _share(o["tolerance"])})
     except (ValueError, OSError) as e:  # a ProfileError is a ValueError
         _fail(str(e))
     except (KeyError, TypeError, IndexError, ArithmeticError) as e:  # a file shaped unlike a run

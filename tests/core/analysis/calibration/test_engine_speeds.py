@@ -15,7 +15,9 @@ from tokenpace.core.analysis.calibration.engine_fit import KEEP_MARGIN, fit_engi
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline
 from tokenpace.core.analysis.calibration.engine_speeds import (
     SlowSpeed,
+    _extra_line,
     slow_speed,
+    slow_throughout,
     speed_misfit,
     split_speeds,
     two_speeds,
@@ -206,3 +208,41 @@ def test_two_speeds_that_misfit_no_less_are_not_kept() -> None:
     wrong = SlowSpeed(0.005, 0.0, 0.025, 0.0, (1.0, 1.0), "")
     one, two = speed_misfit(split, StepCosts(fixed=0.025), fast, wrong)
     assert two > (1 - KEEP_MARGIN) * one
+
+
+def test_steps_on_a_floor_are_priced_on_it() -> None:
+    """A launch-bound engine: its fast fit's line is 5 ms at batch 1 but no step takes under its 20 ms
+    floor (the simulator runs max(floor, line)). The keep rule and the slow speed price the steps so:
+    the two speeds fit these waves exactly on the floor, and are far off without it."""
+    a = _one_by_one([80.0, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20], "c=1 in=a")
+    b = _one_by_one([80.0, 20, 20, 20, 20, 80, 80, 20, 20, 20, 20, 20], "c=1 in=b")
+    split = split_speeds([a, b])
+    assert split is not None
+    line = StepCosts(fixed=0.005)
+    slow = slow_speed(split, line, floor=0.020)
+    assert isinstance(slow, SlowSpeed)
+    assert slow.extra_fixed + slow.extra_per_seq == pytest.approx(0.075, rel=0.05)  # over the line
+    assert slow.at_one == pytest.approx(0.080, rel=0.05) and "past its floor of 20 ms" in slow.note
+    one, floored = speed_misfit(split, StepCosts(fixed=0.005), line, slow, (0.040, 0.020))
+    _, blind = speed_misfit(split, StepCosts(fixed=0.005), line, slow)
+    assert floored < 0.05 < 0.5 < blind and floored < (1 - KEEP_MARGIN) * one
+
+
+def test_a_slow_line_that_would_start_below_zero_goes_through_zero() -> None:
+    """Extras of 15 ms at batch 16 and 100 ms at 64: the line through them starts at -13 ms. Clamping
+    its start to 0 and keeping its slope would overprice every batch; through zero it fits both."""
+    fixed, per_seq = _extra_line(np.array([16.0, 64.0]), np.array([0.015, 0.100]), np.ones(2))
+    assert fixed == 0.0 and per_seq == pytest.approx((16 * 0.015 + 64 * 0.100) / (16**2 + 64**2))
+    fixed, per_seq = _extra_line(np.array([16.0, 64.0]), np.array([0.080, 0.060]), np.ones(2))
+    assert fixed == pytest.approx(0.070) and per_seq == 0.0  # falling: a level, never faster
+
+
+def test_a_load_past_the_sure_loads_batches_is_not_judged_slow_throughout() -> None:
+    """The H200's 128-user loop, priced by a fit that saw batches up to 10: a guess 13x out, not a sure
+    fast speed to call it slow against; within twice the batches seen it is judged."""
+    runs = load_runs([str(DATA / f) for f in ("ladder.json", "conc.json", "held.json")])
+    split = split_speeds([ld for run in runs for ld in run.loads])
+    assert split is not None
+    cheap = StepCosts(fixed=0.020)
+    assert "c=128 in=256" in slow_throughout(split, cheap, 0.0, batch_seen=64.0).throughout
+    assert "c=128 in=256" not in slow_throughout(split, cheap, 0.0, batch_seen=10.0).throughout

@@ -87,15 +87,17 @@ def fit_engine(
     if not all(split.parted):  # a load slow throughout: told by the loads that parted
         sure = [ld for ld, parted in zip(split.fast, split.parted, strict=True) if parted]
         with suppress(ValueError):  # those alone cannot be fitted (no request alone): none moved
-            split = slow_throughout(split, _fit(sure, max_num_seqs, revisits).costs)
+            told = _fit(sure, max_num_seqs, revisits)
+            seen = told.observed.get("batch", [0.0, 0.0])[-1]
+            split = slow_throughout(split, told.costs, told.step_floor, seen)
     try:
         two = _fit(list(split.fast), max_num_seqs, revisits)
     except ValueError as e:
         two, why = None, f"the fast waves alone cannot be fitted ({e})"
-    slow = slow_speed(split, two.costs) if two is not None else why
+    slow = slow_speed(split, two.costs, two.step_floor) if two is not None else why
     if isinstance(slow, SlowSpeed):
         assert two is not None
-        one_rms, two_rms = speed_misfit(split, one.costs, two.costs, slow)
+        one_rms, two_rms = speed_misfit(split, one.costs, two.costs, slow, (one.step_floor, two.step_floor))
         if two_rms <= (1 - KEEP_MARGIN) * one_rms:
             said = (
                 f"{slow.note}. Kept: over the same requests the two speeds misfit the decode step at "

@@ -157,18 +157,24 @@ def split_speeds(loads: Sequence[MeasuredLoad]) -> SpeedSplit | None:
     return SpeedSplit(tuple(fast), tuple(slow), n_slow, n_all, tuple(parted), tuple(returned))
 
 
-def slow_throughout(split: SpeedSplit, costs: StepCosts) -> SpeedSplit:
-    """The split with every load that showed no jump (none of its waves parted off) and whose waves
-    decoded SPLIT_RATIO or more slower than `costs` price them moved whole to the slow side: a load
-    that ran slow throughout. `costs`: a fit to the loads that did part, whose fast waves are sure (a
-    fit that took the slow-throughout loads in would price them near themselves). A load's waves are
-    judged by the median over its requests of step over price."""
+def slow_throughout(
+    split: SpeedSplit, costs: StepCosts, floor: float = 0.0, batch_seen: float = float("inf")
+) -> SpeedSplit:
+    """The split with every load that showed no jump (none of its waves parted off) and whose decode
+    steps ran SPLIT_RATIO or more slower than `costs` price them moved whole to the slow side: a load
+    that ran slow throughout. `costs` and `floor`: a fit to the loads that did part, whose fast waves
+    are sure (a fit that took the slow-throughout loads in would price them near themselves), priced
+    as the simulator runs it (never under its floor). Judged by the median over the load's requests
+    of step over price, and only a load whose median batch lies within SPLIT_RATIO of `batch_seen`,
+    the largest batch that fit saw: further out its line is a guess, not a sure fast speed."""
     fast, slow, moved = [], list(split.slow), []
     waves = 0
     for ld, parted in zip(split.fast, split.parted, strict=True):
         tl = timeline(ld.records)
         obs = decode_observations(tl, ld.label, costs) if tl is not None and not parted else []
-        ratio = [o.step_s / p for o in obs if (p := costs.decode_step(o.batch, o.context)) > 0]
+        if obs and float(np.median([o.batch for o in obs])) > SPLIT_RATIO * batch_seen:
+            obs = []  # past what the sure loads priced: not judged
+        ratio = [o.step_s / p for o in obs if (p := decode_step(costs, floor, o.batch, o.context)) > 0]
         if tl is None or not ratio or float(np.median(ratio)) < SPLIT_RATIO:
             fast.append(ld)
             continue
@@ -184,24 +190,43 @@ def slow_throughout(split: SpeedSplit, costs: StepCosts) -> SpeedSplit:
     )
 
 
-def speed_misfit(split: SpeedSplit, one: StepCosts, fast: StepCosts, slow: SlowSpeed) -> tuple[float, float]:
+def speed_misfit(
+    split: SpeedSplit,
+    one: StepCosts,
+    fast: StepCosts,
+    slow: SlowSpeed,
+    floors: tuple[float, float] = (0.0, 0.0),
+) -> tuple[float, float]:
     """(one speed's, two speeds') relative RMS misfit of the decode step over the same requests: every
     fast and slow wave of the split, the one speed pricing all of them alike, the two speeds each at
-    its own (joining prefills priced by the fast fit, for both)."""
+    its own (joining prefills priced by the fast fit, for both); each step priced as the simulator
+    runs it, never under its fit's floor (`floors`: the one speed's, the two speeds')."""
     err_one: list[float] = []
     err_two: list[float] = []
     for parts, extra in ((split.fast, None), (split.slow, slow)):
         for ld in parts:
             tl = timeline(ld.records)
             for o in decode_observations(tl, ld.label, fast) if tl is not None else []:
-                two = fast.decode_step(o.batch, o.context)
-                if extra is not None:
-                    two += extra.extra_fixed + extra.extra_per_seq * o.batch
-                err_one.append(one.decode_step(o.batch, o.context) / o.step_s - 1)
+                add = (extra.extra_fixed, extra.extra_per_seq) if extra is not None else (0.0, 0.0)
+                two = decode_step(fast, floors[1], o.batch, o.context, *add)
+                err_one.append(decode_step(one, floors[0], o.batch, o.context) / o.step_s - 1)
                 err_two.append(two / o.step_s - 1)
     if not err_one:
         return 0.0, 0.0
     return float(np.sqrt(np.mean(np.square(err_one)))), float(np.sqrt(np.mean(np.square(err_two))))
+
+
+def decode_step(
+    costs: StepCosts,
+    floor: float,
+    batch: float,
+    context: float,
+    extra_fixed: float = 0.0,
+    extra_per_seq: float = 0.0,
+) -> float:
+    """The decode step as the simulator runs it: the fitted line, plus a speed's extras, never under
+    the floor (sim.model.costmodel)."""
+    return max(floor, costs.decode_step(batch, context) + extra_fixed + extra_per_seq * batch)
 
 
 def _slow_threshold(values: np.ndarray) -> float | None:
@@ -228,14 +253,15 @@ class SlowSpeed:
     note: str
 
 
-def slow_speed(split: SpeedSplit, costs: StepCosts) -> SlowSpeed | str:
-    """What the slow waves' decode step adds to the fast fit's, against their batch: a line over the
-    loads (one level where they all ran at one batch; a level, too, where the line falls: the slow
-    speed must not come out faster than the fast one past the batches seen), each load one point
-    weighted by its slow waves, joining prefills priced as the fast fit prices them. Why not, where
-    no slow wave decoded two tokens or the slow step is not clearly slower (SLOWER_AT_LEAST) than the
-    fast one at the smallest and the largest batch its waves ran at."""
-    points: list[tuple[float, float, float]] = []  # (batch, extra s, weight)
+def slow_speed(split: SpeedSplit, costs: StepCosts, floor: float = 0.0) -> SlowSpeed | str:
+    """What the slow waves' decode step adds to the fast fit's line, against their batch: a line over
+    the loads (one level where they all ran at one batch; a level, too, where the line falls: the
+    slow speed must not come out faster than the fast one past the batches seen; through zero where
+    it would start below it), each load one point weighted by its slow waves, joining prefills priced
+    as the fast fit prices them. Why not, where no slow wave decoded two tokens or the slow step is
+    not clearly slower (SLOWER_AT_LEAST) than the fast one, as the simulator runs both (the fast fit's
+    `floor` under each), at the smallest and the largest batch its waves ran at."""
+    points: list[tuple[float, float, float, float]] = []  # (batch, context, extra s, weight)
     for ld in split.slow:
         tl = timeline(ld.records)
         if tl is None:
@@ -245,41 +271,59 @@ def slow_speed(split: SpeedSplit, costs: StepCosts) -> SlowSpeed | str:
             tpot = (tl.end - tl.first) / (tl.out - 1)
             n_waves = float(len(wave_members(tl.first, tpot)))
             extra = [o.step_s - costs.decode_step(o.batch, o.context) for o in obs]
-            points.append((float(np.mean([o.batch for o in obs])), float(np.median(extra)), n_waves))
+            points.append(
+                (
+                    float(np.mean([o.batch for o in obs])),
+                    float(np.mean([o.context for o in obs])),
+                    float(np.median(extra)),
+                    n_waves,
+                )
+            )
     if not points:
         return "no slow wave decoded two tokens"
-    b = np.asarray([p[0] for p in points])
-    t = np.asarray([p[1] for p in points])
-    w = np.asarray([p[2] for p in points])
-    extra_fixed, extra_per_seq = float(np.average(t, weights=w)), 0.0
-    if b.max() - b.min() >= 0.8 and len(points) >= 2:
-        coef = wls(np.column_stack([np.ones_like(b), b]), t, w).coef
-        if coef[1] > 0:
-            extra_fixed, extra_per_seq = float(coef[0]), float(coef[1])
-    fast_one = costs.decode_step(1, 0)
-    for batch in (float(b.min()), float(b.max())):
-        fast_step = costs.decode_step(batch, 0)
-        slow_step = fast_step + extra_fixed + extra_per_seq * batch
+    b, ctx, t, w = (np.asarray([p[k] for p in points]) for k in range(4))
+    extra_fixed, extra_per_seq = _extra_line(b, t, w)
+    fast_one = decode_step(costs, floor, 1, 0)
+    for k in (int(np.argmin(b)), int(np.argmax(b))):
+        fast_step = decode_step(costs, floor, b[k], ctx[k])
+        slow_step = decode_step(costs, floor, b[k], ctx[k], extra_fixed, extra_per_seq)
         if slow_step < SLOWER_AT_LEAST * fast_step:
             return (
-                f"the slow waves' step at batch {batch:.0f} ({slow_step * 1e3:.3g} ms) is not "
+                f"the slow waves' step at batch {b[k]:.0f} ({slow_step * 1e3:.3g} ms) is not "
                 f"{SLOWER_AT_LEAST:.2g}x the fast fit's ({fast_step * 1e3:.3g} ms)"
             )
-    extra_fixed = max(0.0, extra_fixed)
-    at_one = fast_one + extra_fixed + extra_per_seq
+    at_one = decode_step(costs, floor, 1, 0, extra_fixed, extra_per_seq)
     per_seq = costs.per_seq + extra_per_seq
     note = (
         f"two speeds: {split.slow_waves} of {split.waves} waves in {len(split.slow)} loads decoded at a "
         f"slow speed, {SPLIT_RATIO:.0f}x or more their load's fast waves"
         + _which_slow(split)
         + f"; the fast speed is fitted without them ({fast_one * 1e3:.3g} ms a step at batch 1, "
-        f"+{costs.per_seq * 1e3:.3g} ms a sequence), the slow one from them ({at_one * 1e3:.3g} ms at "
+        f"+{costs.per_seq * 1e3:.3g} ms a sequence"
+        + (f" past its floor of {floor * 1e3:.3g} ms" if floor > 0 else "")
+        + f"), the slow one from them ({at_one * 1e3:.3g} ms at "
         f"batch 1, +{per_seq * 1e3:.3g} ms a sequence, seen at batches {b.min():.0f}-{b.max():.0f}). "
         "Which speed a load gets is not set by the load: the profile runs the fast speed, `sim --speed "
         "slow` the slow one, and --validate judges a held-out load at the speed its own waves ran "
         "(chosen from them: not a prediction)"
     )
     return SlowSpeed(extra_fixed, extra_per_seq, at_one, per_seq, (float(b.min()), float(b.max())), note)
+
+
+def _extra_line(b: np.ndarray, t: np.ndarray, w: np.ndarray) -> tuple[float, float]:
+    """(per step, per sequence) the slow speed adds: a weighted line over the loads' points where
+    their batches differ and it rises; through zero where that line would start below zero (a
+    negative extra per step is a faster engine, not a slower one); else their weighted level."""
+    level = max(0.0, float(np.average(t, weights=w)))
+    if b.max() - b.min() < 0.8 or len(b) < 2:
+        return level, 0.0
+    coef = wls(np.column_stack([np.ones_like(b), b]), t, w).coef
+    if coef[1] <= 0:
+        return level, 0.0
+    if coef[0] >= 0:
+        return float(coef[0]), float(coef[1])
+    through_zero = float(np.sum(w * b * t) / np.sum(w * b * b))
+    return (0.0, through_zero) if through_zero > 0 else (level, 0.0)
 
 
 SLOWER_AT_LEAST = SPLIT_RATIO**0.5  # the slow step over the fast one, at least: halfway (in ratio) to 2x
