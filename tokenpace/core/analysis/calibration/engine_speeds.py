@@ -203,11 +203,10 @@ def speed_misfit(
     runs it, never under its fit's floor (`floors`: the one speed's, the two speeds')."""
     err_one: list[float] = []
     err_two: list[float] = []
-    for parts, extra in ((split.fast, None), (split.slow, slow)):
+    for parts, add in ((split.fast, (0.0, 0.0)), (split.slow, (slow.extra_fixed, slow.extra_per_seq))):
         for ld in parts:
             tl = timeline(ld.records)
             for o in decode_observations(tl, ld.label, fast) if tl is not None else []:
-                add = (extra.extra_fixed, extra.extra_per_seq) if extra is not None else (0.0, 0.0)
                 two = decode_step(fast, floors[1], o.batch, o.context, *add)
                 err_one.append(decode_step(one, floors[0], o.batch, o.context) / o.step_s - 1)
                 err_two.append(two / o.step_s - 1)
