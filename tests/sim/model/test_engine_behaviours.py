@@ -1,5 +1,6 @@
 """The scheduler behaviours beyond vLLM's (profile fields, off by default): a per-step floor, a
-per-request cost outside the steps, prefill-first steps that pause the running decodes, a second speed."""
+per-request cost outside the steps, prefill-first steps that pause the running decodes, a second speed,
+packed attention."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import pytest
 
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim import VirtualLoad, get_profile, run_virtual
-from tokenpace.sim.model.costmodel import CostModel
+from tokenpace.sim.model.costmodel import CostModel, StepWork
+from tokenpace.sim.profiles.calibrated import sections_to_costs
 from tokenpace.sim.profiles.profile import load_profile_file
 from tokenpace.sim.profiles.profile_file import profile_to_toml
 
@@ -79,3 +81,40 @@ def test_prefill_first_pauses_the_running_decodes() -> None:
     tpot_mixed = np.median([r.tpot or 0.0 for r in run_virtual(load, mixed)])
     tpot_first = np.median([r.tpot or 0.0 for r in run_virtual(load, first)])
     assert tpot_first > tpot_mixed
+
+
+def test_packed_attention_prices_every_pair_of_a_step_holding_a_prefill() -> None:
+    """A step with a prompt beside decoding requests pays for every (query, key) pair of the whole step
+    in place of the prompt's own work, never less than that work (a prompt beside a decode costs no
+    less than alone); a decode step and a prompt alone keep their prices."""
+    plain = get_profile()
+    a = CostModel(plain)
+    work = StepWork(decode_seqs=8, decode_context=8 * 512, seqs=9)
+    work.add_prefill(0, 1024)
+    tokens, keys = 1024 + 8, 1024 + 8 * 512
+    decode = a.base_seconds(StepWork(decode_seqs=8, decode_context=8 * 512, seqs=9))  # the newcomer's S too
+    own = a._roofline_prefill(1024)  # the prompt's own compute
+    for ns in (100.0, 0.01):  # the whole step's pairs dear; cheap, under the prompt's own work
+        packed = plain.with_overrides(efficiency={"packed_pair_ns": ns})
+        b = CostModel(packed)
+        assert b.decode_step_seconds(8, 512) == a.decode_step_seconds(8, 512)
+        assert b.prefill_seconds(1024) == a.prefill_seconds(1024)
+        expected = decode + max(own, ns * 1e-9 * tokens * keys)
+        assert b.base_seconds(work) == pytest.approx(expected, rel=1e-9)
+        assert b.base_seconds(work) >= b.prefill_seconds(1024)
+        # the calibration's view of the same step (StepCosts.joining_prefill) agrees with the simulator's
+        joined = sections_to_costs(packed).joining_prefill([1024], 8, 8 * 512)
+        assert joined == pytest.approx(b.base_seconds(work) - b.decode_step_seconds(8, 512), rel=1e-6)
+        assert f"packed_pair_ns = {ns}" in profile_to_toml(packed)
+
+
+def test_packed_attention_slows_newcomers_more_the_more_decode_beside_them() -> None:
+    """The H200's shape: a group of newcomers' first token waits longer at 64 users than at 16, by more
+    than the per-sequence engine's."""
+    plain = get_profile()
+    packed = plain.with_overrides(efficiency={"packed_pair_ns": 2.0})
+
+    def ttft(prof, users: int) -> float:
+        return float(np.median([r.ttft for r in run_virtual(_closed(users, prompt=1024), prof)]))
+
+    assert ttft(packed, 64) / ttft(packed, 16) > ttft(plain, 64) / ttft(plain, 16)

@@ -6,8 +6,10 @@ of every sequence that attends). Decode-only steps at small batch are memory bou
 size), large prefills are compute bound (linear in tokens), and big decode batches cross over: the
 shapes real engines show.
 
-Three optional terms, all off in the shipped profiles (a calibration sets them, see docs/sim.md):
-a step floor (a launch- or Python-bound engine: a step takes at least `step_floor_ms`, 0 in the shipped
+Four optional terms, all off in the shipped profiles (a calibration sets them, see docs/sim.md):
+packed attention (a step holding a prefill beside other sequences pays every (query, key) pair of the
+whole step, `packed_pair_ns` each: transformers' continuous batching), a step floor (a launch- or
+Python-bound engine: a step takes at least `step_floor_ms`, 0 in the shipped
 profiles), a measured prefill table (step_noise.PrefillTable) prices prefill chunks instead of the roofline's
 line-plus-curve, and step-time variability (step_noise.StepNoise) multiplies every step's duration.
 """
@@ -21,11 +23,15 @@ from tokenpace.sim.profiles.profile import Profile
 class StepWork:
     """What the scheduler packed into one step (one per step: a plain class with its own __init__)."""
 
-    __slots__ = ("decode_context", "decode_seqs", "prefill_chunks", "prefill_pairs", "prefill_tokens", "seqs")
+    __slots__ = (
+        "decode_context", "decode_seqs", "prefill_chunks", "prefill_keys", "prefill_pairs",
+        "prefill_tokens", "seqs",
+    )  # fmt: skip
 
     def __init__(self, decode_seqs: int = 0, decode_context: int = 0, seqs: int = 0) -> None:
         self.prefill_tokens = 0  # tokens prefilled in this step (all chunks)
         self.prefill_pairs = 0.0  # causal (query, context) pairs of those chunks
+        self.prefill_keys = 0  # keys those chunks' sequences hold once computed (cached + new)
         self.decode_seqs = decode_seqs  # sequences decoding one token
         self.decode_context = decode_context  # total context length those sequences attend to
         self.seqs = seqs  # sequences touched (prefill + decode)
@@ -41,6 +47,7 @@ class StepWork:
         """n new prompt tokens computed after `start` cached ones."""
         self.prefill_tokens += n
         self.prefill_pairs += prefill_pairs(start, n)
+        self.prefill_keys += start + n
         if self.prefill_chunks is None:
             self.prefill_chunks = []
         self.prefill_chunks.append((start, n))
@@ -64,6 +71,7 @@ class CostModel:
         self._fixed = (e.step_overhead_ms + e.tp_comm_ms) / 1e3
         self._per_seq = e.per_seq_overhead_us / 1e6
         self._floor = e.step_floor_ms / 1e3  # 0: no floor (vLLM), the default
+        self._packed = e.packed_pair_ns / 1e9  # 0: per-sequence attention (vLLM), the default
         self.slowdown = slowdown  # >1 while the engine is cold (see faults.cold_start)
         # A dense model reads all its weights whatever the step holds (None: MoE, per step)
         self._weights = None if m.experts > 0 else m.weight_bytes_read(1)
@@ -81,7 +89,21 @@ class CostModel:
         if tokens == 0:
             return 0.0
         table = self._table
-        if table is not None and w.prefill_chunks:
+        packed = 0.0
+        if self._packed and w.prefill_chunks and w.seqs > 1:
+            # one attention over the packed step: every (query, key) pair of the step, not each
+            # sequence's own (prefill_packing_fit), and never under the prompts' price as one packed
+            # row (a prompt beside a decode costs no less than alone); a prompt alone keeps its own
+            decode_flops = w.decode_seqs * self._flops_tok + w.decode_context * self._flops_pair
+            compute = decode_flops / self._eff_flops
+            if table is not None:
+                own = table.chunks_seconds([(0, w.prefill_tokens)])
+            else:
+                own = (
+                    w.prefill_tokens * self._flops_tok + w.prefill_pairs * self._flops_pair
+                ) / self._eff_flops
+            packed = max(own, self._packed * tokens * (w.prefill_keys + w.decode_context))
+        elif table is not None and w.prefill_chunks:
             compute = (
                 table.chunks_seconds(w.prefill_chunks)
                 + (w.decode_seqs * self._flops_tok + w.decode_context * self._flops_pair) / self._eff_flops
@@ -94,7 +116,7 @@ class CostModel:
         if weights is None:
             weights = self._model.weight_bytes_read(tokens)
         memory = (weights + w.decode_context * self._kv_tok) / self._eff_bw
-        t = self._fixed + w.seqs * self._per_seq + max(compute, memory)
+        t = self._fixed + w.seqs * self._per_seq + max(compute, memory) + packed
         if t < self._floor:  # a launch-bound engine: the batch's work hides under the floor
             t = self._floor
         return t * self.slowdown

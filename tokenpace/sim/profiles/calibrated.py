@@ -12,6 +12,7 @@ of 1,000 TFLOP/s and 1,000 GB/s at full efficiency:
 - R                          -> the network's rtt_ms
 - step noise, prefill table  -> the engine's step_cv, step_cv_hold_ms, prefill_table_* (step_noise.py)
 - the behaviours identified  -> step_floor_ms (a per-step floor), chunked_prefill = false (prefill-first),
+                               packed_pair_ns (packed attention, prefill_packing_fit),
                                slow_step_extra_ms and slow_per_seq_extra_us (a second, slower speed)
 
 The [provenance] table keeps the fit in its own units, which runs it came from, which parameters the
@@ -56,6 +57,7 @@ def costs_to_sections(
         step_floor_ms=step_floor * 1e3,
         slow_step_extra_ms=slow_extra[0] * 1e3,
         slow_per_seq_extra_us=slow_extra[1] * 1e6,
+        packed_pair_ns=c.packed_pair * 1e9,
     )
     return model, hardware, efficiency
 
@@ -71,6 +73,7 @@ def sections_to_costs(profile: Profile) -> StepCosts:
         per_token=m.flops_per_token / profile.eff_flops,
         per_pair=m.attn_flops_per_pair / profile.eff_flops,
         rtt=profile.network.rtt_ms / 1e3,
+        packed_pair=e.packed_pair_ns / 1e9,
     )
 
 
@@ -102,6 +105,7 @@ def calibrated_profile(
         + (f"; prefill as measured at {len(fit.prefill_table)} lengths" if fit.prefill_table else "")
         + (f"; step floor {fit.step_floor * 1e3:.3g} ms" if fit.step_floor else "")
         + ("; prefill-first steps" if fit.prefill_first else "")
+        + (f"; packed attention {c.packed_pair * 1e9:.3g} ns a pair" if c.packed_pair else "")
         + (
             f"; a slow speed +{fit.slow_extra_fixed * 1e3:.3g} ms a step, "
             f"{fit.slow_extra_per_seq * 1e3:+.3g} ms a sequence"

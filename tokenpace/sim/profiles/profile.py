@@ -95,6 +95,12 @@ class Efficiency:
     # load whose waves ran slow) the slow one. 0, 0: one speed (every shipped profile).
     slow_step_extra_ms: float = 0.0
     slow_per_seq_extra_us: float = 0.0
+    # Packed attention: a step that holds a prefill beside other sequences runs them as one packed row
+    # under one mask and pays this for every (query token, key token) pair of the whole step, in place
+    # of the prompts' own prefill price (Hugging Face `transformers serve` with continuous batching).
+    # Evidence: a step holding newcomers costs more the more requests decode beside it
+    # (`--calibrate` reads it from the per-token timestamps). 0: each sequence's own pairs (vLLM's).
+    packed_pair_ns: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +210,19 @@ class Profile:
                 "running_speed": "slow",
                 "slow_step_extra_ms": e.slow_step_extra_ms,
             },
+        )
+
+    def at_level(self, extra_ms: float) -> Profile:
+        """The engine at one speed, `extra_ms` over its fast one on every step (a level a load was seen
+        to run at: `--validate` of an engine seen at two speeds); a step is never priced below nothing."""
+        e = self.efficiency
+        return self.with_overrides(
+            efficiency={
+                "step_overhead_ms": max(0.0, e.step_overhead_ms + extra_ms),
+                "slow_step_extra_ms": 0.0,
+                "slow_per_seq_extra_us": 0.0,
+            },
+            provenance={**self.provenance, "running_speed": "level", "slow_step_extra_ms": extra_ms},
         )
 
     def with_overrides(self, **sections: dict[str, Any]) -> Profile:

@@ -3,7 +3,9 @@
 Pure. The simulator prices one engine step as
     F + seqs x S + max(compute, memory),  compute = tokens x a + attention pairs x p,
                                           memory  = W + decoding context x k
-(tokenpace.sim.model.costmodel); `StepCosts` holds those coefficients in seconds.
+(tokenpace.sim.model.costmodel), plus, for an engine that packs a step's sequences under one mask,
+tokens x keys of the whole step x P in place of a joining prompt's own work; `StepCosts` holds those
+coefficients in seconds.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class StepCosts:
     per_token: float = 0.0  # a
     per_pair: float = 0.0  # p
     rtt: float = 0.0  # R
+    packed_pair: float = 0.0  # per (query, key) pair of a whole step holding a prefill (0: per sequence)
 
     def ttft(self, n: float) -> float:
         """A request alone: round trip plus one prefill step of n tokens."""
@@ -48,6 +51,10 @@ class StepCosts:
 
     def joining_prefill(self, prompts: list[float], batch: float, context: float) -> float:
         """What prefills of these prompts add to the decode step (of that batch and context) they join."""
+        if self.packed_pair:  # every pair of the packed step, never under the prompts' own work
+            n = sum(prompts)
+            own = sum(self.per_token * k + self.per_pair * k * (k + 1) / 2 for k in prompts)
+            return self.per_seq * len(prompts) + max(own, self.packed_pair * (n + batch) * (n + context))
         joined = sum(self.per_token * n + self.per_pair * n * (n + 1) / 2 for n in prompts)
         compute = self.per_token * batch + self.per_pair * context
         memory = self.weights + self.per_context * context

@@ -17,7 +17,9 @@ Pure. The simulator prices one engine step as
    server's running gauge while requests waited);
 6. the scheduler's behaviours, identified from the loads (not chosen by hand): a per-step floor
    against a line by held-out error (scheduler_fit), prefill-first steps from the per-token gaps
-   (prefill_gaps); loads during which the engine moved are named and left out of the first.
+   (prefill_gaps), packed attention from the steps rebuilt from them (prefill_packing_fit, read
+   first: it prices the joining prefills step 2 takes out); loads during which the engine moved are
+   named and left out of the first.
 
 Each parameter says whether the data identified it, and how, or why it was left at a default.
 """
@@ -59,6 +61,7 @@ from tokenpace.core.analysis.calibration.engine_speeds import (
 )
 from tokenpace.core.analysis.calibration.prefill_gaps import prefill_gaps
 from tokenpace.core.analysis.calibration.prefill_line_fit import fit_prefill
+from tokenpace.core.analysis.calibration.prefill_packing_fit import Packing, packing_fit
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
 from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
 from tokenpace.core.analysis.calibration.step_noise_fit import fit_step_noise
@@ -80,18 +83,19 @@ def fit_engine(
     waves (a load slow throughout, told by that fit, moved to the slow side and the fit redone) and
     the slow speed apart; kept only where, over the same requests, the two speeds each at its own
     waves misfit the decode step KEEP_MARGIN less than one speed does."""
-    one = _fit(loads, max_num_seqs, revisits)
+    packing = packing_fit(loads)  # from every load's steps: a step's extra is read against its neighbours
+    one = _fit(loads, max_num_seqs, revisits, packing)
     split = split_speeds(loads)
     if split is None:
         return one
     if not all(split.parted):  # a load slow throughout: told by the loads that parted
         sure = [ld for ld, parted in zip(split.fast, split.parted, strict=True) if parted]
         with suppress(ValueError):  # those alone cannot be fitted (no request alone): none moved
-            told = _fit(sure, max_num_seqs, revisits)
+            told = _fit(sure, max_num_seqs, revisits, packing)
             seen = told.observed.get("batch", [0.0, 0.0])[-1]
             split = slow_throughout(split, told.costs, told.step_floor, seen)
     try:
-        two = _fit(list(split.fast), max_num_seqs, revisits)
+        two = _fit(list(split.fast), max_num_seqs, revisits, packing)
     except ValueError as e:
         two, why = None, f"the fast waves alone cannot be fitted ({e})"
     slow = slow_speed(split, two.costs, two.step_floor) if two is not None else why
@@ -130,6 +134,7 @@ def _fit(
     loads: Sequence[MeasuredLoad],
     max_num_seqs: int | None,
     revisits: Sequence[tuple[MeasuredLoad, MeasuredLoad]],
+    packing: Packing,
 ) -> EngineFit:
     """fit_engine's fit of one speed to the loads given (all of them, or a split's fast waves)."""
     steady = [steady_part(ld) for ld in loads]  # each load less a warm-up; did the engine hold still?
@@ -147,14 +152,15 @@ def _fit(
         left_out = set()
     alone = [o for _, tl in timelines for o in prefill_observations(tl)]
     prefill = fit_prefill(alone)
-    costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair)
+    costs = StepCosts(per_token=prefill.per_token, per_pair=prefill.per_pair, packed_pair=packing.pair)
     result = None
     for _ in range(3):  # joining prefills and steps are priced with the previous round's costs
         decode: list[DecodeObs] = []
         for ld, tl in timelines:
             decode += decode_observations(tl, ld.label, costs)
         result = solve(prefill, [d for d in decode if d.load not in left_out], loads)
-        costs = result.costs
+        costs = replace(result.costs, packed_pair=packing.pair)
+        result = replace(result, costs=costs)
     assert result is not None
     limit = _scheduler_limit(timelines, max_num_seqs)
     noise = fit_step_noise(loads)
@@ -176,6 +182,7 @@ def _fit(
     result = _behaviours(
         result, [ld for ld, _ in timelines], decode, moved_within, sorted(left_out), prefill.groups
     )
+    result = replace(result, behaviours=(*result.behaviours, packing.note))
     return replace(
         result,
         observed={**result.observed, "decoding_at_once": [1.0, float(most)]},
