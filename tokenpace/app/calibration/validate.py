@@ -18,6 +18,7 @@ import numpy as np
 
 from tokenpace.adapters.safe_files import write_atomic
 from tokenpace.app.calibration.calibrate import MIN_REQUESTS, load_runs
+from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
 from tokenpace.core.analysis.calibration.engine_drift import wave_members, within_load_drift
 from tokenpace.core.analysis.calibration.engine_obs import (
     MeasuredLoad,
@@ -25,7 +26,7 @@ from tokenpace.core.analysis.calibration.engine_obs import (
     timeline,
     usable,
 )
-from tokenpace.core.analysis.calibration.engine_speeds import two_speeds
+from tokenpace.core.analysis.calibration.engine_speeds import speed_level, two_speeds
 from tokenpace.core.analysis.calibration.verdicts import (
     DEFAULT_TOLERANCE,
     RowVerdict,
@@ -33,6 +34,7 @@ from tokenpace.core.analysis.calibration.verdicts import (
     judge_row,
     profile_verdict,
 )
+from tokenpace.sim.profiles.calibrated import sections_to_costs
 from tokenpace.sim.profiles.limits import ProfileLimits, limits_of
 from tokenpace.sim.profiles.profile import Profile
 from tokenpace.sim.virtual_time.replay import Prediction, predict
@@ -79,8 +81,12 @@ class Validation:
 
     @property
     def verdict(self) -> str:
-        """holds | fails | undecided (undecided too when nothing could be judged)."""
-        return profile_verdict(self.loads.values())
+        """holds | fails | undecided (undecided too when nothing could be judged, and where a load was
+        judged at a speed read from itself: such a profile does not predict which speed it gets)."""
+        verdict = profile_verdict(self.loads.values())
+        if verdict == "holds" and any(s in ("fast", "slow") for s in self.speeds.values()):
+            return "undecided"
+        return verdict
 
     @property
     def exit_code(self) -> int:
@@ -110,6 +116,18 @@ class Validation:
 
 def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLERANCE) -> Validation:
     """Every held-out load replayed, judged per metric and percentile, per load and for the profile."""
+    runs = load_runs(paths)
+    loads = [(str(run.path), ld) for run in runs for ld in run.loads]
+    return validate_loads(profile, loads, tolerance, [r for run in runs for r in run.refused])
+
+
+def validate_loads(
+    profile: Profile,
+    loads: list[tuple[str, MeasuredLoad]],
+    tolerance: float = DEFAULT_TOLERANCE,
+    refused: list[str] | None = None,
+) -> Validation:
+    """validate's judgement of loads already read: (where each came from, the load)."""
     if not 0 < tolerance < 10:
         raise ValueError(f"--tolerance {tolerance:g} is not a share between 0 and 10 (e.g. 10%)")
     limits = limits_of(profile)
@@ -119,43 +137,96 @@ def validate(profile: Profile, paths: list[str], tolerance: float = DEFAULT_TOLE
     # A profile whose fit failed its gate is still judged here, row by row: a validation is the
     # evidence (elsewhere its predictions decide nothing).
     limits = replace(limits, poor_fit=())
-    for run in load_runs(paths):
-        out.refused += run.refused
-        for measured in run.loads:
-            if len(usable(measured.records)) < MIN_REQUESTS:
-                n = len(usable(measured.records))
-                out.refused.append(f"{run.path} ({measured.label}) refused: short ({n} usable requests)")
-                continue
-            beyond, notes = _past_the_fit(limits, measured)
-            drift, speeds = within_load_drift(measured), two_speeds(measured)
-            if drift.moved:
-                moved = f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})"
-                notes = [*notes, drift.note]
-            elif speeds is not None:  # back and forth between two speeds: a move, sized by its waves
-                moved = (
-                    f"engine moved within this load: {speeds.slow_waves} of {speeds.waves} waves decoded "
-                    f"{speeds.change:+.0%} slower than the rest (surely {speeds.surely:+.0%})"
-                )
-                notes = [*notes, speeds.note]
-            else:
-                moved = ""
-            # the prediction's own interval: the replays' spread, not widened by the fit's residual
+    out.refused += refused or []
+    for source, measured in loads:
+        if len(usable(measured.records)) < MIN_REQUESTS:
+            n = len(usable(measured.records))
+            out.refused.append(f"{source} ({measured.label}) refused: short ({n} usable requests)")
+            continue
+        beyond, notes = _past_the_fit(limits, measured)
+        moved, why = _moved_within(measured)
+        # the prediction's own interval: the replays' spread, not widened by the fit's residual
+        if slow is None or moved:  # one speed; or an engine that switched speed within the load
             predicted = predict(profile, measured, fit_error=0.0)
-            out.speeds[measured.label] = "fast" if slow is not None else "one"
-            if slow is not None and not moved:  # one speed throughout: which one, from its waves
-                at_slow = predict(slow, measured, fit_error=0.0)
-                ran, note = speed_ran(measured, predicted, at_slow)
-                out.speeds[measured.label] = ran
-                notes = [*notes, note]
-                if ran == "slow":
-                    predicted = at_slow
-            elif slow is not None:
-                out.speeds[measured.label] = "both"
-            out.notes[measured.label] = notes
-            rows = [Row(p, _judge(p, tolerance, limits, beyond, moved)) for p in predicted]
-            out.rows += rows
-            out.loads[measured.label] = combine(r.judged.verdict for r in rows)
+            out.speeds[measured.label] = "one" if slow is None else "both"
+        else:  # one speed throughout, not predicted: its level from its start, the rest judged
+            predicted, out.speeds[measured.label], why = _at_its_level(profile, slow, measured)
+        out.notes[measured.label] = [*notes, why] if why else notes
+        rows = [Row(p, _judge(p, tolerance, limits, beyond, moved)) for p in predicted]
+        out.rows += rows
+        out.loads[measured.label] = combine(r.judged.verdict for r in rows)
     return out
+
+
+START_SHARE = 1 / 3  # of a load's requests (the first sent), whose level its other requests are judged at
+MIN_LEVEL_PHASES = 5  # decode phases in that part, to read a level from
+
+
+@dataclass(frozen=True, slots=True)
+class Level:
+    extra_ms: float  # over the fast speed, on every step
+    skip: int  # the requests that set it: replayed, not judged
+    speed: str  # fast | slow: the fitted speed the level lies nearer
+    note: str
+
+
+def level_from_start(profile: Profile, measured: MeasuredLoad) -> Level | str:
+    """The level a load of an engine seen at two speeds ran at, read from its first START_SHARE of
+    requests (their decode phases against the fast law, every request counted in their batches), to
+    judge at it only the requests sent after those had all ended: the engine's speed is not predicted,
+    no request both sets it and is judged, and no judged request decoded beside one setting it. A
+    reason (str) where the load is too short for that."""
+    ok = usable(measured.records)
+    setting = int(len(ok) * START_SHARE)
+    done = max((r.end_ns or 0 for r in ok[:setting]), default=0)
+    skip = next((i for i, r in enumerate(ok) if i >= setting and r.sent_ns > done), len(ok))
+    if len(ok) - skip < MIN_REQUESTS:
+        return (
+            f"too short to set its level from its first {setting} requests and judge {MIN_REQUESTS} or more "
+            f"sent after they ended ({len(ok) - skip})"
+        )
+    tl = timeline(ok)
+    costs, floor = sections_to_costs(profile), profile.efficiency.step_floor_ms / 1e3
+    obs = decode_observations(tl, measured.label, costs, only_first=setting) if tl is not None else []
+    if len(obs) < MIN_LEVEL_PHASES:
+        return f"its first {setting} requests held {len(obs)} decode phases ({MIN_LEVEL_PHASES} needed)"
+    extra = speed_level(obs, costs, floor) * 1e3
+    slow = profile.efficiency.slow_step_extra_ms
+    speed = "slow" if extra > 0.5 * slow else "fast"
+    note = (
+        f"judged on its {len(ok) - skip} requests sent after its first {setting} ended, at the level those "
+        f"ran: {extra:+.3g} ms a step over the fast speed (the slow speed adds {slow:+.3g}: nearer the "
+        f"{speed}); which speed a load gets is not predicted, so its first requests set it and are not judged"
+    )
+    return Level(extra, skip, speed, note)
+
+
+def _moved_within(measured: MeasuredLoad) -> tuple[str, str]:
+    """(the verdicts' reason where the engine moved within the load, "" if not; the note to print)."""
+    drift, speeds = within_load_drift(measured), two_speeds(measured)
+    if drift.moved:
+        return f"engine moved {drift.change:+.0%} within this load (surely {drift.low:+.0%})", drift.note
+    if speeds is not None:  # back and forth between two speeds: a move, sized by its waves
+        moved = (
+            f"engine moved within this load: {speeds.slow_waves} of {speeds.waves} waves decoded "
+            f"{speeds.change:+.0%} slower than the rest (surely {speeds.surely:+.0%})"
+        )
+        return moved, speeds.note
+    return "", ""
+
+
+def _at_its_level(
+    profile: Profile, slow: Profile, measured: MeasuredLoad
+) -> tuple[list[Prediction], str, str]:
+    """(predictions, the speed it was judged at, why) for a load of an engine seen at two speeds that
+    held one: at the level its first third ran, judged on the rest; too short for that, at the fitted
+    speed nearer its waves."""
+    level = level_from_start(profile, measured)
+    if isinstance(level, Level):
+        return predict(profile.at_level(level.extra_ms), measured, skip=level.skip), level.speed, level.note
+    fast, at_slow = predict(profile, measured), predict(slow, measured)
+    ran, note = speed_ran(measured, fast, at_slow)
+    return (at_slow if ran == "slow" else fast), ran, f"{level}; {note}"
 
 
 def speed_ran(measured: MeasuredLoad, fast: list[Prediction], slow: list[Prediction]) -> tuple[str, str]:

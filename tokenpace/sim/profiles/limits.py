@@ -43,8 +43,14 @@ class ProfileLimits:
             out.append(f"the engine's speed moved {self.engine_moved:.0%} or more during the calibration")
         if self.speed == "each":
             out.append(
-                f"the engine was seen at two speeds (the slow one {self.slow_extra_ms:+.3g} ms a step): each "
-                "load is judged at the speed its own waves ran, which is chosen from them, not predicted"
+                f"the engine was seen at two speeds (the slow one {self.slow_extra_ms:+.3g} ms a step): "
+                "which a load gets is not predicted, so a load that held one is judged on its later requests "
+                "sent after its first third ended, at the level that third ran (a load too short for that: "
+                "at the speed nearer its waves); the profile is never said to hold on such loads"
+            )
+        elif self.speed == "level":
+            out.append(
+                f"these predictions run {self.slow_extra_ms:+.3g} ms a step over the fast speed (a level)"
             )
         elif self.speed:
             other = "--speed slow for the slow one" if self.speed == "fast" else "without it, the fast one"

@@ -106,8 +106,8 @@ def _virtual_values(results: list[VirtualResult]) -> dict[str, list[float]]:
     }
 
 
-def _measured_values(measured: MeasuredLoad) -> dict[str, list[float]]:
-    ok = usable(measured.records)
+def _measured_values(measured: MeasuredLoad, skip: int = 0) -> dict[str, list[float]]:
+    ok = usable(measured.records)[skip:]
     return {
         "ttft": [(ttft_ns(r) or 0) / 1e6 for r in ok],
         "tpot": [t / 1e6 for r in ok if (t := tpot_ns(r)) is not None],
@@ -117,16 +117,17 @@ def _measured_values(measured: MeasuredLoad) -> dict[str, list[float]]:
 
 def predict(
     profile: Profile, measured: MeasuredLoad, fit_error: float = 0.0, seeds: int = REPLAY_SEEDS,
+    skip: int = 0,
 ) -> list[Prediction]:  # fmt: skip
     """Per metric and percentile: the replays' median, their range widened by 2 x fit_error, and
-    the measured value."""
+    the measured value; `skip`: the first requests sent are replayed but not judged, in the
+    replays and the measurement alike."""
     per_seed = []
     for seed in range(seeds):
         load = replay_load(measured, seed)
-        per_seed.append(
-            {m: _percentiles_ms(v) for m, v in _virtual_values(run_virtual(load, profile)).items()}
-        )
-    values = _measured_values(measured)
+        done = sorted(run_virtual(load, profile), key=lambda r: r.sent)[skip:]
+        per_seed.append({m: _percentiles_ms(v) for m, v in _virtual_values(done).items()})
+    values = _measured_values(measured, skip)
     meas = {m: _percentiles_ms(v) for m, v in values.items()}
     bounds = {m: _measured_bounds(v) for m, v in values.items()}
     out = []

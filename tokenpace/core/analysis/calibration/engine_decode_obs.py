@@ -25,17 +25,20 @@ from tokenpace.core.analysis.calibration.engine_costs import StepCosts
 from tokenpace.core.analysis.calibration.engine_obs import DecodeObs, Timeline
 
 
-def decode_observations(tl: Timeline, load: str, costs: StepCosts) -> list[DecodeObs]:
+def decode_observations(
+    tl: Timeline, load: str, costs: StepCosts, only_first: int | None = None
+) -> list[DecodeObs]:
     """Each request's decode phase: its time per step, the mean batch and context of its steps.
 
     `costs` (the previous round's fit) prices the joining prefills and weighs the pieces' steps;
     with nothing fitted yet (no per-sequence or fixed cost), steps are taken as proportional to
-    their batch."""
+    their batch. `only_first`: the phases of the timeline's first requests only (by send time),
+    every request still counted in their batches."""
     f, e = tl.first, tl.end
     span = e - f
     tol = 0.5 * float(np.median(span / (tl.out - 1)))  # token arrival jitter: same-step events straddle
     out = []
-    for i in range(len(f)):
+    for i in range(len(f) if only_first is None else min(only_first, len(f))):
         obs = _one_phase(tl, i, tol, costs)
         if obs is not None:
             out.append(DecodeObs(load, obs[0], obs[1], obs[2], float(tl.prompt[i])))

@@ -44,7 +44,7 @@ import numpy as np
 from tokenpace.core.analysis.calibration.engine_costs import StepCosts, wls
 from tokenpace.core.analysis.calibration.engine_decode_obs import decode_observations
 from tokenpace.core.analysis.calibration.engine_drift import DecodeDrift, wave_members, waves
-from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, timeline, usable
+from tokenpace.core.analysis.calibration.engine_obs import DecodeObs, MeasuredLoad, timeline, usable
 
 SPLIT_RATIO = 2.0  # the jump between neighbouring waves' speeds that one speed's spread never makes
 MIN_SIDE = 2  # waves each speed needs
@@ -165,15 +165,18 @@ def slow_throughout(
     that ran slow throughout. `costs` and `floor`: a fit to the loads that did part, whose fast waves
     are sure (a fit that took the slow-throughout loads in would price them near themselves), priced
     as the simulator runs it (never under its floor). Judged by the median over the load's requests
-    of step over price, and only a load whose median batch lies within SPLIT_RATIO of `batch_seen`,
-    the largest batch that fit saw: further out its line is a guess, not a sure fast speed."""
+    of step over price, only those whose batch lies within SPLIT_RATIO of `batch_seen`, the largest
+    batch that fit saw (further out its line is a guess, not a sure fast speed), MIN_SIDE or more."""
     fast, slow, moved = [], list(split.slow), []
     waves = 0
     for ld, parted in zip(split.fast, split.parted, strict=True):
         tl = timeline(ld.records)
         obs = decode_observations(tl, ld.label, costs) if tl is not None and not parted else []
-        if obs and float(np.median([o.batch for o in obs])) > SPLIT_RATIO * batch_seen:
-            obs = []  # past what the sure loads priced: not judged
+        obs = [
+            o for o in obs if o.batch <= SPLIT_RATIO * batch_seen
+        ]  # past what the sure fit priced: not judged
+        if len(obs) < MIN_SIDE:
+            obs = []
         ratio = [o.step_s / p for o in obs if (p := decode_step(costs, floor, o.batch, o.context)) > 0]
         if tl is None or not ratio or float(np.median(ratio)) < SPLIT_RATIO:
             fast.append(ld)
@@ -226,6 +229,12 @@ def decode_step(
     """The decode step as the simulator runs it: the fitted line, plus a speed's extras, never under
     the floor (sim.model.costmodel)."""
     return max(floor, costs.decode_step(batch, context) + extra_fixed + extra_per_seq * batch)
+
+
+def speed_level(obs: Sequence[DecodeObs], costs: StepCosts, floor: float) -> float:
+    """Seconds a step ran over the fitted law, in the median of these decode phases (0 at the law's
+    speed; a wandering slow speed's level, read from part of a load)."""
+    return float(np.median([o.step_s - decode_step(costs, floor, o.batch, o.context) for o in obs]))
 
 
 def _slow_threshold(values: np.ndarray) -> float | None:
@@ -303,8 +312,8 @@ def slow_speed(split: SpeedSplit, costs: StepCosts, floor: float = 0.0) -> SlowS
         + f"), the slow one from them ({at_one * 1e3:.3g} ms at "
         f"batch 1, +{per_seq * 1e3:.3g} ms a sequence, seen at batches {b.min():.0f}-{b.max():.0f}). "
         "Which speed a load gets is not set by the load: the profile runs the fast speed, `sim --speed "
-        "slow` the slow one, and --validate judges a held-out load at the speed its own waves ran "
-        "(chosen from them: not a prediction)"
+        "slow` the slow one, and --validate judges a held-out load on its requests sent after its first "
+        "third ended, at the level that third ran (read from it: not a prediction)"
     )
     return SlowSpeed(extra_fixed, extra_per_seq, at_one, per_seq, (float(b.min()), float(b.max())), note)
 
