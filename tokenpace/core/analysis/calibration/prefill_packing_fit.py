@@ -189,25 +189,26 @@ def packing_fit(loads: Sequence[MeasuredLoad]) -> Packing:
             unread.append(f"{ld.label}: {got}")
         else:
             rows += got
-    joined = rows
-    packed_loads = {r.load for r in joined}
+    packed_loads = {r.load for r in rows}
     skipped = f"; not read: {'; '.join(unread[:3])}" if unread else ""
-    if len(packed_loads) < MIN_LOADS or len(joined) < MIN_STEPS:
-        note = (
-            f"attention: per-sequence kept (vLLM's), packed not tested: {len(packed_loads)} load(s) had "
-            f"newcomers join others in a step ({MIN_LOADS} needed, {len(joined)} steps){skipped}; closed "
-            "loops of 4, 16 and 64 users would test it"
-        )
-        return Packing(0.0, False, note)
-    y = np.asarray([r.extra for r in joined])
-    xs = {name: np.asarray([f(r) for r in joined], dtype=float) for name, f in FAMILIES.items()}
+    not_tested = (
+        f"attention: per-sequence kept (vLLM's), packed not tested: {{}} load(s) had newcomers join "
+        f"others in a step ({MIN_LOADS} needed, {{}} steps){skipped}; closed loops of 4, 16 and 64 users "
+        "would test it"
+    )
+    if len(packed_loads) < MIN_LOADS or len(rows) < MIN_STEPS:
+        return Packing(0.0, False, not_tested.format(len(packed_loads), len(rows)))
+    y = np.asarray([r.extra for r in rows])
+    xs = {name: np.asarray([f(r) for r in rows], dtype=float) for name, f in FAMILIES.items()}
     # the same rows for both families: a step either misfits past OUTLIER_SDS (a stall) is dropped
     keep = np.ones(len(y), dtype=bool)
     for x in xs.values():
         resid = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
         keep &= np.abs(resid - np.median(resid)) <= OUTLIER_SDS * max(_robust_sd(resid), 1e-9)
-    labels = np.asarray([r.load for r in joined])[keep]
+    labels = np.asarray([r.load for r in rows])[keep]
     y = y[keep]
+    if len(set(labels.tolist())) < MIN_LOADS or len(y) < MIN_STEPS:  # stalls took a load's steps
+        return Packing(0.0, False, not_tested.format(len(set(labels.tolist())), len(y)))
     rms = {name: _held_out_rms(x[keep], y, labels) for name, x in xs.items()}
     xp = xs["packed"][keep]
     pair = float(np.linalg.lstsq(xp, y, rcond=None)[0][0])
