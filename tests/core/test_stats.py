@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tokenpace.core.stats import describe, enough_samples, percentile_ci
+from tokenpace.core.stats import describe, enough_samples, percentile_ci, robust_sd
 
 
 def test_percentiles_interpolate_linearly():
@@ -56,3 +56,12 @@ def test_intervals_cover_the_true_percentile_at_their_stated_rate(n, q):
         lo, hi = percentile_ci(np.sort(rng.exponential(1.0, n)), q)
         hits += lo <= true <= hi
     assert hits / trials >= 0.93
+
+
+def test_robust_sd_is_the_normal_sd_and_ignores_a_few_stalls() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(0.0, 2.0, 20_000)
+    assert robust_sd(x) == pytest.approx(2.0, rel=0.03)
+    stalled = np.concatenate([x, [1e6] * 100])  # half a percent of stalls, each enormous
+    assert robust_sd(stalled) == pytest.approx(2.0, rel=0.03)
+    assert robust_sd([3.0, 3.0, 3.0]) == 0.0

@@ -55,6 +55,13 @@ class Distribution:
         return out
 
 
+def robust_sd(values: Sequence[float] | np.ndarray) -> float:
+    """A standard deviation a few stalls cannot inflate: 1.4826 x the median absolute deviation
+    (the normal's sd where the data are normal)."""
+    arr = np.asarray(values, dtype=float)
+    return 1.4826 * float(np.median(np.abs(arr - np.median(arr))))
+
+
 def enough_samples(n: int, percentile: float) -> bool:
     """True when at least MIN_TAIL_SAMPLES observations lie beyond the percentile."""
     tail = min(percentile, 100 - percentile) / 100

@@ -65,6 +65,7 @@ from tokenpace.core.analysis.calibration.prefill_packing_fit import Packing, pac
 from tokenpace.core.analysis.calibration.prefill_table_fit import prefill_table
 from tokenpace.core.analysis.calibration.scheduler_fit import FLOOR, identify_step_law
 from tokenpace.core.analysis.calibration.step_noise_fit import fit_step_noise
+from tokenpace.core.stats import robust_sd
 
 DEFAULT_MAX_NUM_SEQS = 256
 
@@ -292,7 +293,7 @@ def _with_jitter(fit: EngineFit, alone: list[PrefillObs]) -> tuple[EngineFit, Pa
     for o in alone:
         by_length.setdefault(o.prompt_tokens, []).append(o.ttft_s)
     # The least spread of any length: noise that grows with the prefill is the engine's, not the network's.
-    spreads = [_mad_sd(v) for v in by_length.values() if len(v) >= 5]
+    spreads = [robust_sd(v) for v in by_length.values() if len(v) >= 5]
     if not spreads:
         why = "no prompt length had 5 requests alone in flight: no spread measured"
         return fit, Param("rtt_jitter", 0.0, "ms", False, why)
@@ -349,9 +350,3 @@ def _scheduler_limit(timelines: list[Any], given: int | None) -> Param:
         f"slot limit not identified: no load asked for more than ran ({most} at most at once); loads "
         "past that are undecided (sweep past it or pass --max-num-seqs)" + gauge_note,
     )  # fmt: skip
-
-
-def _mad_sd(values: list[float]) -> float:
-    """A standard deviation that a few stalls cannot inflate: 1.4826 x the median absolute deviation."""
-    arr = np.asarray(values)
-    return 1.4826 * float(np.median(np.abs(arr - np.median(arr))))

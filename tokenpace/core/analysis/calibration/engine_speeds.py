@@ -172,9 +172,8 @@ def slow_throughout(
     for ld, parted in zip(split.fast, split.parted, strict=True):
         tl = timeline(ld.records)
         obs = decode_observations(tl, ld.label, costs) if tl is not None and not parted else []
-        obs = [
-            o for o in obs if o.batch <= SPLIT_RATIO * batch_seen
-        ]  # past what the sure fit priced: not judged
+        # past twice the batches the sure fit saw its line is a guess: those phases are not judged
+        obs = [o for o in obs if o.batch <= SPLIT_RATIO * batch_seen]
         if len(obs) < MIN_SIDE:
             obs = []
         ratio = [o.step_s / p for o in obs if (p := decode_step(costs, floor, o.batch, o.context)) > 0]

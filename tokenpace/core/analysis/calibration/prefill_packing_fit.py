@@ -37,6 +37,7 @@ import numpy as np
 
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, usable
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.stats import robust_sd
 
 MIN_LOADS = 3  # loads with packed steps to judge the families on held-out error
 MIN_STEPS = 10  # steps with newcomers beside others, over all loads
@@ -165,10 +166,6 @@ FAMILIES: dict[str, Family] = {
 }
 
 
-def _robust_sd(resid: np.ndarray) -> float:
-    return 1.4826 * float(np.median(np.abs(resid - np.median(resid))))
-
-
 def _held_out_rms(x: np.ndarray, y: np.ndarray, loads: np.ndarray) -> float:
     """RMS of each load's residuals under the family fitted to the other loads."""
     errs: list[float] = []
@@ -191,24 +188,28 @@ def packing_fit(loads: Sequence[MeasuredLoad]) -> Packing:
             rows += got
     packed_loads = {r.load for r in rows}
     skipped = f"; not read: {'; '.join(unread[:3])}" if unread else ""
-    not_tested = (
-        f"attention: per-sequence kept (vLLM's), packed not tested: {{}} load(s) had newcomers join "
-        f"others in a step ({MIN_LOADS} needed, {{}} steps){skipped}; closed loops of 4, 16 and 64 users "
-        "would test it"
-    )
+
+    def not_tested(n_loads: int, n_steps: int) -> Packing:
+        note = (
+            f"attention: per-sequence kept (vLLM's), packed not tested: {n_loads} load(s) had newcomers "
+            f"join others in a step ({MIN_LOADS} needed, {n_steps} steps){skipped}; closed loops of 4, 16 "
+            "and 64 users would test it"
+        )
+        return Packing(0.0, False, note)
+
     if len(packed_loads) < MIN_LOADS or len(rows) < MIN_STEPS:
-        return Packing(0.0, False, not_tested.format(len(packed_loads), len(rows)))
+        return not_tested(len(packed_loads), len(rows))
     y = np.asarray([r.extra for r in rows])
     xs = {name: np.asarray([f(r) for r in rows], dtype=float) for name, f in FAMILIES.items()}
     # the same rows for both families: a step either misfits past OUTLIER_SDS (a stall) is dropped
     keep = np.ones(len(y), dtype=bool)
     for x in xs.values():
         resid = y - x @ np.linalg.lstsq(x, y, rcond=None)[0]
-        keep &= np.abs(resid - np.median(resid)) <= OUTLIER_SDS * max(_robust_sd(resid), 1e-9)
+        keep &= np.abs(resid - np.median(resid)) <= OUTLIER_SDS * max(robust_sd(resid), 1e-9)
     labels = np.asarray([r.load for r in rows])[keep]
     y = y[keep]
     if len(set(labels.tolist())) < MIN_LOADS or len(y) < MIN_STEPS:  # stalls took a load's steps
-        return Packing(0.0, False, not_tested.format(len(set(labels.tolist())), len(y)))
+        return not_tested(len(set(labels.tolist())), len(y))
     rms = {name: _held_out_rms(x[keep], y, labels) for name, x in xs.items()}
     xp = xs["packed"][keep]
     pair = float(np.linalg.lstsq(xp, y, rcond=None)[0][0])

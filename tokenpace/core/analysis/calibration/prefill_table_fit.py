@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tokenpace.core.analysis.calibration.engine_costs import Param, StepCosts
+from tokenpace.core.stats import robust_sd
 
 # Half the 10 % prediction target, and above what medians of 8 requests at a length move by on a
 # quiet machine: a smaller misfit is the line's to keep.
@@ -52,8 +53,7 @@ def medians_noise(ttft_by_length: dict[float, list[float]]) -> float:
         arr = np.asarray(v)
         med = float(np.median(arr))
         if len(arr) >= 3 and med > 0:
-            sd = 1.4826 * float(np.median(np.abs(arr - med)))
-            se.append(1.2533 * sd / med / len(arr) ** 0.5)
+            se.append(1.2533 * robust_sd(arr) / med / len(arr) ** 0.5)
     return float(np.sqrt(np.mean(np.square(se)))) if se else 0.0
 
 

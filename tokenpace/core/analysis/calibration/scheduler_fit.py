@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.calibration.engine_obs import DecodeObs
+from tokenpace.core.stats import robust_sd
 
 DECISIVE = 0.67  # the winner's held-out error at most this share of the loser's
 MIN_GAP = 0.005  # and lower by twice the loads' noise, at least half a point of relative error
@@ -76,8 +77,7 @@ def load_points(decode: Sequence[DecodeObs], moved: Sequence[str] = ()) -> list[
     for load, obs in by.items():
         steps = np.asarray([d.step_s for d in obs])
         median = float(np.median(steps))
-        robust_sd = 1.4826 * float(np.median(np.abs(steps - median)))
-        rel_se = 1.2533 * robust_sd / max(median, 1e-12) / len(steps) ** 0.5
+        rel_se = 1.2533 * robust_sd(steps) / max(median, 1e-12) / len(steps) ** 0.5
         batch = float(np.median([d.batch for d in obs]))
         out.append(LoadPoint(load, batch, median, float(len(obs)), rel_se))
     return out

@@ -28,6 +28,7 @@ import numpy as np
 from tokenpace.core.analysis.calibration.engine_costs import Param
 from tokenpace.core.analysis.calibration.engine_obs import MeasuredLoad, prompt_of, usable
 from tokenpace.core.metrics import NS_PER_S
+from tokenpace.core.stats import robust_sd
 
 MIN_REQUESTS = 10  # requests decoding alone, in groups of MIN_GROUP or more, before a spread is trusted
 MIN_GROUP = 5
@@ -70,10 +71,6 @@ def _alone_decoders(loads: Sequence[MeasuredLoad]) -> list[_Alone]:
             tpot = (end[i] - first) / NS_PER_S / steps
             out.append(_Alone((ld.label, prompt_of(r)), tpot, steps, gaps))
     return out
-
-
-def _mad_sd(x: np.ndarray) -> float:
-    return 1.4826 * float(np.median(np.abs(x - np.median(x))))
 
 
 def _log_ratios(alone: list[_Alone]) -> tuple[np.ndarray, np.ndarray, float]:
@@ -129,10 +126,10 @@ def fit_step_noise(loads: Sequence[MeasuredLoad]) -> NoiseFit:
         )
         return _fit(0.0, 0.0, False, why, "no step spread measured")
     m = round(float(np.median([a.steps for a in alone])))
-    sd_req = _mad_sd(tpot_logs)
+    sd_req = robust_sd(tpot_logs)
     n_req = len(tpot_logs)
     if len(gap_logs) >= MIN_REQUESTS * MIN_GAPS and gap_s > 0:
-        sigma = _mad_sd(gap_logs)
+        sigma = robust_sd(gap_logs)
         rho = _solve_rho((sd_req / sigma) ** 2 if sigma > 0 else 0.0, m) if sigma > 0 else 0.0
         hold = -gap_s / math.log(rho) if rho > 0 else 0.0
         how = (
