@@ -36,7 +36,11 @@ def _v5(conn: sa.Connection) -> None:
     schema.config_changes.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5}
+def _v6(conn: sa.Connection) -> None:
+    schema.fleet_configs.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
 assert max(STEPS) == schema.SCHEMA_VERSION
 
 

@@ -47,6 +47,16 @@ class BaselineInfo:
     set_unix: float
 
 
+@dataclass(frozen=True, slots=True)
+class FleetState:
+    """A gateway fleet's desired configuration as stored: its epoch only grows."""
+
+    fleet: str
+    epoch: int
+    unix_s: float  # when it was set
+    desired: dict[str, Any]  # the live settings, without credentials (gateway/config/shared.py)
+
+
 class Store(Protocol):
     """Runs (conditions, summary, labels, records), baselines, outcome events, configuration changes."""
 
@@ -154,6 +164,21 @@ class Store(Protocol):
         self, since_unix: float, until_unix: float | None = None, sessions: Sequence[str] | None = None
     ) -> list[ConfigChange]:
         """Changes made in [since, until), oldest first, optionally of some gateway sessions only."""
+        ...
+
+    def join_fleet(self, fleet: str, desired: dict[str, Any]) -> FleetState:
+        """The fleet's desired configuration; ``desired`` as its epoch 0 where it has none yet."""
+        ...
+
+    def fleet_epoch(self, fleet: str) -> int | None:
+        """The fleet's current epoch, None for no such fleet."""
+        ...
+
+    def fleet_config(self, fleet: str) -> FleetState | None: ...
+
+    def set_fleet_config(self, fleet: str, desired: dict[str, Any], change: ConfigChange) -> bool:
+        """Compare-and-set: ``desired`` at ``change.epoch`` (and the change stored) only where the
+        fleet is at the epoch below it; False where another change came first."""
         ...
 
     def event_names(self) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 metadata = sa.MetaData()
 
@@ -126,4 +126,16 @@ config_changes = sa.Table(
     sa.Column("changed", sa.JSON, nullable=False),
     sa.Column("before", sa.JSON, nullable=False),
     sa.Column("after", sa.JSON, nullable=False),
+)
+
+# Added in schema version 6: a fleet's desired configuration (gateway replicas sharing this store):
+# one row per fleet name, its epoch raised by one per change, compare-and-set (``adapters/store/
+# fleet.py``). ``desired`` holds the live settings without any credential. Bounded by the fleets.
+fleet_configs = sa.Table(
+    "fleet_configs",
+    metadata,
+    sa.Column("fleet", sa.String(200), primary_key=True),
+    sa.Column("epoch", sa.Integer, nullable=False),
+    sa.Column("unix_s", sa.Float, nullable=False),
+    sa.Column("desired", sa.JSON, nullable=False),
 )

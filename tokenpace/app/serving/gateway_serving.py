@@ -15,6 +15,7 @@ from tokenpace.app.baseline.run_store import open_for_run
 from tokenpace.app.run.run_loop import run_event_loop
 from tokenpace.app.watch.heap import freeze_startup_heap
 from tokenpace.gateway.config.config import GatewayConfig
+from tokenpace.gateway.lifecycle.fleet_sync import POLL_S
 from tokenpace.wire.descriptors import reserve_descriptors
 
 if TYPE_CHECKING:
@@ -37,11 +38,17 @@ def serve_gateway(
     save: bool = True,
     say: Callable[[str], None] = _to_stderr,
     load: Callable[[], GatewayConfig] | None = None,
+    config_path: str | None = None,
+    fleet: str | None = None,
+    replica: str | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
-    returns. ``load``: the configuration file read again, for SIGHUP and POST /tokenpace/config.
+    returns. ``load``: the configuration file (``config_path``, watched for changes) read again, for
+    SIGHUP and POST /tokenpace/config. ``fleet``: this gateway is one replica (``replica``) of the
+    fleet of that name: its desired configuration and its records shared through the store.
     Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
     check_otlp(config)
+    check_fleet(config, fleet, save)
     if config.scrape_upstream_metrics:
         for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
             say(line)
@@ -50,10 +57,16 @@ def serve_gateway(
     store = open_for_run(store_url, save)
     writer = None
     session = uuid.uuid4().hex[:12]
+    replica = replica or session
     if store is not None:
         from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 
-        writer = StoreRecordWriter(store, config, session, labels or {})
+        fleet_labels = {"gateway_fleet": fleet, "gateway_replica": replica} if fleet else {}
+        writer = StoreRecordWriter(store, config, session, {**(labels or {}), **fleet_labels})
+    from tokenpace.gateway.lifecycle.fleet_sync import FleetLink, Follow
+
+    link = FleetLink(store, fleet, session, replica) if fleet and store is not None else None
+    follow = Follow(config_path if load is not None and config.workers == 1 else None, link)
 
     def ready(gw: RunningGateway | WorkerPool) -> None:
         freeze_startup_heap()  # no full collection walks the start-up heap while serving
@@ -64,6 +77,13 @@ def serve_gateway(
             say(f"SIGHUP or POST {gw.admin_url}/tokenpace/config re-reads the --config file live")
         for m in config.mirrors:
             say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
+        if link is not None:
+            say(
+                f"replica {replica} of fleet {fleet}: the fleet's configuration is polled every "
+                f"{POLL_S:g} s from the store; its records are labelled gateway_fleet={fleet}"
+            )
+        if follow.path is not None:
+            say(f"watching {follow.path}: a change is applied as a reload (no signal needed)")
         if store is not None:
             say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
             for m in config.mirrors:
@@ -86,7 +106,7 @@ def serve_gateway(
     from tokenpace.gateway.lifecycle.workers import serve_workers
 
     if config.workers == 1:
-        main = serve_forever(config, ready, writer=writer, done=done, load=load, say=say)
+        main = serve_forever(config, ready, writer=writer, done=done, load=load, say=say, follow=follow)
     else:  # each worker process runs its loop as chosen here
         main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
     with contextlib.suppress(KeyboardInterrupt):
@@ -105,6 +125,19 @@ def compare_hint(config: GatewayConfig) -> str:
         f"tokenpace compare source=gateway,arm={arms[0]} source=gateway,arm={arms[1]}; "
         f"tokenpace arms --since 1h"
     )
+
+
+def check_fleet(config: GatewayConfig, fleet: str | None, save: bool) -> None:
+    """A fleet shares its configuration and records through the store: it needs one, and one
+    process per replica (run more replicas, not --workers)."""
+    if not fleet:
+        return
+    if not save:
+        raise GatewayRefused("--fleet shares the configuration through the store: drop --no-store")
+    if config.workers > 1:
+        raise GatewayRefused("--fleet runs one process per replica: drop --workers (run more replicas)")
+    if len(fleet) > 200 or not fleet.isprintable():
+        raise GatewayRefused("--fleet: a printable name of at most 200 characters")
 
 
 def check_otlp(config: GatewayConfig) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tokenpace.cli.gateway.gateway_config import check, load_config, reader
+from tokenpace.cli.gateway.gateway_config import CONFIG_PATH, check, load_config, reader
 from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
@@ -55,6 +55,14 @@ from tokenpace.cli.parsing import slo as parse_slo
     "~/.local/share/tokenpace/runs.db).",
 )
 @click.option("--no-store", is_flag=True, help="Do not write records to the run store.")
+@click.option(
+    "--fleet",
+    default=None,
+    metavar="NAME",
+    help="One replica of the fleet NAME: every replica on the same --store shares one live configuration "
+    "(epoch) and labels its runs gateway_fleet=NAME (docs/gateway-fleet.md).",
+)
+@click.option("--replica", default=None, metavar="ID", help="This replica's name in its fleet (the pod's).")
 @click.option(
     "--mirror",
     "mirrors",
@@ -183,6 +191,8 @@ def gateway(
     records_path: str | None,
     store_url: str | None,
     no_store: bool,
+    fleet: str | None,
+    replica: str | None,
     mirrors: tuple[str, ...],
     mirror_queue: int,
     mirror_concurrency: int,
@@ -240,9 +250,11 @@ def gateway(
     from tokenpace.app.baseline.run_store import RunStoreError
     from tokenpace.app.serving.gateway_serving import GatewayRefused, serve_gateway
 
-    load = reader(click.get_current_context(), lambda o: _from_values(o, config))  # SIGHUP
+    ctx = click.get_current_context()
+    load = reader(ctx, lambda o: _from_values(o, config))  # SIGHUP, the file watched
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
-        serve_gateway(config, None, store_url, not no_store, say=_say, load=load)
+        config_path = ctx.meta.get(CONFIG_PATH)
+        serve_gateway(config, None, store_url, not no_store, _say, load, config_path, fleet, replica)
     except GatewayRefused as exc:
         die("gateway", str(exc))
     except RunStoreError as exc:

@@ -106,6 +106,7 @@ class LiveChange:
 
     event: Any  # core.events.ConfigChange
     config: GatewayConfig
+    stored: bool = False  # a fleet's change: its row was stored as it was agreed, not by the writer
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -52,6 +52,7 @@ class Reloader:
         self.say = say or (lambda _line: None)
         self.epoch = 0
         self.overrides: dict[str, float] = {}  # arm -> weight set live, kept over a re-read file
+        self.shared = False  # a fleet's changes are stored as they are agreed (fleet_sync.py)
         self._lock = asyncio.Lock()  # one change at a time
         self._tasks: set[asyncio.Task[Any]] = set()  # SIGHUP's reloads, old mirrors closing
 
@@ -80,7 +81,7 @@ class Reloader:
                 except ValueError as exc:
                     return self._refuse(who, [f"with the weights set live ({kept}): {exc}"])
                 self.overrides = kept
-            return self._apply(new, who)
+            return await self._apply(new, who)
 
     async def set_weights(self, weights: Mapping[str, float], who: str) -> ChangeResult:
         async with self._lock:
@@ -90,7 +91,7 @@ class Reloader:
                 return self._refuse(who, [str(exc)])
             before = dict(self.overrides)
             self.overrides.update({a: float(w) for a, w in weights.items()})
-            result = self._apply(new, who)
+            result = await self._apply(new, who)
             if result.refused:
                 self.overrides = before
             return result
@@ -100,7 +101,12 @@ class Reloader:
         self.say(result.line(who))
         return result
 
-    def _apply(self, new: GatewayConfig, who: str) -> ChangeResult:
+    async def commit(self, new: GatewayConfig, event: ConfigChange) -> str | None:
+        """Where the change is agreed before it runs here (a fleet's store: fleet_sync.py); the
+        reason it was not, else None. Alone, nothing to agree with."""
+        return None
+
+    async def _apply(self, new: GatewayConfig, who: str) -> ChangeResult:
         old = self.gw.config
         problems = fixed_changes(old, new)
         if old.workers > 1 and not problems:
@@ -110,15 +116,23 @@ class Reloader:
         changed = changed_keys(old, new)
         if not changed:
             return ChangeResult(False, self.epoch, current=self.current())
-        self.epoch += 1
-        closing = swap(self.gw, new, self.epoch)
-        if closing is not None:
-            self._keep(asyncio.get_running_loop().create_task(closing.retire()))
-        event = ConfigChange("", self.epoch, time.time(), who, changed, describe(old), describe(new))
-        self.gw.sink.put(LiveChange(event, new))  # with the records, in order: never dropped
+        event = ConfigChange("", self.epoch + 1, time.time(), who, changed, describe(old), describe(new))
+        lost = await self.commit(new, event)
+        if lost is not None:
+            return self._refuse(who, [lost])
+        self.run(new, event)
         result = ChangeResult(True, self.epoch, changed, current=self.current())
         self.say(result.line(who))
         return result
+
+    def run(self, new: GatewayConfig, event: ConfigChange, stored: bool = False) -> None:
+        """Swap to ``new`` as ``event.epoch`` (synchronous); the change goes with the records, in
+        order, never dropped (``stored``: its row is in the store already, only its config is kept)."""
+        self.epoch = event.epoch
+        closing = swap(self.gw, new, self.epoch)
+        if closing is not None:
+            self._keep(asyncio.get_running_loop().create_task(closing.retire()))
+        self.gw.sink.put(LiveChange(event, new, stored or self.shared))
 
     def _keep(self, task: asyncio.Task[Any]) -> None:
         self._tasks.add(task)

@@ -11,7 +11,8 @@ from aiohttp import web
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.config import GatewayConfig, admin_url, proxy_url
-from tokenpace.gateway.lifecycle.reload import Reloader, probe_upstreams
+from tokenpace.gateway.lifecycle.fleet_sync import Follow
+from tokenpace.gateway.lifecycle.reload import probe_upstreams
 from tokenpace.gateway.operations.guard import listen
 from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
 from tokenpace.gateway.request_path.proxy import Gateway
@@ -28,6 +29,7 @@ class RunningGateway:
         worker: int | None = None,
         load: Callable[[], GatewayConfig] | None = None,
         say: Callable[[str], None] | None = None,
+        follow: Follow | None = None,
     ) -> None:
         if config.records_path and worker is None:  # the JSONL file as well as any other writer
             writer = fan_out(writer, jsonl_writer(config.records_path))
@@ -39,7 +41,8 @@ class RunningGateway:
         self._runner: web.AppRunner | None = None
         self._admin_runner: web.AppRunner | None = None
         self._listeners: list[asyncio.AbstractServer] = []
-        self.reloader = Reloader(self.gateway, load, say)  # SIGHUP, POST /tokenpace/config
+        self.follow = follow or Follow()  # the file watched, the fleet's store (fleet_sync.py)
+        self.reloader = self.follow.reloader(self.gateway, load, say)  # SIGHUP, POST /tokenpace/config
         self.gateway.control.changer = self.reloader
         self._probe: asyncio.Task[None] | None = None
 
@@ -53,7 +56,8 @@ class RunningGateway:
         return admin_url(self.config, self.port, self.admin_port)
 
     async def start(self) -> RunningGateway:
-        cfg, gw = self.config, self.gateway
+        await self.follow.begin(self.reloader)  # a fleet's replica runs the fleet's config from the start
+        cfg, gw = self.gateway.config, self.gateway
         gw.control.readiness.waiting = {u.name for u in cfg.upstreams if u.weight > 0}
         self._probe = asyncio.get_running_loop().create_task(probe_upstreams(gw))
         # handler_cancellation: a client that goes away cancels its handler, which cancels the
@@ -112,10 +116,11 @@ async def serve_forever(
     worker: int | None = None,
     load: Callable[[], GatewayConfig] | None = None,
     say: Callable[[str], None] | None = None,
+    follow: Follow | None = None,
 ) -> None:
     """Serve until cancelled; ``done`` runs after the queued records are flushed. SIGHUP re-reads
     the configuration file through ``load`` (reload.py), ``say`` logs what it did."""
-    gw = RunningGateway(config, writer=writer, worker=worker, load=load, say=say)
+    gw = RunningGateway(config, writer=writer, worker=worker, load=load, say=say, follow=follow)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed

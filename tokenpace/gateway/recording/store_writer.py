@@ -178,6 +178,8 @@ class StoreRecordWriter:
         """The new epoch's config kept (its records may follow at once), the change stored."""
         event: ConfigChange = change.event
         self.configs[str(event.epoch)] = change.config
+        if change.stored:
+            return None
         try:
             self.store.save_config_change(dataclasses.replace(event, session=self.session))
         except StoreError as exc:
