@@ -44,6 +44,9 @@ STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: 
 assert max(STEPS) == schema.SCHEMA_VERSION
 
 
+MIGRATION_LOCK = 0x746F6B70  # the advisory lock's key: held to the end of the migrating transaction
+
+
 def current_version(conn: sa.Connection) -> int:
     """0 for an empty database."""
     if not sa.inspect(conn).has_table(schema.schema_version.name):
@@ -53,7 +56,10 @@ def current_version(conn: sa.Connection) -> int:
 
 
 def migrate(conn: sa.Connection, target: int = schema.SCHEMA_VERSION) -> int:
-    """Bring the store to ``target``; returns the version found. Refuses a newer store."""
+    """Bring the store to ``target``; returns the version found. Refuses a newer store. On
+    PostgreSQL one opener at a time (replicas of a fleet start together on a new store)."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
     found = current_version(conn)
     if found > schema.SCHEMA_VERSION:
         raise StoreError(
