@@ -76,7 +76,7 @@ def _docs() -> dict[str, dict[str, Any]]:
 
 def test_the_kubernetes_manifests_match_the_gateway(tmp_path: Path) -> None:
     docs = _docs()
-    assert set(docs) == {"ConfigMap", "Deployment", "Service", "ServiceMonitor"}
+    assert set(docs) == {"ConfigMap", "Deployment", "PodDisruptionBudget", "Service", "ServiceMonitor"}
     pod = docs["Deployment"]["spec"]["template"]["spec"]
     (container,) = pod["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -84,8 +84,28 @@ def test_the_kubernetes_manifests_match_the_gateway(tmp_path: Path) -> None:
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["config"]["configMap"]["name"] == docs["ConfigMap"]["metadata"]["name"]
     # the command reads the ConfigMap's file where it is mounted
-    assert container["command"] == ["tokenpace", "gateway", "--config", mounts["config"] + "/gateway.toml"]
+    config_file = mounts["config"] + "/gateway.toml"
+    assert container["command"] == [
+        "tokenpace",
+        "gateway",
+        "--config",
+        config_file,
+        "--replica",
+        "$(POD_NAME)",
+    ]
     text = docs["ConfigMap"]["data"]["gateway.toml"]
+    # a fleet: 3 replicas sharing the store from a Secret, each named by its pod, at most one down
+    # at a time by a voluntary disruption; the spool on the volume that outlives a container
+    deployment = docs["Deployment"]["spec"]
+    labels = deployment["selector"]["matchLabels"]
+    assert deployment["replicas"] == 3 and 'fleet = "' in text and "no-store" not in text
+    env = {e["name"]: e["valueFrom"] for e in container["env"]}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert set(env["TOKENPACE_STORE"]["secretKeyRef"]) == {"name", "key"}
+    budget = docs["PodDisruptionBudget"]["spec"]
+    assert budget["selector"]["matchLabels"] == labels and 0 < budget["minAvailable"] < deployment["replicas"]
+    spool = re.search(r'spool = "([^"]+)"', text).group(1)  # type: ignore[union-attr]
+    assert spool.startswith(mounts["records"] + "/") and "emptyDir" in volumes["records"]
     key_file = re.search(r'admin-key-file = "([^"]+)"', text).group(1)  # type: ignore[union-attr]
     assert key_file.startswith(mounts["admin-key"] + "/")
     assert (

@@ -16,6 +16,7 @@ from tokenpace.app.run.run_loop import run_event_loop
 from tokenpace.app.watch.heap import freeze_startup_heap
 from tokenpace.gateway.config.config import GatewayConfig
 from tokenpace.gateway.lifecycle.fleet_sync import POLL_S
+from tokenpace.gateway.recording.spool import Spool
 from tokenpace.wire.descriptors import reserve_descriptors
 
 if TYPE_CHECKING:
@@ -41,11 +42,13 @@ def serve_gateway(
     config_path: str | None = None,
     fleet: str | None = None,
     replica: str | None = None,
+    spool_dir: str | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
     returns. ``load``: the configuration file (``config_path``, watched for changes) read again, for
     SIGHUP and POST /tokenpace/config. ``fleet``: this gateway is one replica (``replica``) of the
     fleet of that name: its desired configuration and its records shared through the store.
+    ``spool_dir``: records kept on local disk until stored (a kill loses none; gateway/recording/spool.py).
     Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
     check_otlp(config)
     check_fleet(config, fleet, save)
@@ -67,6 +70,7 @@ def serve_gateway(
 
     link = FleetLink(store, fleet, session, replica) if fleet and store is not None else None
     follow = Follow(config_path if load is not None and config.workers == 1 else None, link)
+    spool = open_spool(spool_dir, config)
 
     def ready(gw: RunningGateway | WorkerPool) -> None:
         freeze_startup_heap()  # no full collection walks the start-up heap while serving
@@ -82,6 +86,8 @@ def serve_gateway(
                 f"replica {replica} of fleet {fleet}: the fleet's configuration is polled every "
                 f"{POLL_S:g} s from the store; its records are labelled gateway_fleet={fleet}"
             )
+        if spool is not None:
+            say(f"records spooled in {spool.folder} until stored ({spool.replayed} left by the last process)")
         if follow.path is not None:
             say(f"watching {follow.path}: a change is applied as a reload (no signal needed)")
         if store is not None:
@@ -100,13 +106,21 @@ def serve_gateway(
             say(f"spans: {traces.export.exported} exported, {dropped} dropped")
         if getattr(sink, "events_written", 0) or getattr(sink, "events_dropped", 0):
             say(f"outcome events: {sink.events_written} written, {sink.events_dropped} dropped")
+        if spool is not None:
+            spool.close()
+            if spool.skipped or spool.unreadable:
+                say(
+                    f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines skipped"
+                )
         if store is not None:
             store.close()
 
     from tokenpace.gateway.lifecycle.workers import serve_workers
 
     if config.workers == 1:
-        main = serve_forever(config, ready, writer=writer, done=done, load=load, say=say, follow=follow)
+        main = serve_forever(
+            config, ready, writer=writer, done=done, load=load, say=say, follow=follow, spool=spool
+        )
     else:  # each worker process runs its loop as chosen here
         main = serve_workers(config, ready, writer=writer, done=done, run=run_event_loop)
     with contextlib.suppress(KeyboardInterrupt):
@@ -138,6 +152,17 @@ def check_fleet(config: GatewayConfig, fleet: str | None, save: bool) -> None:
         raise GatewayRefused("--fleet runs one process per replica: drop --workers (run more replicas)")
     if len(fleet) > 200 or not fleet.isprintable():
         raise GatewayRefused("--fleet: a printable name of at most 200 characters")
+
+
+def open_spool(folder: str | None, config: GatewayConfig) -> Spool | None:
+    if not folder:
+        return None
+    if config.workers > 1:
+        raise GatewayRefused("--spool works with one process (one spool per gateway): drop --workers")
+    try:
+        return Spool(folder)
+    except OSError as exc:
+        raise GatewayRefused(f"--spool {folder}: {exc.strerror or exc}") from None
 
 
 def check_otlp(config: GatewayConfig) -> None:

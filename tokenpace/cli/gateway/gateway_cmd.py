@@ -64,6 +64,9 @@ from tokenpace.cli.parsing import slo as parse_slo
 )
 @click.option("--replica", default=None, metavar="ID", help="This replica's name in its fleet (the pod's).")
 @click.option(
+    "--spool", "spool_dir", metavar="DIR", help="Keep records on disk here until stored: a kill loses none."
+)
+@click.option(
     "--mirror",
     "mirrors",
     multiple=True,
@@ -193,6 +196,7 @@ def gateway(
     no_store: bool,
     fleet: str | None,
     replica: str | None,
+    spool_dir: str | None,
     mirrors: tuple[str, ...],
     mirror_queue: int,
     mirror_concurrency: int,
@@ -254,7 +258,9 @@ def gateway(
     load = reader(ctx, lambda o: _from_values(o, config))  # SIGHUP, the file watched
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
         config_path = ctx.meta.get(CONFIG_PATH)
-        serve_gateway(config, None, store_url, not no_store, _say, load, config_path, fleet, replica)
+        serve_gateway(
+            config, None, store_url, not no_store, _say, load, config_path, fleet, replica, spool_dir
+        )
     except GatewayRefused as exc:
         die("gateway", str(exc))
     except RunStoreError as exc:

@@ -52,7 +52,14 @@ def load_config(ctx: click.Context, param: click.Parameter, value: str | None) -
 
 
 CONFIG_PATH = "tokenpace.gateway.config_path"
-_NOT_LIVE = ("store_url", "no_store", "emit_dir", "fleet", "replica")  # not in GatewayConfig: checked here
+_NOT_LIVE = (
+    "store_url",
+    "no_store",
+    "emit_dir",
+    "fleet",
+    "replica",
+    "spool_dir",
+)  # not in GatewayConfig: checked here
 
 
 def reader(ctx: click.Context, build: Callable[[dict[str, Any]], Any]) -> Callable[[], Any] | None:

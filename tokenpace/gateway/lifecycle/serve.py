@@ -15,6 +15,7 @@ from tokenpace.gateway.lifecycle.fleet_sync import Follow
 from tokenpace.gateway.lifecycle.reload import probe_upstreams
 from tokenpace.gateway.operations.guard import listen
 from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
+from tokenpace.gateway.recording.spool import Spool
 from tokenpace.gateway.request_path.proxy import Gateway
 
 
@@ -30,10 +31,12 @@ class RunningGateway:
         load: Callable[[], GatewayConfig] | None = None,
         say: Callable[[str], None] | None = None,
         follow: Follow | None = None,
+        spool: Spool | None = None,
     ) -> None:
         if config.records_path and worker is None:  # the JSONL file as well as any other writer
             writer = fan_out(writer, jsonl_writer(config.records_path))
         self.gateway = Gateway(config, writer=writer, on_record=on_record, worker=worker or 0)
+        self.spool = spool  # --spool: records on disk until stored; the last process's stored first
         self.worker = worker  # one of --workers: shares the port; the parent serves the admin pages
         self.config = config
         self.port = config.port
@@ -57,6 +60,11 @@ class RunningGateway:
 
     async def start(self) -> RunningGateway:
         await self.follow.begin(self.reloader)  # a fleet's replica runs the fleet's config from the start
+        if self.spool is not None:  # spooled again as they are queued, then the old files go
+            leftovers, self.gateway.sink.spool = self.spool.leftovers(), self.spool
+            for record in leftovers:
+                self.gateway.sink.put(record)
+            self.spool.discard_leftovers()
         cfg, gw = self.gateway.config, self.gateway
         gw.control.readiness.waiting = {u.name for u in cfg.upstreams if u.weight > 0}
         self._probe = asyncio.get_running_loop().create_task(probe_upstreams(gw))
@@ -117,10 +125,11 @@ async def serve_forever(
     load: Callable[[], GatewayConfig] | None = None,
     say: Callable[[str], None] | None = None,
     follow: Follow | None = None,
+    spool: Spool | None = None,
 ) -> None:
     """Serve until cancelled; ``done`` runs after the queued records are flushed. SIGHUP re-reads
     the configuration file through ``load`` (reload.py), ``say`` logs what it did."""
-    gw = RunningGateway(config, writer=writer, worker=worker, load=load, say=say, follow=follow)
+    gw = RunningGateway(config, writer=writer, worker=worker, load=load, say=say, follow=follow, spool=spool)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):  # stop cleanly: queued records are flushed

@@ -21,6 +21,7 @@ from tokenpace.adapters.results import record_line
 from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.live import LiveChange
+from tokenpace.gateway.recording.spool import Spool
 
 # Records, the outcome events reported against them (POST /tokenpace/events) and the config's live
 # changes (lifecycle/reload.py) share one writer.
@@ -131,6 +132,7 @@ class RecordSink:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._thread: DaemonWorker | None = None
+        self.spool: Spool | None = None  # --spool: records on local disk until stored (spool.py)
 
     def _worker(self) -> DaemonWorker:
         if self._thread is None:
@@ -149,6 +151,8 @@ class RecordSink:
         elif isinstance(item, RequestRecord):
             if len(self.records) < self.maxsize:
                 self.records.append(item)
+                if self.spool is not None:  # on disk before this step of the loop ends (spool.py)
+                    self.spool.append(item)
             else:
                 self._drop([item])
                 return
@@ -203,6 +207,14 @@ class RecordSink:
             self._linger = None
 
     async def _write(self, batch: list[Item]) -> None:
+        assert self.writer is not None
+        try:
+            await self._store(batch)
+        finally:  # stored, or counted dropped: either way no longer the spool's to keep
+            if self.spool is not None:
+                self.spool.stored(len(records_in(batch)))
+
+    async def _store(self, batch: list[Item]) -> None:
         assert self.writer is not None
         try:
             await self._worker().run(self.writer, batch)
