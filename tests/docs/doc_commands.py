@@ -67,6 +67,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("", "deploy/gateway.toml", "tests/cli/gateway/test_gateway_config.py"),
     ("docs/gateway.md", "--admin-listen", "tests/gateway/operations/test_admin.py"),
     ("docs/gateway.md", "--workers", "tests/gateway/lifecycle/test_workers.py"),
+    ("docs/gateway-fleet.md", "", "tests/gateway/lifecycle/test_fleet_processes.py"),
     ("docs/gateway.md", "--config gray.toml", "tests/gateway/experiments/test_gray_walkthrough.py"),
     (
         "docs/gateway.md",

@@ -27,6 +27,14 @@ from tokenpace.cli.main import cli
 from tokenpace.testing.procs import free_port, start_service, wait_listening
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
+DOC = Path(__file__).resolve().parents[3] / "docs" / "gateway-fleet.md"
+STORE = "postgresql://tokenpace@db.internal/tokenpace"
+START = (
+    f"tokenpace gateway --config fleet.toml --store {STORE} --fleet prod --replica r0 --spool spool-r0 "
+    "--listen 127.0.0.1:9000 --admin-listen 127.0.0.1:9100"
+)
+SET = f"tokenpace arms --store {STORE} --gateway http://127.0.0.1:9101 --admin-key-file admin.key --set b=25%"
+RUNS = f"tokenpace runs list --store {STORE} --where gateway_fleet=prod"
 KEY = "fleet-admin-key"
 AUTH = {"Authorization": f"Bearer {KEY}"}
 FAST, FAILING = Script(ttft_s=0.002, itl_s=0.001), Script(http_status=500)
@@ -94,11 +102,9 @@ class Fleet:
         self.sent = 0
 
     def start(self, i: int) -> None:
-        self.procs[i] = start_service(
-            "gateway", "--config", "fleet.toml", "--store", self.store_url, "--fleet", "prod",
-            "--replica", f"r{i}", "--listen", f"127.0.0.1:{self.ports[i]}",
-            "--admin-listen", f"127.0.0.1:{self.admins[i]}", "--spool", f"spool-r{i}", cwd=self.tmp,
-        )  # fmt: skip
+        """docs/gateway-fleet.md's command, for replica ``i`` on this test's store and ports."""
+        line = _local(START, self.store_url).replace("r0", f"r{i}").replace(":9000", f":{self.ports[i]}")
+        self.procs[i] = start_service(*line.replace(":9100", f":{self.admins[i]}").split()[1:], cwd=self.tmp)
 
     def wait_ready(self, i: int) -> None:
         proc = self.procs[i]
@@ -199,16 +205,27 @@ class Fleet:
             time.sleep(0.2)
 
 
-def _arms(fleet: Fleet, *args: str) -> Result:
-    """`tokenpace arms` in this process (its imports paid once, not per step)."""
-    key = str(fleet.tmp / "admin.key")
-    argv = ["arms", "--store", fleet.store_url, "--admin-key-file", key, *args]
+def _local(command: str, store_url: str) -> str:
+    return command.replace(STORE, store_url)
+
+
+def _cli(argv: list[str]) -> Result:
+    """`tokenpace ...` in this process (its imports paid once, not per step)."""
     result = CliRunner().invoke(cli, argv, env={"COLUMNS": "200"})
     assert "Traceback" not in result.output, result.output
     return result
 
 
+def _arms(fleet: Fleet, *args: str) -> Result:
+    """`tokenpace arms` in this process (its imports paid once, not per step)."""
+    key = str(fleet.tmp / "admin.key")
+    return _cli(["arms", "--store", fleet.store_url, "--admin-key-file", key, *args])
+
+
 def test_three_replicas_one_split_through_a_gray_release(tmp_path: Path, pg_server: int) -> None:  # noqa: F811
+    text = DOC.read_text()
+    for command in (START, SET, RUNS):
+        assert command in text, command
     fleet = Fleet(tmp_path, new_pg_database(pg_server))
     users = [f"user-{i}" for i in range(40)]
     with served(FAST) as a, served(FAST) as b, round_robin(fleet.ports) as front:
@@ -221,8 +238,10 @@ def test_three_replicas_one_split_through_a_gray_release(tmp_path: Path, pg_serv
                 fleet.wait_ready(i)
             fleet.until_epoch(0, {"a": 100, "b": 0})
             for epoch, share in enumerate((1, 5, 25, 50), start=1):
-                via = f"http://127.0.0.1:{fleet.admins[epoch % 3]}"  # each step through another replica
-                step = _arms(fleet, "--gateway", via, "--set", f"b={share}%")
+                via = f"127.0.0.1:{fleet.admins[epoch % 3]}"  # each step through another replica
+                line = _local(SET, fleet.store_url).replace("127.0.0.1:9101", via)
+                line = line.replace("admin.key", str(tmp_path / "admin.key"))
+                step = _cli(line.replace("b=25%", f"b={share}%").split()[1:])
                 assert step.exit_code == 0, step.output
                 fleet.until_epoch(epoch, {"a": 100 - share, "b": share})
                 seen = fleet.arms_seen(b, users, f"e{epoch}")
@@ -265,8 +284,10 @@ def test_three_replicas_one_split_through_a_gray_release(tmp_path: Path, pg_serv
                 if fleet.procs[i] is not None:
                     fleet.stop(i)
     assert fleet.completed <= fleet.stored_ids()  # no completed request's record lost
+    listed = _cli(_local(RUNS, fleet.store_url).split()[1:])
     store = connect(fleet.store_url)
     runs = store.list_runs({"source": "gateway", "gateway_fleet": "prod"})
+    assert listed.exit_code == 0 and all(r.id in listed.output for r in runs), listed.output
     assert {r.labels["gateway_replica"] for r in runs} == {"r0", "r1", "r2"}
     assert len({r.labels["gateway_session"] for r in runs if r.labels["gateway_replica"] == "r2"}) == 2
     assert [c.epoch for c in store.load_config_changes(0)] == [1, 2, 3, 4, 5, 6, 7]  # one row per change
