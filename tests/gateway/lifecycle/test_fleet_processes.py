@@ -263,12 +263,14 @@ def test_three_replicas_one_split_through_a_gray_release(tmp_path: Path, pg_serv
             fleet.until_stored()
             rolled = _arms(
                 fleet, "--json", "--apply", "--guard", "error_rate=+5pp", "--resamples", "200",
-                "--gateway", f"http://127.0.0.1:{fleet.admins[0]}", "--since", "1h",
+                "--gateway", f"http://127.0.0.1:{fleet.admins[0]}", "--since", "1h", "--fleet", "prod",
             )  # fmt: skip
             assert rolled.exit_code == 1, rolled.output
             report = orjson.loads(rolled.stdout)
             since_50 = {i for i in fleet.completed if i.startswith(("e4-", "front-4-", "failing-"))}
             assert sum(arm["requests"] for arm in report["arms"]) == len(since_50)  # all three replicas'
+            other = _arms(fleet, "--fleet", "staging", "--since", "1h")  # another fleet's: none of these
+            assert other.exit_code == 2 and "no gateway traffic" in other.output, other.output
             fleet.until_epoch(5, {"a": 100, "b": 0})
             assert fleet.arms_seen(b, users, "rolled") == [set(), set(), set()]
             b.default = FAST

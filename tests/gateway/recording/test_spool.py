@@ -12,7 +12,7 @@ from baseline_fixtures import make_record
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.recording import spool as spool_module
-from tokenpace.gateway.recording.sink import RecordSink
+from tokenpace.gateway.recording.sink import Item, RecordSink
 from tokenpace.gateway.recording.spool import Spool
 
 
@@ -64,10 +64,10 @@ def test_all_stored_leaves_nothing_and_a_torn_line_is_counted(tmp_path: Path) ->
 
 
 def test_through_the_sink_on_disk_until_stored(tmp_path: Path) -> None:
-    written: list[object] = []
+    written: list[Item] = []
     seen_on_disk: list[int] = []
 
-    def writer(batch: list[object]) -> None:
+    def writer(batch: list[Item]) -> None:
         seen_on_disk.append(len(Spool(tmp_path).leftovers()))  # what a kill now would leave
         written.extend(batch)
 

@@ -57,9 +57,15 @@ def _ramping(run: RunInfo, since_unix: float) -> list[str]:
 
 
 def load_window(
-    store: Store, since_unix: float, until_unix: float | None = None, session: str | None = None
+    store: Store,
+    since_unix: float,
+    until_unix: float | None = None,
+    session: str | None = None,
+    fleet: str | None = None,
 ) -> ArmsWindow:
     where = {"kind": "gateway", "source": "gateway", **({"gateway_session": session} if session else {})}
+    if fleet:  # every replica's session of that fleet
+        where["gateway_fleet"] = fleet
     window = ArmsWindow(since_unix, until_unix)
     # a session's config epoch (its split) -> arm -> users, requests
     per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}
@@ -107,9 +113,18 @@ def load_window(
             f"arm(s) {', '.join(sorted(ramping))} were ramping within the window: the sample-ratio check "
             "assumes full weight; start the window after the ramp (--since)"
         )
-    sessions = [session] if session else None
-    window.events = store.load_events(since_unix, until_unix, sessions)
+    window.events = store.load_events(since_unix, until_unix, _sessions(store, session, fleet))
     return window
+
+
+def _sessions(store: Store, session: str | None, fleet: str | None) -> list[str] | None:
+    """The gateway sessions to read events and changes of: one, a fleet's (its replicas'), or all."""
+    if session:
+        return [session]
+    if fleet:
+        runs = store.list_runs({"kind": "gateway", "gateway_fleet": fleet})
+        return sorted({s for r in runs if (s := r.labels.get("gateway_session"))})
+    return None
 
 
 def _expected(
@@ -139,13 +154,15 @@ def arms_report(
     alpha: float = 0.05,
     resamples: int = 1000,
     seed: int = 0,
+    fleet: str | None = None,
 ) -> tuple[ArmsWindow, ArmsReport]:
     """Raises ValueError (one line for the user) when the window holds no gateway traffic. The
-    window starts at the split's last live change, when one falls inside it (said in a warning)."""
-    change = last_split_change(store, since_unix, until_unix, session)
+    window starts at the split's last live change, when one falls inside it (said in a warning).
+    ``fleet``: only the replicas of that fleet (all of them), else every gateway session."""
+    change = last_split_change(store, since_unix, until_unix, session, fleet)
     if change is not None:
         since_unix = change.unix_s
-    window = load_window(store, since_unix, until_unix, session)
+    window = load_window(store, since_unix, until_unix, session, fleet)
     if change is not None:
         window.warnings.insert(0, change_note(change))
     if not window.records:
@@ -169,10 +186,10 @@ def arms_report(
 
 
 def last_split_change(
-    store: Store, since_unix: float, until_unix: float | None, session: str | None
+    store: Store, since_unix: float, until_unix: float | None, session: str | None, fleet: str | None = None
 ) -> ConfigChange | None:
     """The newest change within the window that moved the split (weights or arms), else None."""
-    changes = store.load_config_changes(since_unix, until_unix, [session] if session else None)
+    changes = store.load_config_changes(since_unix, until_unix, _sessions(store, session, fleet))
     moved = [c for c in changes if ConfigChange.weights(c.before) != ConfigChange.weights(c.after)]
     return moved[-1] if moved else None
 

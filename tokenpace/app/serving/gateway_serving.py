@@ -9,13 +9,14 @@ import contextlib
 import sys
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tokenpace.adapters.store import Store
 from tokenpace.app.baseline.run_store import open_for_run
 from tokenpace.app.run.run_loop import run_event_loop
 from tokenpace.app.watch.heap import freeze_startup_heap
 from tokenpace.gateway.config.config import GatewayConfig
-from tokenpace.gateway.lifecycle.fleet_sync import POLL_S
+from tokenpace.gateway.lifecycle.fleet_sync import POLL_S, FleetLink, Follow
 from tokenpace.gateway.recording.spool import Spool
 from tokenpace.wire.descriptors import reserve_descriptors
 
@@ -40,16 +41,13 @@ def serve_gateway(
     say: Callable[[str], None] = _to_stderr,
     load: Callable[[], GatewayConfig] | None = None,
     config_path: str | None = None,
-    fleet: str | None = None,
-    replica: str | None = None,
-    spool_dir: str | None = None,
+    terms: ReplicaTerms | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM; queued records are flushed and the store closed before it
     returns. ``load``: the configuration file (``config_path``, watched for changes) read again, for
-    SIGHUP and POST /tokenpace/config. ``fleet``: this gateway is one replica (``replica``) of the
-    fleet of that name: its desired configuration and its records shared through the store.
-    ``spool_dir``: records kept on local disk until stored (a kill loses none; gateway/recording/spool.py).
+    SIGHUP and POST /tokenpace/config. ``terms``: its fleet and spool (ReplicaTerms).
     Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
+    fleet, replica, spool_dir = terms or ReplicaTerms()
     check_otlp(config)
     check_fleet(config, fleet, save)
     if config.scrape_upstream_metrics:
@@ -58,15 +56,9 @@ def serve_gateway(
     from tokenpace.gateway.lifecycle.serve import serve_forever
 
     store = open_for_run(store_url, save)
-    writer = None
     session = uuid.uuid4().hex[:12]
     replica = replica or session
-    if store is not None:
-        from tokenpace.gateway.recording.store_writer import StoreRecordWriter
-
-        fleet_labels = {"gateway_fleet": fleet, "gateway_replica": replica} if fleet else {}
-        writer = StoreRecordWriter(store, config, session, {**(labels or {}), **fleet_labels})
-    from tokenpace.gateway.lifecycle.fleet_sync import FleetLink, Follow
+    writer = store_writer(store, config, session, {**(labels or {}), **fleet_labels(fleet, replica)})
 
     link = FleetLink(store, fleet, session, replica) if fleet and store is not None else None
     follow = Follow(config_path if load is not None and config.workers == 1 else None, link)
@@ -81,15 +73,8 @@ def serve_gateway(
             say(f"SIGHUP or POST {gw.admin_url}/tokenpace/config re-reads the --config file live")
         for m in config.mirrors:
             say(f"shadowing {m.share:.0%} of users to {m.name} -> {m.upstream.url} (measured, then dropped)")
-        if link is not None:
-            say(
-                f"replica {replica} of fleet {fleet}: the fleet's configuration is polled every "
-                f"{POLL_S:g} s from the store; its records are labelled gateway_fleet={fleet}"
-            )
-        if spool is not None:
-            say(f"records spooled in {spool.folder} until stored ({spool.replayed} left by the last process)")
-        if follow.path is not None:
-            say(f"watching {follow.path}: a change is applied as a reload (no signal needed)")
+        for line in following(follow, spool):
+            say(line)
         if store is not None:
             say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
             for m in config.mirrors:
@@ -109,9 +94,7 @@ def serve_gateway(
         if spool is not None:
             spool.close()
             if spool.skipped or spool.unreadable:
-                say(
-                    f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines skipped"
-                )
+                say(f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines")
         if store is not None:
             store.close()
 
@@ -152,6 +135,47 @@ def check_fleet(config: GatewayConfig, fleet: str | None, save: bool) -> None:
         raise GatewayRefused("--fleet runs one process per replica: drop --workers (run more replicas)")
     if len(fleet) > 200 or not fleet.isprintable():
         raise GatewayRefused("--fleet: a printable name of at most 200 characters")
+
+
+class ReplicaTerms(NamedTuple):
+    """``fleet``: this gateway is one replica (``replica``) of the fleet of that name, its live
+    configuration and records shared through the store (docs/gateway-fleet.md). ``spool_dir``:
+    records kept on local disk until stored, so a kill loses none (gateway/recording/spool.py)."""
+
+    fleet: str | None = None
+    replica: str | None = None
+    spool_dir: str | None = None
+
+
+def fleet_labels(fleet: str | None, replica: str) -> dict[str, str]:
+    return {"gateway_fleet": fleet, "gateway_replica": replica} if fleet else {}
+
+
+def store_writer(store: Store | None, config: GatewayConfig, session: str, labels: dict[str, str]) -> Any:
+    """The store's record writer (None without a store): one run per session, epoch and upstream."""
+    if store is None:
+        return None
+    from tokenpace.gateway.recording.store_writer import StoreRecordWriter
+
+    return StoreRecordWriter(store, config, session, labels)
+
+
+def following(follow: Follow, spool: Spool | None) -> list[str]:
+    """What the gateway follows beside signals, and where its records wait, one line each."""
+    out = []
+    if follow.link is not None:
+        fleet, replica = follow.link.fleet, follow.link.replica
+        out.append(
+            f"replica {replica} of fleet {fleet}: the fleet's configuration is polled every "
+            f"{POLL_S:g} s from the store; its records are labelled gateway_fleet={fleet}"
+        )
+    if spool is not None:
+        out.append(
+            f"records spooled in {spool.folder} until stored ({spool.replayed} left by the last process)"
+        )
+    if follow.path is not None:
+        out.append(f"watching {follow.path}: a change is applied as a reload (no signal needed)")
+    return out
 
 
 def open_spool(folder: str | None, config: GatewayConfig) -> Spool | None:

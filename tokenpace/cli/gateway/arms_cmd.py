@@ -38,6 +38,7 @@ from tokenpace.cli.library.store_opts import (
     "--reference", metavar="ARM", help="The arm the others are judged against (default: the first)."
 )
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
+@click.option("--fleet", metavar="NAME", help="Only the replicas of this gateway fleet (all of them).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
 @bootstrap_options  # --resamples, --seed
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
@@ -79,6 +80,7 @@ def arms(
     guard: str | None,
     reference: str | None,
     session: str | None,
+    fleet: str | None,
     alpha: float,
     resamples: int,
     seed: int,
@@ -120,7 +122,7 @@ def arms(
     assert start is not None
     store = open_or_fail("arms", store_url)
     _window, report = arms_report(
-        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed
+        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet
     )
     if out:
         write_report(out, report.to_dict())

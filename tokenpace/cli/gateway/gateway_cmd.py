@@ -252,15 +252,13 @@ def gateway(
             "users wrote: personal data, secrets); keep them as you would the traffic itself"
         )
     from tokenpace.app.baseline.run_store import RunStoreError
-    from tokenpace.app.serving.gateway_serving import GatewayRefused, serve_gateway
+    from tokenpace.app.serving.gateway_serving import GatewayRefused, ReplicaTerms, serve_gateway
 
     ctx = click.get_current_context()
     load = reader(ctx, lambda o: _from_values(o, config))  # SIGHUP, the file watched
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
-        config_path = ctx.meta.get(CONFIG_PATH)
-        serve_gateway(
-            config, None, store_url, not no_store, _say, load, config_path, fleet, replica, spool_dir
-        )
+        terms = ReplicaTerms(fleet, replica, spool_dir)
+        serve_gateway(config, None, store_url, not no_store, _say, load, ctx.meta.get(CONFIG_PATH), terms)
     except GatewayRefused as exc:
         die("gateway", str(exc))
     except RunStoreError as exc:

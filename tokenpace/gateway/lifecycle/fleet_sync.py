@@ -85,7 +85,7 @@ class FleetReloader(Reloader):
                 epoch = await asyncio.to_thread(self.link.store.fleet_epoch, self.link.fleet)
                 if epoch is not None and epoch > self.epoch and epoch != self._skipped:
                     await self.catch_up()
-            except StoreError as exc:
+            except Exception as exc:  # the store, or a stored configuration this version cannot run
                 self.store_errors += 1
                 if not failing:
                     name, epoch = self.link.fleet, self.epoch
@@ -201,10 +201,13 @@ class Follow:
         """Before serving: join the fleet; then the polling and the watching, as the reloader's
         tasks (cancelled when it closes)."""
         loop = asyncio.get_running_loop()
-        watched = self.path is not None and reloader.load is not None
-        first = await asyncio.to_thread(_look, self.path, None, None) if watched else None
+        watched = self.path if reloader.load is not None else None
+        first = await asyncio.to_thread(_look, watched, None, None) if watched else None
         if isinstance(reloader, FleetReloader):
-            await reloader.join()
+            try:
+                await reloader.join()
+            except StoreError as exc:  # said in one line by the caller, before listening
+                raise RuntimeError(f"fleet {reloader.link.fleet}: {exc}") from None
             reloader._keep(loop.create_task(reloader.follow()))
-        if self.path is not None and watched:
-            reloader._keep(loop.create_task(watch_file(self.path, reloader, first)))
+        if watched:
+            reloader._keep(loop.create_task(watch_file(watched, reloader, first)))
