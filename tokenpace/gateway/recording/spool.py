@@ -16,7 +16,11 @@ the same DIR stores what the last one could not.
   until the writer catches up.
 - ``leftovers`` at start: what earlier processes left, read within ``MAX_SPOOL_BYTES`` (a line that
   does not parse, torn by a failing host, is counted and skipped); the caller hands the records to
-  the sink, which spools them again, then ``discard_leftovers`` removes the old files.
+  the sink, which spools them again, then ``discard_leftovers`` removes the old files. They are
+  stored in the new session's runs (of their config epoch where this process runs it, else of its
+  epoch 0; the record keeps its own ``config_epoch``), their times read on the new session's clock
+  anchor: the monotonic clock is the host's, so this holds on the same host (a container restarted
+  in its pod).
 """
 
 from __future__ import annotations
