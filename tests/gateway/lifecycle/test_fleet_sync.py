@@ -147,3 +147,43 @@ def test_a_file_swapped_behind_a_symlink_is_applied(tmp_path: Path) -> None:
                 assert (await _page(s, gw))["epoch"] == 1
 
     asyncio.run(main())
+
+
+def test_two_changes_at_once_through_two_replicas_both_apply_one_after_the_other(tmp_path: Path) -> None:
+    """The one that lost the compare-and-set is tried again on top of the winner: two epochs, and
+    every replica ends on the later one."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+
+    async def main() -> None:
+        async with ScriptedServer(Script()) as up:
+            urls = {"a": up.url, "b": up.url}
+            gws = []
+            for i in range(3):
+                link = FleetLink(connect(url), "prod", f"session{i}", f"r{i}")
+                gws.append(
+                    await RunningGateway(_config(urls, {"a": 99, "b": 1}), follow=Follow(link=link)).start()
+                )
+            try:
+                async with aiohttp.ClientSession() as s:
+
+                    async def move(gw: RunningGateway, b: float) -> dict[str, Any]:
+                        change = {"weights": {"b": b}, "by": "test"}
+                        async with s.post(gw.admin_url + "/tokenpace/config", json=change, headers=AUTH) as r:
+                            assert r.status == 200
+                            answer: dict[str, Any] = await r.json()
+                            return answer
+
+                    answers = await asyncio.gather(move(gws[0], 20), move(gws[1], 40))
+                    assert sorted(a["epoch"] for a in answers) == [1, 2] and all(
+                        a["applied"] for a in answers
+                    )
+                    last = max(answers, key=lambda a: a["epoch"])
+                    await _until_epoch(s, gws, 2)
+                    for gw in gws:
+                        page = await _page(s, gw)
+                        assert page["split"] == last["config"]["split"]
+            finally:
+                for gw in gws:
+                    await gw.stop()
+
+    asyncio.run(main())
