@@ -116,6 +116,29 @@ class PieceRate:
         return 0.0 if self.left > 0 else (1 - self.left) / rate
 
 
+class _Waiter:
+    """A task's place in the loop's round: its share is the result of ``future``."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[int]) -> None:
+        self.future = future
+
+    def take_turn(self, quantum: int) -> None:
+        if not self.future.done():  # a cancelled waiter passes its turn
+            self.future.set_result(quantum)
+
+
+async def next_turn(budget: TurnBudget) -> int:
+    """Waits for ``budget``'s next round, behind the connections queued; returns the share the
+    round granted (a task's work under the same budget as the parsers': the WebSocket relay)."""
+    if budget.loop is None:
+        return UNITS_PER_TURN
+    waiter = _Waiter(budget.loop.create_future())
+    budget.wait(waiter)
+    return await waiter.future
+
+
 def loop_clock() -> Callable[[], float]:
     """The running loop's clock (``loop.time``); the monotonic clock outside any loop."""
     try:
