@@ -4,8 +4,9 @@ cuts it), played by ``FuzzUpstream`` on 127.0.0.1, one behaviour per model name.
 
 A peer's stream is SSE token events, optionally opened with a UTF-8 BOM, with CR, LF or CRLF line
 ends, a flood of comment lines before its first event, events padded to random sizes, gzip'd as a
-whole, then written in HTTP chunks of the sizes the peer lists (down to one byte each), and cut
-(the connection closed) after a number of bytes, or ended normally. Nothing here draws at random:
+whole (with bytes after the end of the gzip data, if asked), then written in HTTP chunks of the
+sizes the peer lists (down to one byte each), and cut (the connection closed) after a number of
+bytes, or ended normally. Nothing here draws at random:
 the fuzzer (hypothesis) draws the peers, so a finding is replayed from its ``Peer`` alone.
 """
 
@@ -33,6 +34,7 @@ class Peer:
     gzip: bool = False
     chunks: tuple[int, ...] = (65536,)  # HTTP chunk sizes, used in turn (1: a byte per chunk)
     cut_after: int | None = None  # close after this many body bytes (None: end normally)
+    trailing: int = 0  # bytes after the end of the gzip data (a body the inflater must refuse)
 
     def body(self) -> bytes:
         """The response body before chunking: SSE events, possibly gzip'd; built in one buffer and
@@ -51,7 +53,7 @@ class Peer:
         body = bytes(out[:MAX_PEER_BYTES])
         if self.gzip:
             z = zlib.compressobj(6, zlib.DEFLATED, 31)
-            body = z.compress(body) + z.flush()
+            body = z.compress(body) + z.flush() + b"\0" * self.trailing
         return body
 
     def wire(self) -> bytes:
@@ -75,6 +77,13 @@ class Peer:
     @property
     def ends_well(self) -> bool:
         return self.cut_after is None
+
+    @property
+    def past_the_end(self) -> bool:
+        """Bytes follow the end of its compressed data on the wire (the body is refused)."""
+        if not (self.gzip and self.trailing):
+            return False
+        return self.cut_after is None or self.cut_after > len(self.body()) - self.trailing
 
 
 HEALTHY = Peer(tokens=5)

@@ -213,6 +213,8 @@ def test_the_gateway_beside_a_drawn_hostile_upstream(peer: Peer) -> None:
     (rec,) = _record_of(records, "fuzz")  # one record per request
     assert len(_record_of(records, HEALTHY_MODEL)) == 3
     assert all(r.status is Status.OK for r in _record_of(records, HEALTHY_MODEL))
+    if peer.past_the_end:  # bytes after the end of the gzip data: refused, blamed on the upstream
+        assert rec.labels["outcome"] == "protocol_error" and "after the end" in (rec.error or ""), rec.error
     if rec.status is not Status.OK:
         assert rec.error, rec.status  # never a failure without its reason
     else:
