@@ -13,7 +13,9 @@ the fuzzer (hypothesis) draws the peers, so a finding is replayed from its ``Pee
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import zlib
 from dataclasses import dataclass
 
@@ -136,6 +138,9 @@ class FuzzUpstream:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             head = await reader.readuntil(b"\r\n\r\n")
+            if b"upgrade: websocket" in head.lower():
+                await ws_session(head, reader, writer, flood=b"flood=upstream" in head.split(b"\r\n", 1)[0])
+                return
             length = 0
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
@@ -148,3 +153,37 @@ class FuzzUpstream:
                 await writer.drain()
         with contextlib.suppress(Exception):
             writer.close()
+
+
+PING_BLOCK = b"\x89\x00" * 32768  # 64 KiB of empty pings, unmasked (a server's)
+MASKED_PING_BLOCK = b"\x89\x80\x00\x00\x00\x00" * 10922  # ~64 KiB of empty pings, masked (a client's)
+
+
+def ws_handshake(head: bytes) -> bytes:
+    """The 101 answer to a WebSocket upgrade request's head."""
+    key = next(
+        line.split(b":", 1)[1].strip()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"sec-websocket-key:")
+    )
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+    )
+
+
+async def ws_session(
+    head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flood: bool
+) -> None:
+    """A WebSocket upstream: with ``flood``, empty pings as fast as the reader takes them (a ping
+    flood from the upstream's side); else what the client sends is read and dropped."""
+    writer.write(ws_handshake(head))
+    if flood:
+        while not reader.at_eof():
+            writer.write(PING_BLOCK)
+            await writer.drain()
+    else:
+        while await reader.read(65536):
+            pass
+    writer.close()

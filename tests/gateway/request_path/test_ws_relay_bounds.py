@@ -116,3 +116,60 @@ def test_an_upstreams_broken_framing_is_blamed_on_the_upstream(frames: bytes) ->
     (rec,) = records
     assert rec.status is Status.PROTOCOL_ERROR and rec.labels["outcome"] == "protocol_error"
     assert rec.error is not None and rec.error.startswith("the upstream broke the WebSocket protocol (")
+
+
+class Queue:
+    """aiohttp's message queue as a flood leaves it: a ping is always there (no yield)."""
+
+    def __init__(self) -> None:
+        self.read_count = 0
+
+    async def read(self) -> aiohttp.WSMessage:
+        self.read_count += 1
+        return aiohttp.WSMessage(aiohttp.WSMsgType.PING, b"", None)
+
+
+class Closing:
+    """A session whose close reads its queue until the peer's close, as aiohttp's does."""
+
+    def __init__(self) -> None:
+        self._reader = Queue()
+
+    async def close(self) -> bool:
+        try:
+            while (await self._reader.read()).type is not aiohttp.WSMsgType.CLOSE:
+                pass
+        except Exception:  # aiohttp: an abnormal closure, the connection dropped
+            return False
+        return True
+
+
+def test_closing_beside_a_ping_flood_reads_a_bounded_share_a_turn_then_drops() -> None:
+    """aiohttp's close read a flood's queue to its end without yielding (17 s in one case); through
+    the bounded drain it reads at most CLOSE_DRAIN_MESSAGES, a share a turn, then gives up."""
+    loop = CountingLoop()
+    ws = Closing()
+    queue = ws._reader
+    ticks = [0]
+    done = [False]
+
+    async def ticker() -> None:
+        while not done[0]:
+            ticks[0] += 1
+            await asyncio.sleep(0)
+
+    async def main() -> bool:
+        other = asyncio.ensure_future(ticker())
+        closed = await ws_proxy._bounded_close(ws, ws.close)
+        done[0] = True
+        await other
+        return closed
+
+    try:
+        closed = loop.run_until_complete(main())
+    finally:
+        loop.close()
+    assert closed is False  # dropped, not a clean close
+    assert queue.read_count == ws_proxy.CLOSE_DRAIN_MESSAGES
+    assert ticks[0] >= ws_proxy.CLOSE_DRAIN_MESSAGES // ws_proxy.MESSAGES_PER_TURN - 1
+    assert ws._reader is queue  # aiohttp's own queue back in place

@@ -13,9 +13,11 @@ upstream's that aiohttp's reader refuses (bad framing, a message too large) is r
 way: the upstream's protocol error, never the client's disconnect.
 
 Work: each direction relays under the loop's work budget (wire/http1/turn_budget.py), a message
-one unit, at most ``MESSAGES_PER_TURN`` a turn, and waits for the loop's next round past either, so a
-flood of pings from either side (aiohttp hands queued messages over without yielding) takes one
-share of a turn, as an HTTP peer of one-byte chunks does.
+``UNITS_PER_MESSAGE`` units, at most ``MESSAGES_PER_TURN`` a turn, and waits for the loop's next
+round past either, so a flood of pings from either side (aiohttp hands queued messages over without
+yielding) takes one share of a turn, as an HTTP peer of one-byte chunks does. Closing reads the
+peer's close under the same budget, for at most ``CLOSE_DRAIN_MESSAGES`` messages, then drops the
+connection (aiohttp's own close read a flood's queue to the end in one go).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
@@ -38,7 +40,13 @@ from tokenpace.wire.http1.turn_budget import next_turn, turn_budget
 from tokenpace.wire.websocket import MaskedFrames
 
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one WebSocket message, either way
-MESSAGES_PER_TURN = 64  # messages one direction relays in one loop turn (then the loop's next round)
+MESSAGES_PER_TURN = 32  # messages one direction relays in one loop turn (then the loop's next round)
+# A relayed message's share of the loop's work units (a parsed HTTP piece is one): relaying one costs
+# tens of microseconds (a frame written, a send), a parsed piece about one.
+UNITS_PER_MESSAGE = 8
+# Messages a closing session reads while it waits for the peer's close (a flood of pings keeps them
+# coming): past it the connection is dropped, the session ended as abnormal (1006).
+CLOSE_DRAIN_MESSAGES = 1024
 _NOT_FORWARDED = frozenset(
     h.lower()
     for h in (
@@ -92,6 +100,62 @@ class UpstreamWebSocket(_WsTexts):
     @property
     def sent_masked_frame(self) -> bool:
         return self.masked_frames is not None and self.masked_frames.broken
+
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+        return await _bounded_close(self, functools.partial(super().close, code=code, message=message))
+
+
+class ClientWebSocket(web.WebSocketResponse):
+    """The client's half of a proxied session; its close is bounded as the upstream's is."""
+
+    async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
+        close = functools.partial(super().close, code=code, message=message, drain=drain)
+        return await _bounded_close(self, close)
+
+
+class _BoundedDrain:
+    """What aiohttp's ``close`` reads the peer's close from: its message queue, read under the
+    loop's budget a share a turn and for at most ``CLOSE_DRAIN_MESSAGES`` messages (aiohttp reads
+    every queued message until the close without yielding while any is queued: a ping flood held
+    the loop for seconds); past them the read fails, and aiohttp drops the connection."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.left = CLOSE_DRAIN_MESSAGES
+        self.share = MESSAGES_PER_TURN
+        self.turn = turn_budget()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+    def feed_data(self, data: Any, size: int) -> None:
+        self.queue.feed_data(data, size)
+
+    async def read(self) -> Any:
+        if self.left <= 0:
+            raise ConnectionResetError(f"no close from the peer within {CLOSE_DRAIN_MESSAGES} messages")
+        self.left -= 1
+        self.share -= 1
+        if self.share <= 0 or self.turn.left <= 0:
+            self.share = _messages(await next_turn(self.turn))
+        self.turn.spend(UNITS_PER_MESSAGE)
+        return await self.queue.read()
+
+
+def _messages(units: int) -> int:
+    """The messages a share of the loop's turn pays for (one at least: every round moves on)."""
+    return max(1, min(MESSAGES_PER_TURN, units // UNITS_PER_MESSAGE))
+
+
+async def _bounded_close(ws: Any, close: Callable[[], Awaitable[bool]]) -> bool:
+    """aiohttp's ``close`` with its queue read through ``_BoundedDrain`` for the while."""
+    queue = ws._reader
+    if queue is not None:
+        ws._reader = _BoundedDrain(queue)
+    try:
+        return await close()
+    finally:
+        ws._reader = queue
 
 
 class UpstreamSessions:
@@ -151,7 +215,7 @@ async def proxy_session(
 
 
 async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMeter) -> web.WebSocketResponse:
-    down = web.WebSocketResponse(
+    down = ClientWebSocket(
         protocols=(up.protocol,) if up.protocol else (),
         max_msg_size=MAX_MESSAGE,
         autoping=False,
@@ -203,10 +267,10 @@ async def _pump(
     left = MESSAGES_PER_TURN
     while True:
         if left <= 0 or turn.left <= 0:  # this turn's share spent: the loop's next round
-            left = min(MESSAGES_PER_TURN, await next_turn(turn))
+            left = _messages(await next_turn(turn))
         msg = await src.receive()
         left -= 1
-        turn.spend(1)
+        turn.spend(UNITS_PER_MESSAGE)
         kind = msg.type
         if kind is aiohttp.WSMsgType.TEXT:
             with contextlib.suppress(Exception):  # the meter never breaks the relay
