@@ -167,7 +167,7 @@ async def phase(
     return out
 
 
-def issue49(url: str, admin: str, pid: int, gw_port: int, seconds: float, records: str) -> None:
+def issue49(url: str, admin: str, pid: int, gw_port: int, seconds: float, records: str, only: str) -> None:
     lanes = hostile_classes.LANES
     quiet = asyncio.run(phase(url, admin, pid, [], seconds, 0, lanes))
     q99 = float(np.percentile(quiet.ttft_s, 99))
@@ -175,6 +175,8 @@ def issue49(url: str, admin: str, pid: int, gw_port: int, seconds: float, record
     print(hostile_classes.HEADER)
     offset = 0
     for name, (kind, at_once, _) in hostile_classes.CLASSES.items():
+        if only not in name:
+            continue
         out = hostile_classes.Hostile()
 
         def extra(
@@ -198,6 +200,7 @@ def main() -> None:
     ap.add_argument("--draws", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--issue49", action="store_true", help="issue 49's classes beside 8 healthy lanes")
+    ap.add_argument("--only", default="", help="with --issue49: the classes whose name holds this")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     drawn = {f"fuzz-{i}": draw(rng) for i in range(args.draws)}
@@ -220,7 +223,7 @@ def main() -> None:
         wait_port(gw_port)
         url, admin = f"http://127.0.0.1:{gw_port}/v1", f"http://127.0.0.1:{admin_port}"
         if args.issue49:
-            issue49(url, admin, gateway.pid, gw_port, args.seconds, records)
+            issue49(url, admin, gateway.pid, gw_port, args.seconds, records, args.only)
             return
         quiet = asyncio.run(phase(url, admin, gateway.pid, [], args.seconds, 0))
         q99 = float(np.percentile(quiet.ttft_s, 99))

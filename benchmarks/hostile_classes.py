@@ -27,12 +27,14 @@ LANES = 8
 PEERS = {
     "bpc49": Peer(tokens=400, chunks=(1,)),
     "tiny-events": Peer(tokens=70_000),
+    "tiny-chunked": Peer(tokens=70_000, chunks=(58,)),  # each event its own HTTP chunk
     "gzip-trailing": Peer(tokens=50, gzip=True, trailing=8 * 1024 * 1024),
 }
 # name -> (what the hostile lanes do, how many at once, the outcome their records must have)
 CLASSES: dict[str, tuple[str, int, str]] = {
-    "one-byte chunks (10,000 pieces/s)": ("http:bpc49", 20, "ok"),
+    "one-byte chunks (10,000 pieces/s)": ("http:bpc49", 1, "ok"),
     "tiny-event flood, 10 streams": ("http:tiny-events", 10, "ok"),
+    "tiny events one per HTTP chunk, 10 streams": ("http:tiny-chunked", 10, "ok"),
     "gzip, then 8 MiB after its end": ("http:gzip-trailing", 20, "protocol_error"),
     "250 KB model names": ("names", 8, "ok"),
     "WebSocket ping flood from the upstream": ("ws:upstream", 4, "-"),
