@@ -10,22 +10,29 @@ answer < 0.5 s, the gateway's peak RSS < 250 MB (issue 38's acceptance). ``fuzz`
 ``--draws`` peers at random (``--seed``) from the same space as the test suite's fuzzer.
 
     .venv/bin/python benchmarks/gateway_fuzz.py [--seconds 5] [--hostile 20] [--draws 40] [--seed 1]
+
+``--issue49`` runs issue 49's classes instead (benchmarks/hostile_classes.py), beside 8 healthy lanes.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import subprocess
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import numpy as np
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
+import hostile_classes
 from gateway_overhead import free_port, wait_port
 
 from tokenpace.testing.fuzz_peers import Peer
@@ -132,7 +139,19 @@ async def watch(s: aiohttp.ClientSession, admin: str, pid: int, until: float, ou
         await asyncio.sleep(0.1)
 
 
-async def phase(url: str, admin: str, pid: int, models: list[str], seconds: float, hostile: int) -> Seen:
+Extra = Callable[[float], list[Coroutine[Any, Any, None]]]
+
+
+async def phase(
+    url: str,
+    admin: str,
+    pid: int,
+    models: list[str],
+    seconds: float,
+    hostile: int,
+    lanes: int = LANES,
+    extra: Extra | None = None,
+) -> Seen:
     out = Seen()
     until = time.perf_counter() + seconds
     # The hostile answers are drained compressed: inflating 20 gzip bombs in this process's loop
@@ -141,10 +160,37 @@ async def phase(url: str, admin: str, pid: int, models: list[str], seconds: floa
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as s,
         aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0), auto_decompress=False) as raw,
     ):
-        tasks = [healthy_lane(s, url, until, out) for _ in range(LANES)]
+        tasks = [healthy_lane(s, url, until, out) for _ in range(lanes)]
         tasks += [hostile_lane(raw, url, models, until, out) for _ in range(hostile if models else 0)]
+        tasks += extra(until) if extra is not None else []
         await asyncio.gather(*tasks, watch(s, admin, pid, until, out))
     return out
+
+
+def issue49(url: str, admin: str, pid: int, gw_port: int, seconds: float, records: str, only: str) -> None:
+    lanes = hostile_classes.LANES
+    quiet = asyncio.run(phase(url, admin, pid, [], seconds, 0, lanes))
+    q99 = float(np.percentile(quiet.ttft_s, 99))
+    print(f"quiet: healthy TTFT P99 {q99 * 1e3:.1f} ms over {len(quiet.ttft_s)} requests, {lanes} lanes")
+    print(hostile_classes.HEADER)
+    offset = 0
+    for name, (kind, at_once, _) in hostile_classes.CLASSES.items():
+        if only not in name:
+            continue
+        out = hostile_classes.Hostile()
+
+        def extra(
+            until: float, kind: str = kind, at_once: int = at_once, out: hostile_classes.Hostile = out
+        ) -> list:
+            return hostile_classes.hostile_tasks(kind, at_once, url, gw_port, until, out)
+
+        seen = asyncio.run(phase(url, admin, pid, [], seconds, 0, lanes, extra))
+        time.sleep(2.0)  # the records' writer lingers 1 s
+        offset = hostile_classes.tally(records, offset, out)
+        p99 = float(np.percentile(seen.ttft_s, 99)) if seen.ttft_s else float("inf")
+        slowest = max(seen.metrics_s) if seen.metrics_s else float("inf")
+        print(hostile_classes.row(name, q99, p99, slowest, seen.rss_mb, seen.failed, out), flush=True)
+    print(f"load average {os.getloadavg()}")
 
 
 def main() -> None:
@@ -153,10 +199,14 @@ def main() -> None:
     ap.add_argument("--hostile", type=int, default=20, help="hostile requests at once")
     ap.add_argument("--draws", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--issue49", action="store_true", help="issue 49's classes beside 8 healthy lanes")
+    ap.add_argument("--only", default="", help="with --issue49: the classes whose name holds this")
     args = ap.parse_args()
     rng = random.Random(args.seed)
     drawn = {f"fuzz-{i}": draw(rng) for i in range(args.draws)}
-    peers = {**SCENARIOS, **drawn}
+    peers = {**SCENARIOS, **drawn, **hostile_classes.PEERS}
+    fd, records = tempfile.mkstemp(suffix=".jsonl")
+    os.close(fd)
     up_port, gw_port, admin_port = free_port(), free_port(), free_port()
     upstream = subprocess.Popen([sys.executable, "-c", UPSTREAM, str(up_port)], stdin=subprocess.PIPE)
     assert upstream.stdin is not None
@@ -164,13 +214,17 @@ def main() -> None:
     upstream.stdin.close()
     gateway = subprocess.Popen(
         [sys.executable, "-m", "tokenpace", "gateway", "--no-store", "--listen", f"127.0.0.1:{gw_port}",
-         "--admin-listen", f"127.0.0.1:{admin_port}", "--upstream", f"up=http://127.0.0.1:{up_port}/v1"],
+         "--admin-listen", f"127.0.0.1:{admin_port}", "--upstream", f"up=http://127.0.0.1:{up_port}/v1",
+         "--records", records],
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         wait_port(up_port)
         wait_port(gw_port)
         url, admin = f"http://127.0.0.1:{gw_port}/v1", f"http://127.0.0.1:{admin_port}"
+        if args.issue49:
+            issue49(url, admin, gateway.pid, gw_port, args.seconds, records, args.only)
+            return
         quiet = asyncio.run(phase(url, admin, gateway.pid, [], args.seconds, 0))
         q99 = float(np.percentile(quiet.ttft_s, 99))
         print(f"quiet: healthy TTFT P99 {q99 * 1e3:.1f} ms over {len(quiet.ttft_s)} requests")
@@ -187,6 +241,7 @@ def main() -> None:
             print(f"| {name} | {seen.hostile} | {p99 * 1e3:.1f} | {bound * 1e3:.1f} | {slowest:.3f} | "
                   f"{seen.rss_mb:.0f} | {seen.failed} | {'yes' if holds else 'no'} |")  # fmt: skip
     finally:
+        os.unlink(records)
         for p in (gateway, upstream):
             p.terminate()
         for p in (gateway, upstream):

@@ -1,6 +1,6 @@
 """The hostile peers the fuzzers draw (hypothesis strategies), one space for the client's fuzzer and
 the gateway's: streams cut down to single bytes, SSE fields of many sizes, BOMs, CR-only lines,
-comment floods and compressed layers (tokenpace.testing.fuzz_peers plays them)."""
+comment floods, compressed layers and bytes after their end (tokenpace.testing.fuzz_peers plays them)."""
 
 from __future__ import annotations
 
@@ -21,4 +21,5 @@ def peers(pads: list[int]) -> st.SearchStrategy[Peer]:
         gzip=st.booleans(),
         chunks=st.lists(st.integers(1, 300), min_size=1, max_size=4).map(tuple),
         cut_after=st.none() | st.integers(0, 4000),
+        trailing=st.sampled_from([0, 0, 1, 70_000]),
     )

@@ -69,6 +69,8 @@ def test_the_client_against_a_drawn_hostile_server(peer: Peer) -> None:
     slow = len(peer.body()) / (sum(peer.chunks) / len(peer.chunks)) > 40_000
     if hostile.status is Status.TIMEOUT and slow:
         assert hostile.error
+    elif peer.past_the_end and not too_big:  # bytes after the end of the gzip data: refused
+        assert hostile.status is not Status.OK and "after the end" in (hostile.error or ""), hostile.error
     elif whole and not too_big:
         assert hostile.status is Status.OK, (hostile.status, hostile.error)
         assert len(hostile.token_ns) == peer.tokens  # whatever the cuts, BOMs, line ends, gzip

@@ -342,3 +342,38 @@ def test_a_sized_body_is_fed_to_its_end_not_in_small_slices(clock: count) -> Non
     conn.data_received(b"HTTP/1.1 200 OK\r\nContent-Length: 40000\r\n\r\n" + b"j" * 40_000)
     assert ex.body() == b"j" * 40_000 and ex.events[-1][0] == "end"
     assert conn.pieces <= 3  # the head, the body's start in the head's slice, the rest in one
+
+
+def test_a_throttled_connection_is_read_at_its_rate_then_at_full_speed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 49, item 1: the rate's clock is the loop's, so a burst past PIECES_PER_SECOND is read
+    at that rate (not at one turn's share a second for good, as when the budget was timed by the
+    last read, which does not move while reading is paused), and once the burst is through the
+    connection is not throttled at all. Time is a fake loop clock advanced by each wait asked for."""
+    monkeypatch.setattr(kernel, "PIECES_PER_SECOND", 300)
+    now = [0.0]
+    monkeypatch.setattr(kernel, "loop_clock", lambda: lambda: now[0])
+    waits: list[float | None] = []
+    monkeypatch.setattr(ResponseConnection, "_wait", lambda self, delay: waits.append(delay))
+    conn, ex, _ = connect()
+    conn.connection_made(PausingTransport())
+
+    def drain() -> None:  # the loop: each wait served, the clock moved by the time asked for
+        while waits:
+            delay = waits.pop()
+            now[0] += delay or 0.0
+            conn.take_turn(kernel.PIECES_PER_TURN)
+
+    head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+    conn.data_received(head + b"1\r\nz\r\n" * 1000)  # the burst: 1,000 one-byte chunks at once
+    drain()
+    assert len(ex.body()) == 1000
+    assert 2.2 < now[0] < 2.6  # the 700 past the burst at 300 a second (was ~1 s per 128: ~6 s)
+    burst_done = now[0]
+    now[0] += 1.0  # a second later, pieces arrive at a healthy pace: none waits
+    for _ in range(250):
+        conn.data_received(b"1\r\ny\r\n")
+        assert not waits
+    conn.data_received(b"0\r\n\r\n")
+    assert ex.events[-1][0] == "end" and len(ex.body()) == 1250 and now[0] == burst_done + 1.0

@@ -10,7 +10,7 @@ from typing import Any
 
 from tokenpace.testing.fuzz_peers import BOM, Peer
 from tokenpace.wire.http1.client import ResponseConnection
-from tokenpace.wire.http1.turn_budget import UNITS_PER_TURN, feed_bytes
+from tokenpace.wire.http1.turn_budget import UNITS_PER_TURN, PieceRate, feed_bytes
 
 
 class CountingLoop(asyncio.SelectorEventLoop):
@@ -181,3 +181,38 @@ def test_a_feed_sized_for_n_units_holds_no_more() -> None:
                 conn.parser.feed_data(wire[start : start + size])
                 assert conn.pieces <= n, (peer, n, start)
     assert BOM  # the BOM'd peer above starts its body with one
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_piece_rate_is_refilled_by_the_clock_not_by_reads() -> None:
+    """Issue 49, item 1: past its budget a connection waits the time one unit takes to refill, and
+    the time that passes while it waits (reading paused, no read to time it) refills it: after a
+    pause as long as a second's budget, a whole second's worth is read at once."""
+    clock = FakeClock()
+    rate = PieceRate(1000, clock)
+    assert rate.spend(999) == 0.0  # the burst: the whole budget without a wait
+    delay = rate.spend(128)
+    assert 0.12 < delay < 0.14  # the units it is short of, at 1000 a second
+    clock.t += delay
+    assert rate.spend(0) == 0.0  # refilled by the loop's clock, not by a read
+    clock.t += 5.0  # a long pause: the budget is back whole, never more than its burst
+    assert rate.spend(999) == 0.0
+    assert rate.spend(2) > 0.0
+
+
+def test_a_piece_rate_holds_a_flood_to_its_rate() -> None:
+    """Spent in slices of 128 and waiting as told, a flood is read at the rate (plus one burst)."""
+    clock = FakeClock()
+    rate = PieceRate(1000, clock)
+    spent = 0
+    while clock.t < 110.0:
+        clock.t += rate.spend(128)
+        spent += 128
+    assert 1000 * 10 <= spent <= 1000 * 11 + 128

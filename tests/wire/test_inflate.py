@@ -38,3 +38,19 @@ def test_a_bomb_stops_at_the_cap_with_the_reason_never_held_whole() -> None:
 def test_bytes_that_are_not_compressed_are_refused() -> None:
     with pytest.raises(InflateError, match="undecodable compressed body"):
         list(Inflater("gzip", 1024).feed(b"data: not gzip\n\n"))
+
+
+@pytest.mark.parametrize("cut", [None, 3, 4096])
+def test_bytes_after_the_end_of_the_compressed_data_are_refused_not_kept(cut: int | None) -> None:
+    """Issue 49, item 3: zlib keeps what follows the end of the compressed stream (unused_data),
+    outside any cap: 185-293 MB piled up behind one upstream. Now the first byte past the end is
+    refused, in the read that ends the stream or in any later one, and nothing of it is kept."""
+    plain = b"".join(b'data: {"n":%d}\n\n' % i for i in range(500))
+    body = gzip.compress(plain) + b"\0" * 100_000  # the end of the gzip data, then more
+    inflater = Inflater("gzip", 1024 * 1024)
+    out: list[bytes] = []
+    with pytest.raises(InflateError, match="data after the end of the compressed body"):
+        for part in _pieces(body, cut or len(body)):
+            out.extend(inflater.feed(part))
+    assert len(b"".join(out)) <= len(plain)
+    assert len(inflater._z.unused_data) <= (cut or len(body))  # at most the read that held the end

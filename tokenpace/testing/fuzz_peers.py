@@ -4,15 +4,18 @@ cuts it), played by ``FuzzUpstream`` on 127.0.0.1, one behaviour per model name.
 
 A peer's stream is SSE token events, optionally opened with a UTF-8 BOM, with CR, LF or CRLF line
 ends, a flood of comment lines before its first event, events padded to random sizes, gzip'd as a
-whole, then written in HTTP chunks of the sizes the peer lists (down to one byte each), and cut
-(the connection closed) after a number of bytes, or ended normally. Nothing here draws at random:
+whole (with bytes after the end of the gzip data, if asked), then written in HTTP chunks of the
+sizes the peer lists (down to one byte each), and cut (the connection closed) after a number of
+bytes, or ended normally. Nothing here draws at random:
 the fuzzer (hypothesis) draws the peers, so a finding is replayed from its ``Peer`` alone.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import zlib
 from dataclasses import dataclass
 
@@ -33,6 +36,7 @@ class Peer:
     gzip: bool = False
     chunks: tuple[int, ...] = (65536,)  # HTTP chunk sizes, used in turn (1: a byte per chunk)
     cut_after: int | None = None  # close after this many body bytes (None: end normally)
+    trailing: int = 0  # bytes after the end of the gzip data (a body the inflater must refuse)
 
     def body(self) -> bytes:
         """The response body before chunking: SSE events, possibly gzip'd; built in one buffer and
@@ -51,7 +55,7 @@ class Peer:
         body = bytes(out[:MAX_PEER_BYTES])
         if self.gzip:
             z = zlib.compressobj(6, zlib.DEFLATED, 31)
-            body = z.compress(body) + z.flush()
+            body = z.compress(body) + z.flush() + b"\0" * self.trailing
         return body
 
     def wire(self) -> bytes:
@@ -75,6 +79,13 @@ class Peer:
     @property
     def ends_well(self) -> bool:
         return self.cut_after is None
+
+    @property
+    def past_the_end(self) -> bool:
+        """Bytes follow the end of its compressed data on the wire (the body is refused)."""
+        if not (self.gzip and self.trailing):
+            return False
+        return self.cut_after is None or self.cut_after > len(self.body()) - self.trailing
 
 
 HEALTHY = Peer(tokens=5)
@@ -127,6 +138,9 @@ class FuzzUpstream:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(Exception):
             head = await reader.readuntil(b"\r\n\r\n")
+            if b"upgrade: websocket" in head.lower():
+                await ws_session(head, reader, writer, flood=b"flood=upstream" in head.split(b"\r\n", 1)[0])
+                return
             length = 0
             for line in head.split(b"\r\n"):
                 if line.lower().startswith(b"content-length:"):
@@ -139,3 +153,37 @@ class FuzzUpstream:
                 await writer.drain()
         with contextlib.suppress(Exception):
             writer.close()
+
+
+PING_BLOCK = b"\x89\x00" * 32768  # 64 KiB of empty pings, unmasked (a server's)
+MASKED_PING_BLOCK = b"\x89\x80\x00\x00\x00\x00" * 10922  # ~64 KiB of empty pings, masked (a client's)
+
+
+def ws_handshake(head: bytes) -> bytes:
+    """The 101 answer to a WebSocket upgrade request's head."""
+    key = next(
+        line.split(b":", 1)[1].strip()
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"sec-websocket-key:")
+    )
+    accept = base64.b64encode(hashlib.sha1(key + b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest())
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Accept: " + accept + b"\r\n\r\n"
+    )
+
+
+async def ws_session(
+    head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, flood: bool
+) -> None:
+    """A WebSocket upstream: with ``flood``, empty pings as fast as the reader takes them (a ping
+    flood from the upstream's side); else what the client sends is read and dropped."""
+    writer.write(ws_handshake(head))
+    if flood:
+        while not reader.at_eof():
+            writer.write(PING_BLOCK)
+            await writer.drain()
+    else:
+        while await reader.read(65536):
+            pass
+    writer.close()

@@ -6,6 +6,8 @@ and the whole body at most ``max_bytes`` (the reader's own cap on a plain body);
 gets ``InflateError`` with the reason, and stops. A caller on an event loop also passes a ``budget``:
 at most that many bytes are inflated in one call, the input left is kept (``pending``) and inflated
 by the next call (``feed(b"")`` or with more input), so a bomb is worked through a slice per turn.
+Bytes after the end of the compressed data (zlib keeps them in ``unused_data``, outside any cap)
+are refused with ``InflateError``: a body has one compressed stream, and its end is the body's.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ TURN_BYTES = 64 * 1024  # inflated per call by a caller on the loop (a fraction 
 
 class InflateError(ValueError):
     pass
+
+
+_PAST_END = "data after the end of the compressed body"
 
 
 def _size(n: int) -> str:
@@ -56,6 +61,8 @@ class Inflater:
             data, self.tail = self.tail + data, b""
         given = 0
         while data:
+            if z.eof:  # a byte past the end of the compressed stream: never kept
+                raise InflateError(_PAST_END)
             if budget is not None and given >= budget:
                 self.tail = bytes(data)
                 return
@@ -64,6 +71,8 @@ class Inflater:
             except zlib.error:
                 raise InflateError("undecodable compressed body") from None
             data = z.unconsumed_tail
+            if z.unused_data:
+                raise InflateError(_PAST_END)
             if len(out) > self.left:
                 self.left = -1
                 raise InflateError(f"compressed body inflates past {_size(self.max_bytes)}")

@@ -25,6 +25,7 @@ from hypothesis import strategies as st  # noqa: E402
 from tokenpace.core.record import RequestRecord, Status  # noqa: E402
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream  # noqa: E402
 from tokenpace.gateway.lifecycle.serve import RunningGateway  # noqa: E402
+from tokenpace.gateway.observability.prom import MAX_LABEL_BYTES, ModelLabels  # noqa: E402
 from tokenpace.testing.fuzz_peers import HEALTHY, HEALTHY_MODEL, FuzzUpstream, Peer  # noqa: E402
 from tokenpace.wire.http1 import client as kernel  # noqa: E402
 from tokenpace.wire.sse import SseParser  # noqa: E402
@@ -213,6 +214,8 @@ def test_the_gateway_beside_a_drawn_hostile_upstream(peer: Peer) -> None:
     (rec,) = _record_of(records, "fuzz")  # one record per request
     assert len(_record_of(records, HEALTHY_MODEL)) == 3
     assert all(r.status is Status.OK for r in _record_of(records, HEALTHY_MODEL))
+    if peer.past_the_end:  # bytes after the end of the gzip data: refused, blamed on the upstream
+        assert rec.labels["outcome"] == "protocol_error" and "after the end" in (rec.error or ""), rec.error
     if rec.status is not Status.OK:
         assert rec.error, rec.status  # never a failure without its reason
     else:
@@ -220,3 +223,16 @@ def test_the_gateway_beside_a_drawn_hostile_upstream(peer: Peer) -> None:
     assert rec.labels["outcome"] != "internal_error", rec.error
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024 - rss0
     assert grown < RSS_GROWTH_BOUND_MB
+
+
+@SHORT
+@given(names=st.lists(st.text(min_size=1, max_size=3000), min_size=1, max_size=40, unique=True))
+def test_model_labels_are_bounded_in_size_and_count_whatever_clients_send(names: list[str]) -> None:
+    """Issue 49: label values come from requests; each is at most MAX_LABEL_BYTES, the slots cap
+    their number, and two names that differ keep apart while they have slots."""
+    labels = ModelLabels({"declared"}, limit=32)
+    got = [labels(n) for n in names]
+    assert all(len(v.encode("utf-8", "surrogatepass")) <= MAX_LABEL_BYTES for v in got)
+    assert len(set(got) - {"other", "declared"}) <= 32
+    slotted = [(n, v) for n, v in zip(names, got, strict=True) if v not in ("other", "declared")]
+    assert len({v for _, v in slotted}) == len(slotted)

@@ -304,11 +304,11 @@ def test_an_upstream_that_never_answers_the_upgrade_gets_a_502_after_the_connect
 
 
 def test_a_bug_of_ours_mid_session_ends_its_open_responses_as_internal_error(monkeypatch: pytest.MonkeyPatch):
-    class Faulty(web.WebSocketResponse):  # the gateway's side towards the client only
+    class Faulty(ws_proxy.ClientWebSocket):  # the gateway's side towards the client only
         async def send_bytes(self, data: bytes, compress: int | None = None) -> None:
             raise RuntimeError("injected fault")
 
-    monkeypatch.setattr(ws_proxy, "web", type("web", (), {"WebSocketResponse": Faulty}))
+    monkeypatch.setattr(ws_proxy, "ClientWebSocket", Faulty)
 
     async def go(gw: RunningGateway, up: EchoUpstream) -> int | None:
         async with aiohttp.ClientSession() as s, s.ws_connect(ws_of(gw)) as ws:

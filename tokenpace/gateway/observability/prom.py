@@ -1,11 +1,13 @@
 """Prometheus metrics of the gateway, named after the OpenTelemetry GenAI conventions where they exist.
 
-Labels are bounded: model (capped, see ModelLabels), upstream, arm, api (the registry's six APIs,
+Labels are bounded in count and in size: model (capped in count, see ModelLabels, and every value
+at most ``MAX_LABEL_BYTES``, see ``bounded_label``), upstream, arm, api (the registry's six APIs,
 wire.dialects.APIS), outcome. Never a user, key or path.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -34,27 +36,48 @@ ERROR_OUTCOMES = (
 )
 
 
+# Bytes of a label value that comes from a request or an upstream (a model name): longer values keep
+# their first bytes and a hash of the whole, so two long names stay apart and a page stays small.
+MAX_LABEL_BYTES = 128
+_HASH_HEX = 12
+
+
+def bounded_label(value: str) -> str:
+    """``value`` if it is at most ``MAX_LABEL_BYTES`` bytes of UTF-8; else its first bytes (whole
+    characters), "~" and a hash of the whole value, ``MAX_LABEL_BYTES`` bytes at most."""
+    if len(value) <= MAX_LABEL_BYTES // 4:  # a character is at most 4 bytes: no need to encode
+        return value
+    raw = value.encode("utf-8", "surrogatepass")
+    if len(raw) <= MAX_LABEL_BYTES:
+        return value
+    digest = hashlib.blake2b(raw, digest_size=_HASH_HEX // 2).hexdigest()
+    head = raw[: MAX_LABEL_BYTES - _HASH_HEX - 1].decode("utf-8", "ignore")
+    return f"{head}~{digest}"
+
+
 class ModelLabels:
     """Maps request model names onto label values. Configured models (an upstream's ``model=``,
     or listed at its /v1/models: ``reserve``) always keep their own; any other name a client sends
     takes one of ``limit`` overflow slots, first come, then becomes "other". When half the slots
-    are taken, ``on_filling`` runs once (the gateway then asks its upstreams which models they list)."""
+    are taken, ``on_filling`` runs once (the gateway then asks its upstreams which models they list).
+    Every value is bounded in bytes (``bounded_label``), a configured one too."""
 
     def __init__(
         self, configured: set[str], limit: int, on_filling: Callable[[], None] | None = None
     ) -> None:
-        self.reserved = set(configured)
+        self.reserved = {bounded_label(name) for name in configured}
         self.seen: set[str] = set()  # unconfigured names given a slot
         self.limit = limit
         self.on_filling = on_filling
 
     def reserve(self, names: Iterable[str]) -> None:
         """Configured from now on (the caller bounds how many: model_list.MAX_LISTED per upstream)."""
-        self.reserved.update(names)
+        self.reserved.update(bounded_label(name) for name in names)
 
     def __call__(self, model: str | None) -> str:
         if not model:
             return "unknown"
+        model = bounded_label(model)
         if model in self.reserved or model in self.seen:
             return model
         if len(self.seen) < self.limit:

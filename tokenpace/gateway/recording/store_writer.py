@@ -16,7 +16,11 @@ session's end (``finish``) the sketch summary is stored first, then, for a run o
 A live change of the config (lifecycle/reload.py) starts a new epoch: it is stored as a
 configuration change (who, when, before, after), and the records made after it go to runs of their
 own (``gw-SESSION-eN-UPSTREAM``, label ``config_epoch=N``, the epoch's split in their conditions),
-so that ``tokenpace arms`` judges each split under its own weights.
+so that ``tokenpace arms`` judges each split under its own weights. Per-epoch state is bounded:
+the configs and running summaries of the newest ``KEEP_EPOCHS`` epochs are kept; an older epoch's
+runs get their summary stored once more (the sketch's, final) and only their run id and next
+sequence number are kept (for ``MAX_RETIRED_RUNS`` runs), so a record that finishes late, under an
+epoch long changed, is still appended to its run; past that bound it is counted, not stored.
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
 sink counts the batch as dropped. Traffic never waits on it.
@@ -27,6 +31,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -48,6 +53,10 @@ _ID_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
 # summarised in about 2 s on a busy 2-core VM, inside the writer's share of --shutdown-timeout);
 # a longer one keeps the sketch's (benchmarks/store_summary.py: 100 000 records took 16 s, 1 GB).
 EXACT_SUMMARY_MAX_RECORDS = 10_000
+# Epochs whose config and running summaries are kept (a live change a second for an hour kept
+# 3,600 of each); a retired epoch's run keeps its id and next sequence number only, for this many.
+KEEP_EPOCHS = 16
+MAX_RETIRED_RUNS = 4096
 
 
 def _safe_url(url: str) -> str:
@@ -88,8 +97,11 @@ class StoreRecordWriter:
         self.started = datetime.now(timezone.utc)
         self.anchor = {"perf_ns": time.perf_counter_ns(), "unix_ns": time.time_ns()}
         self.arms: dict[tuple[str, str], _Arm] = {}  # (epoch, upstream) -> its run, made at its first record
-        self.configs = {"0": config}  # each epoch's config (live changes since the start)
+        self.configs = {"0": config}  # the newest KEEP_EPOCHS epochs' configs (live changes)
         self.changes_stored = 0
+        # (epoch, upstream) -> (run id, next seq) of a retired epoch's stored runs, oldest first
+        self.retired: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
+        self.late_unstored = 0  # records of an epoch retired past MAX_RETIRED_RUNS: counted only
 
     def _arm(self, epoch: str, name: str) -> _Arm | None:
         arm = self.arms.get((epoch, name))
@@ -159,6 +171,7 @@ class StoreRecordWriter:
         for (epoch, name), records in groups.items():
             arm = self._arm(epoch, name) or self._arm("0", name)
             if arm is None:
+                failed = self._append_retired(epoch, name, records) or failed
                 continue
             try:
                 self._append(arm, records)
@@ -178,6 +191,7 @@ class StoreRecordWriter:
         """The new epoch's config kept (its records may follow at once), the change stored."""
         event: ConfigChange = change.event
         self.configs[str(event.epoch)] = change.config
+        self._retire(event.epoch - KEEP_EPOCHS)
         if change.stored:
             return None
         try:
@@ -185,6 +199,38 @@ class StoreRecordWriter:
         except StoreError as exc:
             return exc
         self.changes_stored += 1
+        return None
+
+    def _retire(self, last: int) -> None:
+        """Epochs up to ``last`` can no longer be judged live: their summaries are stored (final),
+        then their config and summaries freed; their runs keep an id and a sequence number."""
+        old = [e for e in self.configs if int(e) <= last]
+        if not old:
+            return
+        for epoch in old:
+            del self.configs[epoch]
+        gone = set(old)
+        for key in [k for k in self.arms if k[0] in gone]:
+            arm = self.arms.pop(key)
+            if arm.seq > 0:
+                self._store_running(arm)
+            if arm.seq >= 0:
+                self.retired[key] = (arm.run_id, arm.seq)
+        while len(self.retired) > MAX_RETIRED_RUNS:
+            self.retired.popitem(last=False)
+
+    def _append_retired(self, epoch: str, name: str, records: list[RequestRecord]) -> StoreError | None:
+        """Records of a retired epoch: appended to its run if it is still known, else counted."""
+        known = self.retired.get((epoch, name))
+        if known is None:
+            self.late_unstored += len(records)
+            return None
+        run_id, seq = known
+        try:
+            self.store.append_records(run_id, records, first_seq=seq)
+        except StoreError as exc:
+            return exc
+        self.retired[(epoch, name)] = (run_id, seq + len(records))
         return None
 
     def finish(self) -> None:

@@ -8,7 +8,16 @@ sides with 1009); each direction reads its next message only once the previous o
 reader on one side slows the other. When either side closes, the other is closed with the same code.
 A frame breaking RFC 6455's masking rule ends the session with 1002 whichever side sent it: a
 client's unmasked frame (the listener's guard) or an upstream's masked one (``UpstreamWebSocket``);
-neither is relayed, and the upstream's is recorded as its protocol error.
+neither is relayed, and the upstream's is recorded as its protocol error. Any frame of the
+upstream's that aiohttp's reader refuses (bad framing, a message too large) is recorded the same
+way: the upstream's protocol error, never the client's disconnect.
+
+Work: each direction relays under the loop's work budget (wire/http1/turn_budget.py), a message
+``UNITS_PER_MESSAGE`` units, at most ``MESSAGES_PER_TURN`` a turn, and waits for the loop's next
+round past either, so a flood of pings from either side (aiohttp hands queued messages over without
+yielding) takes one share of a turn, as an HTTP peer of one-byte chunks does. Closing reads the
+peer's close under the same budget, for at most ``CLOSE_DRAIN_MESSAGES`` messages, then drops the
+connection (aiohttp's own close read a flood's queue to the end in one go).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import asyncio
 import contextlib
 import functools
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
@@ -27,9 +36,17 @@ from tokenpace.gateway.config.config import Upstream
 from tokenpace.gateway.messages import errors
 from tokenpace.gateway.metering.outcome import Outcome, internal_error_text
 from tokenpace.gateway.metering.realtime_meter import RealtimeMeter
+from tokenpace.wire.http1.turn_budget import next_turn, turn_budget
 from tokenpace.wire.websocket import MaskedFrames
 
 MAX_MESSAGE = 16 * 1024 * 1024  # bytes of one WebSocket message, either way
+MESSAGES_PER_TURN = 32  # messages one direction relays in one loop turn (then the loop's next round)
+# A relayed message's share of the loop's work units (a parsed HTTP piece is one): relaying one costs
+# tens of microseconds (a frame written, a send), a parsed piece about one.
+UNITS_PER_MESSAGE = 8
+# Messages a closing session reads while it waits for the peer's close (a flood of pings keeps them
+# coming): past it the connection is dropped, the session ended as abnormal (1006).
+CLOSE_DRAIN_MESSAGES = 1024
 _NOT_FORWARDED = frozenset(
     h.lower()
     for h in (
@@ -83,6 +100,62 @@ class UpstreamWebSocket(_WsTexts):
     @property
     def sent_masked_frame(self) -> bool:
         return self.masked_frames is not None and self.masked_frames.broken
+
+    async def close(self, *, code: int = 1000, message: bytes = b"") -> bool:
+        return await _bounded_close(self, functools.partial(super().close, code=code, message=message))
+
+
+class ClientWebSocket(web.WebSocketResponse):
+    """The client's half of a proxied session; its close is bounded as the upstream's is."""
+
+    async def close(self, *, code: int = 1000, message: bytes = b"", drain: bool = True) -> bool:
+        close = functools.partial(super().close, code=code, message=message, drain=drain)
+        return await _bounded_close(self, close)
+
+
+class _BoundedDrain:
+    """What aiohttp's ``close`` reads the peer's close from: its message queue, read under the
+    loop's budget a share a turn and for at most ``CLOSE_DRAIN_MESSAGES`` messages (aiohttp reads
+    every queued message until the close without yielding while any is queued: a ping flood held
+    the loop for seconds); past them the read fails, and aiohttp drops the connection."""
+
+    def __init__(self, queue: Any) -> None:
+        self.queue = queue
+        self.left = CLOSE_DRAIN_MESSAGES
+        self.share = MESSAGES_PER_TURN
+        self.turn = turn_budget()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.queue, name)
+
+    def feed_data(self, data: Any, size: int) -> None:
+        self.queue.feed_data(data, size)
+
+    async def read(self) -> Any:
+        if self.left <= 0:
+            raise ConnectionResetError(f"no close from the peer within {CLOSE_DRAIN_MESSAGES} messages")
+        self.left -= 1
+        self.share -= 1
+        if self.share <= 0 or self.turn.left <= 0:
+            self.share = _messages(await next_turn(self.turn))
+        self.turn.spend(UNITS_PER_MESSAGE)
+        return await self.queue.read()
+
+
+def _messages(units: int) -> int:
+    """The messages a share of the loop's turn pays for (one at least: every round moves on)."""
+    return max(1, min(MESSAGES_PER_TURN, units // UNITS_PER_MESSAGE))
+
+
+async def _bounded_close(ws: Any, close: Callable[[], Awaitable[bool]]) -> bool:
+    """aiohttp's ``close`` with its queue read through ``_BoundedDrain`` for the while."""
+    queue = ws._reader
+    if queue is not None:
+        ws._reader = _BoundedDrain(queue)
+    try:
+        return await close()
+    finally:
+        ws._reader = queue
 
 
 class UpstreamSessions:
@@ -142,17 +215,18 @@ async def proxy_session(
 
 
 async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMeter) -> web.WebSocketResponse:
-    down = web.WebSocketResponse(
+    down = ClientWebSocket(
         protocols=(up.protocol,) if up.protocol else (),
         max_msg_size=MAX_MESSAGE,
         autoping=False,
         compress=False,
     )
     await down.prepare(request)
-    closes: list[tuple[int, str]] = []  # the first close seen (code, reason): passed on to the other side
+    # The first close seen (code, reason, the side that sent it): passed on to the other side.
+    closes: list[tuple[int, str, str]] = []
     to_up = asyncio.ensure_future(_pump(down, up, meter.from_client, closes))
-    masked = functools.partial(meter.close, Outcome.PROTOCOL_ERROR, MASKED_BY_UPSTREAM)
-    to_down = asyncio.ensure_future(_pump(up, down, meter.from_upstream, closes, masked))
+    broken = functools.partial(meter.close, Outcome.PROTOCOL_ERROR)
+    to_down = asyncio.ensure_future(_pump(up, down, meter.from_upstream, closes, broken))
     try:
         done, _ = await asyncio.wait((to_up, to_down), return_when=asyncio.FIRST_COMPLETED)
     except asyncio.CancelledError:  # the client's connection went away
@@ -161,18 +235,18 @@ async def relay_session(request: web.Request, up: _WsClient, meter: RealtimeMete
     finally:
         for task in (to_up, to_down):
             task.cancel()
-        code, reason = closes[0] if closes else (1001, "")  # 1001: the client went away
+        code, reason, _ = closes[0] if closes else (1001, "", "client")  # 1001: the client went away
         with contextlib.suppress(Exception):
             await asyncio.wait_for(up.close(code=code, message=reason.encode()), 1.0)
     fault = _our_fault(done)
     if fault is not None:  # a bug of ours, not either peer's doing: the open responses say so
         meter.close(Outcome.INTERNAL_ERROR, internal_error_text(fault))
-        closes.insert(0, (1011, ""))  # 1011: the server met an unexpected condition
-    elif to_up in done:
+        closes.insert(0, (1011, "", "gateway"))  # 1011: the server met an unexpected condition
+    elif (closes[0][2] if closes else "client" if to_up in done else "upstream") == "client":
         meter.close(Outcome.CLIENT_DISCONNECT, "the client closed the session mid-response")
     else:
         meter.close(Outcome.UPSTREAM_ABORT_MID_STREAM, "the upstream closed the session mid-response")
-    code, reason = closes[0] if closes else (_code(up), "")
+    code, reason, _ = closes[0] if closes else (_code(up), "", "upstream")
     with contextlib.suppress(Exception):
         await asyncio.wait_for(down.close(code=code, message=reason.encode()), 1.0)
     return down
@@ -182,14 +256,21 @@ async def _pump(
     src: _WsBoth,
     dst: _WsBoth,
     seen: Callable[[str, int], None],
-    closes: list[tuple[int, str]],
-    masked: Callable[[], None] | None = None,
+    closes: list[tuple[int, str, str]],
+    broken: Callable[[str], None] | None = None,
 ) -> None:
     """Relays messages until ``src`` closes (then closes ``dst`` with its code) or breaks;
-    ``masked`` is told, before anything else, when the upstream ``src`` broke on a masked frame
-    (the open responses end on that reason, whatever the closing handshake does next)."""
+    ``broken`` (given for the upstream's side only) is told why, before anything else, when the
+    upstream broke the protocol (the open responses end on that reason, whatever the closing
+    handshake does next)."""
+    turn = turn_budget()
+    left = MESSAGES_PER_TURN
     while True:
+        if left <= 0 or turn.left <= 0:  # this turn's share spent: the loop's next round
+            left = _messages(await next_turn(turn))
         msg = await src.receive()
+        left -= 1
+        turn.spend(UNITS_PER_MESSAGE)
         kind = msg.type
         if kind is aiohttp.WSMsgType.TEXT:
             with contextlib.suppress(Exception):  # the meter never breaks the relay
@@ -205,12 +286,20 @@ async def _pump(
             code = msg.data if kind is aiohttp.WSMsgType.CLOSE else _code(src)
             if isinstance(msg.data, aiohttp.WebSocketError):  # 1009 (too large), 1002 (bad framing)
                 code = msg.data.code
-                if masked is not None and isinstance(src, UpstreamWebSocket) and src.sent_masked_frame:
-                    masked()
+                if broken is not None:
+                    broken(_upstream_fault(src, msg.data))
             reason = msg.extra if kind is aiohttp.WSMsgType.CLOSE and msg.extra else ""
-            closes.append((code, reason[:123]))  # before the await: a cancelled pump still passes it on
+            # before the await: a cancelled pump still passes it on
+            closes.append((code, reason[:123], "client" if broken is None else "upstream"))
             await dst.close(code=code, message=reason.encode()[:123])
             return
+
+
+def _upstream_fault(src: _WsBoth, exc: aiohttp.WebSocketError) -> str:
+    """Why the upstream's frames were refused, in the record's words."""
+    if isinstance(src, UpstreamWebSocket) and src.sent_masked_frame:
+        return MASKED_BY_UPSTREAM
+    return f"the upstream broke the WebSocket protocol ({exc.code}): {exc}"[:200]
 
 
 def _our_fault(done: Iterable[asyncio.Future[None]]) -> BaseException | None:

@@ -23,7 +23,7 @@ from typing import Protocol
 
 import httptools
 
-from tokenpace.wire.http1.turn_budget import feed_bytes, turn_budget
+from tokenpace.wire.http1.turn_budget import PieceRate, feed_bytes, loop_clock, turn_budget
 
 
 class ResponseHandler(Protocol):
@@ -58,11 +58,11 @@ MAX_HEAD_BYTES = 64 * 1024  # status line and headers of one response (real ones
 # Units parsed per connection per loop turn (a healthy read holds one to a few; a read of one-byte
 # chunks ~10,000), within the loop's shared UNITS_PER_TURN: past either the rest waits a turn.
 PIECES_PER_TURN = 128
-# Body pieces per connection per second (a real stream's tokens are hundreds to a few thousand a
-# second): past it the connection waits for the next second, reading paused, so a peer sending one
-# byte per chunk cannot take the CPU from the healthy ones however many turns it gets.
+# Units per connection per second, on the loop's clock (a real stream's tokens are hundreds to a few
+# thousand a second): past it the connection waits, reading paused, until the time passed refills
+# some, so a peer sending one byte per chunk is read at this rate however many turns it gets, and a
+# burst past it is read at this rate and then at full speed again.
 PIECES_PER_SECOND = 10_000
-_SECOND_NS = 1_000_000_000
 
 
 class ResponseConnection(asyncio.Protocol):
@@ -89,11 +89,10 @@ class ResponseConnection(asyncio.Protocol):
         "now",
         "parser",
         "pieces",
+        "rate",
         "transport",
         "turn",
         "waiting",
-        "window_ns",
-        "window_pieces",
     )
 
     def __init__(self) -> None:
@@ -117,9 +116,8 @@ class ResponseConnection(asyncio.Protocol):
         # The unparsed rest of a read past this turn's budget (reading paused, so at most one read).
         self.backlog: memoryview | None = None
         self.held = False  # the consumer paused reading (its client reads slower)
-        self.waiting = False  # past a budget: a later turn (or second) resumes the feed
-        self.window_ns = 0  # when the current second of the per-second budget began
-        self.window_pieces = 0  # body pieces parsed in it
+        self.waiting = False  # past a budget: a later turn (or the rate's refill) resumes the feed
+        self.rate = PieceRate(PIECES_PER_SECOND, loop_clock())
         # Lost with a backlog: the rest of the last read is parsed a share a turn, then the loss told.
         self.draining = False
         self.lost_exc: Exception | None = None
@@ -129,6 +127,7 @@ class ResponseConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self.turn = turn_budget()
+        self.rate = PieceRate(PIECES_PER_SECOND, loop_clock())
 
     def data_received(self, data: bytes) -> None:
         self.now = perf_counter_ns()
@@ -169,20 +168,17 @@ class ResponseConnection(asyncio.Protocol):
             return
         if self.closed or self.transport is None:
             return
-        t = self.now  # the per-second window is timed by the reads' arrival (no clock read of its own)
-        if t - self.window_ns >= _SECOND_NS:
-            self.window_ns, self.window_pieces = t, 0
-        self.window_pieces += self.pieces
-        if self.window_pieces > PIECES_PER_SECOND:  # past the second's budget: wait for the next
-            self.backlog = memoryview(data) if data else None
-            self._wait((self.window_ns + _SECOND_NS - t) / 1e9)
+        delay_s = self.rate.spend(self.pieces)
+        if delay_s:  # past the connection's rate: wait until the loop's clock has refilled some
+            self.backlog = (data if isinstance(data, memoryview) else memoryview(data)) if data else None
+            self._wait(delay_s)
         elif data:
             self.backlog = data if isinstance(data, memoryview) else memoryview(data)
             self._wait(None)
 
     def _wait(self, delay_s: float | None) -> None:
         """Past a budget: reading pauses; the rest waits for the loop's next round (``delay_s``
-        None) or the next second."""
+        None) or ``delay_s`` seconds (the rate's refill)."""
         if self.waiting or self.transport is None:
             return
         self.transport.pause_reading()
@@ -193,7 +189,7 @@ class ResponseConnection(asyncio.Protocol):
             asyncio.get_running_loop().call_later(delay_s, self.take_turn, PIECES_PER_TURN)
 
     def take_turn(self, quantum: int) -> None:
-        """Served by the loop's budget (or the next second): up to ``quantum`` units of the backlog."""
+        """Served by the loop's budget (or the rate's refill): up to ``quantum`` units of the backlog."""
         self.waiting = False
         if self.draining:  # no reading left to hold back: the consumer gets the rest as it comes
             view, self.backlog = self.backlog, None

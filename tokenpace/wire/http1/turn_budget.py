@@ -10,16 +10,22 @@ the start of the next turn the queue is served round-robin, each queued connecti
 equal share of the turn (``quantum``), so none starves and a healthy stream's read, a few units,
 waits at most one turn while no more than ``UNITS_PER_TURN // MIN_QUANTUM`` connections queue.
 
-No clock and nothing allocated per piece: the turn is found by one ``call_soon`` in the first turn
-that spends anything, which refills the budget at the head of the next turn (asyncio runs the
-callbacks scheduled during a turn before the I/O callbacks of the next).
+The turn budget reads no clock and allocates nothing per piece: the turn is found by one
+``call_soon`` in the first turn that spends anything, which refills the budget at the head of the
+next turn (asyncio runs the callbacks scheduled during a turn before the I/O callbacks of the next).
+
+``PieceRate`` is one connection's budget a second, on the loop's clock (``loop.time``): timed by
+the clock, not by the time of the last read, so a connection whose reading is paused gets its budget
+back as the time passes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from typing import Protocol
 
 UNITS_PER_TURN = 512  # parsed pieces and heads per loop turn, all connections together
@@ -79,6 +85,66 @@ class TurnBudget:
         if waiting and not self.refill_pending:
             self.refill_pending = True
             self.loop.call_soon(self._refill)  # type: ignore[union-attr]
+
+
+class PieceRate:
+    """One connection's budget of parsed pieces a second: a token bucket of ``per_second`` units
+    (also its burst) refilled by the time that passed on ``clock`` (the loop's clock) when it runs
+    out, so a peer past it is read at ``per_second`` and a connection that paused gets its budget
+    back for the time it paused. The clock is read only when the bucket is empty (never on a
+    healthy read)."""
+
+    __slots__ = ("clock", "left", "per_second", "refilled")
+
+    def __init__(self, per_second: int, clock: Callable[[], float]) -> None:
+        self.per_second = per_second
+        self.clock = clock
+        self.left = float(per_second)
+        self.refilled = clock()
+
+    def spend(self, units: int) -> float:
+        """Spends ``units``; 0.0 while some budget is left, else the seconds until there is some
+        again (the caller waits that long, reading paused)."""
+        self.left -= units
+        if self.left > 0:
+            return 0.0
+        now = self.clock()
+        rate = self.per_second
+        # the bucket as it was before this spend, refilled and capped at the burst, then spent
+        self.left = min(float(rate), self.left + units + (now - self.refilled) * rate) - units
+        self.refilled = now
+        return 0.0 if self.left > 0 else (1 - self.left) / rate
+
+
+class _Waiter:
+    """A task's place in the loop's round: its share is the result of ``future``."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: asyncio.Future[int]) -> None:
+        self.future = future
+
+    def take_turn(self, quantum: int) -> None:
+        if not self.future.done():  # a cancelled waiter passes its turn
+            self.future.set_result(quantum)
+
+
+async def next_turn(budget: TurnBudget) -> int:
+    """Waits for ``budget``'s next round, behind the connections queued; returns the share the
+    round granted (a task's work under the same budget as the parsers': the WebSocket relay)."""
+    if budget.loop is None:
+        return UNITS_PER_TURN
+    waiter = _Waiter(budget.loop.create_future())
+    budget.wait(waiter)
+    return await waiter.future
+
+
+def loop_clock() -> Callable[[], float]:
+    """The running loop's clock (``loop.time``); the monotonic clock outside any loop."""
+    try:
+        return asyncio.get_running_loop().time
+    except RuntimeError:
+        return time.monotonic
 
 
 _BUDGETS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, TurnBudget] = weakref.WeakKeyDictionary()
