@@ -154,6 +154,8 @@ def swap(gw: Gateway, new: GatewayConfig, epoch: int) -> Mirrors | None:
             gw.mirrors.start()
     elif gw.mirrors is not None:
         gw.mirrors.static_labels = new.static_labels
+    if gw.mirrors is not None:  # their shadow records belong to the new epoch's runs
+        gw.mirrors.epoch = str(epoch)
     gw.config, gw.secrets = new, new.secrets
     return old_mirrors
 

