@@ -240,7 +240,7 @@ def gateway(
     from tokenpace.app.baseline.run_store import RunStoreError
     from tokenpace.app.serving.gateway_serving import GatewayRefused, serve_gateway
 
-    load = reader(click.get_current_context(), lambda o: _from_values(o, config))  # SIGHUP
+    load = reader(click.get_current_context(), lambda o: _from_values(o, config), _parts)  # SIGHUP
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
         serve_gateway(config, None, store_url, not no_store, say=_say, load=load)
     except GatewayRefused as exc:
@@ -251,6 +251,14 @@ def gateway(
 
 def _check(path: str, o: dict[str, Any]) -> None:
     """--check-config: each value parsed as a start would, every problem said (gateway_config.check)."""
+    from tokenpace.app.serving.gateway_terms import parse_static_labels
+
+    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
+    check(path, build, _parts(o))
+
+
+def _parts(o: dict[str, Any]) -> list[Any]:
+    """Each value's own parse, as a start would: every problem of a file is listed, not the first."""
     from tokenpace.app.serving.gateway_terms import (
         parse_listen,
         parse_mirror,
@@ -272,8 +280,7 @@ def _check(path: str, o: dict[str, Any]) -> None:
     ]
     if o["admin_listen"]:
         parts.append(lambda: parse_listen(o["admin_listen"], "--admin-listen"))
-    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
-    check(path, build, parts)
+    return parts
 
 
 def _config(o: dict[str, Any], slo: Any) -> Any:
