@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
 import aiohttp
+import yaml
 
 from tokenpace.adapters.store import connect
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.experiments.mirror import parse_mirror
 from tokenpace.gateway.lifecycle.serve import RunningGateway
+from tokenpace.gateway.observability.emit import emit
 from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
@@ -75,3 +78,33 @@ def test_a_mirror_added_live_gets_its_shadow_records_stored(tmp_path: Path) -> N
     assert len(store.load_records(shadow_run.id)) == 6
     assert writer.unplaced == 0
     store.close()
+
+
+BUCKET = re.compile(r'(\w+)_bucket\{[^}]*?le="([^"]+)"')
+
+
+def test_every_bucket_the_rules_of_a_reloaded_slo_name_is_exported(tmp_path: Path) -> None:
+    new_slo = Slo(ttft_ms=450, tpot_ms=35, e2e_ms=7000)  # none of them a bound of the start's SLO
+    emit(tmp_path, new_slo)
+    doc = yaml.safe_load((tmp_path / "tokenpace-gateway-rules.yml").read_text())
+    exprs = [rule["expr"] for group in doc["groups"] for rule in group["rules"]]
+    named = {found for expr in exprs for found in BUCKET.findall(expr)}
+    assert {le for _, le in named} >= {"0.45", "0.035", "7.0"}
+
+    async def main() -> tuple[str, str]:
+        async with ScriptedServer(Script(ttft_s=0.001, itl_s=0.001)) as up:
+            start = _config(up.url, slo=Slo(ttft_ms=800))
+            want = [dataclasses.replace(start, slo=new_slo)]
+            async with RunningGateway(start, load=lambda: want[0]) as gw, aiohttp.ClientSession() as s:
+                await _send(s, gw.url, 2, "before")
+                async with s.get(gw.admin_url + "/metrics", headers=AUTH) as r:
+                    before = await r.text()
+                assert (await _reload(s, gw))[0] == 200
+                await _send(s, gw.url, 2, "after")
+                async with s.get(gw.admin_url + "/metrics", headers=AUTH) as r:
+                    return before, await r.text()
+
+    before, after = asyncio.run(main())
+    assert not named <= set(BUCKET.findall(before))  # the start's buckets lack them
+    exported = set(BUCKET.findall(after))
+    assert named <= exported, sorted(named - exported)

@@ -10,7 +10,9 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-def every_problem(parts: Iterable[Callable[[], object]], build: Callable[[], T]) -> tuple[T | None, list[str]]:
+def every_problem(
+    parts: Iterable[Callable[[], object]], build: Callable[[], T]
+) -> tuple[T | None, list[str]]:
     """(the built value, []) or (None, one line per problem). A part or the build says a problem
     by raising ValueError; anything else is a bug and propagates."""
     problems: list[str] = []
