@@ -195,6 +195,7 @@ REJECT_REASONS = (
     "bad_header",
     "line_too_long",
     "malformed_http",
+    "draining",  # a new request while the gateway stops (503: the open ones finish)
     "memory_budget",  # a non-streamed request while response bodies held fill the budget (503)
     "internal_error",  # a bug of ours: 500, one log line, never a traceback
 )
