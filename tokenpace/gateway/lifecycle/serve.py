@@ -116,7 +116,8 @@ class RunningGateway:
         self._runner = self._admin_runner = None
 
     def _in_flight(self) -> int:
-        return max(0, round(self.gateway.metrics.in_flight._value.get()))
+        value: float = self.gateway.metrics.in_flight._value.get()  # the gauge's own count
+        return max(0, round(value))
 
     async def __aenter__(self) -> RunningGateway:
         return await self.start()
