@@ -88,6 +88,8 @@ def test_every_problem_of_a_file_is_named_at_once() -> None:
             r"not a duration",
         ),
         ("listen = [1\n", r"not TOML"),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", r"line 1: arrays or tables nested more than 32 deep"),
+        ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", r"nested more than 32 deep"),
     ],
 )
 def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: str, said: str) -> None:
@@ -97,6 +99,7 @@ def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: s
         done = run_cli("gateway", flag, str(path), timeout=30)
         assert done.returncode == 2, (flag, done.stdout, done.stderr)
         assert re.search(said, done.stderr) and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_two_problems_two_lines(tmp_path: Path) -> None:
