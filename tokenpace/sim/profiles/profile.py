@@ -186,6 +186,8 @@ class Profile:
         weights = self.model.params_b * GB * self.model.weight_bytes
         reserve = 2.0 * GB * hw.gpus  # activations, CUDA graphs, sampler buffers
         per_block = self.model.kv_bytes_per_token * self.engine.block_size
+        if per_block <= 0:  # no KV size to derive a count from: num_gpu_blocks must say it
+            return 0
         return max(0, int((usable - weights - reserve) // per_block))
 
     @property

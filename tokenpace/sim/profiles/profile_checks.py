@@ -13,20 +13,21 @@ INT, NUM, FLAG, TEXT, NUMS = "a whole number", "a number", "true or false", "tex
 BIG = 1e9  # the ceiling of a count or a time that has no tighter natural one
 # (section, field) -> (kind, lowest, highest); a field left out is the section's text or optional.
 RANGES: dict[tuple[str, str], tuple[str, float, float]] = {
-    ("model", "params_b"): (NUM, 1e-6, 1e5),  # billions: up to 100 T parameters
+    # a calibrated profile's model is an effective one (sim/profiles/calibrated.py): a part may be 0
+    ("model", "params_b"): (NUM, 0, 1e5),  # billions: up to 100 T parameters
     ("model", "layers"): (INT, 1, 1e4),
-    ("model", "hidden"): (INT, 1, 1e7),
+    ("model", "hidden"): (INT, 0, 1e12),
     ("model", "kv_heads"): (INT, 1, 1e5),
     ("model", "head_dim"): (INT, 1, 1e5),
-    ("model", "weight_bytes"): (NUM, 1e-3, 64),
-    ("model", "kv_bytes"): (NUM, 1e-3, 64),
-    ("model", "active_params_b"): (NUM, 1e-6, 1e5),
+    ("model", "weight_bytes"): (NUM, 0, 1e6),
+    ("model", "kv_bytes"): (NUM, 0, 1e12),
+    ("model", "active_params_b"): (NUM, 0, 1e5),
     ("model", "expert_params_b"): (NUM, 0, 1e5),
     ("model", "experts"): (INT, 0, 1e5),
     ("model", "top_k"): (INT, 0, 1e5),
     ("hardware", "name"): (TEXT, 0, 0),
     ("hardware", "gpus"): (INT, 1, 1e5),
-    ("hardware", "mem_gb"): (NUM, 1e-3, 1e6),
+    ("hardware", "mem_gb"): (NUM, 0, 1e6),
     ("hardware", "mem_bw_gbs"): (NUM, 1e-3, BIG),
     ("hardware", "tflops"): (NUM, 1e-6, BIG),
     ("engine", "block_size"): (INT, 1, 1e6),
@@ -74,9 +75,8 @@ def check_section(profile: str, section: str, values: Any, known: type) -> dict[
 
 
 def check_model(profile: str, model: Any) -> None:
-    """What holds between the model's fields (a part is never more than the whole)."""
-    if model.active_params_b is not None and model.active_params_b > model.params_b:
-        raise ValueError(f"profile {profile!r}: model.active_params_b is above params_b")
+    """What holds between the model's fields (the experts' part is never more than the whole; the
+    active parameters may be: an effective model's are a compute price, calibrated.py)."""
     if model.expert_params_b > model.params_b:
         raise ValueError(f"profile {profile!r}: model.expert_params_b is above params_b")
     if model.top_k > model.experts:
