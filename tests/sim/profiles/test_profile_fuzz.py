@@ -34,7 +34,8 @@ BASE = profile_to_toml(get_profile())
 def test_a_hostile_profile_is_refused_or_finite(tmp_path_factory: Any, edits: list[tuple[str, str]]) -> None:
     text = BASE
     for key, value in edits:
-        text = re.sub(rf"^{key} = .*$", lambda _m, k=key, v=value: f"{k} = {v}", text, count=1, flags=re.M)
+        line = f"{key} = {value}"
+        text = re.sub(rf"^{key} = .*$", lambda _m: line, text, count=1, flags=re.M)  # noqa: B023
     path: Path = tmp_path_factory.mktemp("p") / "p.toml"
     path.write_text(text)
     try:
