@@ -16,6 +16,7 @@ import yaml
 
 from tokenpace.adapters.store import connect
 from tokenpace.core.metrics import Slo
+from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.experiments.mirror import parse_mirror
 from tokenpace.gateway.lifecycle.serve import RunningGateway
@@ -58,14 +59,15 @@ def test_a_mirror_added_live_gets_its_shadow_records_stored(tmp_path: Path) -> N
             start = _config(live.url)
             want = [start]
             writer = StoreRecordWriter(store, start, "sess")
-            gw = RunningGateway(start, writer=writer, load=lambda: want[0])
+            seen: list[RequestRecord] = []
+            gw = RunningGateway(start, writer=writer, on_record=seen.append, load=lambda: want[0])
             async with gw, aiohttp.ClientSession() as s:
                 await _send(s, gw.url, 3, "before")
                 want[0] = dataclasses.replace(start, mirrors=(parse_mirror(f"cand={shadow.url}"),))
                 assert (await _reload(s, gw))[0] == 200
                 await _send(s, gw.url, 6, "mirrored")
-                for _ in range(250):  # copies are sent in the background
-                    if shadow.stats.requests >= 6:
+                for _ in range(500):  # copies are sent and recorded in the background
+                    if sum(1 for r in seen if r.labels.get("shadow")) >= 6:
                         break
                     await asyncio.sleep(0.02)
             return writer
