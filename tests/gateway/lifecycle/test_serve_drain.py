@@ -63,3 +63,42 @@ def test_the_admin_pages_answer_through_the_drain(apart: bool) -> None:
         status, connection, text = seen["new"]
         assert status == 503 and connection.lower() == "close" and "stopping" in text
     assert seen["body"].rstrip().endswith(b"data: [DONE]")
+
+
+def test_sigterm_to_a_gateway_process_keeps_its_probes_answering_through_the_drain(threaded_server) -> None:
+    """The real signal to the real command: readiness says why, liveness holds, the stream ends whole."""
+    import http.client
+    import json
+    import signal
+
+    from tokenpace.testing.procs import start_service, wait_listening
+
+    port = free_port()
+    proc = start_service(
+        "gateway", "--listen", f"127.0.0.1:{port}", "--upstream", f"a={threaded_server.url}", "--no-store"
+    )
+    try:
+        wait_listening(port, proc)
+        stream = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        body = json.dumps({**CHAT, "max_tokens": 1500})  # 2 ms a token: 3 s of stream
+        stream.request("POST", "/v1/chat/completions", body, {"Content-Type": "application/json"})
+        answer = stream.getresponse()
+        first = answer.readline()
+        proc.send_signal(signal.SIGTERM)
+        probes = []
+        for path in ("/tokenpace/ready", "/tokenpace/live"):
+            for _ in range(100):  # until the signal is handled (how long is not asserted)
+                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+                probe.request("GET", path)
+                got = probe.getresponse()
+                text = got.read().decode()
+                if path.endswith("live") or got.status == 503:
+                    probes.append((got.status, text))
+                    break
+        rest = answer.read()
+    finally:
+        proc.wait(timeout=60)
+    assert probes[0][0] == 503 and '"why":"draining: 1 requests in flight"' in probes[0][1]
+    assert probes[1][0] == 200
+    assert first and (first + rest).rstrip().endswith(b"data: [DONE]")
+    assert proc.returncode == 0
