@@ -74,6 +74,9 @@ def test_every_problem_of_a_file_is_named_at_once() -> None:
         )
 
 
+UP = '[[upstream]]\nname = "a"\nurl = "http://127.0.0.1:1/v1"\n'
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [
@@ -90,6 +93,9 @@ def test_every_problem_of_a_file_is_named_at_once() -> None:
         ("listen = [1\n", r"not TOML"),
         ("x = " + "[" * 5000 + "]" * 5000 + "\n", r"line 1: arrays or tables nested more than 32 deep"),
         ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", r"nested more than 32 deep"),
+        ("slo-objective = nan\n" + UP, r"--slo-objective must be a share between 0 and 1, not nan"),
+        ("workers = 9223372036854775807\n" + UP, r"--workers must be at most 1,024"),
+        ("events-rate = inf\n" + UP, r"--events-rate must be at most"),
     ],
 )
 def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: str, said: str) -> None:
