@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.bounded_read import FileBoundError, read_text
+from tokenpace.adapters.toml_text import TomlError, loads
 from tokenpace.core.analysis.selection.scenarios import ScenarioBook, ScenarioError, parse_book
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # Python 3.10: the same parser, from PyPI
-    import tomli as tomllib
 
 DEFAULTS_NAME = "scenarios.toml"
 MAX_SCENARIO_BYTES = 1024 * 1024  # a user's scenario file (TOML of a few scenarios)
@@ -21,9 +16,9 @@ MAX_SCENARIO_BYTES = 1024 * 1024  # a user's scenario file (TOML of a few scenar
 
 def _parse(text: str, source: str) -> ScenarioBook:
     try:
-        doc: dict[str, Any] = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ScenarioError(f"{source} is not valid TOML: {exc}") from None
+        doc: dict[str, Any] = loads(text)
+    except TomlError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
     return parse_book(doc, source)
 
 

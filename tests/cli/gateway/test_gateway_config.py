@@ -74,6 +74,9 @@ def test_every_problem_of_a_file_is_named_at_once() -> None:
         )
 
 
+UP = '[[upstream]]\nname = "a"\nurl = "http://127.0.0.1:1/v1"\n'
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [
@@ -88,6 +91,11 @@ def test_every_problem_of_a_file_is_named_at_once() -> None:
             r"not a duration",
         ),
         ("listen = [1\n", r"not TOML"),
+        ("x = " + "[" * 5000 + "]" * 5000 + "\n", r"line 1: arrays or tables nested more than 32 deep"),
+        ("x = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n", r"nested more than 32 deep"),
+        ("slo-objective = nan\n" + UP, r"--slo-objective must be a share between 0 and 1, not nan"),
+        ("workers = 9223372036854775807\n" + UP, r"--workers must be at most 1,024"),
+        ("events-rate = inf\n" + UP, r"--events-rate must be at most"),
     ],
 )
 def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: str, said: str) -> None:
@@ -97,6 +105,7 @@ def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: s
         done = run_cli("gateway", flag, str(path), timeout=30)
         assert done.returncode == 2, (flag, done.stdout, done.stderr)
         assert re.search(said, done.stderr) and "Traceback" not in done.stderr, done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_two_problems_two_lines(tmp_path: Path) -> None:

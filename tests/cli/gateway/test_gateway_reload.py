@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from tokenpace.testing.procs import free_port, start_service, wait_listening
+from tokenpace.testing.procs import free_port, run_cli, start_service, wait_listening
 
 KEY = "reload-test-key"
 
@@ -84,3 +84,27 @@ def test_the_file_is_read_again_and_a_bad_one_refused_whole(tmp_path: Path) -> N
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "config change by SIGHUP applied: epoch 2 (upstream)" in err, err
+
+
+def test_a_refused_reload_lists_every_problem_as_check_config_does(tmp_path: Path) -> None:
+    port, admin = free_port(), free_port()
+    (tmp_path / "admin.key").write_text(KEY + "\n")
+    head = f'listen = "127.0.0.1:{port}"\nadmin-listen = "127.0.0.1:{admin}"\nadmin-key-file = "admin.key"\n'
+    head += "no-store = true\n"
+    up = '[[upstream]]\nname = "a"\nurl = "{url}"\n'
+    path = tmp_path / "gateway.toml"
+    path.write_text(head + 'slo = "ttft=1s"\n' + up.format(url="http://127.0.0.1:1/v1"))
+    proc = start_service("gateway", "--config", str(path), cwd=tmp_path)
+    try:
+        wait_listening(admin, proc)
+        bad = 'slo = "ttft=soon"\nfirst-token-timeout = "later"\n' + up.format(url="ftp://x/v1")
+        path.write_text(head + bad)
+        status, answer = _post(admin)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    checked = run_cli("gateway", "--check-config", str(path), cwd=str(tmp_path))
+    assert checked.returncode == 2
+    lines = [line.removeprefix("tokenpace gateway: ") for line in checked.stderr.splitlines()]
+    assert len(lines) == 3, checked.stderr
+    assert status == 422 and answer["errors"] == lines, answer

@@ -177,3 +177,41 @@ def test_bad_new_flags_are_one_line_and_exit_2(tmp_path: Path) -> None:
         result = CliRunner().invoke(cli, [*base, *extra])
         assert result.exit_code == 2, (extra, result.output)
         assert says in result.output and "Traceback" not in result.output, (extra, result.output)
+
+
+PLAYBOOK = DOCS.parent / "playbook.md"
+
+
+def test_the_playbooks_prometheus_block_scrapes_a_gateway_behind_an_admin_key(tmp_path: Path) -> None:
+    """The playbook's scrape config with an admin key: promtool takes it, and the header Prometheus
+    makes of it (``type`` and the file's content, trimmed) opens /metrics; a scrape without it is
+    told how to pass the key."""
+    import re
+
+    import yaml
+
+    (block,) = [b for b in re.findall(r"^```yaml\n(.*?)^```", PLAYBOOK.read_text(), re.S | re.M)
+                if "credentials_file" in b]  # fmt: skip
+    auth = yaml.safe_load(block)["scrape_configs"][0]["authorization"]
+    key_file = tmp_path / "tokenpace-admin.key"
+    key_file.write_text(ADMIN + "\n")
+    if shutil.which("promtool"):
+        config = tmp_path / "prometheus.yml"
+        config.write_text(block.replace(auth["credentials_file"], str(key_file)))
+        checked = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+    header = {"Authorization": f"{auth.get('type', 'Bearer')} {key_file.read_text().strip()}"}
+
+    async def main() -> tuple[int, int, str]:
+        config = GatewayConfig(
+            upstreams=(parse_upstream("a=http://127.0.0.1:1/v1"),), port=0, admin_keys=frozenset({ADMIN})
+        )
+        async with RunningGateway(config) as gw, aiohttp.ClientSession() as s:
+            async with s.get(gw.admin_url + "/metrics", headers=header) as r:
+                ok = r.status
+            async with s.get(gw.admin_url + "/metrics") as r:
+                return ok, r.status, (await r.json())["error"]["message"]
+
+    ok, refused, message = asyncio.run(asyncio.wait_for(main(), 20))
+    assert ok == 200 and refused == 401
+    assert "Authorization: Bearer ADMIN_KEY" in message and "credentials_file" in message

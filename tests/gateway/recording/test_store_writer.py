@@ -162,3 +162,15 @@ def test_summary_follows_appended_batches(tmp_path: Path) -> None:
 
 def test_stored_endpoint_drops_credentials() -> None:
     assert _safe_url("http://user:pw@10.0.0.2:8000/v1?k=1") == "http://10.0.0.2:8000/v1"
+
+
+def test_a_record_with_no_run_is_counted_never_silently_lost(tmp_path: Path) -> None:
+    store = connect(str(tmp_path / "runs.db"))
+    config = GatewayConfig(upstreams=(parse_upstream("a=http://127.0.0.1:1/v1"),), port=0)
+    writer = StoreRecordWriter(store, config, "s4")
+    counted: list[int] = []
+    writer.on_unplaced = counted.append
+    stray = RequestRecord(request_id="x", labels={"upstream": "nowhere", "config_epoch": "3"})
+    writer([stray, stray])
+    assert writer.unplaced == 2 and counted == [2] and store.list_runs() == []
+    store.close()

@@ -14,6 +14,7 @@ read from them.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import datetime
 from pathlib import Path
@@ -24,6 +25,7 @@ import orjson
 from tokenpace.adapters.datasets.rows import fail, table_records, whole_number
 from tokenpace.core.workload import TraceRow
 from tokenpace.core.workload.replay import is_record, trace_from_records
+from tokenpace.core.workload.trace import replay_problem
 
 # layout -> (timestamp column, input column, output column, numeric timestamp unit in seconds)
 TRACE_LAYOUTS: dict[str, tuple[str, str, str, float]] = {
@@ -43,6 +45,13 @@ def _layout(obj: dict[str, Any]) -> str | None:
 
 
 def _seconds(value: Any, unit: float, path: Path, line: int) -> float:
+    seconds = _number_of_seconds(value, unit, path, line)
+    if not math.isfinite(seconds):
+        raise fail(path, line, f"timestamp {str(value)[:40]!r} is not a finite number of seconds")
+    return seconds
+
+
+def _number_of_seconds(value: Any, unit: float, path: Path, line: int) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value) * unit
     text = str(value).strip()
@@ -125,6 +134,9 @@ def read_trace(path: str | Path, time_unit: str = "auto") -> tuple[list[TraceRow
 def _records_trace(path: Path, objs: list[dict[str, Any]]) -> tuple[list[TraceRow], dict[str, Any]]:
     try:
         replay = trace_from_records(objs)
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise fail(path, None, f"request records cannot be replayed: {exc}") from None
+    why = replay_problem(replay.rows, speedup=1.0)
+    if why and "finite" in why:  # how long it replays is judged at its --speedup (WorkloadOptions)
+        raise fail(path, None, why)
     return replay.rows, {"trace": str(path), **replay.description, "block_tokens": replay.block_tokens}

@@ -26,6 +26,7 @@ from tokenpace.core.workload.prefixes import SharedPrefixes
 from tokenpace.core.workload.prompts import PromptMaker, TokenCounter
 from tokenpace.core.workload.salt import SaltedPrompts, make_salt
 from tokenpace.core.workload.sessions import SessionWorkload
+from tokenpace.core.workload.trace import replay_problem
 
 TRACE_ARRIVAL = "trace"
 
@@ -53,8 +54,11 @@ class WorkloadOptions:
                                 ("--trace", self.trace)) if v is not None]  # fmt: skip
         if len(given) > 1:
             raise ValueError(f"{' and '.join(given)} each choose the prompts: give one")
-        if self.speedup <= 0:
+        if not self.speedup > 0:
             raise ValueError("--speedup must be positive")
+        why = replay_problem(self.trace, self.speedup) if self.trace is not None else None
+        if why:
+            raise ValueError(f"--trace: {why}")
         if self.prefix_len is not None and (self.prefix_len < 1 or self.prefixes < 1):
             raise ValueError("--prefix-len and --prefixes must be at least 1")
         if self.turns < 1:

@@ -53,6 +53,7 @@ def serve_gateway(
     if config.scrape_upstream_metrics:
         for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
             say(line)
+    from tokenpace.gateway.lifecycle.serve import RunningGateway as Running
     from tokenpace.gateway.lifecycle.serve import serve_forever
 
     store = open_for_run(store_url, save)
@@ -65,6 +66,8 @@ def serve_gateway(
     spool = open_spool(spool_dir, config)
 
     def ready(gw: RunningGateway | WorkerPool) -> None:
+        if writer is not None and isinstance(gw, Running):  # with workers: counted, not exported
+            writer.on_unplaced = gw.gateway.metrics.unplaced.inc
         freeze_startup_heap()  # no full collection walks the start-up heap while serving
         reserve_descriptors(2 * config.max_connections + 64)  # client and upstream side of each
         names = ", ".join(f"{u.name} -> {u.url}" for u in config.upstreams)

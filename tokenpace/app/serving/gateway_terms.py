@@ -10,6 +10,7 @@ from tokenpace.gateway.config.config import (
     parse_static_labels,
     parse_upstream,
 )
+from tokenpace.gateway.config.config_check import every_problem
 from tokenpace.gateway.config.config_file import ConfigFileError, Flag, read_config_file, to_defaults
 from tokenpace.gateway.config.secrets import read_key_file
 from tokenpace.gateway.experiments.mirror import parse_mirror
@@ -21,6 +22,7 @@ __all__ = [
     "Flag",
     "GatewayConfig",
     "emit",
+    "every_problem",
     "fit_to_open_files",
     "parse_listen",
     "parse_mirror",

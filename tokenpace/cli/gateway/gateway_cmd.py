@@ -255,7 +255,7 @@ def gateway(
     from tokenpace.app.serving.gateway_serving import GatewayRefused, ReplicaTerms, serve_gateway
 
     ctx = click.get_current_context()
-    load = reader(ctx, lambda o: _from_values(o, config))  # SIGHUP, the file watched
+    load = reader(ctx, lambda o: _from_values(o, config), _parts)  # SIGHUP, the file watched
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
         terms = ReplicaTerms(fleet, replica, spool_dir)
         serve_gateway(config, None, store_url, not no_store, _say, load, ctx.meta.get(CONFIG_PATH), terms)
@@ -267,6 +267,14 @@ def gateway(
 
 def _check(path: str, o: dict[str, Any]) -> None:
     """--check-config: each value parsed as a start would, every problem said (gateway_config.check)."""
+    from tokenpace.app.serving.gateway_terms import parse_static_labels
+
+    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
+    check(path, build, _parts(o))
+
+
+def _parts(o: dict[str, Any]) -> list[Any]:
+    """Each value's own parse, as a start would: every problem of a file is listed, not the first."""
     from tokenpace.app.serving.gateway_terms import (
         parse_listen,
         parse_mirror,
@@ -288,8 +296,7 @@ def _check(path: str, o: dict[str, Any]) -> None:
     ]
     if o["admin_listen"]:
         parts.append(lambda: parse_listen(o["admin_listen"], "--admin-listen"))
-    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
-    check(path, build, parts)
+    return parts
 
 
 def _config(o: dict[str, Any], slo: Any) -> Any:

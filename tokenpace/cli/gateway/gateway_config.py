@@ -62,14 +62,19 @@ _NOT_LIVE = (
 )  # not in GatewayConfig: checked here
 
 
-def reader(ctx: click.Context, build: Callable[[dict[str, Any]], Any]) -> Callable[[], Any] | None:
+def reader(
+    ctx: click.Context,
+    build: Callable[[dict[str, Any]], Any],
+    parts: Callable[[dict[str, Any]], list[Callable[[], Any]]],
+) -> Callable[[], Any] | None:
     """The configuration as the file now says it, under the flags the command line gave (None when
-    the gateway started without --config). ``build``: the options -> a GatewayConfig. Raises
-    ValueError (a ConfigFileError with every problem of the file, or one line)."""
+    the gateway started without --config). ``build``: the options -> a GatewayConfig; ``parts``:
+    each value's own parse, so that a refused reload lists every problem, as --check-config does.
+    Raises ValueError (a ConfigFileError with every problem of the file)."""
     path = ctx.meta.get(CONFIG_PATH)
     if not path:
         return None
-    from tokenpace.app.serving.gateway_terms import read_config_file, to_defaults
+    from tokenpace.app.serving.gateway_terms import ConfigFileError, read_config_file, to_defaults
 
     command, started = ctx.command, dict(ctx.params)
     given = {
@@ -82,31 +87,40 @@ def reader(ctx: click.Context, build: Callable[[dict[str, Any]], Any]) -> Callab
 
     def load() -> Any:
         values = {**plain, **to_defaults(path, read_config_file(path), flags_of(command)), **given}
+        problems = []
         for name in _NOT_LIVE:
             if values.get(name) != started.get(name):
                 key = name.replace("_url", "").replace("_dir", "").replace("_", "-")
-                raise ValueError(f"{key} cannot change while the gateway runs (restart it to change {key})")
-        try:
-            return build(values)
-        except click.ClickException as exc:
-            raise ValueError(exc.message) from None
+                problems.append(f"{key} cannot change while the gateway runs (restart it to change {key})")
+        config, found = listed(parts(values), lambda: build(values))
+        if problems or found:
+            raise ConfigFileError(path, problems + found)
+        return config
 
     return load
 
 
+def listed(parts: list[Callable[[], Any]], build: Callable[[], Any]) -> tuple[Any, list[str]]:
+    """Every problem of the parts, then of the whole (gateway_terms.every_problem), click's
+    refusals among them as plain lines."""
+    from tokenpace.app.serving.gateway_terms import every_problem
+
+    return every_problem(map(_plain, parts), _plain(build))
+
+
+def _plain(fn: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        try:
+            return fn()
+        except click.ClickException as exc:
+            raise ValueError(exc.message) from None
+
+    return run
+
+
 def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -> None:
     """Run every part's parse and then the whole config's; print each problem, exit 2, or say ok."""
-    errors: list[str] = []
-    for part in parts:
-        try:
-            part()
-        except (ValueError, click.ClickException) as exc:
-            errors.append(exc.message if isinstance(exc, click.ClickException) else str(exc))
-    if not errors:
-        try:
-            config = build()
-        except (ValueError, click.ClickException) as exc:
-            errors.append(exc.message if isinstance(exc, click.ClickException) else str(exc))
+    config, errors = listed(parts, build)
     for line in errors:
         click.echo(f"tokenpace gateway: {path}: {line}", err=True)
     if errors:

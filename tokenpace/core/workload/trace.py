@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,9 @@ from tokenpace.core.workload.prompts import PromptMaker
 # Tokens one request of a trace may claim (input or output): far above any model's context (1-2 M),
 # far below what would allocate gigabytes of prompt. A trace's claim past it is refused, not believed.
 MAX_REQUEST_TOKENS = 10_000_000
+# How long a trace may take to replay (its last request's time after its first, at its speed-up):
+# a week. Past it the trace is refused: a wrong unit (ns read as s) would make a run wait for years.
+MAX_REPLAY_S = 7 * 86_400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +33,24 @@ class TraceRow:
     # the input is a captured server's count, its chat template's tokens in it (replay.py: records
     # that cannot say how many): longer than the prompt was, unless those tokens are given
     template_in_input: bool = False
+
+
+def replay_problem(rows: Sequence[TraceRow], speedup: float = 1.0) -> str | None:
+    """Why these rows cannot be replayed on their clock (a timestamp not finite, a replay longer
+    than MAX_REPLAY_S), or None."""
+    if not math.isfinite(speedup) or speedup <= 0:
+        return "--speedup must be a finite number above 0"
+    for i, row in enumerate(rows, start=1):
+        if not math.isfinite(row.timestamp_s):
+            return f"request {i}'s timestamp is not a finite number"
+    if len(rows) > 1:
+        span = (max(r.timestamp_s for r in rows) - min(r.timestamp_s for r in rows)) / speedup
+        if not span <= MAX_REPLAY_S:
+            return (
+                f"the trace would take {span:.3g} s to replay, more than {MAX_REPLAY_S / 86_400:g} days "
+                "(its timestamps in another unit? see --trace-time-unit; or use --speedup, --trace-window)"
+            )
+    return None
 
 
 @dataclass

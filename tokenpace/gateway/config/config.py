@@ -207,10 +207,38 @@ class GatewayConfig:
         for up in (*self.upstreams, *(m.upstream for m in self.mirrors)):
             for key in up.labels.keys() & self.static_labels.keys():
                 raise ValueError(f"--label {key}: also upstream {up.name}'s {key}=; give one of them")
+        for problem in _out_of_range(self):
+            raise ValueError(problem)
         if self.workers > 1 and self.scrape_upstream_metrics:
             raise ValueError(
                 "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"
             )
+
+
+# The highest value each number setting takes (a flag's or a configuration file's): far above any
+# deployment, far below what would fork, allocate or wait without end. ``slo-objective`` is a share.
+LIMITS = {
+    "max_body_bytes": ("max-body", 1 << 30),
+    "max_connections": ("max-connections", 1_000_000),
+    "workers": ("workers", 1024),
+    "mirror_queue": ("mirror-queue", 1_000_000),
+    "mirror_concurrency": ("mirror-concurrency", 4096),
+    "events_per_client_s": ("events-rate", 1_000_000),
+}
+
+
+def _out_of_range(config: GatewayConfig) -> list[str]:
+    """A line per number setting past its bound (LIMITS), or not finite."""
+    out = []
+    if not 0 < config.slo_objective < 1:  # also refuses nan
+        out.append(f"--slo-objective must be a share between 0 and 1, not {config.slo_objective!r}")
+    for name, (flag, highest) in LIMITS.items():
+        value = getattr(config, name)
+        if not value <= highest:  # also refuses nan
+            out.append(f"--{flag} must be at most {highest:,}, not {value!r}")
+    if config.max_body_bytes < 1:
+        out.append("--max-body must be at least 1")
+    return out
 
 
 def parse_static_labels(items: tuple[str, ...]) -> dict[str, str]:

@@ -32,10 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-try:
-    import tomllib
-except ModuleNotFoundError:  # Python 3.10
-    import tomli as tomllib
+from tokenpace.adapters.toml_text import TomlError, loads
 
 MAX_CONFIG_BYTES = 1 << 20  # a gateway's configuration is a page, not a data set
 TABLE_KEYS = {  # a table's keys, in the order the flag's NAME=URL,k=v text takes them
@@ -73,11 +70,11 @@ def read_config_file(path: str) -> dict[str, Any]:
     if len(raw) > MAX_CONFIG_BYTES:
         raise ConfigFileError(path, [f"larger than {MAX_CONFIG_BYTES >> 20} MiB: not a configuration"])
     try:
-        doc: dict[str, Any] = tomllib.loads(raw.decode("utf-8"))
+        doc = loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ConfigFileError(path, ["not UTF-8 text"]) from None
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigFileError(path, [f"not TOML ({e})"]) from None
+    except TomlError as e:
+        raise ConfigFileError(path, [str(e).replace("not valid TOML", "not TOML")]) from None
     return doc
 
 

@@ -110,6 +110,9 @@ class Mirrors:
         self._tasks: list[asyncio.Task[None]] = []
         self.static_labels: dict[str, str] = {}  # the gateway's --label: on shadow records too
         self.secrets: tuple[str, ...] = ()  # the gateway's own, scrubbed from shadow records' errors
+        # the config epoch these mirrors serve (a live change sets it): the store keeps shadow
+        # records in that epoch's runs, where a mirror added live exists
+        self.epoch = "0"
 
     @classmethod
     def of(
@@ -218,6 +221,7 @@ class Mirrors:
                 **up.labels,
                 "shadow": "true",
                 "mirror_of": live.request_id,
+                "config_epoch": self.epoch,
             },
             prompt_chars=live.prompt_chars,
             prefix_hashes=live.prefix_hashes,

@@ -157,6 +157,7 @@ def swap(gw: Gateway, new: GatewayConfig, epoch: int) -> Mirrors | None:
         if name not in gw.origins:
             gw.origins[name] = upstream_pool(up.endpoint)
     gw.models.reserve({u.model for u in new.upstreams if u.model})
+    gw.metrics.redraw(new.slo)  # the buckets follow the SLOs: every bound a new rule names exported
     gw.new_record.static, gw.new_record.epoch = new.static_labels, str(epoch)
     gw.admin.static_labels, gw.admin.epoch = dict(new.static_labels), str(epoch)
     old_mirrors = None
@@ -168,6 +169,8 @@ def swap(gw: Gateway, new: GatewayConfig, epoch: int) -> Mirrors | None:
             gw.mirrors.start()
     elif gw.mirrors is not None:
         gw.mirrors.static_labels = new.static_labels
+    if gw.mirrors is not None:  # their shadow records belong to the new epoch's runs
+        gw.mirrors.epoch = str(epoch)
     gw.config, gw.secrets = new, new.secrets
     return old_mirrors
 

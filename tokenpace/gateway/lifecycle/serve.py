@@ -1,4 +1,10 @@
-"""Start and stop a gateway on a TCP address (used by the CLI and by tests)."""
+"""Start and stop a gateway on a TCP address (used by the CLI and by tests).
+
+Stopping drains: from SIGTERM, /tokenpace/ready answers 503 with the reason (``draining: N requests
+in flight``) and /tokenpace/live 200 while the requests in flight finish (at most half of
+``--shutdown-timeout``); the admin pages stay up meanwhile. With the admin pages apart, the proxy's
+port closes at once; on one port, it stays open for them and a new proxied request is refused 503
+(``draining``, the connection closed)."""
 
 from __future__ import annotations
 
@@ -17,6 +23,11 @@ from tokenpace.gateway.operations.guard import listen
 from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
 from tokenpace.gateway.recording.spool import Spool
 from tokenpace.gateway.request_path.proxy import Gateway
+
+DRAIN_POLL_S = 0.05  # how often a stopping gateway looks whether its requests finished
+# What aiohttp's cleanup still gives a handler after the drain (one answering the last bytes, one
+# past the drain's bound); the drain itself is the wait.
+AFTER_DRAIN_S = 1.0
 
 
 class RunningGateway:
@@ -47,6 +58,7 @@ class RunningGateway:
         self.follow = follow or Follow()  # the file watched, the fleet's store (fleet_sync.py)
         self.reloader = self.follow.reloader(self.gateway, load, say)  # SIGHUP, POST /tokenpace/config
         self.gateway.control.changer = self.reloader
+        self.gateway.control.readiness.in_flight = self._in_flight
         self._probe: asyncio.Task[None] | None = None
 
     @property
@@ -81,7 +93,7 @@ class RunningGateway:
             handler_cancellation=True,
             access_log=None,
             keepalive_timeout=backstop,
-            shutdown_timeout=cfg.shutdown_timeout_s / 2,
+            shutdown_timeout=min(AFTER_DRAIN_S, cfg.shutdown_timeout_s / 2),
         )
         await self._runner.setup()
         reuse = self.worker is not None
@@ -96,18 +108,28 @@ class RunningGateway:
         return self
 
     async def stop(self) -> None:
-        self.gateway.control.readiness.draining = True  # /tokenpace/ready: 503 from now on
+        gw, loop = self.gateway, asyncio.get_running_loop()
+        gw.control.readiness.draining = True  # /tokenpace/ready: 503 with the reason from now on
         if self._probe is not None:
             self._probe.cancel()
         await self.reloader.close()
-        self.gateway.stop_deadline = asyncio.get_running_loop().time() + self.config.shutdown_timeout_s
+        gw.stop_deadline = loop.time() + self.config.shutdown_timeout_s
+        if len(self._listeners) > 1:  # the admin pages apart: the proxy's port takes no one new
+            self._listeners.pop(0).close()
+        drained = loop.time() + self.config.shutdown_timeout_s / 2
+        while self._in_flight() > 0 and loop.time() < drained:
+            await asyncio.sleep(DRAIN_POLL_S)
         for listener in self._listeners:
             listener.close()  # no new connections; open ones are closed by the runners' cleanup
         self._listeners.clear()
-        for runner in (self._admin_runner, self._runner):
+        for runner in (self._runner, self._admin_runner):
             if runner is not None:
                 await runner.cleanup()
         self._runner = self._admin_runner = None
+
+    def _in_flight(self) -> int:
+        value: float = self.gateway.metrics.in_flight._value.get()  # the gauge's own count
+        return max(0, round(value))
 
     async def __aenter__(self) -> RunningGateway:
         return await self.start()

@@ -34,11 +34,8 @@ def gateway_timeout(upstream: str) -> web.Response:
     )
 
 
-def unauthorized() -> web.Response:
-    resp = error_response(
-        401, "missing or invalid gateway key (Authorization: Bearer KEY)", "invalid_request_error",
-        "invalid_api_key",
-    )  # fmt: skip
+def unauthorized(message: str = "missing or invalid gateway key (Authorization: Bearer KEY)") -> web.Response:
+    resp = error_response(401, message, "invalid_request_error", "invalid_api_key")
     resp.headers["WWW-Authenticate"] = "Bearer"
     return resp
 

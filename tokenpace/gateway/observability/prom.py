@@ -28,6 +28,7 @@ TOKENS = "gen_ai_client_token_usage"
 ITL = "tokenpace_gateway_inter_token_latency_seconds"
 REQUESTS = "tokenpace_gateway_requests_total"
 DROPPED = "tokenpace_gateway_records_dropped_total"
+UNPLACED = "tokenpace_gateway_records_unplaced_total"
 IN_FLIGHT = "tokenpace_gateway_requests_in_flight"
 # the request outcomes that count as errors, as a PromQL regex (alert rules, per arm and overall)
 ERROR_OUTCOMES = (
@@ -94,6 +95,36 @@ class GatewayMetrics:
         self.registry = registry or CollectorRegistry()
         self.slo = slo
         r = self.registry
+        self._latency(slo)
+        self.tokens = Histogram(
+            TOKENS,
+            "Tokens per request, by gen_ai_token_type (input/output)",
+            (*LABELS, "gen_ai_token_type"),
+            registry=r,
+            buckets=TOKEN_BUCKETS,
+        )
+        self.requests = Counter(
+            REQUESTS.removesuffix("_total"), "Requests by outcome", (*LABELS, "outcome"), registry=r
+        )
+        self.dropped = Counter(
+            DROPPED.removesuffix("_total"),
+            "Records not written because the writer queue was full",
+            registry=r,
+        )
+        self.unplaced = Counter(
+            UNPLACED.removesuffix("_total"),
+            "Records the store writer had no run for (their upstream in no config of their epoch)",
+            registry=r,
+        )
+        # livesum: with --workers, the sum over the live worker processes
+        self.in_flight = Gauge(
+            IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
+        )
+
+    def _latency(self, slo: Slo) -> None:
+        """The latency histograms, their bounds drawn from the SLOs (every threshold a bound)."""
+        r = self.registry
+        self.slo = slo
         self.ttft_buckets = latency_buckets(slo.ttft_ms / 1000 if slo.ttft_ms else None)
         self.tpot_buckets = latency_buckets(slo.tpot_ms / 1000 if slo.tpot_ms else None, 0.0001, 10.0)
         self.e2e_buckets = latency_buckets(slo.e2e_ms / 1000 if slo.e2e_ms else None, 0.01, 1000.0)
@@ -126,25 +157,16 @@ class GatewayMetrics:
             registry=r,
             buckets=self.tpot_buckets,
         )
-        self.tokens = Histogram(
-            TOKENS,
-            "Tokens per request, by gen_ai_token_type (input/output)",
-            (*LABELS, "gen_ai_token_type"),
-            registry=r,
-            buckets=TOKEN_BUCKETS,
-        )
-        self.requests = Counter(
-            REQUESTS.removesuffix("_total"), "Requests by outcome", (*LABELS, "outcome"), registry=r
-        )
-        self.dropped = Counter(
-            DROPPED.removesuffix("_total"),
-            "Records not written because the writer queue was full",
-            registry=r,
-        )
-        # livesum: with --workers, the sum over the live worker processes
-        self.in_flight = Gauge(
-            IN_FLIGHT, "Requests being proxied now", registry=r, multiprocess_mode="livesum"
-        )
+
+    def redraw(self, slo: Slo) -> None:
+        """A live change of the SLOs: new latency histograms on the new SLOs' bounds, so that each
+        bucket the new alert rules name is exported (the series restart from zero, under the new
+        config epoch's label; a request begun before adds no inter-token gaps to them)."""
+        if slo == self.slo:
+            return
+        for old in (self.ttft, self.tpot, self.e2e, self.itl):
+            self.registry.unregister(old)
+        self._latency(slo)
 
     def itl_counts(self) -> ItlCounts:
         """A request's inter-token gaps, bucketed as they arrive (``observe`` adds them at its end)."""
@@ -170,7 +192,7 @@ class GatewayMetrics:
         tp = tpot_ns(rec)
         if tp is not None:
             self.tpot.labels(*key).observe(tp / NS)
-        if itl is not None:
+        if itl is not None and itl.bounds_ns is self._itl_bounds_ns:  # not drawn before a redraw
             itl.add_to(self.itl.labels(*key))
         if rec.prompt_tokens is not None:
             self.tokens.labels(*key, "input").observe(rec.prompt_tokens)
@@ -196,6 +218,7 @@ REJECT_REASONS = (
     "bad_header",
     "line_too_long",
     "malformed_http",
+    "draining",  # a new request while the gateway stops (503: the open ones finish)
     "memory_budget",  # a non-streamed request while response bodies held fill the budget (503)
     "internal_error",  # a bug of ours: 500, one log line, never a traceback
 )

@@ -26,6 +26,12 @@ from tokenpace.gateway.observability.engine_watch import EngineWatch
 from tokenpace.gateway.operations.guard import Guard
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+# What a refused scrape is told: how Prometheus passes the key (docs/gateway.md, the playbook)
+METRICS_KEY_HINT = (
+    "/metrics needs the admin key: send Authorization: Bearer ADMIN_KEY (Prometheus: authorization: "
+    "{credentials_file: FILE} in the scrape config, FILE holding the key alone)"
+)
+ADMIN_KEY_HINT = "missing or invalid admin key: send Authorization: Bearer ADMIN_KEY"
 
 
 def bearer_ok(request: web.Request, keys: Iterable[str]) -> bool:
@@ -66,7 +72,9 @@ class AdminPages:
 
     def _refuse(self, request: web.Request) -> web.Response:
         self.guard.rejected("admin_unauthorized", request.remote, 401)
-        return errors.unauthorized()
+        if not self.admin_keys:  # /tokenpace/* behind the client keys
+            return errors.unauthorized()
+        return errors.unauthorized(METRICS_KEY_HINT if request.path == "/metrics" else ADMIN_KEY_HINT)
 
     async def prometheus(self, request: web.Request) -> web.Response:
         if self.admin_keys and not bearer_ok(request, self.admin_keys):

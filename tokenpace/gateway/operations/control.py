@@ -1,8 +1,10 @@
 """The operator's endpoints: liveness, readiness, and the running configuration.
 
-- ``GET /tokenpace/live``: 200 while the process serves (no key: a kubelet sends none).
+- ``GET /tokenpace/live``: 200 while the process serves, through the drain too (no key: a kubelet
+  sends none).
 - ``GET /tokenpace/ready``: 200 once every upstream with weight answered (a TCP connection or a
-  response) and not draining; else 503 with the reason. No key.
+  response) and not draining; else 503 with the reason (``draining: N requests in flight`` from
+  SIGTERM until the drain ends: the admin pages stay up meanwhile, lifecycle/serve.py). No key.
 - ``GET /tokenpace/config``: the running configuration's live settings and its epoch (the keys of
   /tokenpace/*: admin keys, else client keys, else open).
 - ``POST /tokenpace/config``: re-read the configuration file (empty body, or ``{"reload": true}``),
@@ -44,13 +46,14 @@ class Readiness:
 
     waiting: set[str] = field(default_factory=set)  # upstream names not yet heard from
     draining: bool = False
+    in_flight: Callable[[], int] = lambda: 0  # requests being proxied now (set by the lifecycle)
 
     def answered(self, name: str) -> None:
         self.waiting.discard(name)
 
     def why_not(self) -> str | None:
         if self.draining:
-            return "draining: the gateway is stopping"
+            return f"draining: {self.in_flight()} requests in flight"
         if self.waiting:
             return "waiting for upstream(s) to answer: " + ", ".join(sorted(self.waiting))
         return None

@@ -23,16 +23,19 @@ sequence number are kept (for ``MAX_RETIRED_RUNS`` runs), so a record that finis
 epoch long changed, is still appended to its run; past that bound it is counted, not stored.
 
 Called only from the record sink's writer thread, one batch at a time; a failure raises, and the
-sink counts the batch as dropped. Traffic never waits on it.
+sink counts the batch as dropped. Traffic never waits on it. A record whose upstream is in no
+config of its epoch (nor the start's) has no run to go to: it is counted (``unplaced``, and
+``on_unplaced``: the gateway's ``tokenpace_gateway_records_unplaced_total``), never silently lost.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -102,6 +105,8 @@ class StoreRecordWriter:
         # (epoch, upstream) -> (run id, next seq) of a retired epoch's stored runs, oldest first
         self.retired: OrderedDict[tuple[str, str], tuple[str, int]] = OrderedDict()
         self.late_unstored = 0  # records of an epoch retired past MAX_RETIRED_RUNS: counted only
+        self.unplaced = 0  # records with no run to go to (their upstream in no config of their epoch)
+        self.on_unplaced: Callable[[int], None] | None = None
 
     def _arm(self, epoch: str, name: str) -> _Arm | None:
         arm = self.arms.get((epoch, name))
@@ -187,6 +192,12 @@ class StoreRecordWriter:
         if failed is not None:
             raise failed
 
+    def _count_unplaced(self, n: int) -> None:
+        self.unplaced += n
+        if self.on_unplaced is not None:
+            with contextlib.suppress(Exception):  # bookkeeping must never stop the writer
+                self.on_unplaced(n)
+
     def _change(self, change: LiveChange) -> StoreError | None:
         """The new epoch's config kept (its records may follow at once), the change stored."""
         event: ConfigChange = change.event
@@ -222,8 +233,9 @@ class StoreRecordWriter:
     def _append_retired(self, epoch: str, name: str, records: list[RequestRecord]) -> StoreError | None:
         """Records of a retired epoch: appended to its run if it is still known, else counted."""
         known = self.retired.get((epoch, name))
-        if known is None:
+        if known is None:  # retired past the bound, or in no config of its epoch: counted
             self.late_unstored += len(records)
+            self._count_unplaced(len(records))
             return None
         run_id, seq = known
         try:

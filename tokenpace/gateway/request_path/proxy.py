@@ -212,6 +212,10 @@ class Gateway:
     async def _handle(
         self, request: web.Request, opened: list[RequestRecord], start: int
     ) -> web.StreamResponse:
+        if self.control.readiness.draining:  # stopping: the open requests finish, no new one starts
+            resp = errors.busy("the gateway is stopping: send it elsewhere")
+            resp.force_close()
+            return self._refuse(request, "draining", resp)
         keys = self.config.client_keys
         if keys and not bearer_ok(request, keys):
             return self._refuse(request, "unauthorized", errors.unauthorized())

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from tokenpace.sim.profiles.profile_checks import check_model, check_section
 from tokenpace.sim.profiles.profile_file import ProfileFileError, read_profile_file
 
 GB = 1e9
@@ -185,6 +186,8 @@ class Profile:
         weights = self.model.params_b * GB * self.model.weight_bytes
         reserve = 2.0 * GB * hw.gpus  # activations, CUDA graphs, sampler buffers
         per_block = self.model.kv_bytes_per_token * self.engine.block_size
+        if per_block <= 0:  # no KV size to derive a count from: num_gpu_blocks must say it
+            return 0
         return max(0, int((usable - weights - reserve) // per_block))
 
     @property
@@ -295,29 +298,37 @@ def get_profile(name: str | None = None) -> Profile:
 
 
 def profile_from_dict(name: str, p: dict[str, Any]) -> Profile:
-    """A profile from its sections; `network` is a preset's name or a table of rtt_ms and jitter_ms."""
-    net = p.get("network", "local")
-    network = (
-        get_network(net)
-        if isinstance(net, str)
-        else Network(float(net["rtt_ms"]), float(net.get("jitter_ms", 0.0)), str(net.get("name", "custom")))
-    )
+    """A profile from its sections; `network` is a preset's name or a table of rtt_ms and jitter_ms.
+    Every value is checked (profile_checks.py): ProfileError, one line, past any of them."""
     try:
+        net = p.get("network", "local")
+        if isinstance(net, str):
+            network = get_network(net)
+        else:
+            check_section(name, "network", net, Network)
+            rtt, jitter = float(net["rtt_ms"]), float(net.get("jitter_ms", 0.0))
+            network = Network(rtt, jitter, str(net.get("name", "custom")))
+        model = ModelSpec(**check_section(name, "model", p["model"], ModelSpec))
+        check_model(name, model)
         return Profile(
             name=name,
-            description=p["description"],
-            served_model_name=p["served_model_name"],
-            model=ModelSpec(**p["model"]),
-            hardware=Hardware(**p["hardware"]),
-            efficiency=_efficiency(name, p["efficiency"]),
-            engine=_engine(p["engine"]),
+            description=str(p["description"]),
+            served_model_name=str(p["served_model_name"]),
+            model=model,
+            hardware=Hardware(**check_section(name, "hardware", p["hardware"], Hardware)),
+            efficiency=_efficiency(name, check_section(name, "efficiency", p["efficiency"], Efficiency)),
+            engine=_engine(check_section(name, "engine", p["engine"], EngineConfig)),
             network=network,
-            calibration=p.get("calibration", ""),
-            sources=tuple(p.get("sources", ())),
+            calibration=str(p.get("calibration", "")),
+            sources=tuple(str(s) for s in p.get("sources", ())),
             provenance=dict(p.get("provenance", {})),
         )
+    except ProfileError:
+        raise
     except (KeyError, TypeError) as e:
         raise ProfileError(f"profile {name!r}: missing or unknown field ({e})") from None
+    except ValueError as e:
+        raise ProfileError(str(e)) from None
 
 
 def _efficiency(name: str, section: dict[str, Any]) -> Efficiency:

@@ -6,17 +6,12 @@ only numbers, strings, booleans, lists of those and nested tables), so no writer
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.bounded_read import FileBoundError, read_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - 3.10
-    import tomli as tomllib
+from tokenpace.adapters.toml_text import TomlError, loads
 
 MAX_PROFILE_BYTES = 1 << 20  # a profile is a few kB; refuse anything that is plainly not one
 
@@ -29,15 +24,15 @@ def read_profile_file(path: str | Path) -> tuple[str, dict[str, Any]]:
     """The profile's name and its TOML document (profile.get_profile makes the Profile)."""
     p = Path(path)
     try:
-        doc = tomllib.loads(read_text(p, MAX_PROFILE_BYTES, "a simulator profile"))
+        doc = loads(read_text(p, MAX_PROFILE_BYTES, "a simulator profile"))
     except FileBoundError as e:
         raise ProfileFileError(str(e)) from None
     except FileNotFoundError:
         raise ProfileFileError(f"no profile file {str(p)!r}") from None
     except (OSError, UnicodeDecodeError) as e:
         raise ProfileFileError(f"cannot read profile {str(p)!r}: {e}") from None
-    except tomllib.TOMLDecodeError as e:
-        raise ProfileFileError(f"{p}: not valid TOML ({e})") from None
+    except TomlError as e:
+        raise ProfileFileError(f"{p}: {e}") from None
     return str(doc.get("name", p.stem)), doc
 
 
