@@ -18,8 +18,8 @@ from click.testing import CliRunner  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tokenpace.cli.gateway.gateway_cmd import _from_values, _parts, gateway  # noqa: E402
-from tokenpace.cli.gateway.gateway_config import reader  # noqa: E402
+from tokenpace.cli.gateway.gateway_cmd import _from_values, gateway  # noqa: E402
+from tokenpace.cli.gateway.gateway_config import reader, value_parts  # noqa: E402
 from tokenpace.gateway.lifecycle.serve import RunningGateway  # noqa: E402
 
 KEY = "fuzz-admin-key"
@@ -47,7 +47,7 @@ def test_hostile_files_reloaded_live_are_answered_with_every_problem(
     path = tmp_path_factory.mktemp("reload") / "gateway.toml"
     path.write_text(GOOD)
     ctx = gateway.make_context("gateway", ["--config", str(path)])
-    load = reader(ctx, lambda o: _from_values(o, None), _parts)
+    load = reader(ctx, lambda o: _from_values(o, None), value_parts)
     assert load is not None
     start = load()
     answers: list[tuple[int, dict[str, Any]]] = []

@@ -79,11 +79,8 @@ def serve_gateway(
         for line in following(follow, spool):
             say(line)
         if store is not None:
-            say(f"storing records in {store.display_url} as session {session} ({compare_hint(config)})")
-            for m in config.mirrors:
-                this = f"source=gateway,gateway_session={session}"
-                live, shadow = f"{this},upstream={config.upstreams[0].name}", f"{this},upstream={m.name}"
-                say(f"live vs shadow on the same requests: tokenpace compare {live} {shadow}")
+            for line in store_lines(store.display_url, session, config):
+                say(line)
 
     def done(gw: Any) -> None:  # a RunningGateway, or with workers the WorkerPool
         sink = gw if config.workers > 1 else gw.gateway.sink  # with workers: what the parent wrote
@@ -114,6 +111,16 @@ def serve_gateway(
             run_event_loop(main)
         except (OSError, RuntimeError) as exc:  # e.g. the port is taken: one line, exit 2
             raise GatewayRefused(f"cannot serve: {exc}") from None
+
+
+def store_lines(display_url: str, session: str, config: GatewayConfig) -> list[str]:
+    """Where the records go and the commands that read a mirror's records back."""
+    lines = [f"storing records in {display_url} as session {session} ({compare_hint(config)})"]
+    for m in config.mirrors:
+        this = f"source=gateway,gateway_session={session}"
+        live, shadow = f"{this},upstream={config.upstreams[0].name}", f"{this},upstream={m.name}"
+        lines.append(f"live vs shadow on the same requests: tokenpace compare {live} {shadow}")
+    return lines
 
 
 def compare_hint(config: GatewayConfig) -> str:

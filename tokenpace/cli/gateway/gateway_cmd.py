@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tokenpace.cli.gateway.gateway_config import CONFIG_PATH, check, load_config, reader
+from tokenpace.cli.gateway.gateway_config import CONFIG_PATH, check, load_config, reader, value_parts
 from tokenpace.cli.parsing import die, duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
@@ -255,7 +255,7 @@ def gateway(
     from tokenpace.app.serving.gateway_serving import GatewayRefused, ReplicaTerms, serve_gateway
 
     ctx = click.get_current_context()
-    load = reader(ctx, lambda o: _from_values(o, config), _parts)  # SIGHUP, the file watched
+    load = reader(ctx, lambda o: _from_values(o, config), value_parts)  # SIGHUP, the file watched
     try:  # the labels are the config's: on the records, the stored runs, /metrics and the spans
         terms = ReplicaTerms(fleet, replica, spool_dir)
         serve_gateway(config, None, store_url, not no_store, _say, load, ctx.meta.get(CONFIG_PATH), terms)
@@ -270,33 +270,7 @@ def _check(path: str, o: dict[str, Any]) -> None:
     from tokenpace.app.serving.gateway_terms import parse_static_labels
 
     build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
-    check(path, build, _parts(o))
-
-
-def _parts(o: dict[str, Any]) -> list[Any]:
-    """Each value's own parse, as a start would: every problem of a file is listed, not the first."""
-    from tokenpace.app.serving.gateway_terms import (
-        parse_listen,
-        parse_mirror,
-        parse_static_labels,
-        parse_upstream,
-    )
-
-    durations = (
-        "first_token_timeout", "stall_timeout", "connect_timeout", "scrape_interval", "scrape_window",
-        "header_timeout", "body_timeout", "idle_timeout", "shutdown_timeout",
-    )  # fmt: skip
-    parts = [
-        lambda: parse_slo(o["slo_text"]),
-        lambda: parse_static_labels(o["labels"]),
-        lambda: parse_listen(o["listen"], "--listen"),
-        *(lambda u=u: parse_upstream(u) for u in o["upstreams"]),
-        *(lambda m=m: parse_mirror(m) for m in o["mirrors"]),
-        *(lambda d=d: duration_s(o[d], "--" + d.replace("_", "-")) for d in durations),
-    ]
-    if o["admin_listen"]:
-        parts.append(lambda: parse_listen(o["admin_listen"], "--admin-listen"))
-    return parts
+    check(path, build, value_parts(o))
 
 
 def _config(o: dict[str, Any], slo: Any) -> Any:

@@ -12,6 +12,9 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from tokenpace.cli.parsing import duration_s
+from tokenpace.cli.parsing import slo as parse_slo
+
 
 def flags_of(command: click.Command) -> dict[str, Any]:
     """The command's long flag names (without dashes) -> how each is taken (a Flag)."""
@@ -127,3 +130,29 @@ def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -
         sys.exit(2)
     click.echo(f"{path}: ok ({len(config.upstreams)} upstream(s), listening on {config.host}:{config.port})")
     sys.exit(0)
+
+
+def value_parts(o: dict[str, Any]) -> list[Any]:
+    """Each value's own parse, as a start would: every problem of a file is listed, not the first."""
+    from tokenpace.app.serving.gateway_terms import (  # deferred: the app loads only when used
+        parse_listen,
+        parse_mirror,
+        parse_static_labels,
+        parse_upstream,
+    )
+
+    durations = (
+        "first_token_timeout", "stall_timeout", "connect_timeout", "scrape_interval", "scrape_window",
+        "header_timeout", "body_timeout", "idle_timeout", "shutdown_timeout",
+    )  # fmt: skip
+    parts = [
+        lambda: parse_slo(o["slo_text"]),
+        lambda: parse_static_labels(o["labels"]),
+        lambda: parse_listen(o["listen"], "--listen"),
+        *(lambda u=u: parse_upstream(u) for u in o["upstreams"]),
+        *(lambda m=m: parse_mirror(m) for m in o["mirrors"]),
+        *(lambda d=d: duration_s(o[d], "--" + d.replace("_", "-")) for d in durations),
+    ]
+    if o["admin_listen"]:
+        parts.append(lambda: parse_listen(o["admin_listen"], "--admin-listen"))
+    return parts
