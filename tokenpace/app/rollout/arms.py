@@ -139,9 +139,11 @@ def arms_report(
     alpha: float = 0.05,
     resamples: int = 1000,
     seed: int = 0,
+    candidate: str | None = None,
 ) -> tuple[ArmsWindow, ArmsReport]:
     """Raises ValueError (one line for the user) when the window holds no gateway traffic. The
-    window starts at the split's last live change, when one falls inside it (said in a warning)."""
+    window starts at the split's last live change, when one falls inside it (said in a warning).
+    ``candidate``: the one arm judged against ``reference`` (a canary against its baseline)."""
     change = last_split_change(store, since_unix, until_unix, session)
     if change is not None:
         since_unix = change.unix_s
@@ -163,6 +165,7 @@ def arms_report(
         seed,
         window.expected,
         store.event_names(),
+        candidate,
     )
     report.warnings = window.warnings + report.warnings
     return window, report

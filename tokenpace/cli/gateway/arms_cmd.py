@@ -35,7 +35,12 @@ from tokenpace.cli.library.store_opts import (
     "--guard", "guard", metavar="NAME=+X%|+Xpp,...", help="Guard rails, e.g. ttft.p95=+10%,complaint=+0pp."
 )
 @click.option(
-    "--reference", metavar="ARM", help="The arm the others are judged against (default: the first)."
+    "--reference",
+    "--baseline",
+    "reference",
+    metavar="ARM",
+    help="The arm the others are judged against: production, or a baseline arm of the old version "
+    "at the candidate's share (default: the first).",
 )
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
@@ -61,7 +66,10 @@ from tokenpace.cli.library.store_opts import (
     help="The candidate's steps: a promote moves to the next one.",
 )
 @click.option(
-    "--candidate", metavar="ARM", help="The arm --apply moves (default: the one besides the reference)."
+    "--candidate",
+    metavar="ARM",
+    help="The one arm judged against --baseline, and the one --apply moves (default: every arm "
+    "besides the reference is judged; --apply moves the only one).",
 )
 @click.option(
     "--admin-key-file",
@@ -120,7 +128,7 @@ def arms(
     assert start is not None
     store = open_or_fail("arms", store_url)
     _window, report = arms_report(
-        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed
+        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, candidate
     )
     if out:
         write_report(out, report.to_dict())

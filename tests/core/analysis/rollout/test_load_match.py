@@ -27,7 +27,7 @@ GUARDS = parse_guards("ttft.p50=+10%,ttft.p95=+10%,error_rate=+2pp")
 DECIDED = {Verdict.FASTER, Verdict.SLOWER, Verdict.NEGLIGIBLE}
 
 
-def _arm(
+def arm_records(
     rng: np.random.Generator, arm: str, loads: np.ndarray, slower: float = 1.0, recorded: bool = True
 ) -> list[RequestRecord]:
     """Requests whose TTFT grows 8 % per request in flight on their upstream (queueing)."""
@@ -64,8 +64,8 @@ def _latency_guards(report: ArmsReport) -> list[str]:
 def test_an_equal_candidate_at_a_nineteenth_of_the_load_is_never_called_faster(seed: int) -> None:
     rng = np.random.default_rng(seed)
     records = {
-        "prod": _arm(rng, "prod", rng.poisson(19, 3800)),
-        "cand": _arm(rng, "cand", rng.poisson(1, 200)),
+        "prod": arm_records(rng, "prod", rng.poisson(19, 3800)),
+        "cand": arm_records(rng, "cand", rng.poisson(1, 200)),
     }
     report = _judge(records, seed)
     assert report.verdict == HOLD and _latency_guards(report) == ["undecided", "undecided"]
@@ -86,8 +86,8 @@ def test_an_equal_candidate_at_a_nineteenth_of_the_load_is_never_called_faster(s
 def test_a_candidate_truly_15_percent_slower_at_equal_load_is_rolled_back(seed: int) -> None:
     rng = np.random.default_rng(100 + seed)
     records = {
-        "base": _arm(rng, "base", rng.poisson(8, 1500)),
-        "cand": _arm(rng, "cand", rng.poisson(8, 1500), slower=1.15),
+        "base": arm_records(rng, "base", rng.poisson(8, 1500)),
+        "cand": arm_records(rng, "cand", rng.poisson(8, 1500), slower=1.15),
     }
     report = _judge(records, seed)
     assert report.diffs[0].load is not None and report.diffs[0].load.state == MATCHED
@@ -99,8 +99,8 @@ def test_equal_arms_at_equal_load_are_never_breached() -> None:
     for seed in range(10):
         rng = np.random.default_rng(200 + seed)
         records = {
-            "base": _arm(rng, "base", rng.poisson(8, 1500)),
-            "cand": _arm(rng, "cand", rng.poisson(8, 1500)),
+            "base": arm_records(rng, "base", rng.poisson(8, 1500)),
+            "cand": arm_records(rng, "cand", rng.poisson(8, 1500)),
         }
         report = _judge(records, seed)
         assert "breached" not in _latency_guards(report), [g.reason for g in report.guards]
@@ -112,8 +112,8 @@ def test_a_slower_candidate_hidden_by_a_lighter_load_is_caught_at_matched_load()
     rng = np.random.default_rng(7)
     ref_loads, cand_loads = rng.integers(2, 11, 4000), rng.integers(1, 7, 2000)
     records = {
-        "prod": _arm(rng, "prod", ref_loads),
-        "cand": _arm(rng, "cand", cand_loads, slower=1.15),
+        "prod": arm_records(rng, "prod", ref_loads),
+        "cand": arm_records(rng, "cand", cand_loads, slower=1.15),
     }
     assert _judge(_blind(records)).verdict == PROMOTE  # raw, the lighter load hides the slowdown
     report = _judge(records)
@@ -128,9 +128,9 @@ def test_a_slower_candidate_hidden_by_a_lighter_load_is_caught_at_matched_load()
 def test_the_canary_is_judged_against_its_baseline_not_against_production() -> None:
     rng = np.random.default_rng(3)
     records = {
-        "prod": _arm(rng, "prod", rng.poisson(19, 3600)),
-        "baseline": _arm(rng, "baseline", rng.poisson(1, 1500)),
-        "canary": _arm(rng, "canary", rng.poisson(1, 1500)),
+        "prod": arm_records(rng, "prod", rng.poisson(19, 3600)),
+        "baseline": arm_records(rng, "baseline", rng.poisson(1, 1500)),
+        "canary": arm_records(rng, "canary", rng.poisson(1, 1500)),
     }
     against_prod = _judge(records)
     assert against_prod.verdict == HOLD and len(against_prod.diffs) == 2  # both at another load
@@ -147,8 +147,8 @@ def test_the_canary_is_judged_against_its_baseline_not_against_production() -> N
 def test_records_without_the_load_leave_it_unchecked() -> None:
     rng = np.random.default_rng(5)
     records = {
-        "a": _arm(rng, "a", rng.poisson(4, 300)),
-        "b": _arm(rng, "b", rng.poisson(4, 300), recorded=False),
+        "a": arm_records(rng, "a", rng.poisson(4, 300)),
+        "b": arm_records(rng, "b", rng.poisson(4, 300), recorded=False),
     }
     match = match_load("a", records["a"], "b", records["b"])
     assert match.state == UNCHECKED and "on b" in match.reason

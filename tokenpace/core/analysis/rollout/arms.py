@@ -254,8 +254,8 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
         if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
             return judge(guard, diff.arm, Evidence(None, None), alpha)
         if state == MATCHED:
-            mc, se = diff.matched[f"{metric}.{row.percentile}"]
-            ev = Evidence(mc.rel, se, mc.n, "requests at matched load", diff.per_s(mc.n))
+            mc, mc_se = diff.matched[f"{metric}.{row.percentile}"]
+            ev = Evidence(mc.rel, mc_se, mc.n, "requests at matched load", diff.per_s(mc.n))
         else:
             ev = Evidence(row.rel, row.change.se_log, diff.requests, "requests", diff.per_s(diff.requests))
         return judge(guard, diff.arm, ev, alpha)
@@ -340,10 +340,11 @@ def analyse_arms(
     a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
-    for name in (reference, candidate) if candidate is not None else (reference,):
-        if name is None or name not in order:
-            known = ", ".join(order) or "none"
-            raise ValueError(f"no arm {name!r} in the window (arms: {known})")
+    known = ", ".join(order) or "none"
+    if reference is None or reference not in order:
+        raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
+    if candidate is not None and candidate not in order:
+        raise ValueError(f"no arm {candidate!r} in the window (arms: {known})")
     if candidate == reference:
         raise ValueError(f"the candidate {candidate!r} is the arm it would be judged against")
     records = {arm: list(records_by_arm.get(arm, ())) for arm in order}

@@ -264,11 +264,12 @@ def matched_change(match: LoadMatch, metric: str, q: float) -> MatchedChange | N
     if not shares:
         return None
     shares = [s / sum(shares) for s in shares]
-    a = _percentile_se(ref_strata, shares, q / 100)
-    b = _percentile_se(cand_strata, shares, q / 100)
-    if a is None or b is None:
+    ref = _percentile_se(ref_strata, shares, q / 100)
+    cand = _percentile_se(cand_strata, shares, q / 100)
+    if ref is None or cand is None:
         return None
-    return MatchedChange(a[0], b[0], b[0] / a[0] - 1, math.hypot(a[1], b[1]), int(min(a[2], b[2])))
+    rel = cand[0] / ref[0] - 1
+    return MatchedChange(ref[0], cand[0], rel, math.hypot(ref[1], cand[1]), int(min(ref[2], cand[2])))
 
 
 def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[MatchedChange, float]]:
@@ -280,15 +281,12 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
     z = NormalDist().inv_cdf(1 - latency.alpha / 2)
     for m in latency.metrics:
         for row in m.rows:
-            if match.state == UNCHECKED or row.verdict is Verdict.TOO_FEW:
+            if match.state == UNMATCHED:  # its p-value and power measured the load
+                row.p_value, row.detectable, row.runs_needed = None, None, None
+                if row.verdict is not Verdict.TOO_FEW:
+                    row.verdict = Verdict.UNDECIDED
                 continue
-            if match.state == UNMATCHED:
-                row.verdict, row.p_value, row.detectable, row.runs_needed = (
-                    Verdict.UNDECIDED,
-                    None,
-                    None,
-                    None,
-                )
+            if match.state == UNCHECKED or row.verdict is Verdict.TOO_FEW:
                 continue
             mc = matched_change(match, m.metric, float(row.percentile[1:]))
             if mc is None:
