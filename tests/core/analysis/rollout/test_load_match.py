@@ -162,3 +162,23 @@ def test_load_bands_are_exact_when_few_run_and_a_quarter_wide_beyond() -> None:
         lo, hi = band_range(band(n))
         assert lo <= n <= hi and (n < 5 or hi <= 1.25 * lo + 1)
     assert band(1) != band(19) and band_range(band(19)) == (16, 19)
+
+
+def test_a_candidate_whose_own_slowness_raised_its_load_is_still_rolled_back() -> None:
+    """Equal traffic per upstream, but the slower canary holds its requests longer, so more are
+    in flight on it (Little's law): its loads are not the baseline's, yet only a breach decides."""
+    rng = np.random.default_rng(9)
+    records = {
+        "base": arm_records(rng, "base", rng.poisson(3, 1500)),
+        "canary": arm_records(rng, "canary", rng.poisson(12, 1500), slower=1.5),
+    }
+    report = _judge(records)
+    match = report.diffs[0].load
+    assert match is not None and match.state == UNMATCHED and match.only_worse
+    assert report.verdict == ROLL_BACK and _latency_guards(report) == ["breached", "breached"]
+    assert all("its own slowness raised its load" in g.reason for g in report.guards if g.guard.percentile)
+    # the same loads on a canary given twice the traffic: its load may be the traffic's doing
+    more = {**records, "canary": records["canary"] + arm_records(rng, "canary", rng.poisson(12, 1500))}
+    held = _judge(more)
+    assert held.diffs[0].load is not None and not held.diffs[0].load.only_worse
+    assert held.verdict == HOLD and _latency_guards(held) == ["undecided", "undecided"]

@@ -28,6 +28,7 @@ from tokenpace.core.analysis.rollout.load_match import (
     arm_load,
     at_matched_load,
     match_load,
+    unmatched_item,
 )
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
@@ -250,7 +251,9 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
         row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
         state = diff.load.state if diff.load is not None else UNCHECKED
         if row is not None and diff.load is not None and state == UNMATCHED:  # never faster or slower
-            return GuardItem(guard, diff.arm, None, None, "undecided", diff.load.reason)
+            return unmatched_item(
+                guard, diff.arm, diff.load, row, diff.requests, diff.per_s(diff.requests), alpha
+            )
         if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
             return judge(guard, diff.arm, Evidence(None, None), alpha)
         if state == MATCHED:

@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.core.analysis.comparison.compare import Comparison
+from tokenpace.core.analysis.comparison.compare import Comparison, PercentileRow
 from tokenpace.core.analysis.evidence.samples import measured_ok, metric_samples
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
+from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples
 
@@ -78,6 +79,8 @@ class ArmLoad:
     median: float | None
     p90: float | None
     by_upstream: dict[str, tuple[int, float | None, float | None]] = field(default_factory=dict)
+    mean: float | None = None
+    per_upstream: float = 0.0  # requests sent to each of its upstreams (the traffic it was given)
 
     @property
     def text(self) -> str:
@@ -91,6 +94,8 @@ class ArmLoad:
             "without_load": self.missing,
             "inflight_median": self.median,
             "inflight_p90": self.p90,
+            "inflight_mean": self.mean,
+            "requests_per_upstream": self.per_upstream,
             "by_upstream": {
                 u: {"requests": n, "inflight_median": m, "inflight_p90": p}
                 for u, (n, m, p) in self.by_upstream.items()
@@ -109,7 +114,9 @@ def arm_load(records: Sequence[RequestRecord]) -> ArmLoad:
             per.setdefault(r.labels.get("upstream", ""), []).append(r.upstream_inflight)
     median, p90 = _median_p90(loads)
     by = {u: (len(v), *_median_p90(v)) for u, v in per.items()} if len(per) > 1 else {}
-    return ArmLoad(len(loads), len(sent) - len(loads), median, p90, by)
+    mean = sum(loads) / len(loads) if loads else None
+    per_upstream = len(sent) / max(len({r.labels.get("upstream", "") for r in sent}), 1)
+    return ArmLoad(len(loads), len(sent) - len(loads), median, p90, by, mean, per_upstream)
 
 
 @dataclass(slots=True)
@@ -123,6 +130,7 @@ class LoadMatch:
     common: dict[int, tuple[int, int]] = field(default_factory=dict)  # band -> (n ref, n cand)
     coverage: tuple[float, float] | None = None  # share of each arm's requests in the common bands
     mean_load: tuple[float, float] | None = None  # each arm's mean in flight at the reference's mix
+    only_worse: bool = False  # unmatched, but the candidate's own slowness raised its load
     by_band: tuple[dict[int, list[RequestRecord]], dict[int, list[RequestRecord]]] = ({}, {})
 
     def to_dict(self) -> dict[str, Any]:
@@ -136,6 +144,7 @@ class LoadMatch:
                 for b, (r, c) in sorted(self.common.items())
             ],
             "coverage": list(self.coverage) if self.coverage else None,
+            "only_a_breach_decides": self.only_worse,
             "matched_mean_inflight": list(self.mean_load) if self.mean_load else None,
         }
 
@@ -175,7 +184,9 @@ def match_load(
     }
     cov_ref = sum(r for r, _ in common.values()) / n_ref if n_ref else 0.0
     cov_cand = sum(c for _, c in common.values()) / n_cand if n_cand else 0.0
-    match = LoadMatch(MATCHED, "", ref_load, cand_load, common, (cov_ref, cov_cand), None, (by_ref, by_cand))
+    match = LoadMatch(
+        MATCHED, "", ref_load, cand_load, common, (cov_ref, cov_cand), by_band=(by_ref, by_cand)
+    )
     if min(cov_ref, cov_cand) < MIN_COVERAGE:
         match.state = UNMATCHED
         match.reason = (
@@ -183,7 +194,7 @@ def match_load(
             f"{MIN_BAND_N}+ requests each cover {cov_ref:.0%} of {ref_arm}'s and {cov_cand:.0%} of "
             f"{cand_arm}'s requests (under {MIN_COVERAGE:.0%}): latency cannot be compared like with like"
         )
-        return match
+        return _own_doing(match, cand_arm)
     total = sum(r for r, _ in common.values())
     mean_ref = sum(_mean(by_ref[b]) * r / total for b, (r, _) in common.items())
     mean_cand = sum(_mean(by_cand[b]) * r / total for b, (r, _) in common.items())
@@ -195,11 +206,29 @@ def match_load(
             f"bands their mean in flight differs ({mean_ref:.2f} against {mean_cand:.2f}, over "
             f"{MAX_RESIDUAL:.0%}): latency cannot be compared like with like"
         )
-        return match
+        return _own_doing(match, cand_arm)
     match.reason = (
         f"compared at matched load ({names} at dispatch): {len(common)} common load band(s) "
         f"holding {cov_ref:.0%} of {ref_arm}'s and {cov_cand:.0%} of {cand_arm}'s requests, "
         f"{cand_arm} weighted to {ref_arm}'s mix"
+    )
+    return match
+
+
+def _own_doing(match: LoadMatch, cand_arm: str) -> LoadMatch:
+    """An arm given no more traffic per upstream than the reference (within chance: two SDs of
+    a difference of Poisson counts) that still carried more in flight did so by answering slower
+    (Little's law): its raw latency may then show it worse -- a breach decides -- never no worse."""
+    ref, cand = match.reference, match.candidate
+    if ref.mean is None or cand.mean is None or cand.mean <= ref.mean:
+        return match
+    if cand.per_upstream > ref.per_upstream + 2 * math.sqrt(ref.per_upstream + cand.per_upstream):
+        return match
+    match.only_worse = True
+    match.reason += (
+        f"; but {cand_arm} carried more in flight on no more traffic per upstream "
+        f"({cand.per_upstream:,.0f} requests against {ref.per_upstream:,.0f}): its own slowness "
+        "raised its load, so only a breach decides"
     )
     return match
 
@@ -283,8 +312,9 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None
-                if row.verdict is not Verdict.TOO_FEW:
-                    row.verdict = Verdict.UNDECIDED
+                worse = Verdict.FASTER if m.higher_is_better else Verdict.SLOWER
+                if row.verdict not in (Verdict.TOO_FEW, worse) or not match.only_worse:
+                    row.verdict = Verdict.TOO_FEW if row.verdict is Verdict.TOO_FEW else Verdict.UNDECIDED
                 continue
             if match.state == UNCHECKED or row.verdict is Verdict.TOO_FEW:
                 continue
@@ -309,3 +339,15 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
     if match.state == MATCHED:
         latency.method = "percentiles at matched load (the candidate weighted to the reference's load mix)"
     return out
+
+
+def unmatched_item(
+    guard: Guard, arm: str, load: LoadMatch, row: PercentileRow, n: int, per_s: float | None, alpha: float
+) -> GuardItem:
+    """A latency guard of arms at other loads: undecided -- unless the candidate's own slowness
+    raised its load, when its raw interval may show a breach (never a pass)."""
+    if load.only_worse and row.change is not None and row.rel is not None:
+        item = judge(guard, arm, Evidence(row.rel, row.change.se_log, n, "requests", per_s), alpha)
+        if item.outcome == "breached":
+            return GuardItem(guard, arm, item.change, item.ci, "breached", f"{item.reason}; {load.reason}")
+    return GuardItem(guard, arm, None, None, "undecided", load.reason)
