@@ -35,12 +35,13 @@ from tokenpace.cli.library.store_opts import (
     "--guard", "guard", metavar="NAME=+X%|+Xpp,...", help="Guard rails, e.g. ttft.p95=+10%,complaint=+0pp."
 )
 @click.option(
-    "--reference",
+    "--reference", metavar="ARM", help="The arm the others are judged against (default: the first)."
+)
+@click.option(
     "--baseline",
-    "reference",
     metavar="ARM",
-    help="The arm the others are judged against: production, or a baseline arm of the old version "
-    "at the candidate's share (default: the first).",
+    help="A baseline arm: the old version on replicas of its own at the candidate's share. The "
+    "candidate is judged against it, not production; --apply and --set move it with the candidate.",
 )
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
@@ -86,6 +87,7 @@ def arms(
     until: str | None,
     guard: str | None,
     reference: str | None,
+    baseline: str | None,
     session: str | None,
     alpha: float,
     resamples: int,
@@ -107,9 +109,12 @@ def arms(
     step is made (a hold moves nothing), with the same exit code."""
     if (apply or set_share) and not gateway_url:
         raise ValueError("--apply and --set need --gateway URL (the gateway's admin surface)")
+    if baseline and reference and baseline != reference:
+        raise ValueError("--baseline is the arm the candidate is judged against: give it or --reference")
+    reference = baseline or reference
     key = admin_key(admin_key_file)
     if set_share:
-        sys.exit(manual_step(gateway_url or "", key, set_share))
+        sys.exit(manual_step(gateway_url or "", key, set_share, baseline))
     rungs = parse_ladder(ladder)
     if changes:
         from tokenpace.app.rollout.arms import change_lines
@@ -141,7 +146,9 @@ def arms(
     if apply:
         from tokenpace.app.rollout.apply import apply_verdict
 
-        done = apply_verdict(report.verdict, report.reference, gateway_url or "", key, rungs, candidate)
+        done = apply_verdict(
+            report.verdict, report.reference, gateway_url or "", key, rungs, candidate, baseline
+        )
         click.echo(move_line(done.move, done.epoch), err=as_json)
     sys.exit(report.exit_code)
 
@@ -156,7 +163,7 @@ def admin_key(path: Path | None) -> str | None:
     return lines[0]
 
 
-def manual_step(gateway_url: str, key: str | None, text: str) -> int:
+def manual_step(gateway_url: str, key: str | None, text: str, baseline: str | None = None) -> int:
     from tokenpace.app.rollout.apply import set_share
 
     arm, sep, share = text.partition("=")
@@ -166,7 +173,7 @@ def manual_step(gateway_url: str, key: str | None, text: str) -> int:
         percent = float("nan")
     if not sep or not arm.strip() or not 0 <= percent <= 100:
         raise ValueError(f"--set {text!r}: expected ARM=P% with P from 0 to 100, e.g. b=25%")
-    done = set_share(gateway_url, key, arm.strip(), percent)
+    done = set_share(gateway_url, key, arm.strip(), percent, baseline)
     click.echo(move_line(done.move, done.epoch))
     return 0
 
