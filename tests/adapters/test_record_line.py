@@ -18,6 +18,7 @@ def _records() -> list[RequestRecord]:
     ok.chunk_tokens = [1, 2, 2]
     ok.prefix_hashes = [2**63 - 1, 7]
     ok.finish_reason = "stop"
+    ok.upstream_inflight = 3  # the gateway's load at dispatch
     failed = RequestRecord("tp-2", warmup=True, status=Status.STREAM_INTERRUPTED, error='cut "mid" ünïcode')
     implausible = RequestRecord("tp-3", output_tokens_server=10**12, output_tokens_counted=2)
     resent = RequestRecord("tp-4", attempts=2, first_sent_ns=5, connect_ns=None, tls_ns=None)
@@ -37,3 +38,9 @@ def test_records_written_read_back_equal(tmp_path) -> None:
         writer.write(record)
     writer.close()
     assert read_records(path) == _records()
+
+
+def test_a_line_written_before_the_load_field_reads_back_without_it() -> None:
+    old = orjson.loads(record_line(RequestRecord("tp-old")))
+    del old["upstream_inflight"]
+    assert RequestRecord.from_dict(old).upstream_inflight is None

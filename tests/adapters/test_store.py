@@ -37,6 +37,7 @@ def _records(n: int, failed: int = 0, warmup: int = 0):
 def test_save_and_read_back_every_record(store_url: str) -> None:  # noqa: F811
     store = connect(store_url)
     recs = _records(30, failed=3, warmup=2)
+    recs[5].upstream_inflight = 7  # the gateway's load at dispatch: in the record's data, no column
     store.save_run("run1", _conditions(engine="vllm"), {"ttft_ms": {"p95": 55.0}}, recs, interrupted=True)
     info = store.get_run("run1")
     assert info is not None
@@ -45,6 +46,7 @@ def test_save_and_read_back_every_record(store_url: str) -> None:  # noqa: F811
     assert info.conditions["load"]["concurrency"] == 4
     back = store.load_records("run1")
     assert [r.to_dict() for r in back] == [r.to_dict() for r in recs]
+    assert back[5].upstream_inflight == 7 and back[4].upstream_inflight is None
     assert store.record_counts("run1") == {"total": 33, "warmup": 2, "ok": 28, "timeout": 3}
 
 

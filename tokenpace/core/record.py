@@ -107,6 +107,11 @@ class RequestRecord:
     # unsampled incoming trace at the gateway) and no hop exported a span of it
     trace_sampled: bool = True
 
+    # --- the gateway (issue 48): the load its upstream carried when this request was sent to it ---
+    # requests already in flight on the same upstream in this gateway process, this one not counted
+    # (None: not recorded, e.g. a client's record or a gateway older than the field)
+    upstream_inflight: int | None = None
+
     # --- outcome ---
     status: Status = Status.OK
     http_status: int | None = None

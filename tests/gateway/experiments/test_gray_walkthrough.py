@@ -1,7 +1,8 @@
 """docs/gateway.md's gray-release walkthrough, run as written (ports and upstreams replaced) against
 one gateway process that never restarts: a reload of its file by SIGHUP, `arms --apply` promoting
-b from 1 % to 10 % to 50 %, a roll back at 50 % where b turns slower, the manual step back to 50 %
-once it is fast again, the promote to 100 %; each move stored as a configuration change."""
+b from 1 % to 10 % to 50 % against its baseline (which moves with it), a roll back at 50 % where b
+turns slower, the manual step back to 50 % once it is fast again, the promote to 100 %; each move
+stored as a configuration change."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from tokenpace.gateway.request_path.router import Router
 from tokenpace.testing.procs import free_port, run_cli, start_service, wait_listening
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
-OLD, NEW = "http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1"
+OLD, NEW, BASE = "http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1", "http://10.0.0.3:8000/v1"
 START = "tokenpace gateway --config gray.toml"
 CURL_REQUEST = (
     "curl -s http://127.0.0.1:9100/tokenpace/events -H 'Authorization: Bearer ADMIN_KEY' -d "
@@ -41,12 +42,17 @@ CURL_USER = (
     '\'{"user_id": "alice", "event": "complaint"}\''
 )
 APPLY = (
-    "tokenpace arms --store runs.db --guard ttft.p95=+25% --ladder 1%,10%,50%,100% --apply "
-    "--gateway http://127.0.0.1:9100 --admin-key-file admin.key"
+    "tokenpace arms --store runs.db --guard ttft.p95=+25% --baseline baseline --candidate b "
+    "--ladder 1%,10%,50%,100% --apply --gateway http://127.0.0.1:9100 --admin-key-file admin.key"
 )
-SET_50 = "tokenpace arms --gateway http://127.0.0.1:9100 --admin-key-file admin.key --set b=50%"
+SET_50 = (
+    "tokenpace arms --gateway http://127.0.0.1:9100 --admin-key-file admin.key "
+    "--set b=50% --baseline baseline"
+)
 CHANGES = "tokenpace arms --changes --store runs.db"
 KEY = "walkthrough-admin-key"
+START_SPLIT = {"a": 98, "baseline": 1, "b": 1}
+HALF = {"a": 0, "baseline": 50, "b": 50}  # the 50 % step: production out, the baseline beside b
 # TTFTs long beside the host's jitter (a few ms on a shared machine), so that P95 is the engine's
 FAST, SLOW = Script(ttft_s=0.025, itl_s=0.001), Script(ttft_s=0.150, itl_s=0.001)
 
@@ -94,21 +100,22 @@ async def _traffic(url: str, users: list[str], concurrency: int = 8) -> list[str
 
 
 def _step(url: str, users: list[str], weights: Mapping[str, float], more: int) -> list[str]:
-    """One request per user, and ``more`` each from the users the sticky split routes to b, mixed
-    in one stream of traffic (so a small arm gathers enough requests for a latency guard under the
-    same host load as the other; the split is judged on users)."""
-    sent = users + _on_b(users, weights) * more
+    """One request per user, and ``more`` each from the users the sticky split routes to b and to
+    its baseline, mixed in one stream of traffic (so the small arms gather enough requests for a
+    latency guard, at the same traffic as each other; the split is judged on users)."""
+    sent = users + _on_b(users, weights, ("b", "baseline")) * more
     random.Random(len(users)).shuffle(sent)
     return asyncio.run(_traffic(url, sent))
 
 
-def _on_b(users: list[str], weights: Mapping[str, float]) -> list[str]:
-    """The users the gateway's sticky split sends to b (rendezvous hashing is deterministic)."""
+def _on_b(users: list[str], weights: Mapping[str, float], arms: tuple[str, ...] = ("b",)) -> list[str]:
+    """The users the gateway's sticky split sends to b (or ``arms``; rendezvous hashing is
+    deterministic)."""
     router = Router(
         [parse_upstream(f"{arm}=http://127.0.0.1:1/v1,weight={w}") for arm, w in weights.items()],
         time.monotonic,
     )
-    return [u for u in users if router.choose(None, u.encode()).arm == "b"]
+    return [u for u in users if router.choose(None, u.encode()).arm in arms]
 
 
 async def _config(admin_url: str) -> dict:
@@ -129,9 +136,13 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
         assert command in text, command
     if shutil.which("curl") is None:
         pytest.skip("curl not installed")
-    with ThreadedServer(ScriptedServer(FAST)) as old, ThreadedServer(ScriptedServer(FAST)) as new:
+    with (
+        ThreadedServer(ScriptedServer(FAST)) as old,
+        ThreadedServer(ScriptedServer(FAST)) as new,
+        ThreadedServer(ScriptedServer(FAST)) as base,
+    ):
         port, admin = free_port(), free_port()
-        config = _toml(text).replace(OLD, old.url).replace(NEW, new.url)
+        config = _toml(text).replace(OLD, old.url).replace(NEW, new.url).replace(BASE, base.url)
         config = config.replace("127.0.0.1:9000", f"127.0.0.1:{port}").replace(
             "127.0.0.1:9100", f"127.0.0.1:{admin}"
         )
@@ -142,7 +153,7 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
         try:
             wait_listening(port, proc)
             wait_listening(admin, proc)
-            assert _weights(admin_url) == {"a": 99, "b": 1}
+            assert _weights(admin_url) == START_SPLIT
             # a reload of the edited file: SIGHUP, the new SLO in effect, the split as it was
             (tmp_path / "gray.toml").write_text('slo = "ttft=2s"\n' + config)
             proc.send_signal(signal.SIGHUP)
@@ -151,26 +162,25 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
                     break
                 asyncio.run(asyncio.sleep(0.05))
             now = asyncio.run(_config(admin_url))
-            assert (
-                now["epoch"] == 1
-                and now["slo"]["ttft_ms"] == 2000
-                and _weights(admin_url) == {"a": 99, "b": 1}
-            )
+            assert now["epoch"] == 1 and now["slo"]["ttft_ms"] == 2000 and _weights(admin_url) == START_SPLIT
 
             users = [f"u1-{i}" for i in range(1500)]  # 1 %
-            ids = _step(url, users, {"a": 99, "b": 1}, 0)
+            ids = _step(url, users, START_SPLIT, 0)
             for command in (CURL_REQUEST.replace("REQUEST_ID", ids[0]), CURL_USER):
                 assert orjson.loads(_curl(command, admin)) == {"accepted": 1, "unknown_request_ids": 0}
             held = _cli(APPLY, tmp_path, admin)  # a few users on b: undecided, nothing moves
             assert held.returncode == 2 and "nothing moved" in held.stdout, held.stdout + held.stderr
-            assert _weights(admin_url) == {"a": 99, "b": 1}
+            assert _weights(admin_url) == START_SPLIT
             _step(
                 url,
-                [f"u1b-{i}" for i in range(600)] + _on_b(users, {"a": 99, "b": 1}) * 15,
-                {"a": 99, "b": 1},
+                [f"u1b-{i}" for i in range(600)] + _on_b(users, START_SPLIT, ("b", "baseline")) * 15,
+                START_SPLIT,
                 0,
             )
-            steps = [({"a": 90, "b": 10}, 300, 6), ({"a": 50, "b": 50}, 400, 0)]
+            steps = [
+                ({"a": 80, "baseline": 10, "b": 10}, 300, 25),
+                (HALF, 400, 0),
+            ]  # b and its baseline alike
             for n, (weights, count, more) in enumerate(steps):
                 moved = _cli(APPLY, tmp_path, admin)
                 out = moved.stdout + moved.stderr
@@ -179,13 +189,13 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
                 _step(url, [f"u{n + 2}-{i}" for i in range(count)], weights, more)
 
             new.default = SLOW  # b turns slower at 50 %: rolled back at once
-            _step(url, [f"slow-{i}" for i in range(200)], {"a": 50, "b": 50}, 2)
+            _step(url, [f"slow-{i}" for i in range(200)], HALF, 2)
             rolled = _cli(APPLY, tmp_path, admin)
             assert rolled.returncode == 1 and "VERDICT: ROLL BACK" in rolled.stdout, (
                 rolled.stdout + rolled.stderr
             )
             assert "judged since the split's last change" in rolled.stdout
-            assert _weights(admin_url) == {"a": 100, "b": 0}
+            assert _weights(admin_url) == {"a": 100, "baseline": 0, "b": 0}
             asyncio.run(_traffic(url, [f"back-{i}" for i in range(50)]))  # nobody is routed to b
             held = _cli(APPLY, tmp_path, admin)  # only a has traffic since: nothing to judge, nothing moves
             assert held.returncode == 2 and "nothing moved" in held.stdout + held.stderr, (
@@ -194,13 +204,11 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
 
             new.default = FAST  # fixed: the manual step back to 50 %, then the promote to 100 %
             manual = _cli(SET_50, tmp_path, admin)
-            assert manual.returncode == 0 and _weights(admin_url) == {"a": 50, "b": 50}, (
-                manual.stdout + manual.stderr
-            )
-            _step(url, [f"u4-{i}" for i in range(400)], {"a": 50, "b": 50}, 0)
+            assert manual.returncode == 0 and _weights(admin_url) == HALF, manual.stdout + manual.stderr
+            _step(url, [f"u4-{i}" for i in range(400)], HALF, 6)
             last = _cli(APPLY, tmp_path, admin)
             assert last.returncode == 0 and "VERDICT: PROMOTE" in last.stdout, last.stdout + last.stderr
-            assert _weights(admin_url) == {"a": 0, "b": 100}
+            assert _weights(admin_url) == {"a": 0, "baseline": 0, "b": 100}
             asyncio.run(_traffic(url, ["bob"]))
         finally:
             proc.send_signal(signal.SIGTERM)

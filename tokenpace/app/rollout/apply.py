@@ -99,22 +99,28 @@ def apply_verdict(
     key: str | None,
     ladder: tuple[float, ...],
     candidate: str | None = None,
+    baseline: str | None = None,
 ) -> AppliedMove:
-    """Move the running split as the verdict says (nothing for a hold)."""
+    """Move the running split as the verdict says (nothing for a hold); a ``baseline`` arm moves
+    with the candidate (the same share)."""
     weights = gateway_weights(admin_url, key)
     arm = candidate or _only_candidate(weights, reference)
-    move = next_move(verdict, weights, arm, ladder)
+    move = next_move(verdict, weights, arm, ladder, baseline)
     if not move.moves:
         return AppliedMove(move, None)
     return AppliedMove(move, send_weights(admin_url, key, move.after, who_moves(f"--apply ({verdict})")))
 
 
-def set_share(admin_url: str, key: str | None, arm: str, percent: float) -> AppliedMove:
-    """A manual step: the arm at ``percent`` of the weight, the others sharing the rest."""
+def set_share(
+    admin_url: str, key: str | None, arm: str, percent: float, baseline: str | None = None
+) -> AppliedMove:
+    """A manual step: the arm at ``percent`` of the weight (a ``baseline`` arm at the same), the
+    others sharing the rest."""
     weights = gateway_weights(admin_url, key)
-    if arm not in weights:
-        raise GatewayAdminError(f"arm {arm!r} is not in the gateway's split ({', '.join(weights)})")
-    after = at_share(weights, arm, percent)
+    for name in (arm, baseline) if baseline else (arm,):
+        if name not in weights:
+            raise GatewayAdminError(f"arm {name!r} is not in the gateway's split ({', '.join(weights)})")
+    after = at_share(weights, arm, percent, baseline)
     move = SplitMove(weights, after, f"set: {arm} at {percent:g} %")
     if not move.moves:
         return AppliedMove(move, None)

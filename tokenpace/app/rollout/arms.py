@@ -155,10 +155,12 @@ def arms_report(
     resamples: int = 1000,
     seed: int = 0,
     fleet: str | None = None,
+    candidate: str | None = None,
 ) -> tuple[ArmsWindow, ArmsReport]:
     """Raises ValueError (one line for the user) when the window holds no gateway traffic. The
     window starts at the split's last live change, when one falls inside it (said in a warning).
-    ``fleet``: only the replicas of that fleet (all of them), else every gateway session."""
+    ``fleet``: only the replicas of that fleet (all of them), else every gateway session.
+    ``candidate``: the one arm judged against ``reference`` (a canary against its baseline)."""
     change = last_split_change(store, since_unix, until_unix, session, fleet)
     if change is not None:
         since_unix = change.unix_s
@@ -180,6 +182,7 @@ def arms_report(
         seed,
         window.expected,
         store.event_names(),
+        candidate,
     )
     report.warnings = window.warnings + report.warnings
     return window, report

@@ -37,6 +37,12 @@ from tokenpace.cli.library.store_opts import (
 @click.option(
     "--reference", metavar="ARM", help="The arm the others are judged against (default: the first)."
 )
+@click.option(
+    "--baseline",
+    metavar="ARM",
+    help="A baseline arm: the old version on replicas of its own at the candidate's share. The "
+    "candidate is judged against it, not production; --apply and --set move it with the candidate.",
+)
 @click.option("--session", metavar="ID", help="Only this gateway session (printed when the gateway starts).")
 @click.option("--fleet", metavar="NAME", help="Only the replicas of this gateway fleet (all of them).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - confidence of the intervals.")
@@ -62,7 +68,10 @@ from tokenpace.cli.library.store_opts import (
     help="The candidate's steps: a promote moves to the next one.",
 )
 @click.option(
-    "--candidate", metavar="ARM", help="The arm --apply moves (default: the one besides the reference)."
+    "--candidate",
+    metavar="ARM",
+    help="The one arm judged against --baseline, and the one --apply moves (default: every arm "
+    "besides the reference is judged; --apply moves the only one).",
 )
 @click.option(
     "--admin-key-file",
@@ -79,6 +88,7 @@ def arms(
     until: str | None,
     guard: str | None,
     reference: str | None,
+    baseline: str | None,
     session: str | None,
     fleet: str | None,
     alpha: float,
@@ -101,9 +111,12 @@ def arms(
     step is made (a hold moves nothing), with the same exit code."""
     if (apply or set_share) and not gateway_url:
         raise ValueError("--apply and --set need --gateway URL (the gateway's admin surface)")
+    if baseline and reference and baseline != reference:
+        raise ValueError("--baseline is the arm the candidate is judged against: give it or --reference")
+    reference = baseline or reference
     key = admin_key(admin_key_file)
     if set_share:
-        sys.exit(manual_step(gateway_url or "", key, set_share))
+        sys.exit(manual_step(gateway_url or "", key, set_share, baseline))
     rungs = parse_ladder(ladder)
     if changes:
         from tokenpace.app.rollout.arms import change_lines
@@ -122,7 +135,7 @@ def arms(
     assert start is not None
     store = open_or_fail("arms", store_url)
     _window, report = arms_report(
-        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet
+        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet, candidate
     )
     if out:
         write_report(out, report.to_dict())
@@ -135,7 +148,9 @@ def arms(
     if apply:
         from tokenpace.app.rollout.apply import apply_verdict
 
-        done = apply_verdict(report.verdict, report.reference, gateway_url or "", key, rungs, candidate)
+        done = apply_verdict(
+            report.verdict, report.reference, gateway_url or "", key, rungs, candidate, baseline
+        )
         click.echo(move_line(done.move, done.epoch), err=as_json)
     sys.exit(report.exit_code)
 
@@ -150,7 +165,7 @@ def admin_key(path: Path | None) -> str | None:
     return lines[0]
 
 
-def manual_step(gateway_url: str, key: str | None, text: str) -> int:
+def manual_step(gateway_url: str, key: str | None, text: str, baseline: str | None = None) -> int:
     from tokenpace.app.rollout.apply import set_share
 
     arm, sep, share = text.partition("=")
@@ -160,7 +175,7 @@ def manual_step(gateway_url: str, key: str | None, text: str) -> int:
         percent = float("nan")
     if not sep or not arm.strip() or not 0 <= percent <= 100:
         raise ValueError(f"--set {text!r}: expected ARM=P% with P from 0 to 100, e.g. b=25%")
-    done = set_share(gateway_url, key, arm.strip(), percent)
+    done = set_share(gateway_url, key, arm.strip(), percent, baseline)
     click.echo(move_line(done.move, done.epoch))
     return 0
 

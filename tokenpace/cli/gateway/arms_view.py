@@ -54,8 +54,12 @@ def arms_table(report: ArmsReport) -> Table:
         t.add_column(col, justify="left" if col == "arm" else "right")
     t.add_column("errors", justify="right")
     t.add_column("interrupted", justify="right")
+    t.add_column("in flight p50/p90", justify="right")  # on its upstream when each was sent
     for a in report.arms:
         ref = " (ref)" if a.arm == report.reference else ""
+        ref = " (candidate)" if a.arm == report.candidate else ref
+        load = a.load
+        inflight = f"{load.median:g} / {load.p90:g}" if load and load.median is not None else "-"
         t.add_row(
             a.arm + ref,
             num(a.weight, 3).rstrip("0").rstrip(".") if a.weight is not None else "-",
@@ -67,6 +71,7 @@ def arms_table(report: ArmsReport) -> Table:
             _pctl(a.latency["e2e"], "p95"),
             _share(a.errors),
             _share(a.interruptions),
+            inflight,
         )
     return t
 
@@ -103,9 +108,21 @@ def guards_table(report: ArmsReport) -> Table | None:
     return t
 
 
+def load_lines(report: ArmsReport) -> list[tuple[str, str]]:
+    """Each judged arm's load against the reference's, and whether latency could be matched on it."""
+    out = []
+    for d in report.diffs:
+        if d.load is not None and d.load.state != "unchecked":  # unchecked: a warning says so
+            style = "bold yellow" if d.load.state == "unmatched" else ""
+            out.append((f"load at dispatch ({d.arm} against {report.reference}): {d.load.reason}", style))
+    return out
+
+
 def render(console: Console, report: ArmsReport, since: str) -> None:
     for line in srm_lines(report):  # first: a broken split voids every other row
         style = "bold red" if "MISMATCH" in line else ""
+        console.print(line, style=style, highlight=False)
+    for line, style in load_lines(report):  # next: arms at other loads void every latency row
         console.print(line, style=style, highlight=False)
     show_table(console, arms_table(report))
     for table in (events_table(report), guards_table(report)):

@@ -50,7 +50,7 @@ from tokenpace.gateway.recording.records import RecordMaker
 from tokenpace.gateway.recording.sink import BatchWriter, RecordSink
 from tokenpace.gateway.request_path.intake import carried, compressed, read_body, refused
 from tokenpace.gateway.request_path.model_list import listed_models
-from tokenpace.gateway.request_path.router import Router
+from tokenpace.gateway.request_path.router import Router, UpstreamLoad
 from tokenpace.gateway.request_path.ws_proxy import UpstreamSessions, proxy_session
 from tokenpace.wire import tracecontext as tc
 from tokenpace.wire.connection import HttpConnection
@@ -84,6 +84,7 @@ class Gateway:
         configured = {u.model for u in config.upstreams if u.model}
         self.models = ModelLabels(configured, config.max_model_labels, self._list_models)
         self.router = Router(config.upstreams, time.monotonic)
+        self.load = UpstreamLoad()  # requests in flight per upstream, recorded at dispatch
         self.sink = RecordSink(writer, config.record_queue, on_drop=self.metrics.dropped.inc)
         self.on_record = on_record
         self.origins = {u.name: upstream_pool(u.endpoint) for u in config.upstreams}
@@ -263,6 +264,9 @@ class Gateway:
                 drop = HOP_AND_ID | ({"authorization"} if self.config.client_keys else set())
                 self.mirrors.copy(request, body, record, dialect, key or record.request_id.encode(), drop)
         self.metrics.in_flight.inc()
+        carried_load = self.load.enter(upstream.name)
+        if record is not None:
+            record.upstream_inflight = carried_load
         try:
             headers = upstream_headers(request, upstream, bool(self.config.client_keys))
             origin = self.origins[upstream.name]
@@ -271,6 +275,7 @@ class Gateway:
             )
             return await self._forward(request, payload, upstream, record, dialect, hops)
         finally:
+            self.load.leave(upstream.name)
             self.metrics.in_flight.dec()
 
     async def _websocket(self, request: web.Request, dialect: Dialect, start: int) -> web.StreamResponse:

@@ -81,3 +81,26 @@ class Router:
             if score > best_score:
                 best, best_score = u, score
         return best
+
+
+class UpstreamLoad:
+    """Requests in flight on each upstream in this process: what a request's record says its
+    upstream carried when it was sent (``upstream_inflight``), so that arms are compared at the
+    same load. One int per upstream with a request in flight (an idle upstream's entry is removed):
+    bounded by the configured upstreams, a dict lookup per request, nothing per token."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def enter(self, name: str) -> int:
+        """One more request on ``name``; returns how many were in flight on it before this one."""
+        before = self.counts.get(name, 0)
+        self.counts[name] = before + 1
+        return before
+
+    def leave(self, name: str) -> None:
+        left = self.counts.get(name, 1) - 1
+        if left > 0:
+            self.counts[name] = left
+        else:
+            self.counts.pop(name, None)

@@ -43,3 +43,23 @@ def test_a_share_keeps_the_other_arms_in_proportion() -> None:
     assert weights == {"a": 33.333333, "b": 50.0, "c": 16.666667}
     assert share_of(weights, "b") == pytest.approx(50.0)
     assert at_share({"a": 0.0, "b": 100.0}, "b", 50.0) == {"a": 50.0, "b": 50.0}  # a back from 0
+
+
+def test_a_baseline_arm_moves_with_the_canary_and_production_takes_the_rest() -> None:
+    start = {"prod": 98.0, "baseline": 1.0, "canary": 1.0}
+    up = next_move("promote", start, "canary", LADDER, baseline="baseline")
+    assert up.after == {"prod": 90.0, "baseline": 5.0, "canary": 5.0}
+    half = next_move(
+        "promote", {"prod": 50.0, "baseline": 25.0, "canary": 25.0}, "canary", LADDER, "baseline"
+    )
+    assert half.after == {"prod": 0.0, "baseline": 50.0, "canary": 50.0}  # at most half each
+    top = next_move("promote", half.after, "canary", LADDER, "baseline")
+    assert top.after == {"prod": 0.0, "baseline": 0.0, "canary": 100.0}
+    back = next_move("roll back", half.after, "canary", LADDER, "baseline")
+    assert back.after == {"prod": 100.0, "baseline": 0.0, "canary": 0.0}  # production takes it all back
+    assert at_share({"baseline": 1.0, "canary": 1.0}, "canary", 0.0, "baseline") == {
+        "baseline": 100.0,
+        "canary": 0.0,
+    }
+    with pytest.raises(ValueError, match="'base' is not in the gateway's split"):
+        next_move("promote", start, "canary", LADDER, "base")

@@ -17,7 +17,19 @@ from tokenpace.core.analysis.comparison.compare import Comparison, compare_recor
 from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff, z_for
 from tokenpace.core.analysis.evidence.samples import metric_samples
 from tokenpace.core.analysis.evidence.verdict import DEFAULT_MIN_EFFECT, Verdict
-from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
+from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, check_event_guards, judge
+from tokenpace.core.analysis.rollout.load_match import (
+    MATCHED,
+    UNCHECKED,
+    UNMATCHED,
+    ArmLoad,
+    LoadMatch,
+    MatchedChange,
+    arm_load,
+    at_matched_load,
+    match_load,
+    unmatched_item,
+)
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
@@ -54,6 +66,7 @@ class ArmStats:
     errors: Share
     interruptions: Share
     events: dict[str, EventRates]
+    load: ArmLoad | None = None  # requests in flight on its upstream(s) at dispatch
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -61,6 +74,7 @@ class ArmStats:
             "weight": self.weight,
             "requests": self.requests,
             "users": self.users,
+            "load_at_dispatch": self.load.to_dict() if self.load else None,
             "latency_ms": {k: v.to_dict() for k, v in self.latency.items()},
             "error_rate": self.errors.to_dict(),
             "interruption_rate": self.interruptions.to_dict(),
@@ -80,6 +94,8 @@ class ArmDiff:
     requests: int = 0  # the fewer of the two arms'
     users: int = 0
     span_s: float | None = None  # the window the arms' requests were sent over
+    load: LoadMatch | None = None  # the arms' loads at dispatch, and whether they were matched
+    matched: dict[str, tuple[MatchedChange, float]] = field(default_factory=dict)  # metric.pNN -> (, SE)
 
     def per_s(self, n: int) -> float | None:
         """``n`` (the smaller arm's requests or users) per second of the window."""
@@ -88,6 +104,7 @@ class ArmDiff:
     def to_dict(self) -> dict[str, Any]:
         return {
             "arm": self.arm,
+            "load": self.load.to_dict() if self.load else None,
             "latency": self.latency.to_dict(),
             "error_rate": self.errors.to_dict(),
             "interruption_rate": self.interruptions.to_dict(),
@@ -108,6 +125,7 @@ class ArmsReport:
     reason: str
     unmatched_events: int
     warnings: list[str] = field(default_factory=list)
+    candidate: str | None = None  # the one arm judged (a canary against its baseline), else every other
 
     @property
     def exit_code(self) -> int:
@@ -123,6 +141,7 @@ class ArmsReport:
             "reason": self.reason,
             "exit_code": self.exit_code,
             "reference": self.reference,
+            "candidate": self.candidate,
             "sample_ratio": [r.to_dict() for r in self.srm],
             "arms": [a.to_dict() for a in self.arms],
             "diffs": [d.to_dict() for d in self.diffs],
@@ -178,7 +197,7 @@ def arm_stats(
         )
     latency = {m: describe(metric_samples(sent, m).values) for m in LATENCY}
     errors, cuts = share(failed, len(sent), alpha), share(cut, len(sent), alpha)
-    return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates)
+    return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates, arm_load(sent))
 
 
 def arm_diff(
@@ -192,7 +211,7 @@ def arm_diff(
 ) -> ArmDiff:
     # Arms share one window: no noise between runs to count. The table calls a change faster or
     # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
-    # guards judge against their own limits.
+    # guards judge against their own limits. Both at matched load (load_match), where recorded.
     latency = compare_records(
         records[ref.arm],
         records[cand.arm],
@@ -211,6 +230,7 @@ def arm_diff(
         )
         for name in ref.events
     }
+    load = match_load(ref.arm, records[ref.arm], cand.arm, records[cand.arm])
     return ArmDiff(
         cand.arm,
         latency,
@@ -219,6 +239,8 @@ def arm_diff(
         events,
         min(ref.requests, cand.requests),
         min(ref.users, cand.users),
+        load=load,
+        matched=at_matched_load(latency, load),
     )
 
 
@@ -227,9 +249,18 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
     if pct is not None:
         metric, q = pct
         row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
+        state = diff.load.state if diff.load is not None else UNCHECKED
+        if row is not None and diff.load is not None and state == UNMATCHED:  # never faster or slower
+            return unmatched_item(
+                guard, diff.arm, diff.load, row, diff.requests, diff.per_s(diff.requests), alpha
+            )
         if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
             return judge(guard, diff.arm, Evidence(None, None), alpha)
-        ev = Evidence(row.rel, row.change.se_log, diff.requests, "requests", diff.per_s(diff.requests))
+        if state == MATCHED:
+            mc, mc_se = diff.matched[f"{metric}.{row.percentile}"]
+            ev = Evidence(mc.rel, mc_se, mc.n, "requests at matched load", diff.per_s(mc.n))
+        else:
+            ev = Evidence(row.rel, row.change.se_log, diff.requests, "requests", diff.per_s(diff.requests))
         return judge(guard, diff.arm, ev, alpha)
     unit = "requests"
     if guard.name in ("error_rate", "interruption_rate"):
@@ -245,16 +276,6 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
         )
     se = (d.ci[1] - d.ci[0]) / (2 * z_for(alpha)) if d.ci is not None else None
     return judge(guard, diff.arm, Evidence(d.diff, se, n, unit, diff.per_s(n)), alpha)
-
-
-def check_event_guards(guards: Sequence[Guard], known: Sequence[str]) -> None:
-    """A guard on an event nobody reported (a misspelled name) would compare zero with zero: refused,
-    with the names that were reported. Raises ValueError (one line for the user)."""
-    for g in guards:
-        name = g.event[0] if g.event else None
-        if name is not None and name not in known:
-            listed = ", ".join(sorted(known)) or "none reported in this window"
-            raise ValueError(f"--guard {g.text}: no event {name!r} was reported (known events: {listed})")
 
 
 def decide(srm: Sequence[SrmResult], items: Sequence[GuardItem], guards: Sequence[Guard]) -> tuple[str, str]:
@@ -311,17 +332,24 @@ def analyse_arms(
     seed: int = 0,
     expected: Mapping[str, Mapping[str, float]] | None = None,
     known_events: Sequence[str] | None = None,
+    candidate: str | None = None,
 ) -> ArmsReport:
     """``weights``: the configured split per arm (arm order = config order; the first is the
-    reference unless ``reference`` names another); ``expected``: per unit (users, requests), the
-    expected share of each arm when the window spans sessions with different splits;
-    ``known_events``: every event name ever reported (default: those in ``events``). Raises
-    ValueError on a reference with no arm, or a guard on an event name nobody reported."""
+    reference unless ``reference`` names another); ``candidate``: the one arm judged against the
+    reference (the canary against its baseline; the other arms shown, not judged), else every
+    other arm; ``expected``: per unit (users, requests), the expected share of each arm when the
+    window spans sessions with different splits; ``known_events``: every event name ever reported
+    (default: those in ``events``). Raises ValueError on a reference or candidate with no arm, or
+    a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
+    known = ", ".join(order) or "none"
     if reference is None or reference not in order:
-        known = ", ".join(order) or "none"
         raise ValueError(f"no arm {reference!r} in the window (arms: {known})")
+    if candidate is not None and candidate not in order:
+        raise ValueError(f"no arm {candidate!r} in the window (arms: {known})")
+    if candidate == reference:
+        raise ValueError(f"the candidate {candidate!r} is the arm it would be judged against")
     records = {arm: list(records_by_arm.get(arm, ())) for arm in order}
     joined, unmatched = resolve_events(records, events)
     check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
@@ -333,7 +361,7 @@ def analyse_arms(
     diffs = [
         arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed)
         for a in order
-        if a != reference and stats[a].requests > 0
+        if a != reference and stats[a].requests > 0 and candidate in (None, a)
     ]
     span = _span_s(records)
     for d in diffs:
@@ -347,6 +375,19 @@ def analyse_arms(
         warnings.append(f"{unmatched} event(s) name a request the store does not hold: counted, not judged")
     if not weights:
         warnings.append("no configured split stored with these runs: the sample-ratio check is skipped")
+    warnings += [f"{d.arm}: {d.load.reason}" for d in diffs if d.load and d.load.state == UNCHECKED]
+    if candidate is not None and len(order) > 2:
+        others = ", ".join(a for a in order if a not in (reference, candidate))
+        warnings.append(f"judged: {candidate} against {reference} only; {others} shown, not judged")
     return ArmsReport(
-        reference, [stats[a] for a in order], diffs, srm, items, verdict, reason, unmatched, warnings
+        reference,
+        [stats[a] for a in order],
+        diffs,
+        srm,
+        items,
+        verdict,
+        reason,
+        unmatched,
+        warnings,
+        candidate,
     )

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -232,3 +233,13 @@ def _duration(seconds: float) -> str:
 
 def _fmt(value: float, relative: bool) -> str:
     return f"{value:+.1%}" if relative else f"{value * 100:+.2f}pp"
+
+
+def check_event_guards(guards: Sequence[Guard], known: Sequence[str]) -> None:
+    """A guard on an event nobody reported (a misspelled name) would compare zero with zero: refused,
+    with the names that were reported. Raises ValueError (one line for the user)."""
+    for g in guards:
+        name = g.event[0] if g.event else None
+        if name is not None and name not in known:
+            listed = ", ".join(sorted(known)) or "none reported in this window"
+            raise ValueError(f"--guard {g.text}: no event {name!r} was reported (known events: {listed})")
