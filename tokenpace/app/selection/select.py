@@ -242,7 +242,8 @@ def run_select(store: Store | None, config: SelectConfig) -> SelectReport:
         points = _points(store, cand, scenario)
         verdict = judge(scenario, cand.name, points, cand.kind != "run", adjust)
         if cand.predicted is not None:
-            verdict = as_predicted(verdict)
+            told = cand.predicted.get("predicted") or {}
+            verdict = as_predicted(verdict, told.get("caveats") or (), told.get("pass_unproven") or ())
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:

@@ -15,7 +15,9 @@ highest step nothing is trusted: measure it. A single run counts only if it ran 
 load (same loop, at it or up to 10 % above); anything else is "not enough evidence", never a pass.
 Runs marked not valid, interrupted, without a successful request, too short to reach a steady state,
 or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
-percentile with fewer than 5 samples beyond it is "too few requests", not a verdict.
+percentile with fewer than 5 samples beyond it is "too few requests", not a verdict. Where the step
+that would judge the scenario's load is left out (a predicted step past what its profile vouches for
+among them) and no valid step above it can, the verdict is undecided with that step's reason.
 """
 
 from __future__ import annotations
@@ -110,6 +112,7 @@ class Placement:
     values: dict[str, float] = field(default_factory=dict)
     low_sample: frozenset[str] = frozenset()
     runs: tuple[str, ...] = ()  # the run(s) the numbers come from, highest load last
+    undecided: bool = False  # untrusted because the step at that load was left out: undecided, not unknown
 
 
 def _fmt_load(scenario: Scenario, x: float) -> str:
@@ -141,14 +144,28 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         ((x, p) for p in points if not p.left_out and (x := p.axis(scenario)) is not None),
         key=lambda xp: xp[0],
     )
+    above = [(x, p) for x, p in on_axis if x >= target * (1 - 1e-9)]
+    cut = [
+        (x, p)
+        for p in points
+        if p.left_out and (x := p.axis(scenario)) is not None and x >= target * (1 - 1e-9)
+    ]
+    if not above and cut:  # the step that would judge it is left out: its reason decides nothing
+        x, p = min(cut, key=lambda xp: xp[0])
+        return Placement(
+            False,
+            f"undecided: step {p.run_id} at {_fmt_load(scenario, x)}, the load that would judge it, is left "
+            f"out ({p.left_out})",
+            runs=(p.run_id,),
+            undecided=True,
+        )
     if not on_axis:
         kind = "open-loop steps (sweep --rate)" if scenario.rate is not None else "closed-loop steps (-c)"
         return Placement(
             False, f"not enough evidence: no valid step of the scenario's kind of load; it needs {kind}"
         )
     hi_x, _ = on_axis[-1]
-    above = [(x, p) for x, p in on_axis if x >= target * (1 - 1e-9)]
-    if not above or target > hi_x:
+    if not above:
         return Placement(
             False,
             f"the scenario's load is beyond the sweep's highest valid step ({_fmt_load(scenario, hi_x)}): "
@@ -192,7 +209,7 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return Cell(line.label(), status, value, upper, reason, thr)
 
     if not at.trusted:  # no numbers shown: they are not at the scenario's conditions
-        return Cell(line.label(), "unknown", None, None, at.where, thr)
+        return Cell(line.label(), _untrusted(at), None, None, at.where, thr)
     if key in at.low_sample:
         return cell("unknown", f"too few requests for {pct} (needs {_needed(line.percentile)})")
     if value is None or upper is None:
@@ -208,10 +225,14 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
     )
 
 
+def _untrusted(at: Placement) -> str:
+    return "undecided" if at.undecided else "unknown"
+
+
 def judge_errors(scenario: Scenario, at: Placement) -> Cell:
     label = f"errors <= {scenario.max_error_rate:.0%}"
     if not at.trusted:
-        return Cell(label, "unknown", None, None, at.where)
+        return Cell(label, _untrusted(at), None, None, at.where)
     rate = at.values.get("error_rate", 0.0)
     ok = rate <= scenario.max_error_rate
     return Cell(label, "pass" if ok else "fail", rate, None, f"{rate:.1%} errors")
@@ -222,7 +243,7 @@ def judge_attainment(scenario: Scenario, at: Placement) -> Cell | None:
         return None
     label = f"attainment >= {scenario.attainment:.0%}"
     if not at.trusted:
-        return Cell(label, "unknown", None, None, at.where)
+        return Cell(label, _untrusted(at), None, None, at.where)
     got = at.values.get("attainment")
     if got is None:
         return Cell(label, "unknown", None, None, "no records to count requests meeting the lines")
@@ -238,6 +259,7 @@ class Verdict:
     cells: tuple[Cell, ...]
     warnings: tuple[str, ...]
     capacity_good_rps: float | None  # goodput a replica sustains while meeting every line
+    caveats: tuple[str, ...] = ()  # what the candidate's evidence carries (a predicted profile's limits)
 
     @property
     def status(self) -> str:
@@ -263,6 +285,7 @@ class Verdict:
             "placement": {"trusted": p.trusted, "where": p.where, "runs": list(p.runs)},
             "cells": [c.to_dict() for c in self.cells],
             "warnings": list(self.warnings),
+            "caveats": list(self.caveats),
             "capacity_good_rps": self.capacity_good_rps,
             "prompt_tokens": p.values.get("prompt_tokens"),
             "output_tokens": p.values.get("output_tokens"),
