@@ -42,6 +42,11 @@ def _slo_line(slo: dict[str, Any]) -> str:
     what = f"{slo['percentile'].upper()} {limits}{basis}"
     if slo.get("max_load_rps") is None:
         return f"SLO ({what}) held at no usable step"
+    if slo.get("lower_bound_why"):  # an open loop's: the true maximum lies above it
+        return (
+            f"Max load under the SLO ({what}): at least {slo['max_load_rps']:.3g} req/s (step {slo['step']}; "
+            f"{slo['lower_bound_why']}), goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
+        )
     if slo.get("ceiling_reached") is False:
         return (
             f"SLO ({what}) held up to the highest load tried ({slo['max_load_rps']:.3g} req/s, step "
@@ -112,9 +117,10 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     ms = a.get("max_sustainable") or {}
     if ms.get("load_rps") is not None:
         at_least = "at least " if ms.get("lower_bound") else ""
+        why = f"; {ms['lower_bound_why']}" if ms.get("lower_bound_why") else ""
         out.append(
             f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
-            f"errors <= {ms['max_error_rate']:.0%})"
+            f"errors <= {ms['max_error_rate']:.0%}{why})"
         )
     drifting = bool((a.get("drift") or {}).get("latency_moved_with_time"))
     if (
