@@ -5,6 +5,7 @@ And a server that does not behave like an engine gets a clear answer, never a tr
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -133,11 +134,19 @@ def test_sim_virtual_says_which_steps_it_cannot_vouch_for(profile, tmp_path) -> 
     path = tmp_path / "six.toml"
     path.write_text(profile_to_toml(profile, "test"))
     sweep = tmp_path / "pred.json"
-    done = run_cli("sim", "--virtual", "--profile", str(path), "--rate", "1,40", "--duration", "5s",
+    done = run_cli("sim", "--virtual", "--profile", str(path), "--rate", "1,40", "--duration", "30s",
                    "--input-len", "256", "--output-len", "32", "--predicted-sweep", str(sweep))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "profile: slot limit not identified" in done.stdout
     assert re.search(r"^step 40/s: UNDECIDED, predicted past what the profile vouches for", done.stdout, re.M)
     assert not re.search(r"^step 1/s: UNDECIDED", done.stdout, re.M)
-    plan = run_cli("plan", str(sweep))
+    plan = run_cli("plan", str(sweep), "--out", str(tmp_path / "plan.json"))
     assert "past what its profile vouches for" in plan.stdout, plan.stdout
+    assert "Caveat (every figure): slot limit not identified" in plan.stdout  # the profile's, said
+    # the maximum read at 1 req/s is a lower bound: 40 req/s, left out, lies above it
+    assert re.search(
+        r"at least [\d.]+ req/s .*between 1 and 40 req/s \(step 2 was not sustained: left out", plan.stdout
+    ), plan.stdout
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert any("slot limit not identified" in c for c in doc["plan"]["caveats"])
+    assert doc["analysis"]["max_sustainable"]["true_max_below_rps"] == 40

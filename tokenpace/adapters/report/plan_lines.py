@@ -112,7 +112,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     a = sweep.get("analysis") or {}
     p = sweep.get("plan") or {}
     numbers = step_numbers(sweep)
-    out = _steps_basis(a, numbers)
+    out = [f"Caveat (every figure): {c}" for c in p.get("caveats") or []]
+    out += _steps_basis(a, numbers)
     out.append(_knee_line(a))
     ms = a.get("max_sustainable") or {}
     if ms.get("load_rps") is not None:
@@ -146,7 +147,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     shown_above = ("SLO held up", "left out", "latency moved with time")
     out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(shown_above)]
     # the analysis counts curve places; people read the numbers of the progress lines and files
-    return [line if line.startswith("Figures rest on") else renumber(line, numbers) for line in out]
+    kept = ("Figures rest on", "Caveat")
+    return [line if line.startswith(kept) else renumber(line, numbers) for line in out]
 
 
 def _drift_lines(a: dict[str, Any]) -> list[str]:
