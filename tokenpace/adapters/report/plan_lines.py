@@ -174,7 +174,9 @@ def _drift_verdict(drift: dict[str, Any]) -> list[str]:
 
 
 def _noise_lines(drift: dict[str, Any]) -> list[str]:
-    """Trends seen inside steps that the host's noise explains: said, not a verdict."""
+    """Trends seen inside steps that the host's noise explains, and every other trend a step flagged
+    that moves no figure: said, each with why, not a verdict."""
     noise = drift.get("noise") or {}
     within = noise.get("trends_within_noise") or []
-    return [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []
+    out = [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []
+    return out + [f"Drift seen, the figures stand: {d}" for d in drift.get("detected_figures_stand") or []]

@@ -69,7 +69,10 @@ def plan_from_sweep(
     revisit = (doc.get("revisit") or [None])[0]
     caveats = (doc.get("predicted") or {}).get("caveats") or ()
     args = (slo, pct, max_error_rate, peak_rps, headroom, plateau, revisit, records)
-    doc.update(capacity(doc["steps"], *args, caveats=caveats))
+    off_curve = [
+        d for d in [*(doc.get("probe") or []), *(doc.get("short_attempts") or [])] if isinstance(d, dict)
+    ]
+    doc.update(capacity(doc["steps"], *args, caveats=caveats, off_curve=off_curve))
     return notes
 
 

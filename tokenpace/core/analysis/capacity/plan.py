@@ -149,12 +149,14 @@ def analyze(
     plateau_rps: float | None = None,
     revisit: LoadPoint | None = None,
     run_noise_sd: float = ASSUMED_CENTRE_SD,
+    off_curve: Sequence[tuple[str, dict[str, Any] | None]] = (),
 ) -> CurveAnalysis:
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
     steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
     again after the last (drift). When latency moved with time there is no knee. ``run_noise_sd``: the
     run-to-run SD of a P50 on this host (``evidence.runnoise``): drift and a rising open-loop trend are
-    declared only beyond what it explains."""
+    declared only beyond what it explains. ``off_curve``: (name, time_trend) of the steps run off the
+    curve (probes, short attempts), whose trends the drift report names too."""
     little = [little_check(p, floor=noise_floor(run_noise_sd)) for p in points]
     pts = [
         replace(p, inconsistent=c.note) if c.status == "inconsistent" else p
@@ -162,7 +164,7 @@ def analyze(
     ]
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
-    drift = detect_drift(pts, revisit, run_noise_sd)
+    drift = detect_drift(pts, revisit, run_noise_sd, off_curve)
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
     if drift.moved:
