@@ -95,8 +95,9 @@ def test_the_engine_fails_the_line_where_the_model_meets_it(case) -> None:
     assert limits_of(profile).beyond(mean_in_flight, 256) == ""
 
 
-def test_select_never_passes_a_load_past_the_calibration_and_says_why(case) -> None:
-    out = _select(case, "busy")
+def test_select_never_passes_a_load_past_the_calibration_and_says_why(case, tmp_path) -> None:
+    out = _select(case, "busy", "--html", str(tmp_path / "select.html"))
+    assert "caveat: slot limit not identified" in (tmp_path / "select.html").read_text()
     assert "PASS" not in out
     assert "UNDECIDED PREDICTED" in out
     assert "offered load past what the calibration saw" in out
