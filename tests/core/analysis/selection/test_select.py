@@ -206,3 +206,16 @@ def test_a_left_out_step_that_would_judge_the_scenario_makes_it_undecided_with_i
     assert judge(scenario(rate=2.0), "pred", steps, sweep=True).status == "pass"  # within: judged
     # past every step, left out or not, nothing is guessed: unknown, measure it
     assert judge(scenario(rate=10.0), "pred", steps, sweep=True).status == "unknown"
+
+
+def test_a_line_met_on_an_open_loop_run_whose_queue_grew_is_undecided():
+    # 4 req/s offered, 3 completed a second: the server fell behind (Little's law: overloaded), so a
+    # longer run sees a longer queue; percentiles under the line here do not prove the steady state
+    grew = run_point("a", result(700, 790, load=4.0, rps=3.0), good=200)
+    assert "queue grew" in grew.caveat and not grew.left_out
+    v = judge(scenario(attainment=0.9), "a", [grew], sweep=False)
+    assert v.status == "undecided" and v.status != "pass"
+    assert v.cells[0].status == "undecided" and "a longer run would decide" in v.cells[0].reason
+    assert next(c for c in v.cells if c.line.startswith("attainment")).status == "undecided"
+    kept_up = judge(scenario(), "b", [run_point("b", result(700, 790, load=4.0), good=200)], sweep=False)
+    assert kept_up.status == "pass"  # the same percentiles where the server kept up: a pass

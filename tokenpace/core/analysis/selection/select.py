@@ -15,7 +15,9 @@ highest step nothing is trusted: measure it. A single run counts only if it ran 
 load (same loop, at it or up to 10 % above); anything else is "not enough evidence", never a pass.
 Runs marked not valid, interrupted, without a successful request, too short to reach a steady state,
 or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
-percentile with fewer than 5 samples beyond it is "too few requests", not a verdict. Where the step
+percentile with fewer than 5 samples beyond it is "too few requests", not a verdict. A line met on an
+open-loop run whose queue grew through it (Little's law: overloaded) is undecided: a longer run sees
+a longer queue. Where the step
 that would judge the scenario's load is left out (a predicted step past what its profile vouches for
 among them) and no valid step above it can, the verdict is undecided with that step's reason.
 """
@@ -45,6 +47,7 @@ class RunPoint:
     left_out: str  # why it cannot be judged ("" when usable)
     values: dict[str, float]
     low_sample: frozenset[str]  # "ttft_ms.p95": too few samples beyond that percentile
+    caveat: str = ""  # why a line met on this run is not proven (its queue grew: Little's law)
 
     def axis(self, scenario: Scenario) -> float | None:
         """Where the run sits on the scenario's load axis (req/s or concurrency), if it is a load of
@@ -55,7 +58,8 @@ class RunPoint:
 
 
 def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -> RunPoint:
-    """``result``: conditions, summary, valid, interrupted. ``good``: measured requests meeting
+    """``result``: conditions, summary, valid, interrupted (and ``time_trend``, for Little's law's
+    check of a growing queue, where the records gave it). ``good``: measured requests meeting
     every line of the scenario (from the records), for attainment and goodput. Like plan, an
     open-loop run is judged on TTFT and E2E from the scheduled send time: what a user arriving on
     schedule sees, client queueing included."""
@@ -88,17 +92,19 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
     if good is not None and lp.sent:
         values["attainment"] = good / lp.sent
         values["good_rps"] = good / window if window > 0 else 0.0
-    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp), values, frozenset(low))
+    little = little_check(lp)
+    caveat = f"the queue grew through the run ({little.note})" if little.status == "overloaded" else ""
+    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp, little.status, little.note), values,
+                    frozenset(low), caveat)  # fmt: skip
 
 
-def _left_out(lp: LoadPoint) -> str:
+def _left_out(lp: LoadPoint, little: str, note: str) -> str:
     """Why a run is never judged: plan's reasons (no success, NOT VALID, interrupted, too short to
     reach a steady state), or Little's law showing it did not run at its stated load."""
     if lp.left_out_reasons:
         return ", ".join(lp.left_out_reasons)
-    little = little_check(lp)
-    if little.status == "inconsistent":
-        return f"not at its stated load ({little.note})"
+    if little == "inconsistent":
+        return f"not at its stated load ({note})"
     return ""
 
 
@@ -112,6 +118,7 @@ class Placement:
     values: dict[str, float] = field(default_factory=dict)
     low_sample: frozenset[str] = frozenset()
     runs: tuple[str, ...] = ()  # the run(s) the numbers come from, highest load last
+    caveat: str = ""  # why a line met there is not proven (the run's ``caveat``)
     undecided: bool = False  # untrusted because the step at that load was left out: undecided, not unknown
 
 
@@ -137,9 +144,8 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         if x < target * (1 - 1e-9) or x > target * (1 + LOAD_TOLERANCE):
             ran, want = _fmt_load(scenario, x), _fmt_load(scenario, target)
             return Placement(False, f"not at the scenario's load: ran at {ran}, scenario at {want}")
-        return Placement(
-            True, f"run {p.run_id} at {_fmt_load(scenario, x)}", p.values, p.low_sample, (p.run_id,)
-        )
+        where = f"run {p.run_id} at {_fmt_load(scenario, x)}"
+        return Placement(True, where, p.values, p.low_sample, (p.run_id,), caveat=p.caveat)
     on_axis = sorted(
         ((x, p) for p in points if not p.left_out and (x := p.axis(scenario)) is not None),
         key=lambda xp: xp[0],
@@ -175,7 +181,7 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
     where = f"step {p.run_id} at {_fmt_load(scenario, x)}"
     if x > target * (1 + 1e-9):
         where += f", the next load measured above {_fmt_load(scenario, target)} (a bound: conservative)"
-    return Placement(True, where, p.values, p.low_sample, (p.run_id,))
+    return Placement(True, where, p.values, p.low_sample, (p.run_id,), caveat=p.caveat)
 
 
 # --- judging ---------------------------------------------------------------------------------
@@ -214,6 +220,11 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return cell("unknown", f"too few requests for {pct} (needs {_needed(line.percentile)})")
     if value is None or upper is None:
         return cell("unknown", f"no {line.metric.upper()} samples with an interval")
+    if upper < thr and at.caveat:  # met where the run cannot show its steady state
+        return cell(
+            "undecided",
+            f"upper bound {upper:.4g} ms < {thr:g} ms, but {at.caveat}: a longer run would decide",
+        )
     if upper < thr:
         return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
@@ -248,6 +259,8 @@ def judge_attainment(scenario: Scenario, at: Placement) -> Cell | None:
     if got is None:
         return Cell(label, "unknown", None, None, "no records to count requests meeting the lines")
     status = "pass" if got >= scenario.attainment else "fail"
+    if status == "pass" and at.caveat:
+        return Cell(label, "undecided", got, None, f"{got:.1%} of requests met every line, but {at.caveat}")
     return Cell(label, status, got, None, f"{got:.1%} of requests met every line")
 
 
@@ -312,7 +325,7 @@ def _input_off(scenario: Scenario, at: Placement) -> str:
 
 
 def _holds(scenario: Scenario, p: RunPoint) -> bool:
-    at = Placement(True, "", p.values, p.low_sample)
+    at = Placement(True, "", p.values, p.low_sample, caveat=p.caveat)
     cells = [judge_line(line, at) for line in scenario.slos] + [judge_errors(scenario, at)]
     return all(c.status == "pass" for c in cells)
 
