@@ -5,6 +5,7 @@ And a server that does not behave like an engine gets a clear answer, never a tr
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 
@@ -17,7 +18,7 @@ from tokenpace.core.analysis.selection.select import run_point
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.sim.profiles.calibrated import calibrated_profile, fit_provenance
-from tokenpace.sim.profiles.limits import limits_of
+from tokenpace.sim.profiles.limits import Offered, limits_of, share_at_least
 from tokenpace.sim.profiles.profile import get_network, get_profile
 from tokenpace.sim.virtual_time.predicted_sweep import predicted_sweep_doc
 from tokenpace.sim.virtual_time.virtual import run_virtual
@@ -77,6 +78,23 @@ def test_predictions_past_what_the_calibration_saw_are_undecided_everywhere(prof
     assert "past what its profile vouches for" in run_point("p#1", step).left_out
 
 
+def test_an_open_loop_is_judged_on_the_load_it_offers_not_on_the_models_own_queue(profile) -> None:
+    """Arrivals in an open loop come in bursts: Poisson counts in flight (more spread for burstier
+    arrivals). A load whose arrivals find the calibration's 4 at once already in flight more than
+    1 % of the time is past it, whatever the model's own mean count says."""
+    assert share_at_least(1.0, 4) == pytest.approx(0.01899, abs=1e-4)  # Poisson(1): P(N >= 4)
+    assert share_at_least(1.0, 4, dispersion=3.0) > share_at_least(1.0, 4) > share_at_least(0.5, 4)
+    assert share_at_least(float("inf"), 4) == 1.0 and share_at_least(2.0, 0) == 1.0
+    limits = limits_of(profile)
+    assert limits.offered_beyond(Offered(1.0, 0.27)) == ""  # 0.27 in flight: 0.02 % find 4
+    why = limits.offered_beyond(Offered(5.0, 0.27))  # 1.35 in flight: 5 % find 4 or more
+    assert why.startswith("offered load past what the calibration saw") and "--max-num-seqs" in why
+    assert "prefills alone" in limits.offered_beyond(Offered(100.0, float("inf")))
+    assert limits.beyond(1.35, 256, offered=Offered(5.0, 0.27)) == why  # said once, by the load offered
+    told = replace(profile, provenance={**profile.provenance, "defaulted": {}})  # a limit identified
+    assert limits_of(told).offered_beyond(Offered(5.0, 0.27)) == ""
+
+
 def test_a_fit_that_failed_its_gate_vouches_for_nothing(profile) -> None:
     marked = replace(profile, provenance={**profile.provenance, "fit_quality": {"problems": ["misfits"]}})
     assert "does not describe this engine" in limits_of(marked).beyond(1, 16)
@@ -116,11 +134,19 @@ def test_sim_virtual_says_which_steps_it_cannot_vouch_for(profile, tmp_path) -> 
     path = tmp_path / "six.toml"
     path.write_text(profile_to_toml(profile, "test"))
     sweep = tmp_path / "pred.json"
-    done = run_cli("sim", "--virtual", "--profile", str(path), "--rate", "1,40", "--duration", "5s",
+    done = run_cli("sim", "--virtual", "--profile", str(path), "--rate", "1,40", "--duration", "30s",
                    "--input-len", "256", "--output-len", "32", "--predicted-sweep", str(sweep))  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "profile: slot limit not identified" in done.stdout
     assert re.search(r"^step 40/s: UNDECIDED, predicted past what the profile vouches for", done.stdout, re.M)
     assert not re.search(r"^step 1/s: UNDECIDED", done.stdout, re.M)
-    plan = run_cli("plan", str(sweep))
+    plan = run_cli("plan", str(sweep), "--out", str(tmp_path / "plan.json"))
     assert "past what its profile vouches for" in plan.stdout, plan.stdout
+    assert "Caveat (every figure): slot limit not identified" in plan.stdout  # the profile's, said
+    # the maximum read at 1 req/s is a lower bound: 40 req/s, left out, lies above it
+    assert re.search(
+        r"at least [\d.]+ req/s .*between 1 and 40 req/s \(step 2 was not sustained: left out", plan.stdout
+    ), plan.stdout
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert any("slot limit not identified" in c for c in doc["plan"]["caveats"])
+    assert doc["analysis"]["max_sustainable"]["true_max_below_rps"] == 40

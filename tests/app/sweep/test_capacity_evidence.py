@@ -90,7 +90,7 @@ def test_bimodal_steps_are_undecided_not_held():
     assert any("undecided at step(s) 1, 2" in w for w in doc["plan"]["warnings"])
 
 
-def test_an_open_loop_step_whose_queue_grows_is_saturated_not_a_lower_bound():
+def test_an_open_loop_step_whose_queue_grows_is_saturated_and_bounds_the_maximum_from_above():
     # one slot, ~30 ms a request: about 33 req/s at most. At 80 req/s the queue grows all step long.
     script = Script(ttft_s=0.02, itl_s=0.002)
     doc = asyncio.run(
@@ -101,7 +101,11 @@ def test_an_open_loop_step_whose_queue_grows_is_saturated_not_a_lower_bound():
     little = {c["step"]: c for c in doc["analysis"]["littles_law"]["steps"]}
     assert little[2]["status"] == "overloaded", little[2]
     assert doc["analysis"]["max_sustainable"]["step"] == 1
-    assert doc["analysis"]["max_sustainable"]["lower_bound"] is False  # a higher load was tried: it failed
+    ms = doc["analysis"]["max_sustainable"]
+    assert ms["extend_the_sweep"] is False  # a higher load was tried: it failed
+    # an open loop's maximum is still a lower bound: the true one lies between 20 and 80 req/s
+    assert ms["lower_bound"] is True and ms["true_max_below_rps"] == 80
+    assert "the true maximum lies between 20 and 80 req/s (step 2 was not sustained" in ms["lower_bound_why"]
 
 
 def _bench(behaviour: Behaviour | None) -> tuple:

@@ -133,5 +133,6 @@ def test_auto_sweep_probes_places_rate_steps_and_plans_on_their_steady_state(tmp
         steady = s["summary"]["steady"]
         assert steady["window_s"] > 0 and steady["excluded_drain_s"] >= 0
     ms = doc["analysis"]["max_sustainable"]
-    assert ms["lower_bound"] is False  # the probe found the maximum the rate steps went up to
+    assert ms["extend_the_sweep"] is False  # the probe found the maximum the rate steps went up to
+    assert ms["lower_bound"] is True and ms["lower_bound_why"]  # an open loop's: said, with why
     assert "Figures rest on step(s)" in p.stdout

@@ -42,6 +42,11 @@ def _slo_line(slo: dict[str, Any]) -> str:
     what = f"{slo['percentile'].upper()} {limits}{basis}"
     if slo.get("max_load_rps") is None:
         return f"SLO ({what}) held at no usable step"
+    if slo.get("lower_bound_why"):  # an open loop's: the true maximum lies above it
+        return (
+            f"Max load under the SLO ({what}): at least {slo['max_load_rps']:.3g} req/s (step {slo['step']}; "
+            f"{slo['lower_bound_why']}), goodput {fmt(slo.get('goodput_rps'), 2)} req/s"
+        )
     if slo.get("ceiling_reached") is False:
         return (
             f"SLO ({what}) held up to the highest load tried ({slo['max_load_rps']:.3g} req/s, step "
@@ -107,14 +112,16 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     a = sweep.get("analysis") or {}
     p = sweep.get("plan") or {}
     numbers = step_numbers(sweep)
-    out = _steps_basis(a, numbers)
+    out = [f"Caveat (every figure): {c}" for c in p.get("caveats") or []]
+    out += _steps_basis(a, numbers)
     out.append(_knee_line(a))
     ms = a.get("max_sustainable") or {}
     if ms.get("load_rps") is not None:
         at_least = "at least " if ms.get("lower_bound") else ""
+        why = f"; {ms['lower_bound_why']}" if ms.get("lower_bound_why") else ""
         out.append(
             f"Max sustainable throughput: {at_least}{ms['load_rps']:.3g} req/s (step {ms['step']}, "
-            f"errors <= {ms['max_error_rate']:.0%})"
+            f"errors <= {ms['max_error_rate']:.0%}{why})"
         )
     drifting = bool((a.get("drift") or {}).get("latency_moved_with_time"))
     if (
@@ -140,7 +147,8 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     shown_above = ("SLO held up", "left out", "latency moved with time")
     out += [f"Warning: {w}" for w in p.get("warnings") or [] if not w.startswith(shown_above)]
     # the analysis counts curve places; people read the numbers of the progress lines and files
-    return [line if line.startswith("Figures rest on") else renumber(line, numbers) for line in out]
+    kept = ("Figures rest on", "Caveat")
+    return [line if line.startswith(kept) else renumber(line, numbers) for line in out]
 
 
 def _drift_lines(a: dict[str, Any]) -> list[str]:
@@ -166,7 +174,9 @@ def _drift_verdict(drift: dict[str, Any]) -> list[str]:
 
 
 def _noise_lines(drift: dict[str, Any]) -> list[str]:
-    """Trends seen inside steps that the host's noise explains: said, not a verdict."""
+    """Trends seen inside steps that the host's noise explains, and every other trend a step flagged
+    that moves no figure: said, each with why, not a verdict."""
     noise = drift.get("noise") or {}
     within = noise.get("trends_within_noise") or []
-    return [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []
+    out = [f"Not drift, within the host's noise: {'; '.join(within)}"] if within else []
+    return out + [f"Drift seen, the figures stand: {d}" for d in drift.get("detected_figures_stand") or []]

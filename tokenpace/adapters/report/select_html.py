@@ -118,6 +118,7 @@ def _matrix(doc: dict[str, Any], candidates: list[dict[str, Any]]) -> str:
         where = html.escape(cand["placement"]["where"])
         if cand.get("predicted"):
             where += f"<br><b>{html.escape(cand['predicted'])}</b>"
+        where += "".join(f"<br>caveat: {html.escape(c)}" for c in cand.get("caveats") or ())
         verdict = cand["status"].upper() + (" PREDICTED" if cand.get("predicted") else "")
         rows.append(
             f"<tr><td>{html.escape(cand['candidate'])} ({cand['kind']})<br><small>{where}</small></td>{cells}"

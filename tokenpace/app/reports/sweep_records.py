@@ -67,9 +67,12 @@ def plan_from_sweep(
     pct = percentile or doc.get("slo_percentile") or "p95"
     plateau = doc.get("probe_plateau_rps")
     revisit = (doc.get("revisit") or [None])[0]
-    doc.update(
-        capacity(doc["steps"], slo, pct, max_error_rate, peak_rps, headroom, plateau, revisit, records)
-    )
+    caveats = (doc.get("predicted") or {}).get("caveats") or ()
+    args = (slo, pct, max_error_rate, peak_rps, headroom, plateau, revisit, records)
+    off_curve = [
+        d for d in [*(doc.get("probe") or []), *(doc.get("short_attempts") or [])] if isinstance(d, dict)
+    ]
+    doc.update(capacity(doc["steps"], *args, caveats=caveats, off_curve=off_curve))
     return notes
 
 

@@ -17,6 +17,7 @@ from tokenpace.adapters.scenario_files import load_book
 from tokenpace.adapters.store import RunInfo, Store, StoreError
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.app.selection.select_predicted import predicted_points, read_predicted
+from tokenpace.core.analysis.capacity.drift import trend_dict
 from tokenpace.core.analysis.selection.cost import (
     Cost,
     Recommendation,
@@ -184,9 +185,11 @@ def _points(store: Store | None, cand: Candidate, scenario: Scenario) -> list[Ru
     out = []
     for run in cand.runs:
         open_loop = (run.conditions.get("load") or {}).get("mode") == "open_loop"
-        good = count_meeting(_need(store).load_records(run.id), scenario, from_scheduled=open_loop)
+        records = _need(store).load_records(run.id)
+        good = count_meeting(records, scenario, from_scheduled=open_loop)
         result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
-                  "interrupted": run.interrupted}  # fmt: skip
+                  "interrupted": run.interrupted,
+                  "time_trend": trend_dict(records, open_loop) if records else None}  # fmt: skip
         out.append(run_point(run.id, result, good))
     return out
 
@@ -242,7 +245,8 @@ def run_select(store: Store | None, config: SelectConfig) -> SelectReport:
         points = _points(store, cand, scenario)
         verdict = judge(scenario, cand.name, points, cand.kind != "run", adjust)
         if cand.predicted is not None:
-            verdict = as_predicted(verdict)
+            told = cand.predicted.get("predicted") or {}
+            verdict = as_predicted(verdict, told.get("caveats") or (), told.get("pass_unproven") or ())
         verdicts.append(verdict)
         prices = _price_for(cand, config.prices, book)
         if prices is not None:

@@ -149,10 +149,9 @@ class VirtualRun:
 
     def undecided_steps(self) -> list[tuple[str, str]]:
         """(step, why) for each step past what the profile vouches for: predicted, not to be judged."""
-        limits = limits_of(self.profile)
         out = []
         for k, (label, summary) in enumerate(self.steps):
-            why = step_beyond(limits, self.load, k, summary.client.to_dict(), self.replicas)
+            why = step_beyond(self.profile, self.load, k, summary.client.to_dict(), self.replicas)
             if why:
                 out.append((label, why))
         return out

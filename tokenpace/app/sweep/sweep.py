@@ -154,6 +154,8 @@ class SweepResult:
                     self.plateau_rps,
                     next((d for d in kept if d["sweep_step"]["phase"] == "revisit"), None),
                     [s.result.records for s in self.curve()],
+                    off_curve=[d for d in kept if d["sweep_step"]["phase"] == "probe"]
+                    + [d for d in step_dicts if d["sweep_step"]["superseded_as_short"]],
                 )
             ),
         }

@@ -31,16 +31,23 @@ def capacity(
     revisit: dict[str, Any] | None = None,
     records: Sequence[Sequence[RequestRecord]] | None = None,
     resamples: int = DEFAULT_RESAMPLES,
+    caveats: Sequence[str] = (),
+    off_curve: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """Analysis and plan of curve steps in the ``bench --out`` format (used by sweep and plan);
     ``plateau_rps``: where an --auto probe's throughput levelled off, if it did; ``revisit``: the
     first step run again after the last, if it was; ``records``: each curve step's records (empty
-    for a step without them), for the intervals and the leave-one-out of steps."""
+    for a step without them), for the intervals and the leave-one-out of steps; ``caveats``: what
+    every figure carries (a predicted sweep's profile limits), kept in the plan; ``off_curve``: the
+    steps run off the curve (probes, short attempts), whose latency trends the drift report names."""
     points = [point_from_result(i + 1, d) for i, d in enumerate(steps)]
     again = point_from_result(len(steps) + 1, revisit) if revisit else None
-    analysis = analyze(points, slo or None, slo_percentile, max_error_rate, plateau_rps, again)
+    named = [(_off_curve_name(d), d.get("time_trend")) for d in off_curve]
+    analysis = analyze(
+        points, slo or None, slo_percentile, max_error_rate, plateau_rps, again, off_curve=named
+    )
     plan = make_plan(analysis, peak_rps, headroom)
-    plan_doc = plan.to_dict()
+    plan_doc = {**plan.to_dict(), "caveats": list(caveats)}
     if records is not None and len(records) == len(steps) and not analysis.drift.moved:
         samples = [
             step_sample(p, recs, (d.get("summary") or {}).get("steady") or {}) if recs else None
@@ -59,3 +66,9 @@ def capacity(
         plan_doc["intervals"] = iv.to_dict()
         plan_doc["warnings"] = [*plan_doc["warnings"], *iv.left_out_moves]
     return {"analysis": analysis.to_dict(), "plan": plan_doc}
+
+
+def _off_curve_name(step: dict[str, Any]) -> str:
+    info = step.get("sweep_step") or {}
+    what = "short attempt" if info.get("superseded_as_short") else str(info.get("phase") or "step")
+    return f"{what} (run {info.get('index', '?')})"

@@ -216,6 +216,8 @@ def render(report: SelectReport, console: Console) -> None:
         console.print(f"  cost: {_cost_text(report.costs.get(v.candidate))}")
         for w in v.warnings:
             console.print(f"  warning: {w}", style="yellow")
+        for caveat in v.caveats:
+            console.print(f"  caveat: {caveat}", style="yellow", highlight=False)
     rec = report.recommendation
     if rec.candidate is None:
         console.print(f"recommendation: none ({rec.reason})")

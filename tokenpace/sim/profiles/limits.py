@@ -9,12 +9,60 @@ not limited here: its outputs already say "shipped profile, not calibrated".
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tokenpace.sim.profiles.profile import Profile
 
 PROMPT_SLACK = 1.05  # prompts up to 5 % longer than the calibration's longest are within it
 BATCH_SLACK = 0.5  # half a request: the calibration's observed batch is a mean over steps
+# An open loop's arrivals that may find the calibration's most-at-once already in flight: past this
+# share, a slot limit that low (nothing showed it is higher) would queue enough of them to move a tail
+# percentile, which a model without that limit cannot predict.
+ARRIVALS_PAST_SEEN = 0.01
+
+
+@dataclass(frozen=True, slots=True)
+class Offered:
+    """What an open loop asks of an engine, from its rate alone (not from a prediction's own queue):
+    ``in_flight`` requests on average (rate x ``per_request_s``, the model's time a request takes at
+    the calibration's largest batch: Little's law), arriving with this ``dispersion`` (the variance
+    of the count in flight over its mean: 1 for Poisson arrivals, more for burstier ones)."""
+
+    rate: float  # req/s per replica
+    per_request_s: float  # math.inf: the prefills alone outrun the engine
+    dispersion: float = 1.0
+
+    @property
+    def in_flight(self) -> float:
+        return self.rate * self.per_request_s
+
+
+def share_at_least(mean: float, k: int, dispersion: float = 1.0) -> float:
+    """P(N >= k) for a count N in flight with this mean: Poisson (an infinite-server queue fed by
+    Poisson arrivals, whatever the service times), or, over-dispersed, the negative binomial with
+    variance ``dispersion`` x mean. Under-dispersed arrivals (constant) are taken as Poisson: an
+    upper bound."""
+    if k <= 0:
+        return 1.0
+    if not math.isfinite(mean):
+        return 1.0
+    if mean <= 0:
+        return 0.0
+    if dispersion <= 1.0:
+        term = math.exp(-mean)
+        below = 0.0
+        for i in range(k):
+            below += term
+            term *= mean / (i + 1)
+    else:
+        p, r = 1.0 / dispersion, mean / (dispersion - 1.0)
+        term = p**r
+        below = 0.0
+        for i in range(k):
+            below += term
+            term *= (r + i) / (i + 1) * (1.0 - p)
+    return max(0.0, 1.0 - below)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,15 +108,36 @@ class ProfileLimits:
             )
         return out
 
-    def beyond(self, in_flight: float | None, prompt: float | None, decoding: float | None = None) -> str:
+    def pass_unproven(self) -> list[str]:
+        """Why no prediction from this profile proves a line is met, whatever the load (select makes
+        such a pass undecided): the fast speed's predictions of an engine also seen running slower."""
+        if self.speed == "fast":
+            return [
+                "a pass on the fast speed's predictions only: the engine was also seen running slower "
+                "and which speed a load gets is not known (sim --speed slow predicts the slow one)"
+            ]
+        return []
+
+    def beyond(
+        self,
+        in_flight: float | None,
+        prompt: float | None,
+        decoding: float | None = None,
+        offered: Offered | None = None,
+    ) -> str:
         """Why a load with this many requests in flight (and decoding at once: by default as many as
         the slot limit lets in) and prompts this long lies past what the profile can vouch for ("" when
-        it does not)."""
+        it does not). An open loop's ``offered`` load is judged on its own against a slot limit not
+        identified (``offered_beyond``)."""
         if not self.calibrated:
             return ""
         if self.poor_fit:
             return "the engine model does not describe this engine (its fit failed the quality gate)"
         why = []
+        past = self.offered_beyond(offered) if offered is not None else ""
+        if past:
+            why.append(past)
+            in_flight = decoding = None  # said, by the load offered
         if decoding is None and in_flight is not None:
             decoding = min(in_flight, self.slot_limit) if self.slot_limit else in_flight
         if (
@@ -88,6 +157,32 @@ class ProfileLimits:
         if prompt is not None and self.prompt_seen and prompt > self.prompt_seen * PROMPT_SLACK:
             why.append(f"prompts up to {prompt:.0f} tokens, fitted up to {self.prompt_seen:.0f}")
         return "; ".join(why)
+
+    def offered_beyond(self, offered: Offered) -> str:
+        """Why an open loop's offered load lies past the capacity the calibration saw, when no slot
+        limit was identified ("" when it does not): more than ARRIVALS_PAST_SEEN of its arrivals would
+        find the calibration's most-at-once already in flight. Judged on the rate and the model's time
+        a request takes at the calibration's batch, never on the prediction's own count in flight: a
+        model without the engine's real slot limit never queues, so its count stays low where the
+        engine's would grow."""
+        if not self.calibrated or self.slot_limit_identified or self.batch_seen <= 0:
+            return ""
+        seen = max(1, round(self.batch_seen))
+        share = share_at_least(offered.in_flight, seen, offered.dispersion)
+        if share <= ARRIVALS_PAST_SEEN:
+            return ""
+        if not math.isfinite(offered.per_request_s):
+            load = f"{offered.rate:.3g} req/s is more than the model's prefills alone can carry"
+        else:
+            load = (
+                f"{offered.rate:.3g} req/s x {offered.per_request_s * 1e3:.4g} ms a request at the "
+                f"calibration's batch of {self.batch_seen:.0f} keeps {offered.in_flight:.2g} in flight on "
+                f"average: {share:.0%} of its arrivals would find {seen} or more there"
+            )
+        return (
+            f"offered load past what the calibration saw ({load}; it saw {self.batch_seen:.0f} at once at "
+            "most and no slot limit): sweep past it or pass --max-num-seqs"
+        )
 
 
 def limits_of(profile: Profile) -> ProfileLimits:

@@ -11,9 +11,11 @@ else an even stride through them), from which `tokenpace select` counts the requ
 scenario's lines (attainment, goodput) the way it counts a measured run's records. The document's
 ``predicted.fit_error`` is the calibration's relative fit residual (0 for a shipped profile), by
 which select widens the predicted intervals; ``predicted.caveats`` what the profile carries (a fit that
-failed its quality gate, a slot limit not identified), and each step's ``beyond_profile`` why it lies
-past what the profile vouches for ("" when it does not): plan and select leave such a step out, with
-that reason, as they leave out a measured step that is not valid.
+failed its quality gate, a slot limit not identified: plan and select show them beside every figure
+and verdict), ``predicted.pass_unproven`` why no pass from it is proven (select calls such a pass
+undecided), and each step's ``beyond_profile`` why it lies past what the profile vouches for ("" when
+it does not): plan and select leave such a step out, with that reason, as they leave out a measured
+step that is not valid; a scenario that step would judge is undecided, with it.
 
 A summary-only run (no records) gives the same document from its streaming summaries: percentiles
 from the sketches (within 1 %) with the same distribution-free intervals a records step has, read
@@ -23,12 +25,14 @@ the stride sample each step kept (`virtual_stream.StrideSample`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from tokenpace.core.metrics import NS_PER_MS, e2e_ns, summarize, tpot_ns, ttft_ns
+from tokenpace.sim.model.costmodel import CostModel
 from tokenpace.sim.profiles.calibrated import fit_error
-from tokenpace.sim.profiles.limits import ProfileLimits, limits_of
+from tokenpace.sim.profiles.limits import Offered, ProfileLimits, limits_of
 from tokenpace.sim.profiles.profile import Network, Profile
 from tokenpace.sim.virtual_time.virtual import VirtualResult
 from tokenpace.sim.virtual_time.virtual_load import VirtualLoad
@@ -68,30 +72,47 @@ def _streamed_step(s: StreamedSummary) -> StepData:
     return s.client.to_dict(), s.sample, s.client.counts["ok"]
 
 
-def step_beyond(
-    limits: ProfileLimits, load: VirtualLoad, k: int, summary: dict[str, Any], replicas: int
-) -> str:
+def offered_load(profile: Profile, limits: ProfileLimits, load: VirtualLoad, rate: float) -> Offered:
+    """What an open-loop rate (per replica) asks of the engine, from the rate alone: the model's time a
+    request of the load's mean lengths takes at the calibration's largest batch (its prefill, then its
+    decode steps at that batch, stretched by the other arrivals' prefills they wait behind), and the
+    arrivals' dispersion (gamma: 1 / burstiness, the squared CV of the gaps)."""
+    cost = CostModel(profile)
+    prompt, out = load.input_len.mean, load.output_len.mean
+    batch = max(1, round(limits.batch_seen))
+    prefill = cost.prefill_seconds(max(1, round(prompt)))
+    step = cost.decode_step_seconds(batch, round(prompt + out / 2))
+    busy = rate * prefill  # the share of the engine's time its prefills take
+    per_request = prefill + max(0.0, out - 1) * step / (1 - busy) if busy < 1 else math.inf
+    dispersion = 1 / load.burstiness if load.arrival == "gamma" else 1.0
+    return Offered(rate, per_request, dispersion)
+
+
+def step_beyond(profile: Profile, load: VirtualLoad, k: int, summary: dict[str, Any], replicas: int) -> str:
     """Why step k lies past what the profile vouches for ("" when it does not): its requests in flight
-    per engine (a closed loop's users; an open loop's rate x mean E2E, Little's law) and its longest
-    prompt."""
+    per engine (a closed loop's users; an open loop's rate x mean E2E, Little's law, and, with no slot
+    limit identified, its offered load against the calibration's batch: ``offered_load``) and its
+    longest prompt."""
+    limits = limits_of(profile)
     rate = load.rates[k] if load.rates else None
+    offered = None
     if rate is None:
         in_flight: float | None = load.concurrency / replicas
     else:
         e2e_mean = (summary.get("e2e_ms") or {}).get("mean")
         in_flight = rate / replicas * float(e2e_mean) / 1e3 if e2e_mean is not None else None
+        if limits.calibrated and not limits.slot_limit_identified:
+            offered = offered_load(profile, limits, load, rate / replicas)
     prompt = (summary.get("prompt_tokens") or {}).get("max")
-    return limits.beyond(in_flight, float(prompt) if prompt is not None else None)
+    return limits.beyond(in_flight, float(prompt) if prompt is not None else None, offered=offered)
 
 
-def _step_doc(
-    load: VirtualLoad, k: int, data: StepData, replicas: int, limits: ProfileLimits
-) -> dict[str, Any]:
+def _step_doc(load: VirtualLoad, k: int, data: StepData, replicas: int, profile: Profile) -> dict[str, Any]:
     rate = load.rates[k] if load.rates else None
     open_loop = rate is not None
     summary, sample, requests = data
     return {
-        "beyond_profile": step_beyond(limits, load, k, summary, replicas),
+        "beyond_profile": step_beyond(profile, load, k, summary, replicas),
         "valid": True,
         "interrupted": False,
         "predicted": True,
@@ -148,7 +169,8 @@ def predicted_sweep_doc(
             "replicas": replicas,
             "fit_error": fit_error(profile),
             "caveats": limits.caveats(),
+            "pass_unproven": limits.pass_unproven(),
             "note": "every figure is predicted by the simulator in virtual time; no load was measured",
         },
-        "steps": [_step_doc(load, k, d, replicas, limits) for k, d in enumerate(data)],
+        "steps": [_step_doc(load, k, d, replicas, profile) for k, d in enumerate(data)],
     }

@@ -253,3 +253,27 @@ def test_little_checks_an_open_loop_step_against_the_rate_really_sent():
     s["summary"]["steady"]["send_rate"] = 8.0
     c = little_check(point_from_result(1, s))
     assert c.status == "ok" and c.expected == pytest.approx(8.0)
+
+
+def test_an_open_loop_maximum_is_a_lower_bound_with_the_next_rate_and_its_fate():
+    from tokenpace.adapters.report.plan_lines import plan_lines
+
+    steps = [
+        step(2, 2.0, 100, 600, mode="open_loop", sched_ttft95=110),
+        step(4, 4.0, 100, 600, mode="open_loop", sched_ttft95=150),
+        step(6, 6.0, 100, 600, mode="open_loop", sched_ttft95=900),
+    ]
+    a = analyze(points(steps), slo={"ttft_ms": 500})
+    slo = a.to_dict()["slo_capacity"]
+    assert slo["ceiling_reached"] and slo["max_load_rps"] == 4.0  # step 3 broke it ...
+    assert slo["max_load_is_lower_bound"] and slo["true_max_below_rps"] == 6  # ... somewhere in 4-6
+    assert "between 4 and 6 req/s (step 3 broke it: TTFT P95 900 ms" in slo["lower_bound_why"]
+    ms = a.to_dict()["max_sustainable"]
+    assert ms["lower_bound"] and ms["true_max_below_rps"] is None  # the server kept up with 6 req/s
+    assert "no rate above 6 req/s was run" in ms["lower_bound_why"]
+    lines = plan_lines({"analysis": a.to_dict(), "plan": make_plan(a).to_dict(), "steps": steps})
+    assert any(ln.startswith("Max load under the SLO") and "at least 4 req/s" in ln for ln in lines), lines
+    assert any(ln.startswith("Max sustainable throughput: at least 6 req/s") for ln in lines), lines
+    # a closed loop's maximum is a step's own achieved rate, not bracketed by rates: as before
+    closed = analyze(points([step(1, 4.0, 100, 300), step(2, 6.0, 700, 800)]), slo={"ttft_ms": 500})
+    assert not closed.to_dict()["slo_capacity"]["max_load_is_lower_bound"]

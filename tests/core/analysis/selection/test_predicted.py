@@ -70,3 +70,17 @@ def test_a_predicted_verdict_says_predicted_where_a_measured_one_says_measured()
         "predicted at ~16 output tokens",
     )
     assert "measured" not in repr(got.to_dict())
+
+
+def test_a_predicted_verdict_carries_its_caveats_and_a_pass_the_profile_cannot_prove_is_undecided():
+    at = Placement(True, "step s#1 at 2 req/s", {}, frozenset(), ("s#1",))
+    passing = Cell("TTFT P95 < 800 ms", "pass", 500.0, 600.0, "upper bound 600 ms < 800 ms", 800.0)
+    failing = Cell("E2E P95 < 900 ms", "fail", 950.0, 990.0, "P95 950 ms is over the line 900 ms", 900.0)
+    verdict = Verdict("p.json", "sweep", at, (passing, failing), (), None)
+    caveat = "slot limit not identified"
+    got = as_predicted(verdict, [caveat])
+    assert got.caveats == (caveat,) and got.to_dict()["caveats"] == [caveat]
+    assert [c.status for c in got.cells] == ["pass", "fail"]  # a caveat alone moves no cell
+    slow = as_predicted(verdict, [caveat], ["the fast speed's predictions only"])
+    assert [c.status for c in slow.cells] == ["undecided", "fail"]  # a slower engine only fails more
+    assert slow.cells[0].reason.endswith("but the fast speed's predictions only")

@@ -193,3 +193,29 @@ def test_an_open_loop_run_is_judged_from_the_scheduled_send_time_like_plan():
     r["summary"]["ttft_from_scheduled_ms"] = {"n": 200, "p95": 900.0, "ci95": {"p95": [850.0, 950.0]}}
     v = judge(scenario(), "a", [run_point("a", r)], sweep=False)
     assert v.cells[0].upper == 950.0 and v.status == "fail"  # the client queue counts: users waited
+
+
+def test_a_left_out_step_that_would_judge_the_scenario_makes_it_undecided_with_its_reason():
+    beyond = result(100, 120, load=8.0)
+    beyond["beyond_profile"] = "offered load past what the calibration saw"  # a predicted step
+    steps = [run_point("p#1", result(100, 120, load=2.0), good=200), run_point("p#2", beyond, good=200)]
+    v = judge(scenario(rate=8.0), "pred", steps, sweep=True)
+    assert v.status == "undecided" and not v.placement.trusted and v.placement.runs == ("p#2",)
+    assert all(c.status == "undecided" for c in v.cells)
+    assert "offered load past what the calibration saw" in v.cells[0].reason
+    assert judge(scenario(rate=2.0), "pred", steps, sweep=True).status == "pass"  # within: judged
+    # past every step, left out or not, nothing is guessed: unknown, measure it
+    assert judge(scenario(rate=10.0), "pred", steps, sweep=True).status == "unknown"
+
+
+def test_a_line_met_on_an_open_loop_run_whose_queue_grew_is_undecided():
+    # 4 req/s offered, 3 completed a second: the server fell behind (Little's law: overloaded), so a
+    # longer run sees a longer queue; percentiles under the line here do not prove the steady state
+    grew = run_point("a", result(700, 790, load=4.0, rps=3.0), good=200)
+    assert "queue grew" in grew.caveat and not grew.left_out
+    v = judge(scenario(attainment=0.9), "a", [grew], sweep=False)
+    assert v.status == "undecided" and v.status != "pass"
+    assert v.cells[0].status == "undecided" and "a longer run would decide" in v.cells[0].reason
+    assert next(c for c in v.cells if c.line.startswith("attainment")).status == "undecided"
+    kept_up = judge(scenario(), "b", [run_point("b", result(700, 790, load=4.0), good=200)], sweep=False)
+    assert kept_up.status == "pass"  # the same percentiles where the server kept up: a pass

@@ -36,6 +36,10 @@ shows what time alone did to this server; a larger move inside one step came fro
 (a queue settling at a load past the knee), not from time. The same floor gates the open-loop
 overload check's rising trend (``little``): host noise at a tenth of the capacity is no queue.
 
+Every trend a step flagged is reported, even where no figure moves (``Drift.detected``: a move
+smaller than a quarter of the curve's range, a falling open-loop step after a cold start, a step left
+out, the revisit, a probe or a short attempt off the curve), with why the figures stand.
+
 What it cannot tell: drift slower than the noise of one step, or drift that comes back to where it
 started by the revisit; a sweep run in one order cannot tell a slow drift from load alone.
 """
@@ -290,6 +294,8 @@ class Drift:
     rel_sd: float = ASSUMED_CENTRE_SD  # the run-to-run SD the verdict allowed for
     trend_floor: float = 0.0  # the relative change a trend inside a step had to exceed
     within_noise: list[str] = field(default_factory=list)  # trends seen but explained by noise
+    # every other trend a step flagged (moved), with why the figures stand: reported, never dropped
+    detected: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -302,6 +308,7 @@ class Drift:
                 "trend_floor": self.trend_floor,
                 "trends_within_noise": self.within_noise,
             },
+            "detected_figures_stand": self.detected,
         }
 
 
@@ -318,25 +325,56 @@ def _revisit(
     return None, ""
 
 
+def _flagged(trend: dict[str, Any] | None) -> bool:
+    return any(m.get("moved") for m in (trend or {}).get("metrics") or [])
+
+
+def _why_figures_stand(p: LoadPoint) -> str:
+    """Why a step's flagged trend moves no figure (a step on the curve, not declared drift)."""
+    if not p.usable:
+        return "the step is left out of every figure"
+    if p.mode == "open_loop":
+        rising = any(m.get("moved") and float(m.get("change") or 0) > 0 for m in (p.trend or {})["metrics"])
+        if rising:
+            return "an open loop's rising latency reads as a growing queue: Little's law's overload check"
+        return (
+            "latency fell through the step (a cold start or a warm-up): its percentiles hold its slow start"
+        )
+    return f"less than {SHARE_OF_RANGE:.0%} of the curve's range: no figure moves"
+
+
 def detect_drift(
-    points: Sequence[LoadPoint], revisit: LoadPoint | None, rel_sd: float = ASSUMED_CENTRE_SD
+    points: Sequence[LoadPoint],
+    revisit: LoadPoint | None,
+    rel_sd: float = ASSUMED_CENTRE_SD,
+    off_curve: Sequence[tuple[str, dict[str, Any] | None]] = (),
 ) -> Drift:
     """Closed-loop steps whose latency moved inside the step beyond the noise, and the revisited
     step's P50s. Open-loop steps' rising trends are left to the overload check (a growing queue).
-    ``rel_sd``: the run-to-run SD of a P50 (``evidence.runnoise``; the assumed 5 % by default)."""
+    ``rel_sd``: the run-to-run SD of a P50 (``evidence.runnoise``; the assumed 5 % by default).
+    Every other trend a step flagged is reported in ``detected`` with why the figures stand: steps
+    on the curve, the revisit, and ``off_curve`` steps ((name, time_trend): probes, short attempts)."""
     ranges = _ranges(points)
     check, note = _revisit(points, revisit, ranges, rel_sd)
     floor = noise_floor(rel_sd)
     if check is not None and not check.moved:
         floor = max(floor, check.change)  # what time alone did to the same load, end to end
-    reasons, within = [], []
+    reasons, within, detected = [], [], []
     for p in points:
-        if not (p.usable and p.mode == "closed_loop" and p.trend):
+        if not (p.trend and _flagged(p.trend)):
             continue
-        if _trend_matters(p.trend, ranges, floor):
-            reasons.append("latency moved inside " + trend_note(p.step, p.trend))
-        elif _trend_matters(p.trend, ranges, 0.0):
-            within.append(trend_note(p.step, p.trend) + f" (within the {floor:.0%} noise)")
+        said = trend_note(p.step, p.trend)
+        if p.usable and p.mode == "closed_loop" and _trend_matters(p.trend, ranges, floor):
+            reasons.append("latency moved inside " + said)
+        elif p.usable and p.mode == "closed_loop" and _trend_matters(p.trend, ranges, 0.0):
+            within.append(said + f" (within the {floor:.0%} noise)")
+        else:
+            detected.append(f"{said} ({_why_figures_stand(p)})")
+    extra = [("the revisit", revisit.trend if revisit else None), *off_curve]
+    for name, trend in extra:
+        if _flagged(trend):
+            said = trend_note(0, trend or {}).replace("step 0", name, 1)
+            detected.append(f"{said} (off the curve: no figure rests on it)")
     if check is not None and check.moved:
         reasons.append(f"step {check.step} revisited at the end: " + "; ".join(check.notes))
-    return Drift(bool(reasons), reasons, check, note, rel_sd, floor, within)
+    return Drift(bool(reasons), reasons, check, note, rel_sd, floor, within, detected)

@@ -13,6 +13,9 @@ the analysis lists it with its reason (``loadpoint``). Each figure names the ste
 - Max goodput under the SLO: the highest achieved request rate of a usable step where the SLO
   percentile (P95 by default) of every metric the SLO names is within its limit and errors stay low.
   In open loop the latencies are from the scheduled time (what a user arriving on schedule felt).
+- An open loop's maximum (sustainable, or under the SLO) is a *lower bound*: rates are run in steps, so
+  the true maximum lies between the highest rate that held and the next rate run (or above it, when
+  none was); the analysis says so, with that next rate and its fate.
 - A figure found at the highest load tried is a *lower bound*, not a ceiling: the SLO held at every
   higher usable step (none broke it), the knee sits on the last step, or throughput was still growing
   (closed loop: +10 % or more over the previous step; open loop: the server kept up). The plan says
@@ -33,7 +36,12 @@ from tokenpace.core.analysis.capacity.drift import Drift, detect_drift, noise_fl
 from tokenpace.core.analysis.capacity.knee import Knee, KneeResult, find_knee, shape_warnings
 from tokenpace.core.analysis.capacity.little import LittleCheck, little_check
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint, point_from_result
-from tokenpace.core.analysis.capacity.slo_steps import SloCapacity, slo_capacity, slo_warnings
+from tokenpace.core.analysis.capacity.slo_steps import (
+    SloCapacity,
+    open_loop_bound,
+    slo_capacity,
+    slo_warnings,
+)
 from tokenpace.core.analysis.evidence.runnoise import ASSUMED_CENTRE_SD
 
 __all__ = ["LittleCheck", "LoadPoint", "analyze", "little_check", "make_plan", "point_from_result"]
@@ -63,6 +71,9 @@ class CurveAnalysis:
     left_out: dict[int, list[str]] = field(default_factory=dict)
     drift: Drift = field(default_factory=lambda: Drift(False, [], None))
     shape: list[str] = field(default_factory=list)  # warnings on the curve's shape (knee, falling latency)
+    # an open loop's maximum is a lower bound: why, and the next rate run above it (None: none)
+    max_sustainable_why: str = ""
+    max_sustainable_at_most: float | None = None
 
     @property
     def inconsistent_steps(self) -> list[int]:
@@ -86,7 +97,10 @@ class CurveAnalysis:
                 "load_rps": self.max_sustainable_rps,
                 "step": self.max_sustainable_step,
                 "max_error_rate": self.max_error_rate,
-                "lower_bound": not self.max_sustainable_bounded,
+                "lower_bound": not self.max_sustainable_bounded or bool(self.max_sustainable_why),
+                "extend_the_sweep": not self.max_sustainable_bounded,
+                "lower_bound_why": self.max_sustainable_why or None,
+                "true_max_below_rps": self.max_sustainable_at_most,
             },
             "slo_capacity": self.slo.to_dict() if self.slo else None,
             "drift": self.drift.to_dict(),
@@ -135,12 +149,14 @@ def analyze(
     plateau_rps: float | None = None,
     revisit: LoadPoint | None = None,
     run_noise_sd: float = ASSUMED_CENTRE_SD,
+    off_curve: Sequence[tuple[str, dict[str, Any] | None]] = (),
 ) -> CurveAnalysis:
     """``plateau_rps``: the throughput where a closed-loop probe levelled off (sweep --auto); open-loop
     steps placed up to it reach a maximum the probe already found. ``revisit``: the first step run
     again after the last (drift). When latency moved with time there is no knee. ``run_noise_sd``: the
     run-to-run SD of a P50 on this host (``evidence.runnoise``): drift and a rising open-loop trend are
-    declared only beyond what it explains."""
+    declared only beyond what it explains. ``off_curve``: (name, time_trend) of the steps run off the
+    curve (probes, short attempts), whose trends the drift report names too."""
     little = [little_check(p, floor=noise_floor(run_noise_sd)) for p in points]
     pts = [
         replace(p, inconsistent=c.note) if c.status == "inconsistent" else p
@@ -148,7 +164,7 @@ def analyze(
     ]
     usable = [p for p in pts if p.usable]
     loads = [p.achieved_rps if p.usable else None for p in pts]
-    drift = detect_drift(pts, revisit, run_noise_sd)
+    drift = detect_drift(pts, revisit, run_noise_sd, off_curve)
     knee_t = find_knee(loads, [p.pct("ttft_ms", "p95") for p in pts], "TTFT P95")
     knee_e = find_knee(loads, [p.pct("e2e_ms", "p95") for p in pts], "E2E P95")
     if drift.moved:
@@ -160,6 +176,13 @@ def analyze(
     overloaded = {c.step for c in little if c.status == "overloaded"}
     sustainable = [p for p in usable if p.error_rate <= max_error_rate and p.step not in overloaded]
     best = max(sustainable, key=lambda p: p.achieved_rps, default=None)
+    fates = {
+        p.step: "overloaded" if p.step in overloaded else f"errors {p.error_rate:.1%}"
+        for p in usable
+        if p not in sustainable
+    }
+    fates.update({p.step: f"left out: {', '.join(p.left_out_reasons)}" for p in pts if not p.usable})
+    why, at_most = open_loop_bound(best, pts, fates, {})
     return CurveAnalysis(
         pts,
         knee_t,
@@ -178,6 +201,8 @@ def analyze(
         left_out={p.step: p.left_out_reasons for p in pts if not p.usable},
         drift=drift,
         shape=_shape(usable, knee.index if knee else None, pts),
+        max_sustainable_why=why,
+        max_sustainable_at_most=at_most,
     )
 
 

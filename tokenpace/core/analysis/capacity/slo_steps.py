@@ -79,6 +79,13 @@ class SloCapacity:
     held_above_break: list[int] = field(default_factory=list)  # steps not trusted: a lower load broke
     undecided_above: list[int] = field(default_factory=list)  # undecided steps above the SLO load
     point_only: list[int] = field(default_factory=list)  # steps judged without an interval
+    # an open loop's maximum is a lower bound: the true one lies between it and the next rate run
+    lower_bound_why: str = ""
+    at_most_rps: float | None = None  # that next rate (None: none was run)
+
+    @property
+    def is_lower_bound(self) -> bool:
+        return self.load_rps is not None and (not self.bounded or bool(self.lower_bound_why))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -92,6 +99,9 @@ class SloCapacity:
             "reasons": self.reasons,
             "step": self.step,
             "max_load_rps": self.load_rps,
+            "max_load_is_lower_bound": self.is_lower_bound,
+            "lower_bound_why": self.lower_bound_why or None,
+            "true_max_below_rps": self.at_most_rps,
             "goodput_rps": self.goodput_rps,
             "ceiling_reached": self.bounded,
             "broken_at_step": self.broken_step,
@@ -114,6 +124,9 @@ def slo_capacity(
     above_top = ordered[ordered.index(top) + 1 :] if top is not None else ordered
     not_trusted = [p.step for p in ordered if first_break and verdict[p.step] == HOLDS and p not in below]
     undecided = [p.step for p in above_top if verdict[p.step] == UNDECIDED and p in below]
+    why, at_most = open_loop_bound(
+        top, pts, {p.step: j.reason for p, j in zip(pts, judged, strict=True)}, verdict
+    )
     return SloCapacity(
         dict(slo),
         percentile,
@@ -129,7 +142,31 @@ def slo_capacity(
         held_above_break=not_trusted,
         undecided_above=undecided,
         point_only=[p.step for p, j in zip(pts, judged, strict=True) if j.point_only],
+        lower_bound_why=why,
+        at_most_rps=at_most,
     )
+
+
+def open_loop_bound(
+    top: LoadPoint | None, pts: Sequence[LoadPoint], reasons: dict[int, str], verdict: dict[int, str]
+) -> tuple[str, float | None]:
+    """Why an open loop's highest rate that held is a lower bound of the true maximum, and the next
+    rate run above it (None: none). Rates are tried in steps: the true maximum lies between the rate
+    that held and the next one, whatever that one's fate ("" for a closed loop)."""
+    if top is None or top.mode != "open_loop" or top.offered is None:
+        return "", None
+    higher = [p for p in pts if p.mode == top.mode and p.offered is not None and p.offered > top.offered]
+    if not higher:
+        return f"no rate above {top.offered:.3g} req/s was run: the true maximum lies above it", None
+    nxt = min(higher, key=lambda p: (p.offered or 0.0, p.step))
+    why = reasons.get(nxt.step, "")
+    fate = {BREAKS: "broke it", UNDECIDED: "is undecided", LEFT_OUT: "is left out"}.get(
+        verdict.get(nxt.step, ""), "was not sustained" if why else "did no better"
+    )
+    return (
+        f"rates are run in steps: the true maximum lies between {top.offered:.3g} and {nxt.offered:.3g} "
+        f"req/s (step {nxt.step} {fate}{': ' + why if why else ''})"
+    ), nxt.offered
 
 
 def slo_warnings(s: SloCapacity) -> list[str]:

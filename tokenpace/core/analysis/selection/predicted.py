@@ -8,6 +8,8 @@ judged by the same rules as a measured one, and kept apart from the measured one
   widened by twice the calibration's relative fit
   residual, the model's own error where it was fitted (upper bound x (1 + 2e), lower / (1 + 2e)).
 - Attainment and goodput come from the per-request sample the predicted sweep keeps per step.
+- It carries its profile's caveats (``predicted.caveats``: shown with its verdict), and a step past
+  what the profile vouches for is left out: a scenario it would judge is undecided, with the reason.
 - A predicted pass is not a measured one: the recommendation is made among measured candidates only;
   a predicted candidate that would be picked is said apart, with the word PREDICTED.
 """
@@ -19,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from tokenpace.core.analysis.selection.scenarios import Scenario
-from tokenpace.core.analysis.selection.select import Verdict
+from tokenpace.core.analysis.selection.select import Cell, Verdict
 
 PREDICTED_NOTE = (
     "a predicted pass is not a measured one: the simulator's numbers are not evidence that the "
@@ -76,18 +78,26 @@ def predicted_label(predicted: Mapping[str, Any]) -> str:
     return f"PREDICTED by the simulator from the {kind} {profile}{what_if}"
 
 
-def as_predicted(verdict: Verdict) -> Verdict:
+def as_predicted(verdict: Verdict, caveats: Sequence[str] = (), pass_unproven: Sequence[str] = ()) -> Verdict:
     """The verdict of a predicted candidate: its kind says so, and its texts say "predicted" where a
-    measured candidate's say "measured" (the next load measured above, measured at N tokens)."""
+    measured candidate's say "measured" (the next load measured above, measured at N tokens). It
+    carries its profile's ``caveats``; where the profile says why no pass from it is proven
+    (``pass_unproven``), a passing cell is undecided with that reason."""
 
     def word(text: str) -> str:
         return text.replace("measured", "predicted")
 
-    cells = tuple(replace(c, reason=word(c.reason)) for c in verdict.cells)
+    def cell(c: Cell) -> Cell:
+        c = replace(c, reason=word(c.reason))
+        if c.status == "pass" and pass_unproven:
+            return replace(c, status="undecided", reason=f"{c.reason}, but {'; '.join(pass_unproven)}")
+        return c
+
     return replace(
         verdict,
         kind="predicted",
         placement=replace(verdict.placement, where=word(verdict.placement.where)),
-        cells=cells,
+        cells=tuple(cell(c) for c in verdict.cells),
         warnings=tuple(word(w) for w in verdict.warnings),
+        caveats=tuple(caveats),
     )

@@ -15,7 +15,11 @@ highest step nothing is trusted: measure it. A single run counts only if it ran 
 load (same loop, at it or up to 10 % above); anything else is "not enough evidence", never a pass.
 Runs marked not valid, interrupted, without a successful request, too short to reach a steady state,
 or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
-percentile with fewer than 5 samples beyond it is "too few requests", not a verdict.
+percentile with fewer than 5 samples beyond it is "too few requests", not a verdict. A line met on an
+open-loop run whose queue grew through it (Little's law: overloaded) is undecided: a longer run sees
+a longer queue. Where the step
+that would judge the scenario's load is left out (a predicted step past what its profile vouches for
+among them) and no valid step above it can, the verdict is undecided with that step's reason.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ class RunPoint:
     left_out: str  # why it cannot be judged ("" when usable)
     values: dict[str, float]
     low_sample: frozenset[str]  # "ttft_ms.p95": too few samples beyond that percentile
+    caveat: str = ""  # why a line met on this run is not proven (its queue grew: Little's law)
 
     def axis(self, scenario: Scenario) -> float | None:
         """Where the run sits on the scenario's load axis (req/s or concurrency), if it is a load of
@@ -53,7 +58,8 @@ class RunPoint:
 
 
 def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -> RunPoint:
-    """``result``: conditions, summary, valid, interrupted. ``good``: measured requests meeting
+    """``result``: conditions, summary, valid, interrupted (and ``time_trend``, for Little's law's
+    check of a growing queue, where the records gave it). ``good``: measured requests meeting
     every line of the scenario (from the records), for attainment and goodput. Like plan, an
     open-loop run is judged on TTFT and E2E from the scheduled send time: what a user arriving on
     schedule sees, client queueing included."""
@@ -86,17 +92,19 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
     if good is not None and lp.sent:
         values["attainment"] = good / lp.sent
         values["good_rps"] = good / window if window > 0 else 0.0
-    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp), values, frozenset(low))
+    little = little_check(lp)
+    caveat = f"the queue grew through the run ({little.note})" if little.status == "overloaded" else ""
+    return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp, little.status, little.note), values,
+                    frozenset(low), caveat)  # fmt: skip
 
 
-def _left_out(lp: LoadPoint) -> str:
+def _left_out(lp: LoadPoint, little: str, note: str) -> str:
     """Why a run is never judged: plan's reasons (no success, NOT VALID, interrupted, too short to
     reach a steady state), or Little's law showing it did not run at its stated load."""
     if lp.left_out_reasons:
         return ", ".join(lp.left_out_reasons)
-    little = little_check(lp)
-    if little.status == "inconsistent":
-        return f"not at its stated load ({little.note})"
+    if little == "inconsistent":
+        return f"not at its stated load ({note})"
     return ""
 
 
@@ -110,6 +118,8 @@ class Placement:
     values: dict[str, float] = field(default_factory=dict)
     low_sample: frozenset[str] = frozenset()
     runs: tuple[str, ...] = ()  # the run(s) the numbers come from, highest load last
+    caveat: str = ""  # why a line met there is not proven (the run's ``caveat``)
+    undecided: bool = False  # untrusted because the step at that load was left out: undecided, not unknown
 
 
 def _fmt_load(scenario: Scenario, x: float) -> str:
@@ -134,21 +144,34 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
         if x < target * (1 - 1e-9) or x > target * (1 + LOAD_TOLERANCE):
             ran, want = _fmt_load(scenario, x), _fmt_load(scenario, target)
             return Placement(False, f"not at the scenario's load: ran at {ran}, scenario at {want}")
-        return Placement(
-            True, f"run {p.run_id} at {_fmt_load(scenario, x)}", p.values, p.low_sample, (p.run_id,)
-        )
+        where = f"run {p.run_id} at {_fmt_load(scenario, x)}"
+        return Placement(True, where, p.values, p.low_sample, (p.run_id,), caveat=p.caveat)
     on_axis = sorted(
         ((x, p) for p in points if not p.left_out and (x := p.axis(scenario)) is not None),
         key=lambda xp: xp[0],
     )
+    above = [(x, p) for x, p in on_axis if x >= target * (1 - 1e-9)]
+    cut = [
+        (x, p)
+        for p in points
+        if p.left_out and (x := p.axis(scenario)) is not None and x >= target * (1 - 1e-9)
+    ]
+    if not above and cut:  # the step that would judge it is left out: its reason decides nothing
+        x, p = min(cut, key=lambda xp: xp[0])
+        return Placement(
+            False,
+            f"undecided: step {p.run_id} at {_fmt_load(scenario, x)}, the load that would judge it, is left "
+            f"out ({p.left_out})",
+            runs=(p.run_id,),
+            undecided=True,
+        )
     if not on_axis:
         kind = "open-loop steps (sweep --rate)" if scenario.rate is not None else "closed-loop steps (-c)"
         return Placement(
             False, f"not enough evidence: no valid step of the scenario's kind of load; it needs {kind}"
         )
     hi_x, _ = on_axis[-1]
-    above = [(x, p) for x, p in on_axis if x >= target * (1 - 1e-9)]
-    if not above or target > hi_x:
+    if not above:
         return Placement(
             False,
             f"the scenario's load is beyond the sweep's highest valid step ({_fmt_load(scenario, hi_x)}): "
@@ -158,7 +181,7 @@ def place(scenario: Scenario, points: Sequence[RunPoint], sweep: bool) -> Placem
     where = f"step {p.run_id} at {_fmt_load(scenario, x)}"
     if x > target * (1 + 1e-9):
         where += f", the next load measured above {_fmt_load(scenario, target)} (a bound: conservative)"
-    return Placement(True, where, p.values, p.low_sample, (p.run_id,))
+    return Placement(True, where, p.values, p.low_sample, (p.run_id,), caveat=p.caveat)
 
 
 # --- judging ---------------------------------------------------------------------------------
@@ -192,11 +215,16 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return Cell(line.label(), status, value, upper, reason, thr)
 
     if not at.trusted:  # no numbers shown: they are not at the scenario's conditions
-        return Cell(line.label(), "unknown", None, None, at.where, thr)
+        return Cell(line.label(), _untrusted(at), None, None, at.where, thr)
     if key in at.low_sample:
         return cell("unknown", f"too few requests for {pct} (needs {_needed(line.percentile)})")
     if value is None or upper is None:
         return cell("unknown", f"no {line.metric.upper()} samples with an interval")
+    if upper < thr and at.caveat:  # met where the run cannot show its steady state
+        return cell(
+            "undecided",
+            f"upper bound {upper:.4g} ms < {thr:g} ms, but {at.caveat}: a longer run would decide",
+        )
     if upper < thr:
         return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
@@ -208,10 +236,14 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
     )
 
 
+def _untrusted(at: Placement) -> str:
+    return "undecided" if at.undecided else "unknown"
+
+
 def judge_errors(scenario: Scenario, at: Placement) -> Cell:
     label = f"errors <= {scenario.max_error_rate:.0%}"
     if not at.trusted:
-        return Cell(label, "unknown", None, None, at.where)
+        return Cell(label, _untrusted(at), None, None, at.where)
     rate = at.values.get("error_rate", 0.0)
     ok = rate <= scenario.max_error_rate
     return Cell(label, "pass" if ok else "fail", rate, None, f"{rate:.1%} errors")
@@ -222,11 +254,13 @@ def judge_attainment(scenario: Scenario, at: Placement) -> Cell | None:
         return None
     label = f"attainment >= {scenario.attainment:.0%}"
     if not at.trusted:
-        return Cell(label, "unknown", None, None, at.where)
+        return Cell(label, _untrusted(at), None, None, at.where)
     got = at.values.get("attainment")
     if got is None:
         return Cell(label, "unknown", None, None, "no records to count requests meeting the lines")
     status = "pass" if got >= scenario.attainment else "fail"
+    if status == "pass" and at.caveat:
+        return Cell(label, "undecided", got, None, f"{got:.1%} of requests met every line, but {at.caveat}")
     return Cell(label, status, got, None, f"{got:.1%} of requests met every line")
 
 
@@ -238,6 +272,7 @@ class Verdict:
     cells: tuple[Cell, ...]
     warnings: tuple[str, ...]
     capacity_good_rps: float | None  # goodput a replica sustains while meeting every line
+    caveats: tuple[str, ...] = ()  # what the candidate's evidence carries (a predicted profile's limits)
 
     @property
     def status(self) -> str:
@@ -263,6 +298,7 @@ class Verdict:
             "placement": {"trusted": p.trusted, "where": p.where, "runs": list(p.runs)},
             "cells": [c.to_dict() for c in self.cells],
             "warnings": list(self.warnings),
+            "caveats": list(self.caveats),
             "capacity_good_rps": self.capacity_good_rps,
             "prompt_tokens": p.values.get("prompt_tokens"),
             "output_tokens": p.values.get("output_tokens"),
@@ -289,7 +325,7 @@ def _input_off(scenario: Scenario, at: Placement) -> str:
 
 
 def _holds(scenario: Scenario, p: RunPoint) -> bool:
-    at = Placement(True, "", p.values, p.low_sample)
+    at = Placement(True, "", p.values, p.low_sample, caveat=p.caveat)
     cells = [judge_line(line, at) for line in scenario.slos] + [judge_errors(scenario, at)]
     return all(c.status == "pass" for c in cells)
 
