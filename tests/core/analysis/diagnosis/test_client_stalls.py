@@ -120,3 +120,9 @@ def test_warm_up_and_requests_never_sent_are_not_counted() -> None:
     run[1].sent_ns = 0
     impact, _ = stall_impact({}, run)
     assert impact.requests == 18
+
+
+def test_a_request_sent_after_a_stall_ended_is_not_held_by_its_backlog() -> None:
+    r = _request(0, sent_ms=0)  # sent at 0, written 0.1 ms later
+    (hold,) = request_holds(_stalls((-20, -1)), [r])  # ended 1 ms before the send: within the slack
+    assert hold.added_ns == 0

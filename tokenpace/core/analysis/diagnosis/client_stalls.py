@@ -70,7 +70,7 @@ def _held(starts: Sequence[int], ends: Sequence[int], t: int | None, since: int)
     if t is None:
         return -1, 0
     i = bisect_left(starts, t) - 1  # the last stall that began before t
-    if i < 0 or t > ends[i] + HOLD_SLACK_NS:
+    if i < 0 or t > ends[i] + HOLD_SLACK_NS or since >= ends[i]:  # sent after it: nothing held
         return -1, 0
     return i, max(0, t - max(starts[i], since))
 
