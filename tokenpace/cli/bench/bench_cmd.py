@@ -141,7 +141,7 @@ class VllmArgs(click.Command):
 )
 @click.option(
     "--stall-tolerance",
-    default="5%",
+    default="10%",
     show_default=True,
     help="Share of requests the client's own stalls may hold before the run is NOT VALID (a stall "
     "that could move a headline percentile out of its 95% interval always is).",
@@ -352,7 +352,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         ray=o.get("ray"),
         ramp=o.get("ramp"),
         keep_texts=bool(o.get("save_detailed")),
-        stall_tolerance=parsing.share(o.get("stall_tolerance") or "5%", "--stall-tolerance"),
+        stall_tolerance=parsing.share(o.get("stall_tolerance") or "10%", "--stall-tolerance"),
         percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
     )
     with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load

@@ -23,6 +23,11 @@ def _request(
     return r
 
 
+def _first(r: RequestRecord) -> int:
+    assert r.first_token_ns is not None
+    return r.first_token_ns
+
+
 def _stalls(*spans_ms: tuple[float, float]) -> dict[int, Stalls]:
     return {0: Stalls([int((T0 + a) * MS) for a, _ in spans_ms], [int((T0 + b) * MS) for _, b in spans_ms])}
 
@@ -71,7 +76,7 @@ def _run(n: int = 200) -> list[RequestRecord]:
 
 def test_a_few_held_requests_that_move_nothing_leave_the_run_valid() -> None:
     run = _run()
-    stalls = [(r.first_token_ns - 5 * MS, r.first_token_ns + MS) for r in run[10:14]]  # 4 of 200
+    stalls = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[10:14]]  # 4 of 200
     impact, holds = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
     assert impact.held == 4 and impact.requests == 200 and impact.share == 0.02
     assert not impact.moved and not impact.reasons
@@ -82,7 +87,7 @@ def test_a_few_held_requests_that_move_nothing_leave_the_run_valid() -> None:
 
 def test_stalls_that_held_too_many_requests_make_it_not_valid_and_say_why() -> None:
     run = _run()
-    stalls = [(r.first_token_ns - 5 * MS, r.first_token_ns + MS) for r in run[:30]]  # 15 %
+    stalls = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[:30]]  # 15 %
     impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
     assert impact.share == 0.15
     (reason, *_) = impact.reasons
@@ -99,7 +104,7 @@ def test_a_long_stall_on_the_tail_moves_a_percentile_out_of_its_interval() -> No
         r.first_token_ns = (r.first_token_ns or 0) + 400 * MS
         r.token_ns = [t + 400 * MS for t in r.token_ns]
         r.end_ns = (r.end_ns or 0) + 400 * MS
-    stalls = [(r.first_token_ns - 400 * MS, r.first_token_ns + MS) for r in run[:8]]
+    stalls = [(_first(r) - 400 * MS, _first(r) + MS) for r in run[:8]]
     impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
     assert impact.share == 0.04
     assert any(m.startswith("TTFT P99") for m in impact.moved)
@@ -126,3 +131,14 @@ def test_a_request_sent_after_a_stall_ended_is_not_held_by_its_backlog() -> None
     r = _request(0, sent_ms=0)  # sent at 0, written 0.1 ms later
     (hold,) = request_holds(_stalls((-20, -1)), [r])  # ended 1 ms before the send: within the slack
     assert hold.added_ns == 0
+
+
+def test_a_move_under_one_percent_is_no_move_even_past_a_degenerate_interval() -> None:
+    # every TPOT is 10 ms (an interval of [10, 10]); 0.5 ms off 4 first tokens lifts TPOT P99 by 0.6 %
+    run = [_request(i, i * 1000.0) for i in range(200)]
+    stalls = [(_first(r) - MS // 2, _first(r) + MS) for r in run[-4:]]
+    impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
+    assert impact.held == 4 and not impact.moved
+    bigger = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[-4:]]  # 5.6 %: moved
+    moved, _ = stall_impact({0: Stalls([a for a, _ in bigger], [b for _, b in bigger])}, run)
+    assert [m.split(" from")[0] for m in moved.moved] == ["TPOT P99"]
