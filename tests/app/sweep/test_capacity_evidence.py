@@ -12,6 +12,7 @@ import pytest
 from tokenpace.app.bench.bench import BenchConfig, BenchRun
 from tokenpace.app.sweep.sweep import Sweep, SweepConfig
 from tokenpace.app.watch import health
+from tokenpace.core.analysis.diagnosis.client_stalls import stall_impact
 from tokenpace.core.metrics import Slo
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
@@ -30,10 +31,9 @@ def lenient_client_health(monkeypatch: pytest.MonkeyPatch) -> None:
         ("CPU_LIMIT", 1e6),
     ):
         monkeypatch.setattr(health, name, value)
-    judge = health.stall_impact  # the client's stalls placed on no request
 
     def unstalled(stalls: Any, records: Any, tolerance: float, dropped: int) -> Any:
-        return judge({}, records, tolerance, 0)
+        return stall_impact({}, records, tolerance, 0)  # the client's stalls placed on no request
 
     monkeypatch.setattr(health, "stall_impact", unstalled)
 

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from bench_factory import bench_config
 
+from tokenpace.adapters.report.figures import Step
+from tokenpace.adapters.report.html import render_html
 from tokenpace.app.bench import bench as bench_module
 from tokenpace.app.bench.bench import BenchRun
 from tokenpace.app.run.bench_config import BenchResult
@@ -21,7 +23,8 @@ Placer = Callable[[list[RequestRecord]], list[tuple[int, int]]]
 
 
 def _run(monkeypatch: pytest.MonkeyPatch, place: Placer, **kw: Any) -> BenchResult:
-    """A 40-request run (one at a time: no two requests' stalls overlap) whose sampler also saw the stalls ``place`` puts on its records."""
+    """A 40-request run (one at a time: no two requests' stalls overlap) whose sampler also saw the
+    stalls ``place`` puts on its records."""
     holder: dict[str, BenchRun] = {}
 
     class Injected(HealthMonitor):
@@ -70,6 +73,9 @@ def test_stalls_on_a_few_requests_that_move_nothing_leave_the_run_valid(monkeypa
     impact = result.to_dict()["summary"]["client"]["stalls"]["impact"]
     assert impact["held"] == 2 and impact["requests"] == 40 and impact["valid"] is True
     assert impact["share"] == 0.05 and "2 of 40 requests" in impact["why"]
+    doc = result.to_dict()
+    page = render_html(doc, [Step("run", doc, result.records)])  # the HTML report says it too
+    assert "Client stalls: 2 of 40 requests (5.0%) had a timestamp taken during a client stall" in page
 
 
 def test_stalls_on_many_requests_make_the_run_not_valid_and_say_why(monkeypatch) -> None:
