@@ -51,3 +51,11 @@ def test_a_not_valid_run_is_refused_as_a_baseline_unless_allowed(tmp_path: Path)
 def test_the_client_stall_mark_round_trips_through_the_store(tmp_path: Path) -> None:
     records = connect(_store(tmp_path)).load_records("good00000001")
     assert [r.client_stall_ms for r in records[2:5]] == [None, 12.5, None]
+
+
+def test_a_not_valid_member_of_a_repeat_group_that_stands_is_named(tmp_path: Path) -> None:
+    # checks judge a baseline by its group, the NOT VALID members left out: the group still stands
+    db = _store(tmp_path)
+    connect(db).save_repeat_group("g1", ["good00000001", "bad000000002"], {"model": "m"}, "m", [])
+    named = _invoke("baseline", "set", "prod", "side=bad", "--store", db)
+    assert named.exit_code == 0 and "baseline prod = run bad000000002" in named.output
