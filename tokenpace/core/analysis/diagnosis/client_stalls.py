@@ -3,7 +3,8 @@
 A stall is a stretch in which the client's event loop did not run (``app/watch/health.py`` sees it
 as a sampler that woke late). Anything that arrived during it was timestamped when the loop ran
 again, so a timestamp taken inside a stall, or just after it ended (``HOLD_SLACK_NS``), may be late
-by up to the time since the stall began (never before the request was sent). A stall in the
+by up to the time since the stall began (never before the request was sent; a request sent after
+the stall ended is not held by it). A stall in the
 middle of a long stream that no timestamp fell into moved nothing: the server kept working.
 
 Each request gets the most its stalls could have added to its measured times (``added_ns``). The
