@@ -24,6 +24,7 @@ from typing import Any
 from tokenpace.app.bench.bench import BenchConfig
 from tokenpace.app.sweep.sweep import Sweep, SweepConfig
 from tokenpace.app.watch import health
+from tokenpace.core.analysis.diagnosis.client_stalls import stall_impact
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 from tokenpace.testing.scripted_timing import Behaviour
@@ -33,15 +34,18 @@ MAX_SWEEPS = 100  # each sweep is ~15 s of traffic
 USERS = (1, 2, 4, 8, 16)  # the slotted server's steps
 
 
+def _unstalled(stalls: Any, records: Any, tolerance: float, dropped: int) -> Any:
+    return stall_impact({}, records, tolerance, 0)
+
+
 def lenient_health() -> None:
     for name, value in (
         ("LOOP_LAG_P99_LIMIT_MS", 1e6),
         ("DISPATCH_LAG_P99_LIMIT_MS", 1e6),
-        ("LONGEST_STALL_LIMIT_MS", 1e6),
-        ("STALL_SHARE_LIMIT", 1.0),
         ("CPU_LIMIT", 1e6),
     ):
         setattr(health, name, value)
+    health.stall_impact = _unstalled  # type: ignore[attr-defined]  # the client's stalls placed on no request
 
 
 async def sweep(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from tokenpace.adapters.results import RecordWriter, read_records, record_line
+from tokenpace.adapters.results import RecordWriter, read_records, record_line, rewrite_records
 from tokenpace.core.record import RequestRecord, Status
 
 
@@ -23,6 +23,7 @@ def _records() -> list[RequestRecord]:
     implausible = RequestRecord("tp-3", output_tokens_server=10**12, output_tokens_counted=2)
     resent = RequestRecord("tp-4", attempts=2, first_sent_ns=5, connect_ns=None, tls_ns=None)
     resent.prompt_text, resent.trace_sampled = "hello\nworld", False
+    resent.client_stall_ms = 12.5  # what the client's own stalls could have added to it
     return [ok, failed, implausible, resent, RequestRecord("tp-5")]
 
 
@@ -44,3 +45,15 @@ def test_a_line_written_before_the_load_field_reads_back_without_it() -> None:
     old = orjson.loads(record_line(RequestRecord("tp-old")))
     del old["upstream_inflight"]
     assert RequestRecord.from_dict(old).upstream_inflight is None
+
+
+def test_records_rewritten_after_the_run_replace_the_file_whole(tmp_path) -> None:
+    path = tmp_path / "r.records.jsonl"
+    writer = RecordWriter(path)
+    for record in _records():
+        writer.write(record)
+    writer.close()
+    marked = _records()
+    marked[0].client_stall_ms = 3.5
+    rewrite_records(path, marked)
+    assert read_records(path) == marked and [p.name for p in tmp_path.iterdir()] == [path.name]

@@ -79,12 +79,13 @@ def test_a_url_without_v1_says_so_and_is_not_a_success(tmp_path: Path):
 
 @pytest.mark.timing
 def test_a_client_that_stalled_exits_3(tmp_path: Path):
-    # the client process stopped for 0.4 s mid-run: its timestamps are late, the run is NOT VALID
+    # the client process stopped for 0.4 s mid-run: the requests in flight ended inside the stop, so
+    # their timestamps are late; with no held request tolerated, the run is NOT VALID
     out = tmp_path / "r.json"
     with served(SLOW) as srv:
         proc = subprocess.Popen(
             [sys.executable, "-m", "tokenpace", *BENCH, "--url", srv.url, "-n", "40", "-c", "2",
-             "--output-len", "20", "--out", str(out), "--no-store"],
+             "--output-len", "20", "--out", str(out), "--no-store", "--stall-tolerance", "0"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
         )  # fmt: skip
         deadline = time.monotonic() + 30
@@ -98,6 +99,10 @@ def test_a_client_that_stalled_exits_3(tmp_path: Path):
     assert "NOT VALID" in stderr
     result = json.loads(out.read_text())
     assert result["valid"] is False and result["summary"]["client"]["valid"] is False
+    impact = result["summary"]["client"]["stalls"]["impact"]
+    assert impact["held"] >= 2 and impact["longest_stall_ms"] >= 300 and impact["tolerance"] == 0
+    held = [json.loads(line) for line in out.with_suffix(".records.jsonl").read_text().splitlines()]
+    assert sum(r["client_stall_ms"] is not None for r in held) == impact["held"]  # marked in the file
 
 
 def _interrupt(srv_url: str, out: Path, db: str, sig: signal.Signals, srv) -> subprocess.CompletedProcess:

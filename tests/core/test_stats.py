@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tokenpace.core.stats import describe, enough_samples, percentile_ci, robust_sd
+from tokenpace.core.stats import describe, enough_samples, percentile_ci, robust_sd, samples_needed
 
 
 def test_percentiles_interpolate_linearly():
@@ -65,3 +65,9 @@ def test_robust_sd_is_the_normal_sd_and_ignores_a_few_stalls() -> None:
     stalled = np.concatenate([x, [1e6] * 100])  # half a percent of stalls, each enormous
     assert robust_sd(stalled) == pytest.approx(2.0, rel=0.03)
     assert robust_sd([3.0, 3.0, 3.0]) == 0.0
+
+
+@pytest.mark.parametrize("p", [50, 90, 95, 99, 99.9])
+def test_samples_needed_is_the_first_count_with_enough_beyond_the_percentile(p):
+    n = samples_needed(p)
+    assert enough_samples(n, p) and not enough_samples(n - 1, p)

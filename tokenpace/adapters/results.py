@@ -5,6 +5,8 @@ Records are written as they complete, so an interrupted or crashed run keeps wha
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, Any
 
@@ -81,6 +83,22 @@ class RecordWriter:
         if not self._file.closed:
             self._file.flush()
             self._file.close()
+
+
+def rewrite_records(path: Path, records: Iterable[RequestRecord]) -> None:
+    """The records file written again whole, line by line to a temporary file renamed over it: after
+    a run whose client stalled, once each record says what the stalls could have added to it."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    writer = RecordWriter(tmp, flush_every=1024)
+    try:
+        for record in records:
+            writer.write(record)
+        writer.close()
+        os.replace(tmp, path)
+    except BaseException:
+        writer.close()
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_result(path: Path, result: dict[str, Any]) -> None:

@@ -141,3 +141,15 @@ def workers(text: str) -> int | str:
     if not t.isdigit() or int(t) < 1:
         raise click.BadParameter(f"--workers {text!r}: give a whole number of at least 1, or auto")
     return int(t)
+
+
+def share(text: str, flag: str) -> float:
+    """'5%' or '0.05' -> 0.05, between 0 and 1."""
+    t = text.strip()
+    try:
+        value = float(t[:-1]) / 100 if t.endswith("%") else float(t)
+    except ValueError:
+        raise click.BadParameter(f"{flag} {text!r}: give a share, e.g. 5% or 0.05") from None
+    if not 0 <= value <= 1:
+        raise click.BadParameter(f"{flag} {text!r}: a share is between 0% and 100%")
+    return value

@@ -118,6 +118,11 @@ class RequestRecord:
     error: str | None = None
     finish_reason: str | None = None
 
+    # The client's self-check.
+    # The most a client stall could have added to this request's measured times (ms); None: no
+    # timestamp of it was taken during a stall (core/analysis/diagnosis/client_stalls.py).
+    client_stall_ms: float | None = None
+
     def note_token_chunk(self, now: int, answer: bool) -> None:
         """A chunk carrying generated output arrived at ``now``: answer text/tool call, or reasoning."""
         if len(self.token_ns) < TOKEN_TIMESTAMPS_KEPT:

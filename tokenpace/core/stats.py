@@ -68,6 +68,19 @@ def enough_samples(n: int, percentile: float) -> bool:
     return n * tail >= MIN_TAIL_SAMPLES
 
 
+def samples_needed(percentile: float) -> int:
+    """The fewest samples with MIN_TAIL_SAMPLES beyond the percentile (P95: 100, P99: 500)."""
+    tail = min(percentile, 100 - percentile) / 100
+    if tail <= 0:
+        return 0
+    n = int(np.ceil(MIN_TAIL_SAMPLES / tail))
+    while not enough_samples(n, percentile):  # the same rounding as enough_samples (99.9: 5001)
+        n += 1
+    while n > 1 and enough_samples(n - 1, percentile):
+        n -= 1
+    return n
+
+
 def percentile_cis(
     sorted_values: np.ndarray, qs: Sequence[float], confidence: float = 0.95
 ) -> list[tuple[float, float]]:

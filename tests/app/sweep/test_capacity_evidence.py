@@ -12,6 +12,7 @@ import pytest
 from tokenpace.app.bench.bench import BenchConfig, BenchRun
 from tokenpace.app.sweep.sweep import Sweep, SweepConfig
 from tokenpace.app.watch import health
+from tokenpace.core.analysis.diagnosis.client_stalls import stall_impact
 from tokenpace.core.metrics import Slo
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.scripted_server import Script, ScriptedServer
@@ -27,11 +28,14 @@ def lenient_client_health(monkeypatch: pytest.MonkeyPatch) -> None:
     for name, value in (
         ("LOOP_LAG_P99_LIMIT_MS", 1e6),
         ("DISPATCH_LAG_P99_LIMIT_MS", 1e6),
-        ("LONGEST_STALL_LIMIT_MS", 1e6),
-        ("STALL_SHARE_LIMIT", 1.0),
         ("CPU_LIMIT", 1e6),
     ):
         monkeypatch.setattr(health, name, value)
+
+    def unstalled(stalls: Any, records: Any, tolerance: float, dropped: int) -> Any:
+        return stall_impact({}, records, tolerance, 0)  # the client's stalls placed on no request
+
+    monkeypatch.setattr(health, "stall_impact", unstalled)
 
 
 def base(url: str, **kw: Any) -> BenchConfig:

@@ -95,6 +95,8 @@ def test_failing_server_gives_failure_records_not_a_crash(threaded_server, tmp_p
         (["--url", "http://127.0.0.1:9/v1", "--model", "m"], "cannot reach"),
         (["--header", "novalue"], "NAME:VALUE"),
         (["--requests", "0"], "at least 1"),
+        (["--stall-tolerance", "150%"], "--stall-tolerance '150%': a share is between 0% and 100%"),
+        (["--stall-tolerance", "some"], "--stall-tolerance 'some': give a share"),
     ],
 )
 def test_bad_input_gives_one_clear_line_and_exit_2(args, message):

@@ -30,7 +30,7 @@ def test_sweep_writes_every_step_and_its_records(threaded_server, tmp_path):
     out = tmp_path / "sweep.json"
     p = tokenpace(
         "sweep", "--url", threaded_server.url, "--model", "ok", "-c", "1,2", "-n", "6",
-        "--input-len", "16", "--output-len", "4", "--out", str(out), "-q",
+        "--input-len", "16", "--output-len", "4", "--out", str(out), "-q", "--stall-tolerance", "25%",
     )  # fmt: skip
     assert p.returncode in FINISHED, p.stderr
     assert "TTFT p95" in p.stdout and "Knee" in p.stdout
@@ -41,6 +41,7 @@ def test_sweep_writes_every_step_and_its_records(threaded_server, tmp_path):
         records = read_records(tmp_path / step["records"]["path"])
         assert len(records) == 6 == step["records"]["count"]
         assert step["summary"]["counts"]["ok"] == 6
+        assert step["summary"]["client"]["stalls"]["impact"]["tolerance"] == 0.25  # the flag, per step
     assert {"analysis", "plan"} <= set(doc)
 
 

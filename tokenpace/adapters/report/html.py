@@ -176,6 +176,9 @@ def render_html(
         if not doc.get("valid", True):
             reasons = "; ".join(doc.get("invalid_reasons") or [])
             page.add(f'<p class="bad">NOT VALID for the load asked: {html.escape(reasons)}</p>')
+        stalls = ((doc["summary"].get("client") or {}).get("stalls") or {}).get("impact") or {}
+        if stalls.get("held"):  # what the client's own stalls did to the requests, and why it matters or not
+            page.add(f'<p class="sub">Client stalls: {html.escape(str(stalls.get("why")))}</p>')
         page.add("<h2>Headline</h2>" + _headline(doc))
         page.add(
             _table(latency_table(doc["summary"], with_ci=True))

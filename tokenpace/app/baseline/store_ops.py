@@ -16,6 +16,7 @@ from tokenpace.adapters.store import (
     parse_where,
     sqlite_path,
 )
+from tokenpace.app.baseline.compare import not_judgeable_reasons
 from tokenpace.app.bench.bench import BenchResult
 
 # What the commands use of the store: the protocol, its error, its run filter (KEY=VALUE), and these
@@ -29,6 +30,7 @@ __all__ = [
     "open_store",
     "parse_where",
     "save_result",
+    "set_baseline",
     "write_json",
 ]
 
@@ -132,3 +134,28 @@ def export_run(store: Store, run: RunInfo, out: Path) -> tuple[Path, Path, int]:
     }
     write_result(out, result)
     return out, records_path, len(records)
+
+
+class BaselineRefused(ValueError):
+    """The run named is NOT VALID or was interrupted: no gate should stand on it."""
+
+
+def set_baseline(store: Store, name: str, ref: str, allow_invalid: bool = False) -> RunInfo:
+    """Point baseline ``name`` at the run ``ref`` names; a run that cannot be judged is refused
+    (BaselineRefused) unless ``allow_invalid``, or unless it is one of a repeat group that has a
+    member that can (checks judge the group, its NOT VALID members left out)."""
+    run = store.resolve(ref)
+    reasons = not_judgeable_reasons(run)
+    if reasons and not allow_invalid and not _group_stands(store, run.id):
+        raise BaselineRefused(
+            f"run {run.id} is NOT VALID ({'; '.join(reasons)}): a baseline every check is judged "
+            "against must stand; rerun it, or pass --allow-invalid"
+        )
+    store.set_baseline(name, run.id)
+    return run
+
+
+def _group_stands(store: Store, run_id: str) -> bool:
+    group = store.repeat_group_of(run_id)
+    members = [store.get_run(i) for i in group[1]] if group is not None else []
+    return any(m is not None and not not_judgeable_reasons(m) for m in members)

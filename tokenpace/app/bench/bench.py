@@ -19,7 +19,7 @@ from tokenpace.app.run.outputs import SIGTERM_STOP, USER_STOP
 from tokenpace.app.run.run_context import MAX_CONSECUTIVE_CONNECT_ERRORS, RunContext
 from tokenpace.app.run.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.app.watch.client_traces import start_trace
-from tokenpace.app.watch.health import HealthMonitor
+from tokenpace.app.watch.health import HealthMonitor, judge_stalls, own_stalls
 from tokenpace.app.watch.heap import frozen_heap
 from tokenpace.app.watch.observers import RunObservers
 from tokenpace.app.watch.preflight import resolve_model_when_ready
@@ -110,6 +110,8 @@ class BenchRun:
         chunks = sum(len(r.token_ns) for r in self.records)
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
         health = monitor.report(chunks, lags, cfg.open_loop)
+        stalls = {0: own_stalls(health)}  # one process: every record is worker 0's
+        judge_stalls(health, stalls, health.stalls_dropped, self.records, cfg.stall_tolerance)
         conditions = run_conditions(
             cfg,
             workload.describe(),

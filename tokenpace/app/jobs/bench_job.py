@@ -13,6 +13,7 @@ from tokenpace.adapters.results import (
     RecordWriter,
     check_result_paths,
     records_path_for,
+    rewrite_records,
     scrapes_path_for,
     write_result,
 )
@@ -126,5 +127,7 @@ def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunPr
             if result is None and writer.count == 0:  # refused before any load: leave no empty file
                 writer.path.unlink(missing_ok=True)
     if out is not None:
+        if any(r.client_stall_ms is not None for r in result.records):  # marked after the run
+            rewrite_records(records_path_for(out), result.records)
         write_result(out, result.to_dict(records_file=records_path_for(out).name))
     return result

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tokenpace.adapters.results import RecordWriter, write_result
+from tokenpace.adapters.results import RecordWriter, rewrite_records, write_result
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.app.baseline.run_store import open_for_run, save_run
 from tokenpace.app.jobs.progress import NoProgress, SweepProgress
@@ -128,6 +128,8 @@ class _SweepFiles:
         writer = self.writers.get(step.index)
         if writer is not None:
             writer.close()
+            if any(r.client_stall_ms is not None for r in step.result.records):  # marked after the step
+                rewrite_records(writer.path, step.result.records)
         assert self.runner is not None
         if self.out is not None:
             write_result(self.out, self.runner.snapshot().to_dict(self.files))  # saved after every step

@@ -9,6 +9,7 @@ from tokenpace import __version__
 from tokenpace.app.run.exit_status import RunOutcome
 from tokenpace.app.run.workloads import WorkloadOptions
 from tokenpace.app.watch.health import HealthReport
+from tokenpace.core.analysis.diagnosis.client_stalls import DEFAULT_TOLERANCE
 from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
@@ -65,6 +66,7 @@ class BenchConfig:
     ramp: Ramp | None = None  # ramp-up of the rate or the users (core.workload.ramp)
     percentiles: tuple[float, ...] | None = None  # --percentiles: shown with intervals (None: P50-P99)
     keep_texts: bool = False  # keep each answer's text (vLLM's --save-detailed generated_texts)
+    stall_tolerance: float = DEFAULT_TOLERANCE  # share of requests client stalls may hold (--stall-tolerance)
 
     @property
     def open_loop(self) -> bool:
@@ -101,6 +103,8 @@ class BenchConfig:
             raise ValueError("--workers does not split multi-turn sessions (--turns): use one worker")
         if self.keep_texts and self.workers != 1:
             raise ValueError("--save-detailed keeps the answers' texts in one process: drop --workers")
+        if not 0 <= self.stall_tolerance <= 1:
+            raise ValueError("--stall-tolerance must be a share between 0 and 1 (e.g. 5%)")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
         turns = self.workload_opts.turns if self.workload_opts is not None else 1

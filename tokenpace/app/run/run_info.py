@@ -14,6 +14,7 @@ from tokenpace import __version__
 from tokenpace.app.run.bench_config import BenchConfig
 from tokenpace.core.metrics import Summary
 from tokenpace.core.record import MAX_OUTPUT_TOKENS, MAX_TOKENS_PER_CHUNK, RequestRecord, Status, TokenSource
+from tokenpace.core.stats import enough_samples, samples_needed
 from tokenpace.wire.dialects import get_dialect
 
 
@@ -118,7 +119,24 @@ def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None
         )
     if ok and tok.output_sources.get("server", 0) + implausible < ok:
         out.append("some requests had no server usage: their output tokens were counted as one per chunk")
+    short = too_short_for(cfg, summary.ttft_ms.n)
+    if short:
+        out.append(short)
     return out
+
+
+def too_short_for(cfg: BenchConfig, measured: int) -> str | None:
+    """Said at bench time: the percentiles asked (--percentiles; P95, the usual SLO percentile,
+    always) that rest on too few requests for a gate to decide on them."""
+    asked = sorted({95.0, *(cfg.percentiles or ())})
+    short = [p for p in asked if measured and not enough_samples(measured, p)]
+    if not short:
+        return None
+    needs = ", ".join(f"P{p:g} needs {samples_needed(p)}" for p in short)
+    return (
+        f"too few requests for a gate on {', '.join(f'P{p:g}' for p in short)}: {measured} measured, "
+        f"{needs} (5 beyond it); a check on it stays undecided: run more with --requests"
+    )
 
 
 def not_found_hint(url: str, base_path: str, records: Sequence[RequestRecord]) -> str | None:

@@ -11,10 +11,15 @@ import contextlib
 import resource
 import sys
 import time
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from tokenpace.core.analysis.diagnosis.client_stalls import StallImpact, Stalls, stall_impact
+from tokenpace.core.record import RequestRecord
 
 # Limits beyond which the client's own delays distort what it measures.
 LOOP_LAG_P99_LIMIT_MS = 5.0
@@ -23,9 +28,11 @@ CPU_LIMIT = 0.90  # share of one core: beyond it the event loop queues work
 # A stall: the loop did not run at all (a GC pause, the process descheduled or stopped). Timer
 # granularity makes a sleep wake up to ~1 ms late, so only lateness beyond this counts.
 STALL_THRESHOLD_MS = 3.0
-LONGEST_STALL_LIMIT_MS = 50.0
-STALL_SHARE_LIMIT = 0.05  # of the run's wall time
-STALL_SHARE_WARNING = 0.01
+STALL_SHARE_WARNING = 0.01  # of the run's wall time
+# Where each stall was is kept to judge which requests it held (core/analysis/diagnosis/
+# client_stalls.py): two 8-byte ints a stall, at most this many (16 MB; 5.5 h of a loop stalled at
+# every probe); past it they are counted, and a run that lost track of its stalls is NOT VALID.
+MAX_STALLS_KEPT = 1_000_000
 
 
 @dataclass
@@ -40,6 +47,10 @@ class HealthReport:
     stall_share: float = 0.0  # share of the run the loop was stalled
     dispatch_lag_p50_ms: float | None = None
     dispatch_lag_p99_ms: float | None = None
+    stall_starts: array[int] = field(default_factory=lambda: array("q"))  # ns, this process's clock
+    stall_ends: array[int] = field(default_factory=lambda: array("q"))
+    stalls_dropped: int = 0  # past MAX_STALLS_KEPT
+    stall_impact: StallImpact | None = None  # set once the stalls are judged against the records
     invalid_reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
@@ -57,15 +68,19 @@ class HealthReport:
                 "max": self.loop_lag_max_ms,
             },
             "dispatch_lag_ms": {"p50": self.dispatch_lag_p50_ms, "p99": self.dispatch_lag_p99_ms},
-            "stalls": {"longest_ms": self.longest_stall_ms, "share": self.stall_share},
+            "stalls": {
+                "longest_ms": self.longest_stall_ms,
+                "share": self.stall_share,
+                "count": len(self.stall_starts) + self.stalls_dropped,
+                **({"impact": self.stall_impact.to_dict()} if self.stall_impact is not None else {}),
+            },
             "cpu_fraction": self.cpu_fraction,
             "cpu_us_per_chunk": self.cpu_us_per_chunk,
             "max_rss_mb": self.max_rss_mb,
             "limits": {
                 "loop_lag_p99_ms": LOOP_LAG_P99_LIMIT_MS,
                 "dispatch_lag_p99_ms": DISPATCH_LAG_P99_LIMIT_MS,
-                "longest_stall_ms": LONGEST_STALL_LIMIT_MS,
-                "stall_share": STALL_SHARE_LIMIT,
+                "stall_tolerance": self.stall_impact.tolerance if self.stall_impact is not None else None,
                 "cpu_fraction": CPU_LIMIT,
             },
         }
@@ -78,6 +93,8 @@ class HealthMonitor:
         self.interval_s = interval_s
         self.lags_ms: list[float] = []
         self.stalls_ms: list[float] = []
+        self.stall_starts, self.stall_ends = array("q"), array("q")  # perf_counter_ns, MAX_STALLS_KEPT
+        self.stalls_dropped = 0
         self._task: asyncio.Task[Any] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu = self._wall = 0.0
@@ -101,19 +118,29 @@ class HealthMonitor:
         loop = asyncio.get_running_loop()
         lags = self.lags_ms
 
-        def probe_ran(asked: float) -> None:
-            lags.append((time.perf_counter() - asked) * 1000)
+        def probe_ran(asked: int) -> None:
+            lags.append((time.perf_counter_ns() - asked) / 1e6)
 
         # A frozen loop delays the wake-up itself, which the probe cannot see: measure that too.
         interval, stalls = self.interval_s, self.stalls_ms
+        interval_ns = int(interval * 1e9)
         while True:
-            slept = time.perf_counter()
+            slept = time.perf_counter_ns()
             await asyncio.sleep(interval)
-            woke = time.perf_counter()
-            late_ms = (woke - slept - interval) * 1000
+            woke = time.perf_counter_ns()
+            late_ms = (woke - slept - interval_ns) / 1e6
             if late_ms > STALL_THRESHOLD_MS:
                 stalls.append(late_ms)
+                self._place(slept + interval_ns, woke)
             loop.call_soon(probe_ran, woke)
+
+    def _place(self, start_ns: int, end_ns: int) -> None:
+        """The stall: from when the sampler should have woken to when it did."""
+        if len(self.stall_starts) < MAX_STALLS_KEPT:
+            self.stall_starts.append(start_ns)
+            self.stall_ends.append(end_ns)
+        else:
+            self.stalls_dropped += 1
 
     def report(self, chunks: int, dispatch_lags_ms: list[float], open_loop: bool) -> HealthReport:
         lags = np.asarray(self.lags_ms) if self.lags_ms else None
@@ -129,6 +156,9 @@ class HealthMonitor:
             max_rss_mb=rss_mb,
             longest_stall_ms=max(self.stalls_ms, default=0.0),
             stall_share=sum(self.stalls_ms) / 1000 / self._wall if self._wall > 0 else 0.0,
+            stall_starts=self.stall_starts,
+            stall_ends=self.stall_ends,
+            stalls_dropped=self.stalls_dropped,
         )
         if dispatch_lags_ms:
             report.dispatch_lag_p50_ms = float(np.percentile(dispatch_lags_ms, 50))
@@ -148,12 +178,8 @@ class HealthMonitor:
                 f"requests went out late (dispatch lag P99 {report.dispatch_lag_p99_ms:.1f} ms"
                 f" > {DISPATCH_LAG_P99_LIMIT_MS:g} ms): the load sent was lower than asked"
             )
-        if report.longest_stall_ms > LONGEST_STALL_LIMIT_MS or report.stall_share > STALL_SHARE_LIMIT:
-            reasons.append(
-                f"the client stalled (longest {report.longest_stall_ms:.0f} ms, "
-                f"{report.stall_share:.1%} of the run): timestamps in those moments are late"
-            )
-        elif report.stall_share > STALL_SHARE_WARNING:
+        # Stalls are judged against the records they held (judge_stalls), not here.
+        if report.stall_share > STALL_SHARE_WARNING:
             report.warnings.append(
                 f"the client's loop was held up {report.stall_share:.1%} of the run (longest "
                 f"{report.longest_stall_ms:.0f} ms): is something else busy on this machine?"
@@ -161,3 +187,27 @@ class HealthMonitor:
         if cpu_fraction > CPU_LIMIT:
             reasons.append(f"the client used {cpu_fraction:.0%} of a core: it was the bottleneck")
         return report
+
+
+def own_stalls(report: HealthReport, shift_ns: int = 0) -> Stalls:
+    """A process's stalls, moved onto the measuring clock by ``shift_ns`` (a worker's offset)."""
+    if not shift_ns:
+        return Stalls(report.stall_starts, report.stall_ends)
+    return Stalls([s + shift_ns for s in report.stall_starts], [e + shift_ns for e in report.stall_ends])
+
+
+def judge_stalls(
+    report: HealthReport,
+    stalls: Mapping[int, Stalls],
+    dropped: int,
+    records: Sequence[RequestRecord],
+    tolerance: float,
+) -> None:
+    """Place the stalls (by worker) on the records they held: each record says how much they could
+    have added to it (``client_stall_ms``); the run is NOT VALID when they could move a headline
+    figure out of its interval or held more than ``tolerance`` of the requests."""
+    impact, holds = stall_impact(stalls, records, tolerance, dropped)
+    for record, hold in zip(records, holds, strict=True):
+        record.client_stall_ms = hold.added_ns / 1e6 if hold.added_ns else None
+    report.stall_impact = impact
+    report.invalid_reasons += impact.reasons

@@ -30,6 +30,7 @@ from tokenpace.app.run import workloads
 from tokenpace.app.run.bench_config import BenchConfig, BenchResult
 from tokenpace.app.run.outputs import USER_STOP
 from tokenpace.app.run.run_info import not_found_hint, run_conditions, run_warnings, send_rate
+from tokenpace.app.watch.health import judge_stalls, own_stalls
 from tokenpace.app.workers.worker_health import combined_health
 from tokenpace.app.workers.worker_lost import WorkerLink, lost_records
 from tokenpace.app.workers.worker_proc import WorkerSpec, clock_identity, worker_main
@@ -278,7 +279,12 @@ class WorkerRun:
         if lost and not self.stop_reason:
             self.stop_reason = f"aborted: worker {lost[0].spec.worker} {lost[0].lost}"
         lags = [(r.dispatched_ns - r.scheduled_ns) / 1e6 for r in self.records if r.dispatched_ns]
-        return combined_health([link.health() for link in self.links], lags)
+        report = combined_health([link.health() for link in self.links], lags)
+        done = [(link, link.done.health) for link in self.links if link.done is not None]
+        stalls = {link.spec.worker: own_stalls(health, -link.clock_offset_ns) for link, health in done}
+        dropped = sum(health.stalls_dropped for _, health in done)
+        judge_stalls(report, stalls, dropped, self.records, self.config.stall_tolerance)
+        return report
 
     def _describe_workers(self) -> dict[str, Any]:
         return {

@@ -139,6 +139,13 @@ class VllmArgs(click.Command):
     metavar="K=V",
     help="Label the run (engine, version, hardware, region, ...).",
 )
+@click.option(
+    "--stall-tolerance",
+    default="10%",
+    show_default=True,
+    help="Share of requests the client's own stalls may hold before the run is NOT VALID (a stall "
+    "that could move a headline percentile out of its 95% interval always is).",
+)
 @click.option("--request-id-prefix", help="Prefix of each x-request-id (default tp-RUNID-).")
 @click.option(
     "--out",
@@ -345,6 +352,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         ray=o.get("ray"),
         ramp=o.get("ramp"),
         keep_texts=bool(o.get("save_detailed")),
+        stall_tolerance=parsing.share(o.get("stall_tolerance") or "10%", "--stall-tolerance"),
         percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
     )
     with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load

@@ -246,6 +246,13 @@ def _client(result: dict[str, Any]) -> Text:
     text.append(f" | memory {c['max_rss_mb']:.0f} MB")
     if c.get("workers"):  # the worst worker's numbers; each worker's own are in the JSON
         text.append(f" | worst of {len(c['workers'])} worker processes")
+    impact = (c.get("stalls") or {}).get("impact")
+    if impact and impact["held"]:  # what the client's own stalls did to the requests
+        text.append(
+            f"\n            stalls held {impact['held']} of {impact['requests']} requests "
+            f"({impact['share']:.1%}, tolerated {impact['tolerance']:.0%}); longest stall "
+            f"{impact['longest_stall_ms']:.0f} ms, at most {impact['most_added_ms']:.0f} ms added to one"
+        )
     if result["valid"]:
         text.append("\n            VALID: the client kept up with the load asked", style="green")
     else:

@@ -6,6 +6,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.app.baseline.store_ops import set_baseline
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.library.store_opts import ago, fail, guarded, open_or_fail, store_option
 
@@ -18,15 +19,15 @@ def baseline() -> None:
 @baseline.command("set")
 @click.argument("name")
 @click.argument("ref")
+@click.option("--allow-invalid", is_flag=True, help="Accept a run that is NOT VALID or was interrupted.")
 @store_option
 @guarded("baseline set")
-def set_(name: str, ref: str, store_url: str | None) -> None:
+def set_(name: str, ref: str, allow_invalid: bool, store_url: str | None) -> None:
     """Make NAME point at a run (id, KEY=VALUE label, other baseline, or latest)."""
     if not name.strip() or "=" in name:
         fail("baseline set", f"{name!r} is not a usable baseline name (no '=' and not empty)")
     store = open_or_fail("baseline set", store_url)
-    run = store.resolve(ref)
-    store.set_baseline(name.strip(), run.id)
+    run = set_baseline(store, name.strip(), ref, allow_invalid)
     click.echo(f"baseline {name.strip()} = run {run.id}")
 
 

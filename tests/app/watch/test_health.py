@@ -1,0 +1,95 @@
+"""Client stalls judged by the requests they held: stalls injected into the health sampler of a
+real run (where each stall was is the sampler's input), placed on the records they held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from bench_factory import bench_config
+
+from tokenpace.adapters.report.figures import Step
+from tokenpace.adapters.report.html import render_html
+from tokenpace.app.bench import bench as bench_module
+from tokenpace.app.bench.bench import BenchRun
+from tokenpace.app.run.bench_config import BenchResult
+from tokenpace.app.watch.health import HealthMonitor, HealthReport
+from tokenpace.core.record import RequestRecord
+from tokenpace.testing.scripted_server import Script, ScriptedServer
+
+Placer = Callable[[list[RequestRecord]], list[tuple[int, int]]]
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, place: Placer, **kw: Any) -> BenchResult:
+    """A 40-request run (one at a time: no two requests' stalls overlap) whose sampler also saw the
+    stalls ``place`` puts on its records."""
+    holder: dict[str, BenchRun] = {}
+
+    class Injected(HealthMonitor):
+        def report(self, chunks: int, dispatch_lags_ms: list[float], open_loop: bool) -> HealthReport:
+            # only the injected stalls: what a busy test machine adds would make the counts vary
+            self.stalls_ms.clear()
+            del self.stall_starts[:], self.stall_ends[:]
+            for start, end in sorted(place(holder["run"].records)):
+                self.stalls_ms.append((end - start) / 1e6)
+                self._place(start, end)
+            return super().report(chunks, dispatch_lags_ms, open_loop)
+
+    monkeypatch.setattr(bench_module, "HealthMonitor", Injected)
+
+    async def go() -> BenchResult:
+        async with ScriptedServer(Script(ttft_s=0.005, itl_s=0.002, tokens=8)) as srv:
+            run = BenchRun(bench_config(srv.url, concurrency=1, requests=40, **kw))
+            holder["run"] = run
+            return await run.run()
+
+    return asyncio.run(go())
+
+
+def _on_ends(records: list[RequestRecord]) -> list[tuple[int, int]]:
+    """A 50 us stall on each request's end, begun after its last token (so only E2E is held)."""
+    out = []
+    for r in records:
+        assert r.end_ns is not None and r.token_ns
+        out.append((max(r.token_ns[-1], r.end_ns - 50_000) + 1, r.end_ns))
+    return out
+
+
+def _fastest(n: int) -> Placer:
+    def place(records: list[RequestRecord]) -> list[tuple[int, int]]:
+        return _on_ends(sorted(records, key=lambda r: (r.end_ns or 0) - r.sent_ns)[:n])
+
+    return place
+
+
+def test_stalls_on_a_few_requests_that_move_nothing_leave_the_run_valid(monkeypatch) -> None:
+    # the two fastest requests' ends: taking 50 us off them moves no percentile above them
+    result = _run(monkeypatch, _fastest(2))
+    assert not any("stall" in r for r in result.invalid_reasons), result.invalid_reasons
+    held = [r for r in result.records if r.client_stall_ms is not None]
+    assert len(held) == 2 and all(0 < (r.client_stall_ms or 0) <= 0.05 for r in held)
+    impact = result.to_dict()["summary"]["client"]["stalls"]["impact"]
+    assert impact["held"] == 2 and impact["requests"] == 40 and impact["valid"] is True
+    assert impact["share"] == 0.05 and "2 of 40 requests" in impact["why"]
+    doc = result.to_dict()
+    page = render_html(doc, [Step("run", doc, result.records)])  # the HTML report says it too
+    assert "Client stalls: 2 of 40 requests (5.0%) had a timestamp taken during a client stall" in page
+
+
+def test_stalls_on_many_requests_make_the_run_not_valid_and_say_why(monkeypatch) -> None:
+    result = _run(monkeypatch, lambda records: _on_ends(records[::2]))  # every other request
+    assert not result.valid
+    assert any("stalled during 20 of 40 requests" in r for r in result.invalid_reasons), (
+        result.invalid_reasons
+    )
+    doc = result.to_dict()
+    assert doc["valid"] is False and doc["summary"]["client"]["stalls"]["impact"]["share"] == 0.5
+    assert sum(r.client_stall_ms is not None for r in result.records) == 20
+
+
+def test_the_tolerance_sets_the_share_of_held_requests_allowed(monkeypatch) -> None:
+    result = _run(monkeypatch, lambda records: _on_ends(records[::2]), stall_tolerance=0.6)
+    assert not any("tolerated" in r for r in result.invalid_reasons)
+    assert result.to_dict()["summary"]["client"]["stalls"]["impact"]["tolerance"] == 0.6
