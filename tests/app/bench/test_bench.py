@@ -171,20 +171,34 @@ def test_invalid_configs_refused(kw):
         config("http://127.0.0.1:1/v1", **kw).validate()
 
 
-def test_a_frozen_client_is_caught_and_the_run_marked_not_valid():
+def _frozen_run(**kw: Any):
     import time
 
     async def go():
         async with ScriptedServer(Script(ttft_s=0.01, itl_s=0.01)) as srv:
-            run = BenchRun(config(srv.url, concurrency=4, requests=16))
+            run = BenchRun(config(srv.url, concurrency=4, requests=16, **kw))
             # block the event loop for 300 ms mid-run, as a GC pause or a descheduled process would
             asyncio.get_running_loop().call_later(0.15, time.sleep, 0.3)
             return await run.run()
 
-    result = asyncio.run(go())
-    assert not result.valid
-    assert any("stalled" in r for r in result.health.invalid_reasons)
+    return asyncio.run(go())
+
+
+def test_a_frozen_client_is_caught_and_the_requests_it_held_flagged():
+    result = _frozen_run()
+    held = [r for r in result.records if r.client_stall_ms]
+    assert held and max(r.client_stall_ms for r in held) >= 250
     assert result.health.longest_stall_ms >= 250
+    impact = result.health.stall_impact
+    assert impact is not None and impact.held == len(held)
+    # the run stands only while the held share is within the tolerance and no figure moved
+    assert result.valid == (impact.share <= impact.tolerance and not impact.moved)
+
+
+def test_a_frozen_client_past_the_tolerance_marks_the_run_not_valid():
+    result = _frozen_run(stall_tolerance=0.0)
+    assert not result.valid
+    assert any("stall" in r for r in result.health.invalid_reasons)
 
 
 @pytest.mark.timing
