@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from tests.core.analysis.capacity.test_plan import points, step
-
+from core.analysis.capacity.test_plan import points, step
 from tokenpace.core.analysis.capacity.plan import analyze
 
 

@@ -61,14 +61,19 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     values = np.concatenate(groups) if groups else np.empty(0)
     fits = [serial_correlation(_series(groups, flat, q, values)) for q in qs]
     taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
-    top = float(taus.max()) if len(taus) else 1.0
     units = len(groups)
-    block = 1
-    if top >= PLAIN_BELOW_TAU:
-        block = max(1, min(math.ceil(BLOCK_FROM_TAU * top), units // MIN_BLOCKS))
+    block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
     base = len(values) if flat else units
     return Dependence(groups, taus, widen, block, base / np.maximum(taus, 1.0))
+
+
+def block_length(taus: np.ndarray | Sequence[float], units: int) -> int:
+    """Requests per block for these percentiles' taus among ``units`` requests (see the module)."""
+    top = float(np.max(taus)) if len(taus) else 1.0
+    if top < PLAIN_BELOW_TAU:
+        return 1
+    return max(1, min(math.ceil(BLOCK_FROM_TAU * top), units // MIN_BLOCKS))
 
 
 def block_draws(units: int, block: int, size: int, rng: np.random.Generator) -> np.ndarray:
