@@ -177,7 +177,8 @@ def serial_time(series: np.ndarray) -> float:
 
 def cut_indicator(ordered: np.ndarray, q: float) -> np.ndarray:
     """1.0 where a value is at or under the sample's q-th percentile (0-100), else 0.0."""
-    return (ordered <= np.percentile(ordered, q)).astype(np.float64)
+    out: np.ndarray = (ordered <= np.percentile(ordered, q)).astype(np.float64)
+    return out
 
 
 def design_effects(ordered: np.ndarray, qs: Sequence[float]) -> list[float]:

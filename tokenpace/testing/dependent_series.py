@@ -43,7 +43,8 @@ def bursts(rng: np.random.Generator, trials: int, n: int, period: int = 100, dra
     start = rng.integers(0, period, size=(trials, 1))
     phase = (start + np.arange(n)) % period
     noise = np.exp(_SIGMA * rng.standard_normal((trials, n)))
-    return 100 * noise * (1 + 2 * _queue_share(phase, drain))
+    out: np.ndarray = 100 * noise * (1 + 2 * _queue_share(phase, drain))
+    return out
 
 
 def bursts_truth(q: float, period: int = 100, drain: int = 25) -> float:

@@ -83,7 +83,8 @@ def step_sample(p: LoadPoint, records: Sequence[RequestRecord], steady: dict[str
 
 
 def _draw(values: np.ndarray, block: int, rng: np.random.Generator) -> np.ndarray:
-    return values[block_draws(len(values), block, 1, rng)[0]]
+    drawn: np.ndarray = values[block_draws(len(values), block, 1, rng)[0]]
+    return drawn
 
 
 def _redrawn(p: LoadPoint, s: _StepSample, rng: np.random.Generator) -> LoadPoint:
