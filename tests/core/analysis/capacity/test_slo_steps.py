@@ -24,3 +24,10 @@ def test_enough_effective_samples_judge_as_before() -> None:
     steps[1]["summary"]["ttft_ms"]["n_eff"] = {"p95": 150.0}  # 7.5 effective beyond P95
     a = analyze(points(steps), slo={"ttft_ms": 500})
     assert a.slo is not None and a.slo.verdicts == ["holds", "holds"]
+
+
+def test_a_step_too_short_even_as_independent_requests_is_judged_as_before() -> None:
+    steps = [step(1, 1.6, 80, 600, sent=60), step(2, 3.1, 82, 640, sent=60)]
+    steps[1]["summary"]["ttft_ms"]["n_eff"] = {"p95": 20.0}  # 60 x 5 % = 3 beyond P95 even so
+    a = analyze(points(steps), slo={"ttft_ms": 500})
+    assert a.slo is not None and a.slo.verdicts == ["holds", "holds"]

@@ -5,8 +5,8 @@ percentile is under the line (and errors stay at or below the limit); it *breaks
 lower bound is over the line (or errors exceed the limit); otherwise it is *undecided*: the interval
 straddles the line and more requests at that load would decide it. Where the step's requests moved
 together (a queue, a stall) the interval is taken at the effective sample size, and where that
-leaves fewer than ``MIN_TAIL_SAMPLES`` effective observations beyond the percentile the step is
-undecided, with the count that would decide it. A step without a stored interval (an older file) is
+leaves fewer than ``MIN_TAIL_SAMPLES`` effective observations beyond the percentile (that its count
+alone would have had) the step is undecided, with the count that would decide it. A step without a stored interval (an older file) is
 judged on its point estimate, and the analysis says so.
 
 The SLO load is the highest usable step that holds *below the lowest step that breaks*: a step
@@ -76,8 +76,8 @@ def _too_few_effective(p: LoadPoint, metric: str, percentile: str) -> str:
     """Why the percentile cannot be judged where its requests moved together; "" where it can."""
     eff = p.slo_effective(metric, percentile)
     q = float(percentile[1:])
-    if eff is None or eff[1] <= 0 or enough_samples(eff[1], q):
-        return ""
+    if eff is None or eff[1] <= 0 or enough_samples(eff[1], q) or not enough_samples(eff[0], q):
+        return ""  # a step too short even as independent requests is judged as before
     n, n_eff = eff
     tail = min(q, 100 - q) / 100
     more = math.ceil(n * MIN_TAIL_SAMPLES / (tail * n_eff)) - n
