@@ -6,8 +6,8 @@ lower bound is over the line (or errors exceed the limit); otherwise it is *unde
 straddles the line and more requests at that load would decide it. Where the step's requests moved
 together (a queue, a stall) the interval is taken at the effective sample size, and where that
 leaves fewer than ``MIN_TAIL_SAMPLES`` effective observations beyond the percentile (that its count
-alone would have had) the step is undecided, with the count that would decide it. A step without a stored interval (an older file) is
-judged on its point estimate, and the analysis says so.
+alone would have had) the step is undecided, with the count that would decide it. A step without a
+stored interval (an older file) is judged on its point estimate, and the analysis says so.
 
 The SLO load is the highest usable step that holds *below the lowest step that breaks*: a step
 that holds above a break is not trusted (latency that is not monotone in load is noise, drift or a
