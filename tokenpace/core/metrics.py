@@ -68,7 +68,7 @@ DEFINITIONS = {
     "binomial distribution; exact up to 2,000 samples, its normal approximation beyond), taken at "
     "the effective sample size n_eff where requests sent close in time moved together (n_eff, per "
     "percentile, shown only where below n); low_sample lists percentiles with fewer than 5 "
-    "effective samples beyond them",
+    "samples beyond them",
     "output_tokens": "server usage when reported, else one token per token-carrying chunk",
     "steady": steady.DEFINITION,
 }

@@ -230,8 +230,9 @@ def describe(
     values: Sequence[float] | np.ndarray, with_ci: bool = True, ordered: bool = False
 ) -> Distribution:
     """Mean, spread and percentiles (linear interpolation, numpy's default) of the samples.
-    ``ordered``: the values are in send order, and the intervals and ``low_sample`` count the
-    requests that moved together (``n_eff``)."""
+    ``ordered``: the values are in send order, and the intervals count the requests that moved
+    together (``n_eff``, per percentile where below n; ``low_sample`` stays a count of requests: a
+    verdict that needs effective observations beyond a percentile reads ``n_eff``)."""
     raw = np.asarray(values, dtype=np.float64)
     arr = np.sort(raw)
     n = len(arr)
@@ -257,6 +258,6 @@ def describe(
             dist.ci95[f"p{p}"] = cis[i]
         if n_effs[i] < n:
             dist.n_eff[f"p{p}"] = round(n_effs[i], 1)
-        if not enough_samples(n_effs[i], p):
+        if not enough_samples(n, p):
             dist.low_sample.append(f"p{p}")
     return dist
