@@ -65,8 +65,10 @@ DEFINITIONS = {
     "interrupted_rate": "stream interruptions over requests sent",
     "percentiles": "linear interpolation (numpy default); ci95: the distribution-free "
     "order-statistic interval (the ranks that bracket the percentile with 95% confidence, from the "
-    "binomial distribution; exact up to 2,000 samples, its normal approximation beyond); "
-    "low_sample lists percentiles with fewer than 5 samples beyond them",
+    "binomial distribution; exact up to 2,000 samples, its normal approximation beyond), taken at "
+    "the effective sample size n_eff where requests sent close in time moved together (n_eff, per "
+    "percentile, shown only where below n); low_sample lists percentiles with fewer than 5 "
+    "samples beyond them",
     "output_tokens": "server usage when reported, else one token per token-carrying chunk",
     "steady": steady.DEFINITION,
 }
@@ -285,6 +287,8 @@ def summarize(
     the send, as a closed loop does."""
     scheduled = [r for r in records if not r.warmup]
     measured = [r for r in scheduled if r.sent_ns]  # a request never sent is counted apart
+    # in send order: the intervals count requests sent close in time that moved together
+    measured = sorted(measured, key=lambda r: r.sent_ns)
     ok = [r for r in measured if r.status is Status.OK]
     sent = len(measured)
 
@@ -320,7 +324,7 @@ def summarize(
     slo = slo or Slo()
 
     def d(values: Iterable[float]) -> Distribution:
-        return describe(_ms(values), with_ci=with_ci)
+        return describe(_ms(values), with_ci=with_ci, ordered=True)
 
     tpot_dist = d(tpots)
     failures = counts

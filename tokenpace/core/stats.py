@@ -1,4 +1,15 @@
-"""Distribution statistics: percentiles with sample counts and confidence intervals. Pure."""
+"""Distribution statistics: percentiles with sample counts and confidence intervals. Pure.
+
+Requests sent close in time move together (a queue, a host stall), so a run of n requests holds
+fewer independent observations about a percentile. ``design_effect`` measures how many fewer, from
+the serial correlation of the indicator "at or under the percentile" in send order: the sample
+percentile's variance is q(1-q)/n times tau = 1 + 2 sum_k rho_k (the integrated autocorrelation
+time), so the run is worth n_eff = n / tau independent requests. Sums run over Sokal's automatic
+window (the first lag M with M >= 4 tau(M)), each lag over its own pairs, and tau is corrected for
+the bias of a mean estimated from the same series (a factor 1 / (1 - 2M/n)); a tau within two
+standard errors of 1 is taken as 1 (independent); otherwise tau is raised by (t/z)^2, t the 97.5 %
+quantile at the estimate's degrees of freedom 2n / (4M + 2): n_eff is a conservative count.
+"""
 
 from __future__ import annotations
 
@@ -19,6 +30,14 @@ MIN_TAIL_SAMPLES = 5
 # it, the normal approximation to it (then accurate to well under one rank).
 _EXACT_BINOMIAL_N = 2000
 
+# Sokal's window constant: the serial correlation is summed up to the first lag M >= WINDOW_C tau(M).
+WINDOW_C = 4.0
+# A tau within this many standard errors of 1 (Sokal's variance of the estimate, tau^2 (4M+2)/n) is
+# taken as 1: independent requests keep the plain intervals.
+NOISE_SES = 2.0
+# A series shorter than this has no serial correlation estimated (taken as independent).
+MIN_SERIES = 20
+
 
 @dataclass(slots=True)
 class Distribution:
@@ -35,6 +54,8 @@ class Distribution:
     p99: float | None = None
     ci95: dict[str, tuple[float, float]] = field(default_factory=dict)
     low_sample: list[str] = field(default_factory=list)  # percentiles resting on too few samples
+    # effective sample size per percentile, where the samples were in send order and moved together
+    n_eff: dict[str, float] = field(default_factory=dict)
 
     def percentile(self, name: str) -> float | None:
         value: float | None = getattr(self, name)
@@ -52,6 +73,7 @@ class Distribution:
             out[f"p{p}"] = getattr(self, f"p{p}")
         out["ci95"] = {k: list(v) for k, v in self.ci95.items()}
         out["low_sample"] = list(self.low_sample)
+        out["n_eff"] = dict(self.n_eff)
         return out
 
 
@@ -62,7 +84,7 @@ def robust_sd(values: Sequence[float] | np.ndarray) -> float:
     return 1.4826 * float(np.median(np.abs(arr - np.median(arr))))
 
 
-def enough_samples(n: int, percentile: float) -> bool:
+def enough_samples(n: float, percentile: float) -> bool:
     """True when at least MIN_TAIL_SAMPLES observations lie beyond the percentile."""
     tail = min(percentile, 100 - percentile) / 100
     return n * tail >= MIN_TAIL_SAMPLES
@@ -131,14 +153,101 @@ def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
     return lo - 1, hi - 1
 
 
+def serial_correlation(series: np.ndarray) -> tuple[float, np.ndarray]:
+    """The integrated autocorrelation time tau >= 1 of a series (1: independent; see the module) and
+    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series)."""
+    x = np.asarray(series, dtype=np.float64)
+    n = len(x)
+    y = x - x.mean() if n else x
+    if n < MIN_SERIES or not np.any(y):
+        return 1.0, np.ones(1)
+    spectrum = np.fft.rfft(y, 2 * n)
+    cov = np.fft.irfft(spectrum * np.conj(spectrum), 2 * n)[:n] / (n - np.arange(n))
+    rho = cov / cov[0]
+    taus = 2 * np.cumsum(rho) - 1
+    inside = np.nonzero(np.arange(n) >= WINDOW_C * taus)[0]
+    m = int(inside[0]) if len(inside) else n - 1
+    tau = float(taus[m]) / max(1 - 2 * m / n, 0.25)
+    if tau < 1 + NOISE_SES * np.sqrt((4 * m + 2) / n):
+        return 1.0, np.ones(1)  # within the estimate's own noise of independence
+    tau *= (_t975(2 * n / (4 * m + 2)) / _Z975) ** 2  # the estimate's own uncertainty
+    return float(min(tau, n)), rho[: m + 1]
+
+
+_Z975 = NormalDist().inv_cdf(0.975)
+
+
+def _t975(df: float) -> float:
+    """Student's t 97.5 % quantile (Cornish-Fisher from the normal's; within 1 % from 3 df)."""
+    z = _Z975
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
+
+
+def serial_time(series: np.ndarray) -> float:
+    """tau of serial_correlation alone."""
+    return serial_correlation(series)[0]
+
+
+def cut_indicator(ordered: np.ndarray, q: float) -> np.ndarray:
+    """1.0 where a value is at or under the sample's q-th percentile (0-100), else 0.0."""
+    out: np.ndarray = (ordered <= np.percentile(ordered, q)).astype(np.float64)
+    return out
+
+
+def design_effects(ordered: np.ndarray, qs: Sequence[float]) -> list[float]:
+    """Per percentile (0-100): tau of the indicator "at or under the sample percentile" of values in
+    send order, the factor by which serial dependence inflates the percentile's variance."""
+    x = np.asarray(ordered, dtype=np.float64)
+    if len(x) < MIN_SERIES:
+        return [1.0] * len(qs)
+    return [serial_time(cut_indicator(x, q)) for q in qs]
+
+
+def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:
+    """rank_bounds at the effective sample size n / deff, mapped back onto the n ranks."""
+    if deff <= 1:
+        return rank_bounds(n, p, alpha)
+    n_e = max(1, int(n / deff))
+    lo_e, hi_e = rank_bounds(n_e, p, alpha)
+    scale = n / n_e
+    lo = int(np.floor((lo_e + 0.5) * scale - 0.5))
+    hi = int(np.ceil((hi_e + 0.5) * scale - 0.5))
+    return int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))
+
+
+def ordered_percentile_cis(
+    ordered: np.ndarray, qs: Sequence[float], confidence: float = 0.95
+) -> tuple[list[tuple[float, float]], list[float]]:
+    """percentile_cis for values in send order, counting serial dependence: the order-statistic
+    interval at the effective sample size. Returns the intervals and each percentile's n_eff."""
+    x = np.asarray(ordered, dtype=np.float64)
+    n = len(x)
+    if n == 0:
+        return [], []
+    deffs = design_effects(x, qs)
+    arr = np.sort(x)
+    alpha = (1 - confidence) / 2
+    cis = []
+    for q, d in zip(qs, deffs, strict=True):
+        lo, hi = dependent_rank_bounds(n, q / 100, alpha, d)
+        cis.append((float(arr[lo]), float(arr[hi])))
+    return cis, [n / d for d in deffs]
+
+
 def percentile_ci(sorted_values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
     """Confidence interval of the q-th percentile (0-100); see percentile_cis."""
     return percentile_cis(sorted_values, [q], confidence)[0]
 
 
-def describe(values: Sequence[float] | np.ndarray, with_ci: bool = True) -> Distribution:
-    """Mean, spread and percentiles (linear interpolation, numpy's default) of the samples."""
-    arr = np.sort(np.asarray(values, dtype=np.float64))
+def describe(
+    values: Sequence[float] | np.ndarray, with_ci: bool = True, ordered: bool = False
+) -> Distribution:
+    """Mean, spread and percentiles (linear interpolation, numpy's default) of the samples.
+    ``ordered``: the values are in send order, and the intervals count the requests that moved
+    together (``n_eff``, per percentile where below n; ``low_sample`` stays a count of requests: a
+    verdict that needs effective observations beyond a percentile reads ``n_eff``)."""
+    raw = np.asarray(values, dtype=np.float64)
+    arr = np.sort(raw)
     n = len(arr)
     if n == 0:
         return Distribution(n=0)
@@ -150,11 +259,18 @@ def describe(values: Sequence[float] | np.ndarray, with_ci: bool = True) -> Dist
         min=float(arr[0]),
         max=float(arr[-1]),
     )
-    cis = percentile_cis(arr, PERCENTILES) if with_ci else None
+    n_effs = [float(n)] * len(PERCENTILES)
+    cis = None
+    if with_ci and ordered:
+        cis, n_effs = ordered_percentile_cis(raw, PERCENTILES)
+    elif with_ci:
+        cis = percentile_cis(arr, PERCENTILES)
     for i, (p, v) in enumerate(zip(PERCENTILES, pcts, strict=True)):
         setattr(dist, f"p{p}", float(v))
         if cis is not None:
             dist.ci95[f"p{p}"] = cis[i]
+        if n_effs[i] < n:
+            dist.n_eff[f"p{p}"] = round(n_effs[i], 1)
         if not enough_samples(n, p):
             dist.low_sample.append(f"p{p}")
     return dist

@@ -84,8 +84,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
         t.add_row(
             "",
             "all",
-            f"n={m.n_a}",
-            f"n={m.n_b}",
+            _n(m.n_a, m.n_eff_a),
+            _n(m.n_b, m.n_eff_b),
             "",
             "",
             "",
@@ -98,7 +98,8 @@ def comparison_table(c: Comparison, title: str, caption: str | None = None) -> T
     t.caption = caption or (
         "CI and change CI count the noise between requests and between runs; detectable: the "
         "smallest worsening called 9 times in 10 at this size and noise; 'all': Mann-Whitney rank "
-        "test within runs (shown, not used)"
+        "test within runs (shown, not used); eff: what the requests are worth as independent ones "
+        "where neighbours in time moved together (the intervals are drawn in blocks of time)"
     )
     return t
 
@@ -177,3 +178,10 @@ def print_warnings(console: Console, warnings: Sequence[str]) -> None:
 
 def print_rule(console: Console, rule: str) -> None:
     console.print(f"[dim]Decision rule: {rule}[/]", highlight=False)
+
+
+def _n(n: int, n_eff: float | None) -> str:
+    """The count, and what it is worth where requests moved together."""
+    if n_eff is None or n_eff >= n:
+        return f"n={n}"
+    return f"n={n} (eff {n_eff:.0f})"

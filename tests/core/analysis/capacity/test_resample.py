@@ -8,9 +8,12 @@ import pytest
 
 from core.analysis.capacity.test_plan_basis import step
 from tokenpace.app.sweep.sweep_capacity import capacity
+from tokenpace.core.analysis.capacity.plan import point_from_result
+from tokenpace.core.analysis.capacity.resample import step_sample
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.steady import steady_state
+from tokenpace.testing.dependent_series import ar1
 
 MS = 1_000_000
 
@@ -88,3 +91,25 @@ def test_resamples_are_bounded():
     steps, records = slot_sweep()
     with pytest.raises(ValueError, match="resamples must be 1 to 2000"):
         capacity(steps, None, records=records, resamples=5000)
+
+
+def test_a_step_whose_requests_moved_together_is_resampled_in_blocks() -> None:
+    def records(latencies: np.ndarray) -> list[RequestRecord]:
+        out = []
+        for i, ms in enumerate(latencies):
+            r = RequestRecord(request_id=str(i), sent_ns=(2000 - i) * 10 * MS)  # stored newest first
+            r.status, r.first_token_ns, r.end_ns = (
+                Status.OK,
+                r.sent_ns + int(ms * MS),
+                r.sent_ns + int(2 * ms * MS),
+            )
+            out.append(r)
+        return out
+
+    rng = np.random.default_rng(4)
+    steps, _ = slot_sweep()
+    p = point_from_result(1, steps[0])
+    moved = step_sample(p, records(ar1(rng, 1, 2000, 0.9)[0]), {})
+    alone = step_sample(p, records(ar1(rng, 1, 2000, 0.0)[0]), {})
+    assert moved is not None and alone is not None
+    assert moved.block > 10 and alone.block == 1

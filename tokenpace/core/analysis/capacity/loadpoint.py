@@ -42,6 +42,8 @@ class LoadPoint:
     slo_basis: str = "send"
     sent_rps: float | None = None  # requests actually sent per second (the schedule's realisation)
     slo_cis: dict[str, dict[str, tuple[float, float]]] = field(default_factory=dict)  # 95 % intervals
+    # per metric: its count and, where requests moved together, each percentile's effective count
+    slo_n_eff: dict[str, tuple[int, dict[str, float]]] = field(default_factory=dict)
     trend: dict[str, Any] | None = None  # latency against time inside the step (``drift``), if measured
     # a predicted step past what its (calibrated) profile vouches for: why (sim/profiles/limits.py)
     beyond_profile: str = ""
@@ -50,6 +52,11 @@ class LoadPoint:
 
     def slo_ci(self, metric: str, p: str) -> tuple[float, float] | None:
         return (self.slo_cis.get(metric) or {}).get(p)
+
+    def slo_effective(self, metric: str, p: str) -> tuple[int, float] | None:
+        """(n, n_eff) where the percentile's requests moved together; None where independent."""
+        n, effs = self.slo_n_eff.get(metric, (0, {}))
+        return (n, effs[p]) if p in effs else None
 
     def pct(self, metric: str, p: str) -> float | None:
         return (self.latency.get(metric) or {}).get(p)
@@ -88,6 +95,15 @@ def _cis(s: dict[str, Any], names: dict[str, str]) -> dict[str, dict[str, tuple[
     for metric, src in names.items():
         cis = (s.get(src) or {}).get("ci95") or {}
         out[metric] = {k: (float(v[0]), float(v[1])) for k, v in cis.items() if v and len(v) == 2}
+    return out
+
+
+def _n_effs(s: dict[str, Any], names: dict[str, str]) -> dict[str, tuple[int, dict[str, float]]]:
+    out: dict[str, tuple[int, dict[str, float]]] = {}
+    for metric, src in names.items():
+        d = s.get(src) or {}
+        effs = d.get("n_eff") or {}
+        out[metric] = (int(d.get("n") or 0), {k: float(v) for k, v in effs.items()})
     return out
 
 
@@ -132,6 +148,7 @@ def point_from_result(step: int, result: dict[str, Any]) -> LoadPoint:
         slo_basis=basis,
         sent_rps=steady.get("send_rate"),
         slo_cis=_cis(s, names),
+        slo_n_eff=_n_effs(s, names),
         trend=result.get("time_trend"),
         beyond_profile=str(result.get("beyond_profile") or ""),
         steady_latency_ms=_ms(steady.get("mean_latency_s")) if use_steady else None,

@@ -5,7 +5,8 @@ The knee (Kneedle on P95s) and the plan read from it are point estimates; the sa
 again would put them elsewhere. Two checks say by how much:
 
 - *Bootstrap of each step's records* (``resamples`` times, seeded; each step's successful requests
-  drawn with replacement, at most ``MAX_RECORDS`` of them, evenly thinned): each step's TTFT and E2E
+  drawn with replacement, at most ``MAX_RECORDS`` of them, evenly thinned, in circular blocks of
+  send time as long as the step's requests moved together, ``evidence.dependence``): each step's TTFT and E2E
   P95 and P50, its mean E2E and its steady rate are recomputed (closed loop: the rate is the measured
   mean in flight over the mean E2E of the requests drawn from the steady basis; open loop: the rate
   draws the Poisson noise of its completion count), and the analysis and plan are run again. The
@@ -30,8 +31,10 @@ import numpy as np
 
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint
 from tokenpace.core.analysis.capacity.plan import CurveAnalysis, Plan, analyze, make_plan
+from tokenpace.core.analysis.evidence.dependence import block_draws, block_length
 from tokenpace.core.metrics import e2e_ns, ttft_ns
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.core.stats import design_effects
 
 DEFAULT_RESAMPLES = 200
 MAX_RESAMPLES = 2000
@@ -48,6 +51,7 @@ class _StepSample:
     basis_e2e: np.ndarray  # ms, the requests the steady rate rests on (closed loop)
     in_flight: float | None  # measured mean in flight over the steady window (closed loop)
     completions: int  # completions the open-loop rate counted
+    block: int = 1  # requests per resampled block (in send order)
 
 
 def _thin(values: list[float]) -> np.ndarray:
@@ -60,6 +64,7 @@ def _thin(values: list[float]) -> np.ndarray:
 def step_sample(p: LoadPoint, records: Sequence[RequestRecord], steady: dict[str, Any]) -> _StepSample | None:
     """The arrays a resample draws from; None when the step has no successful request to draw."""
     ok = [r for r in records if not r.warmup and r.status is Status.OK and r.end_ns is not None]
+    ok.sort(key=lambda r: r.sent_ns)  # in send order: neighbours that moved together are drawn together
     ttft = [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None]
     e2e = [v / NS_PER_MS for r in ok if (v := e2e_ns(r)) is not None]
     if not ttft or not e2e:
@@ -72,13 +77,20 @@ def step_sample(p: LoadPoint, records: Sequence[RequestRecord], steady: dict[str
         basis = [(r.end_ns - r.sent_ns) / NS_PER_MS for r in ok if r.sent_ns <= end and r.end_ns > start]  # type: ignore[operator]
     in_flight = p.achieved_rps * float(np.mean(basis)) / 1000 if basis else None
     completions = int(steady.get("completions") or len(ok))
-    return _StepSample(_thin(ttft), _thin(e2e), _thin(basis or e2e), in_flight, completions)
+    t, e = _thin(ttft), _thin(e2e)
+    block = block_length([*design_effects(t, [50, 95]), *design_effects(e, [50, 95])], min(len(t), len(e)))
+    return _StepSample(t, e, _thin(basis or e2e), in_flight, completions, block)
+
+
+def _draw(values: np.ndarray, block: int, rng: np.random.Generator) -> np.ndarray:
+    drawn: np.ndarray = values[block_draws(len(values), block, 1, rng)[0]]
+    return drawn
 
 
 def _redrawn(p: LoadPoint, s: _StepSample, rng: np.random.Generator) -> LoadPoint:
-    ttft = s.ttft[rng.integers(0, len(s.ttft), len(s.ttft))]
-    e2e = s.e2e[rng.integers(0, len(s.e2e), len(s.e2e))]
-    w_ms = float(np.mean(s.basis_e2e[rng.integers(0, len(s.basis_e2e), len(s.basis_e2e))]))
+    ttft = _draw(s.ttft, s.block, rng)
+    e2e = _draw(s.e2e, s.block, rng)
+    w_ms = float(np.mean(_draw(s.basis_e2e, s.block, rng)))
     if p.mode == "closed_loop" and s.in_flight:
         rps = s.in_flight / (w_ms / 1000)
     else:

@@ -3,8 +3,11 @@
 A step *holds* the SLO when, for every metric the SLO names, the upper bound of the interval of its
 percentile is under the line (and errors stay at or below the limit); it *breaks* it when some
 lower bound is over the line (or errors exceed the limit); otherwise it is *undecided*: the interval
-straddles the line and more requests at that load would decide it. A step without a stored interval
-(an older file) is judged on its point estimate, and the analysis says so.
+straddles the line and more requests at that load would decide it. Where the step's requests moved
+together (a queue, a stall) the interval is taken at the effective sample size, and where that
+leaves fewer than ``MIN_TAIL_SAMPLES`` effective observations beyond the percentile (that its count
+alone would have had) the step is undecided, with the count that would decide it. A step without a
+stored interval (an older file) is judged on its point estimate, and the analysis says so.
 
 The SLO load is the highest usable step that holds *below the lowest step that breaks*: a step
 that holds above a break is not trusted (latency that is not monotone in load is noise, drift or a
@@ -13,11 +16,13 @@ bimodal server) and the plan names every such step; no break is dropped.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint
+from tokenpace.core.stats import MIN_TAIL_SAMPLES, enough_samples
 
 SLO_METRICS = ("ttft_ms", "tpot_ms", "e2e_ms")
 HOLDS, BREAKS, UNDECIDED, LEFT_OUT = "holds", "breaks", "undecided", "left out"
@@ -50,10 +55,14 @@ def judge_step(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_r
             if metric == "tpot_ms":
                 continue  # single-token outputs have no TPOT; they meet a TPOT SLO (see metrics)
             return StepSlo(BREAKS, f"no {metric[:-3].upper()} sample")
+        name = f"{metric[:-3].upper()} {percentile.upper()}"
+        few = _too_few_effective(p, metric, percentile)
+        if few:
+            undecided.append(f"{name}: {few}")
+            continue
         ci = p.slo_ci(metric, percentile)
         lo, hi = ci if ci is not None else (value, value)
         point_only = point_only or ci is None
-        name = f"{metric[:-3].upper()} {percentile.upper()}"
         if lo > limit:
             return StepSlo(BREAKS, f"{name} {value:.4g} ms, lower bound {lo:.4g} > {limit:g}", point_only)
         if hi >= limit:
@@ -61,6 +70,21 @@ def judge_step(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_r
     if undecided:
         return StepSlo(UNDECIDED, "; ".join(undecided), point_only)
     return StepSlo(HOLDS, "every upper bound under its line", point_only)
+
+
+def _too_few_effective(p: LoadPoint, metric: str, percentile: str) -> str:
+    """Why the percentile cannot be judged where its requests moved together; "" where it can."""
+    eff = p.slo_effective(metric, percentile)
+    q = float(percentile[1:])
+    if eff is None or eff[1] <= 0 or enough_samples(eff[1], q) or not enough_samples(eff[0], q):
+        return ""  # a step too short even as independent requests is judged as before
+    n, n_eff = eff
+    tail = min(q, 100 - q) / 100
+    more = math.ceil(n * MIN_TAIL_SAMPLES / (tail * n_eff)) - n
+    return (
+        f"requests moved together: {n} requests worth {n_eff:.0f} independent; about {more} more "
+        "requests (a longer step) would decide"
+    )
 
 
 @dataclass(frozen=True, slots=True)

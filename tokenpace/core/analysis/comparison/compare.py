@@ -52,6 +52,9 @@ class PercentileRow:
     runs_needed: int | None = None  # runs a side that would decide an undecided row (None: too close)
     noise: RunNoise | None = None  # the between-run noise the interval counts
     change: Change | None = None  # what the interval rests on (for a gate's own threshold)
+    # effective sample sizes: the requests worth as many independent ones (ITL: requests, not gaps)
+    n_eff_a: float | None = None
+    n_eff_b: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k not in ("noise", "change")}
@@ -72,6 +75,8 @@ class MetricResult:
     prob_b_greater: float | None
     verdict: Verdict
     rows: list[PercentileRow] = field(default_factory=list)
+    n_eff_a: float | None = None  # at the median, whose row decides the metric
+    n_eff_b: float | None = None
 
     def row(self, percentile: str) -> PercentileRow | None:
         return next((r for r in self.rows if r.percentile == percentile), None)
@@ -84,6 +89,8 @@ class MetricResult:
             "higher_is_better": self.higher_is_better,
             "n_a": self.n_a,
             "n_b": self.n_b,
+            "n_eff_a": self.n_eff_a,
+            "n_eff_b": self.n_eff_b,
             "rank_test_p": self.rank_p,
             "prob_b_greater": self.prob_b_greater,
             "verdict": self.verdict.value,
@@ -96,7 +103,10 @@ class Comparison:
     alpha: float
     min_effect: float
     metrics: list[MetricResult]
-    method: str = "runs' percentiles; bootstrap over requests inside each run, plus noise between runs"
+    method: str = (
+        "runs' percentiles; bootstrap over requests inside each run (in blocks of send time where "
+        "neighbours moved together), plus noise between runs"
+    )
     rule_text: str | None = None  # a design-specific decision rule (paired blocks)
     runs_a: int = 1
     runs_b: int = 1
@@ -230,12 +240,14 @@ def compare_samples(
         enough = enough_in_every_run(side_a.counts + side_b.counts, q)
         verdict = decide_interval(ch.rel_lo, ch.rel_hi, enough, info.higher_is_better, min_effect)
         rows[q] = row_from_change(metric, q, n_a, n_b, ch, verdict, noise)
+        rows[q].n_eff_a, rows[q].n_eff_b = round(side_a.n_eff(j), 1), round(side_b.n_eff(j), 1)
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))
     if rank is not None:
         result.rank_p = rank.p_value
         result.prob_b_greater = rank.prob_b_greater
     result.verdict = rows[50.0].verdict  # the median's: its interval counts the noise between runs
+    result.n_eff_a, result.n_eff_b = rows[50.0].n_eff_a, rows[50.0].n_eff_b
     return result
 
 

@@ -1,8 +1,10 @@
 """Bootstrap confidence intervals of percentile differences between two independent samples. Pure.
 
-Each side is resampled over requests (a request's ITL gaps travel together), the percentiles of
-both resamples are differenced, and the interval is the percentile-method interval of those
-differences. The generator is seeded: the same inputs give the same interval.
+Each side is resampled over requests (a request's ITL gaps travel together) in circular blocks of
+requests in send order, as long as their dependence calls for (``dependence``: blocks of one where
+requests are independent), the percentiles of both resamples are differenced, and the interval is
+the percentile-method interval of those differences. The generator is seeded: the same inputs give
+the same interval.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenpace.core.analysis.evidence.dependence import Dependence, block_draws, dependence
 from tokenpace.core.analysis.evidence.samples import Samples
 
 DEFAULT_RESAMPLES = 1000
@@ -36,29 +39,39 @@ class DiffEstimate:
 
 
 def resample_percentiles(
-    samples: Samples, qs: Sequence[float], resamples: int, rng: np.random.Generator
+    samples: Samples,
+    qs: Sequence[float],
+    resamples: int,
+    rng: np.random.Generator,
+    plan: Dependence | None = None,
 ) -> np.ndarray:
-    """Percentiles ``qs`` of ``resamples`` bootstrap resamples: shape (resamples, len(qs))."""
-    values = samples.values
+    """Percentiles ``qs`` of ``resamples`` bootstrap resamples: shape (resamples, len(qs)), drawn
+    in blocks of time by ``plan`` (computed from the sample when not given)."""
+    plan = plan or dependence(samples, qs)
+    groups = plan.groups
+    values = np.concatenate(groups)
     qs_arr = np.asarray(qs, dtype=np.float64)
+    units = len(groups)
     if samples.flat:
-        n = len(values)
-        batch = max(1, _BATCH_ELEMENTS // n)
+        batch = max(1, _BATCH_ELEMENTS // units)
         out = []
         for start in range(0, resamples, batch):
-            size = min(batch, resamples - start)
-            draws = values[rng.integers(0, n, size=(size, n))]
-            out.append(np.percentile(draws, qs_arr, axis=1).T)
-        return np.concatenate(out).reshape(resamples, len(qs_arr))
-    # Clustered: draw requests with replacement, repeat each request's values as often as drawn.
-    sizes = np.array([len(g) for g in samples.groups])
-    group_of = np.repeat(np.arange(len(sizes)), sizes)
-    out_arr = np.empty((resamples, len(qs_arr)))
-    for i in range(resamples):
-        counts = np.bincount(rng.integers(0, len(sizes), size=len(sizes)), minlength=len(sizes))
-        drawn = np.repeat(values, counts[group_of])
-        out_arr[i] = np.percentile(drawn, qs_arr) if len(drawn) else np.nan
-    return out_arr
+            draws = block_draws(units, plan.block, min(batch, resamples - start), rng)
+            out.append(np.percentile(values[draws], qs_arr, axis=1).T)
+        boot = np.concatenate(out).reshape(resamples, len(qs_arr))
+    else:
+        # Clustered: draw requests, repeat each request's values as often as drawn.
+        sizes = np.array([len(g) for g in groups])
+        group_of = np.repeat(np.arange(units), sizes)
+        boot = np.empty((resamples, len(qs_arr)))
+        for i in range(resamples):
+            counts = np.bincount(block_draws(units, plan.block, 1, rng)[0], minlength=units)
+            drawn = np.repeat(values, counts[group_of])
+            boot[i] = np.percentile(drawn, qs_arr) if len(drawn) else np.nan
+    if np.any(plan.widen > 1):
+        centre = np.percentile(values, qs_arr)
+        boot = centre + (boot - centre) * plan.widen
+    return boot
 
 
 def resamples_for(n_values: int, wanted: int) -> int:

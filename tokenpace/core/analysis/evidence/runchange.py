@@ -16,6 +16,7 @@ from statistics import NormalDist
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles, resamples_for
+from tokenpace.core.analysis.evidence.dependence import dependence
 from tokenpace.core.analysis.evidence.runnoise import (
     MAX_RUNS_ADVISED,
     POWER,
@@ -29,11 +30,19 @@ from tokenpace.core.analysis.evidence.samples import Samples
 
 @dataclass(slots=True)
 class SideLevels:
-    """Per run (rows) and percentile (columns): the run's percentile and its bootstrap SE."""
+    """Per run (rows) and percentile (columns): the run's percentile, its bootstrap SE (in blocks of
+    time where requests moved together) and its effective sample size."""
 
     values: np.ndarray
     ses: np.ndarray
     counts: list[int]
+    n_effs: np.ndarray | None = None
+
+    def n_eff(self, column: int) -> float:
+        """The side's effective sample size at one percentile: its runs' together."""
+        if self.n_effs is None:
+            return float(sum(self.counts))
+        return float(np.sum(self.n_effs[:, column]))
 
     @property
     def runs(self) -> int:
@@ -44,12 +53,14 @@ def side_levels(
     runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator
 ) -> SideLevels:
     """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty."""
-    values, ses = [], []
+    values, ses, n_effs = [], [], []
     for s in runs:
         values.append(np.percentile(s.values, qs))
-        boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng)
+        plan = dependence(s, qs)
+        boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng, plan)
         ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
-    return SideLevels(np.array(values), np.array(ses), [s.n for s in runs])
+        n_effs.append(np.minimum(plan.n_eff, s.n))
+    return SideLevels(np.array(values), np.array(ses), [s.n for s in runs], np.array(n_effs))
 
 
 @dataclass(frozen=True, slots=True)

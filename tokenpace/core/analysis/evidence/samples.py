@@ -2,6 +2,8 @@
 
 Only measured (non-warm-up), successful requests count, as in ``core.metrics.summarize``. ITL gaps
 are kept grouped by request: gaps of one stream are correlated, so resampling is over requests.
+Each group carries its request's send time: requests sent close in time move together (a queue, a
+stall), and the resampler draws them in blocks of time (``evidence.dependence``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ class Samples:
     """One metric's samples: ``groups[i]`` are the values of request i (one value, or its ITL gaps)."""
 
     groups: list[np.ndarray]
+    # send time (ns) of each group's request; None: the groups are already in send order
+    sent_ns: np.ndarray | None = None
+
+    def in_send_order(self) -> list[np.ndarray]:
+        if self.sent_ns is None or len(self.sent_ns) != len(self.groups):
+            return self.groups
+        return [self.groups[i] for i in np.argsort(self.sent_ns, kind="stable")]
 
     @property
     def values(self) -> np.ndarray:
@@ -62,22 +71,25 @@ def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if not r.warmup and r.status is Status.OK]
 
 
-def _single(values: Iterable[float | None]) -> Samples:
-    return Samples([np.array([v], dtype=np.float64) for v in values if v is not None])
+def _single(ok: Sequence[RequestRecord], values: Iterable[float | None]) -> Samples:
+    kept = [(r.sent_ns, v) for r, v in zip(ok, values, strict=True) if v is not None]
+    groups = [np.array([v], dtype=np.float64) for _, v in kept]
+    return Samples(groups, np.array([t for t, _ in kept], dtype=np.int64))
 
 
 def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
     """Samples of ``metric`` (a key of METRICS) from a run's records, in the metric's unit."""
     ok = measured_ok(records)
     if metric == "ttft":
-        return _single(None if (t := ttft_ns(r)) is None else t / NS_PER_MS for r in ok)
+        return _single(ok, (None if (t := ttft_ns(r)) is None else t / NS_PER_MS for r in ok))
     if metric == "e2e":
-        return _single(None if (t := e2e_ns(r)) is None else t / NS_PER_MS for r in ok)
+        return _single(ok, (None if (t := e2e_ns(r)) is None else t / NS_PER_MS for r in ok))
     if metric == "tpot":
-        return _single(None if (tp := tpot_ns(r)) is None else tp / NS_PER_MS for r in ok)
+        return _single(ok, (None if (tp := tpot_ns(r)) is None else tp / NS_PER_MS for r in ok))
     if metric == "throughput":
-        return _single(None if not (tp := tpot_ns(r)) else 1e9 / tp for r in ok)
+        return _single(ok, (None if not (tp := tpot_ns(r)) else 1e9 / tp for r in ok))
     if metric == "itl":
-        groups = [np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS for r in ok]
-        return Samples([g for g in groups if len(g)])
+        pairs = [(r.sent_ns, np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS) for r in ok]
+        kept = [(t, g) for t, g in pairs if len(g)]
+        return Samples([g for _, g in kept], np.array([t for t, _ in kept], dtype=np.int64))
     raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
