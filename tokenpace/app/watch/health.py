@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import resource
 import sys
 import time
@@ -15,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from tokenpace.core.analysis.evidence.gate_noise import host_class
 
 # Limits beyond which the client's own delays distort what it measures.
 LOOP_LAG_P99_LIMIT_MS = 5.0
@@ -26,6 +29,14 @@ STALL_THRESHOLD_MS = 3.0
 LONGEST_STALL_LIMIT_MS = 50.0
 STALL_SHARE_LIMIT = 0.05  # of the run's wall time
 STALL_SHARE_WARNING = 0.01
+
+
+def read_host_load() -> float | None:
+    """The host's 1-minute load average per core (None where the platform has none)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return None
 
 
 @dataclass
@@ -40,12 +51,18 @@ class HealthReport:
     stall_share: float = 0.0  # share of the run the loop was stalled
     dispatch_lag_p50_ms: float | None = None
     dispatch_lag_p99_ms: float | None = None
+    host_load_per_core: float | None = None  # the larger 1-minute load average per core, start or end
     invalid_reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return not self.invalid_reasons
+
+    @property
+    def host(self) -> str | None:
+        """The host's condition over the run (``gate_noise.host_class``): busy or quiet."""
+        return host_class(self.host_load_per_core, self.stall_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -58,6 +75,7 @@ class HealthReport:
             },
             "dispatch_lag_ms": {"p50": self.dispatch_lag_p50_ms, "p99": self.dispatch_lag_p99_ms},
             "stalls": {"longest_ms": self.longest_stall_ms, "share": self.stall_share},
+            "host": {"load_per_core": self.host_load_per_core, "class": self.host},
             "cpu_fraction": self.cpu_fraction,
             "cpu_us_per_chunk": self.cpu_us_per_chunk,
             "max_rss_mb": self.max_rss_mb,
@@ -81,14 +99,23 @@ class HealthMonitor:
         self._task: asyncio.Task[Any] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu = self._wall = 0.0
+        self._loads: list[float] = []
+
+    def _read_load(self) -> None:
+        # looked up at call time, so a benchmark can stand in for the host's reading
+        load = read_host_load()
+        if load is not None:
+            self._loads.append(load)
 
     def start(self) -> None:
+        self._read_load()
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
         self._task = asyncio.get_running_loop().create_task(self._sample())
 
     async def stop(self) -> None:
         self._cpu = time.process_time() - self._cpu0
         self._wall = time.perf_counter() - self._wall0
+        self._read_load()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -129,6 +156,7 @@ class HealthMonitor:
             max_rss_mb=rss_mb,
             longest_stall_ms=max(self.stalls_ms, default=0.0),
             stall_share=sum(self.stalls_ms) / 1000 / self._wall if self._wall > 0 else 0.0,
+            host_load_per_core=max(self._loads, default=None),
         )
         if dispatch_lags_ms:
             report.dispatch_lag_p50_ms = float(np.percentile(dispatch_lags_ms, 50))
