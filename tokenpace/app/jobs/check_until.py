@@ -186,7 +186,7 @@ def what_would_decide(done: UntilDecided, baseline_runs: int) -> list[str]:
             f"{head}; if the truth lies where the interval reaches farthest from the threshold, "
             f"{' or '.join(sides)} would decide it"
         )
-    if done.stopped_for_baseline:
+    if done.baseline_limits:
         lines.append(grow_baseline(done, baseline_runs))
     return lines
 
@@ -196,8 +196,14 @@ def grow_baseline(done: UntilDecided, baseline_runs: int) -> str:
     more = max((i.needs.baseline or 0) for i in done.items if i.needs is not None)
     k = min(20, max(3, baseline_runs + more))
     return (
-        f"the baseline side limits the decision: candidate runs alone cannot decide it, so none more "
-        f"were run. Measure the baseline's build again as a repeat group under the same conditions "
-        f"(tokenpace bench ... --repeat {k}), point the baseline at it (tokenpace baseline set "
-        f"{done.baseline} RUN, RUN a run of that group), then check again"
+        "the baseline side limits the decision: "
+        + (
+            "no number of candidate runs would decide it, so no more were run"
+            if done.stopped_for_baseline
+            else f"candidate runs alone cannot decide it within --max-runs {done.max_runs}"
+        )
+        + ". Measure the baseline's build again as a "
+        f"repeat group under the same conditions (tokenpace bench ... --repeat {k}), point the "
+        f"baseline at it (tokenpace baseline set {done.baseline} RUN, RUN a run of that group), "
+        "then check again"
     )

@@ -29,7 +29,7 @@ from tokenpace.core.analysis.comparison.sequential_gate import (
     sequential_gate,
 )
 from tokenpace.core.analysis.evidence.gate_noise import current_host
-from tokenpace.core.analysis.evidence.runnoise import GroupNoise
+from tokenpace.core.analysis.evidence.runnoise import MAX_RUNS_ADVISED, GroupNoise
 from tokenpace.core.record import RequestRecord
 
 DEFAULT_MAX_RUNS = 6
@@ -43,7 +43,13 @@ class UntilDecided:
     items: list[SeqItem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     baseline_hosts: list[str | None] = field(default_factory=list)
-    stopped_for_baseline: bool = False  # candidate runs alone could not decide: stopped early
+    max_runs: int = DEFAULT_MAX_RUNS
+    stopped_for_baseline: bool = False  # no number of candidate runs could decide: stopped early
+
+    @property
+    def baseline_limits(self) -> bool:
+        """Candidate runs alone cannot decide within ``max_runs``: the baseline must grow first."""
+        return self.stopped_for_baseline or bool(baseline_limits(self.items, self.max_runs))
 
     @property
     def outcome(self) -> str:
@@ -90,12 +96,12 @@ def run_until_decided(
     stored_hosts: Sequence[str | None] = (),
 ) -> UntilDecided:
     """Run ``config`` until the gate decides, ``max_runs`` runs are spent, or candidate runs alone
-    cannot decide. ``stored``: candidate runs already measured (``check --until-decided``; their
-    host conditions ``stored_hosts``): the first look is at them alone, and they count in
-    ``max_runs``. Raises StoreError on an unknown baseline, ValueError on a bad budget."""
+    cannot decide within ``max_runs``. ``stored``: candidate runs already measured (``check
+    --until-decided``; their host conditions ``stored_hosts``): the first look is at them alone,
+    and they count in ``max_runs``. Raises StoreError on an unknown baseline, ValueError on a bad budget."""
     store_url = outputs.store_url if outputs else None
     ids, base_records, learned, hosts = _baseline_records(store_url, baseline)
-    done = UntilDecided(baseline, ids, baseline_hosts=hosts)
+    done = UntilDecided(baseline, ids, baseline_hosts=hosts, max_runs=max_runs)
 
     def look(usable: list[BenchOutcome]) -> bool:
         candidate = [*stored, *(o.result.records for o in usable)]
@@ -105,7 +111,8 @@ def run_until_decided(
         )
         if decided(done.items):
             return True
-        done.stopped_for_baseline = bool(baseline_limits(done.items))
+        # stop only where no number of candidate runs would do (the estimate moves as runs come)
+        done.stopped_for_baseline = bool(baseline_limits(done.items, MAX_RUNS_ADVISED))
         return done.stopped_for_baseline
 
     if stored and (look([]) or len(stored) >= max_runs):

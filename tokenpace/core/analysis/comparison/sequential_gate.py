@@ -113,8 +113,14 @@ def decided(items: Sequence[SeqItem]) -> bool:
     return any(i.outcome == "regressed" for i in items) or all(i.outcome == "pass" for i in items)
 
 
-def baseline_limits(items: Sequence[SeqItem]) -> list[SeqItem]:
-    """The undecided thresholds that candidate runs alone cannot decide: the baseline must grow."""
-    return [
-        i for i in items if i.outcome == UNDECIDED and i.needs is not None and i.needs.limiting == "baseline"
-    ]
+def baseline_limits(items: Sequence[SeqItem], budget: int) -> list[SeqItem]:
+    """The undecided thresholds that candidate runs alone cannot decide within ``budget`` candidate
+    runs in all, where baseline runs would: the baseline must grow first."""
+    out = []
+    for i in items:
+        needs, lk = i.needs, i.look
+        if i.outcome != UNDECIDED or needs is None or lk is None or needs.baseline is None:
+            continue
+        if needs.candidate is None or lk.runs_b + needs.candidate > budget:
+            out.append(i)
+    return out
