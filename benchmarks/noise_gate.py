@@ -10,6 +10,8 @@ the engine's noise and the host's reading move together, as they do when the eng
 - ``check``: ten library runs of the release (quiet), the baseline the newest of them; per trial one
   candidate run on the busy host, ``check`` of that single run (``ttft.p50=5%``). True +8 % (never
   PASS) and +0 % (false alarms: REGRESSED).
+- ``before``: the same ``check`` trials judged as before this gate (``--before``): the library's
+  noise pooled as a point estimate, whatever the host's condition (the two functions patched).
 - ``until``: per trial one baseline run (quiet) and one candidate run (busy) stored, then
   ``check --until-decided`` (``check_until_decided``, at most 6 candidate runs) at +20 %: decided
   REGRESSED, or undecided with "the baseline side limits the decision" (stopped at once where no
@@ -25,16 +27,21 @@ import dataclasses
 import os
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from decisions import BASE, GATE, Bed, served
 
 from tokenpace.adapters.store import connect
+from tokenpace.app.baseline import compare as baseline_compare
 from tokenpace.app.baseline.check import check
 from tokenpace.app.jobs.check_until import check_until_decided
 from tokenpace.app.watch import health
+from tokenpace.core.analysis.comparison import compare as comparison_compare
 from tokenpace.core.analysis.evidence import gate_noise
+from tokenpace.core.analysis.evidence.runnoise import pool
 
 QUIET, BUSY = 0.05, 0.15  # per-run speed: uniform within +-5 % (SD 2.9 %) or +-15 % (SD 8.7 %)
 LOADS = {QUIET: 0.2, BUSY: 1.5}  # the host's load average per core the runs record
@@ -98,18 +105,28 @@ def _until(bed: NoisyBed, truth: float, trials: int) -> list[str]:
             got = check_until_decided(db, "prod", GATE, cand, max_runs=6,
                                       on_run=lambda _k, _o: bed.speed(truth))  # fmt: skip
             done = got.done
-            outcomes.append(
-                "baseline limits"
-                if done.outcome == "undecided" and done.baseline_limits
-                else f"{done.outcome} ({got.runs_added} added)"
-            )
+            limits = done.outcome == "undecided" and done.baseline_limits
+            outcomes.append(f"{'baseline limits' if limits else done.outcome} ({got.runs_added} added)")
     return outcomes
+
+
+@contextmanager
+def _as_before() -> Iterator[None]:
+    """The gate before: the library's pooled point estimate, every host's runs counted."""
+    was_host, was_noise = baseline_compare.runs_host, comparison_compare.gate_noise
+    baseline_compare.runs_host = lambda _store, _ids: None
+    comparison_compare.gate_noise = lambda key, learned, own, _host: pool(key, [*learned, *own])
+    try:
+        yield
+    finally:
+        baseline_compare.runs_host, comparison_compare.gate_noise = was_host, was_noise
 
 
 def _row(name: str, truth: float, outs: list[str]) -> str:
     n = len(outs)
-    cells = [f"{sum(o.startswith(k) for o in outs)}/{n}" for k in ("regressed", "pass", "undecided")]
-    limited = sum(o == "baseline limits" for o in outs)
+    kinds = (("regressed",), ("pass",), ("undecided", "baseline limits"))
+    cells = [f"{sum(o.startswith(k) for o in outs)}/{n}" for k in kinds]
+    limited = sum(o.startswith("baseline limits") for o in outs)
     return f"| {name} | {truth - 1:+.0%} | {n} | {' | '.join(cells)} | {limited}/{n} |"
 
 
@@ -119,6 +136,7 @@ def main() -> None:
     ap.add_argument("--until", type=int, default=10)
     ap.add_argument("--requests", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--before", action="store_true", help="also judge the check trials as before")
     args = ap.parse_args()
     # the class from the load reading the script sets (this host's own stalls are the same each night)
     health.host_class = lambda load, _stalls: gate_noise.host_class(load, 0.0)
@@ -127,12 +145,15 @@ def main() -> None:
     with served() as srv:
         bed = NoisyBed(srv, args.requests, np.random.default_rng(args.seed))
         for truth in (1.08, 1.0):
-            rows.append(
-                _row(
-                    "check, 1 candidate run (library: 10 quiet runs)", truth, _check(bed, truth, args.trials)
-                )
-            )
+            outs = _check(bed, truth, args.trials)
+            rows.append(_row("check, 1 candidate run (library: 10 quiet runs)", truth, outs))
             print(rows[-1], flush=True)
+        if args.before:
+            with _as_before():
+                for truth in (1.08, 1.0):
+                    outs = _check(bed, truth, args.trials)
+                    rows.append(_row("as before: point estimate, any host", truth, outs))
+                    print(rows[-1], flush=True)
         outs = _until(bed, 1.2, args.until)
         rows.append(_row("check --until-decided, 1 baseline run", 1.2, outs))
         print(rows[-1], "|", ", ".join(outs), flush=True)

@@ -200,6 +200,8 @@ def grow_baseline(done: UntilDecided, baseline_runs: int) -> str:
         + (
             "no number of candidate runs would decide it, so no more were run"
             if done.stopped_for_baseline
+            else "neither side alone would decide it: both must grow"
+            if done.both_limit
             else f"candidate runs alone cannot decide it within --max-runs {done.max_runs}"
         )
         + ". Measure the baseline's build again as a "

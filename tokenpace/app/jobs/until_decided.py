@@ -49,7 +49,14 @@ class UntilDecided:
     @property
     def baseline_limits(self) -> bool:
         """Candidate runs alone cannot decide within ``max_runs``: the baseline must grow first."""
-        return self.stopped_for_baseline or bool(baseline_limits(self.items, self.max_runs))
+        return (
+            self.stopped_for_baseline or bool(baseline_limits(self.items, self.max_runs)) or self.both_limit
+        )
+
+    @property
+    def both_limit(self) -> bool:
+        """Neither side alone decides some threshold: both must grow, the baseline too."""
+        return any(i.outcome == "undecided" and i.needs and i.needs.limiting == "both" for i in self.items)
 
     @property
     def outcome(self) -> str:
