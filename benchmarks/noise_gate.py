@@ -159,7 +159,8 @@ def main() -> None:
         print(rows[-1], "|", ", ".join(outs), flush=True)
     print()
     print(
-        "| experiment | true TTFT change | trials | REGRESSED | PASS | UNDECIDED | says: the baseline side limits |"
+        "| experiment | true TTFT change | trials | REGRESSED | PASS | UNDECIDED "
+        "| says: the baseline side limits |"
     )
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
