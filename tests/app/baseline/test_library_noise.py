@@ -19,10 +19,12 @@ CONDITIONS = {"model": "m", "endpoint": "http://a/v1", "api": "openai-chat",
 
 
 def _save(store: Store, run_id: str, speed: float, rng: np.random.Generator, valid: bool = True,
-          version: str = "1", started: str = "2026-01-01T00:00:00+00:00") -> None:  # fmt: skip
+          version: str = "1", started: str = "2026-01-01T00:00:00+00:00",
+          load: float | None = None) -> None:  # fmt: skip
     conditions = CONDITIONS | {"started_at": started, "labels": {"version": version}}
     records = [make_record(i, 100.0 * speed * rng.lognormal(0, 0.05)) for i in range(200)]
-    store.save_run(run_id, conditions, {}, records, labels={"version": version}, valid=valid)
+    summary = {} if load is None else {"client": {"host": {"load_per_core": load}, "stalls": {"share": 0.0}}}
+    store.save_run(run_id, conditions, summary, records, labels={"version": version}, valid=valid)
 
 
 def test_runs_of_one_test_group_by_labels_and_leave_out_what_cannot_be_judged(tmp_path: Path) -> None:
@@ -65,7 +67,8 @@ def test_a_library_of_ten_earlier_runs_lets_a_single_run_check_decide(tmp_path: 
     item = report.items[0]
     assert item.outcome == "regressed", item.reason
     assert item.noise is not None and not item.noise.assumed and item.noise.runs == 9
-    assert "from 9 runs in 1 group(s) of the library" in item.noise.describe()
+    assert "upper bound of the" in item.noise.describe()
+    assert "that 9 runs in 1 group(s) of the library showed" in item.noise.describe()
 
 
 def test_a_not_valid_member_of_a_group_is_left_out_with_a_note_and_the_rest_decide(tmp_path: Path) -> None:
@@ -80,3 +83,24 @@ def test_a_not_valid_member_of_a_group_is_left_out_with_a_note_and_the_rest_deci
     assert report.run.runs_b == ["cand00000000", "cand00000002"]
     assert any("cand00000001 of the group left out: NOT VALID" in w for w in report.run.warnings)
     assert report.items[0].outcome == "regressed"
+
+
+def test_a_library_recorded_on_a_quiet_host_is_no_evidence_for_runs_on_a_busy_one(tmp_path: Path) -> None:
+    store = connect(str(tmp_path / "runs.db"))
+    rng = np.random.default_rng(5)
+    for i in range(10):  # recorded on a quiet host: the runs barely move
+        _save(store, f"night{i:07d}", rng.uniform(0.99, 1.01), rng, load=0.2,
+              started=f"2026-01-{i + 1:02d}T00:00:00+00:00")  # fmt: skip
+    _save(store, "base00000001", 1.0, rng, load=1.6, started="2026-02-01T00:00:00+00:00")
+    _save(store, "cand00000001", 1.02, rng, version="2", load=1.6, started="2026-02-02T00:00:00+00:00")
+    store.set_baseline("prod", "base00000001")
+    report = check(store, "prod", parse_thresholds("ttft.p50=5%"), candidate="cand00000001", resamples=300)
+    item = report.items[0]
+    assert item.noise is not None and item.noise.assumed and item.noise.host == "busy"
+    assert item.noise.elsewhere_sd is not None and item.noise.elsewhere_sd < 0.02
+    assert "measured on a busy host" in item.noise.describe()
+    assert item.outcome == "undecided"
+    store.set_baseline("calm", "night0000008")  # both sides quiet: the quiet library counts
+    calm = check(store, "calm", parse_thresholds("ttft.p50=5%"), candidate="night0000009", resamples=300)
+    noise = calm.items[0].noise
+    assert noise is not None and noise.host == "quiet" and not noise.assumed and noise.runs == 8

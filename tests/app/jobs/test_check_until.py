@@ -50,7 +50,8 @@ def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_p
     assert runs_after_one == runs_before
     assert budget_one.returncode == 2, (one[-2000:], budget_one.stderr)
     assert "UNDECIDED after 1 stored candidate run(s)" in one and "and 0 added" in one
-    assert "to decide: ttft.p50: its always-valid interval" in one and "would narrow it most" in one
+    assert "to decide: ttft.p50: its always-valid interval" in one
+    assert "candidate run" in one and ("more baseline run(s)" in one or "no number of baseline runs" in one)
     # a budget of 4: runs added (at most 3), never a regression of the same server
     text = " ".join(again.stdout.split())
     assert again.returncode in (0, 2), (text[-2000:], again.stderr)
@@ -60,6 +61,30 @@ def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_p
     stext = " ".join(slow.stdout.split())
     assert slow.returncode == 1, (stext[-2000:], slow.stderr)
     assert "REGRESSED after 1 stored candidate run(s)" in stext and slow_added == 0
+
+
+def test_with_one_baseline_run_a_regression_is_decided_or_the_baseline_side_is_named(tmp_path: Path) -> None:
+    """One stored baseline run: its own term of the interval keeps a +20 % change across a 5 % gate
+    however many candidate runs the budget allows, so none is run, and the advice is to grow the
+    baseline."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with served(BASE) as srv:
+        _bench(srv.url, db)
+        store = connect(db)
+        store.set_baseline("prod", store.list_runs()[-1].id)
+        srv.default = dataclasses.replace(BASE, ttft_s=0.05 * 1.2)  # a true +20 % TTFT
+        _bench(srv.url, db, "--label", "version=slow")
+        before = len(store.list_runs())
+        done = tokenpace("check", *GATE, "--run", "version=slow", "--until-decided", "--max-runs", "6",
+                         "--store", db)  # fmt: skip
+        added = len(store.list_runs()) - before
+    text = " ".join(done.stdout.split())
+    assert done.returncode in (1, 2), (text[-2000:], done.stderr)
+    if done.returncode == 2:
+        assert "the baseline side limits the decision" in text, text[-2000:]
+        assert "so no more were run" not in text or added == 0
+        assert "more baseline run(s) with the candidate as it is" in text  # both sides' needs said
+        assert "--repeat" in text and "tokenpace baseline set prod RUN" in text
 
 
 def test_check_until_decided_refuses_a_test_it_cannot_run_again(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches
+from tokenpace.core.analysis.evidence.gate_noise import current_host, summary_host
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 
 # Groups read when learning the noise of one test: the newest this many (a bound on the scan).
@@ -79,7 +80,8 @@ def learned_noise(
     model: str | None,
     exclude: Sequence[str] = (),
 ) -> list[GroupNoise]:
-    """Every stored estimate of a group measured like ``conditions`` (``exclude``: group ids)."""
+    """Every stored estimate of a group measured like ``conditions`` (``exclude``: group ids), each
+    tagged with the host condition its runs recorded (busy if any run was)."""
     g = s.repeat_groups
     q = sa.select(g.c.id, g.c.conditions).order_by(g.c.stored_unix.desc()).limit(MAX_GROUPS_SCANNED)
     if model is not None:
@@ -89,5 +91,17 @@ def learned_noise(
     ]
     if not ids:
         return []
+    rr = s.repeat_runs
+    members = conn.execute(
+        sa.select(rr.c.group_id, s.runs.c.summary)
+        .join(s.runs, s.runs.c.id == rr.c.run_id)
+        .where(rr.c.group_id.in_(ids))
+    )
+    hosts: dict[str, list[str | None]] = {}
+    for m in members:
+        hosts.setdefault(m.group_id, []).append(summary_host(m.summary or {}))
     rows = conn.execute(sa.select(s.run_noise).where(s.run_noise.c.group_id.in_(ids)))
-    return [GroupNoise(r.key, r.runs, r.rel_var, r.within_se, r.level) for r in rows]
+    return [
+        GroupNoise(r.key, r.runs, r.rel_var, r.within_se, r.level, current_host(hosts.get(r.group_id, [])))
+        for r in rows
+    ]

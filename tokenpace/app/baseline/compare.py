@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.app.baseline.library_noise import learned_noise
+from tokenpace.app.baseline.library_noise import learned_noise, runs_host
 from tokenpace.core.analysis.comparison.compare import (
     DEFAULT_ALPHA,
     DEFAULT_PERCENTILES,
@@ -180,6 +180,7 @@ def compare_runs(
         learned=learned,
         one_sided=one_sided,
         same_window=same_window,
+        host=runs_host(store, [*ids_a, *ids_b]),
     )
     differing = differing_fields(a.conditions, b.conditions)
     warnings = condition_warnings(a, b, differing)

@@ -3,7 +3,9 @@ one (the same test: model, API, load, workload, sampling -- ``gate_mismatches``)
 (endpoint) and with the same labels (the same server version, region, ...) is a rerun of one
 test: such runs form a group, and each group of two or more shows how much a percentile moves
 between runs (``repeat_noise``). Explicit repeat groups (``bench --repeat``) add their stored
-estimates. ``runnoise.pool`` pools them all and shrinks the result toward its stated prior."""
+estimates. Each estimate carries the host condition its runs recorded (``gate_noise.host_class``:
+a group of runs measured on a busy and a quiet host is two groups), so that a gate counts only
+those measured like its own runs (``gate_noise.gate_noise``)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches
+from tokenpace.core.analysis.evidence.gate_noise import current_host, summary_host, with_host
 from tokenpace.core.analysis.evidence.repeats import repeat_noise
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 
@@ -21,15 +24,30 @@ MAX_LIBRARY_RECORDS = 200_000  # and at most this many records in all (long gate
 RUN_LABELS = frozenset({"repeat", "block"})
 
 
-def _group_key(run: RunInfo) -> tuple[str | None, tuple[tuple[str, str], ...]]:
-    return run.endpoint, tuple(sorted((k, v) for k, v in run.labels.items() if k not in RUN_LABELS))
+GroupKey = tuple[str | None, tuple[tuple[str, str], ...], str | None]
 
 
-def library_runs(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> list[list[str]]:
+def _group_key(run: RunInfo, host: str | None) -> GroupKey:
+    return run.endpoint, tuple(sorted((k, v) for k, v in run.labels.items() if k not in RUN_LABELS)), host
+
+
+def run_host(store: Store, run_id: str) -> str | None:
+    """The host condition a stored run recorded (None: not recorded, or no such run)."""
+    run = store.get_run(run_id)
+    return summary_host(run.summary) if run is not None else None
+
+
+def runs_host(store: Store, run_ids: Iterable[str]) -> str | None:
+    """The host condition of runs judged together: busy if any was (``gate_noise.current_host``)."""
+    return current_host(run_host(store, i) for i in run_ids)
+
+
+def library_groups(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> dict[GroupKey, list[str]]:
     """Groups (two or more run ids each, newest first) of judgeable stored runs measured like
-    ``like``; runs of an explicit repeat group are left to its stored estimate."""
+    ``like``, by target, labels and host condition; runs of an explicit repeat group are left to its
+    stored estimate."""
     skip = set(exclude)
-    groups: dict[tuple[str | None, tuple[tuple[str, str], ...]], list[str]] = {}
+    groups: dict[GroupKey, list[str]] = {}
     taken = records = 0
     for run in store.list_runs(limit=RUNS_SCANNED):
         if taken >= MAX_LIBRARY_RUNS:
@@ -40,17 +58,22 @@ def library_runs(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> li
             continue
         if gate_mismatches(like.conditions, run.conditions) or store.repeat_group_of(run.id):
             continue
-        groups.setdefault(_group_key(run), []).append(run.id)
+        groups.setdefault(_group_key(run, run_host(store, run.id)), []).append(run.id)
         taken += 1
         records += run.record_count
-    return [ids for ids in groups.values() if len(ids) >= 2]
+    return {key: ids for key, ids in groups.items() if len(ids) >= 2}
+
+
+def library_runs(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> list[list[str]]:
+    """The run ids of ``library_groups``."""
+    return list(library_groups(store, like, exclude).values())
 
 
 def library_noise(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> list[GroupNoise]:
     """What the library's reruns of ``like``'s test measured of the noise between runs."""
     out: list[GroupNoise] = []
-    for ids in library_runs(store, like, exclude):
-        out += repeat_noise([store.load_records(i) for i in ids])
+    for key, ids in library_groups(store, like, exclude).items():
+        out += with_host(repeat_noise([store.load_records(i) for i in ids]), key[2])
     return out
 
 

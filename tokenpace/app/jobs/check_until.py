@@ -1,10 +1,12 @@
 """Use case: ``check --baseline NAME --max-regression ... --until-decided [--max-runs N]``: the
 stored candidate is judged first, on the same always-valid intervals as ``bench --repeat auto``
 (app/jobs/until_decided.py); only while that look is undecided is the candidate's test run again,
-rebuilt from its stored conditions, until the gate decides or the candidate side holds ``max_runs``
-runs (the stored ones included). A test that cannot be rebuilt faithfully from what is stored (a
-dataset or trace workload, header values, which are never stored, a ramp) is refused with the
-reason and the command that can repeat it (``bench --repeat auto``)."""
+rebuilt from its stored conditions, until the gate decides, the candidate side holds ``max_runs``
+runs (the stored ones included), or candidate runs alone cannot decide (the baseline side limits:
+what would decide is computed for both sides, and the command that grows the baseline is said).
+A test that cannot be rebuilt faithfully from what is stored (a dataset or trace workload, header
+values, which are never stored, a ramp) is refused with the reason and the command that can repeat
+it (``bench --repeat auto``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 from tokenpace.app.baseline.check import newest_matching_run, refuse_other_conditions
 from tokenpace.app.baseline.compare import judgeable_members, not_judgeable_reasons
+from tokenpace.app.baseline.library_noise import run_host
 from tokenpace.app.baseline.store_ops import StoreError, open_store
 from tokenpace.app.jobs.bench_job import BenchOutcome
 from tokenpace.app.jobs.progress import RunProgress
@@ -135,21 +138,22 @@ def check_until_decided(
         if len(ids) == 1 and (reasons := not_judgeable_reasons(store.resolve(ids[0]))):
             raise ValueError(f"run {ids[0]} is NOT VALID ({'; '.join(reasons)}): it cannot be judged")
         stored = [store.load_records(i) for i in ids]
+        hosts = [run_host(store, i) for i in ids]
         conditions = run.conditions
     finally:
         store.close()
     config, profile = rerun_config(conditions)  # refused before any look: the rule is the same either way
     outputs = RunOutputs(store_url=store_url)
     done = run_until_decided(
-        config, baseline, thresholds, max_runs, outputs, profile, progress, on_run, alpha, stored
+        config, baseline, thresholds, max_runs, outputs, profile, progress, on_run, alpha, stored, hosts
     )
     done.notes[:0] = notes
     return CheckUntil(run.id, len(stored), done)
 
 
-def what_would_decide(done: UntilDecided) -> list[str]:
-    """For each threshold left undecided, what would decide it: from its interval, never from the
-    point estimate."""
+def what_would_decide(done: UntilDecided, baseline_runs: int) -> list[str]:
+    """For each threshold left undecided, what would decide it, for both sides: from its interval,
+    never from the point estimate (``sequential.side_needs``)."""
     lines = []
     for item in done.items:
         if item.outcome != "undecided":
@@ -162,14 +166,46 @@ def what_would_decide(done: UntilDecided) -> list[str]:
                 "requests a side would decide it"
             )
             continue
-        side = (
-            "a baseline measured as a repeat group (more baseline runs)"
-            if lk.next_side == "a"
-            else ("more candidate runs (a larger --max-runs)")
-        )
-        lines.append(
+        head = (
             f"{t.name}: its always-valid interval [{lk.rel_lo:+.1%}, {lk.rel_hi:+.1%}] still holds the "
-            f"{t.limit:.0%} allowed after {lk.runs_a} baseline and {lk.runs_b} candidate run(s): {side} "
-            "would narrow it most"
+            f"{t.limit:.0%} allowed after {lk.runs_a} baseline and {lk.runs_b} candidate run(s)"
         )
+        if item.needs is None:  # within the threshold at an assumed noise
+            lines.append(f"{head} only at an assumed noise between runs: a second candidate run shows it")
+            continue
+        cand, base = item.needs.candidate, item.needs.baseline
+        sides = [
+            f"{cand} more candidate run(s) with the baseline as it is"
+            if cand is not None
+            else f"no number of candidate runs with the baseline's {lk.runs_a} run(s)",
+            f"{base} more baseline run(s) with the candidate as it is"
+            if base is not None
+            else "no number of baseline runs with the candidate as it is",
+        ]
+        lines.append(
+            f"{head}; if the truth lies where the interval reaches farthest from the threshold, "
+            f"{' or '.join(sides)} would decide it"
+        )
+    if done.baseline_limits:
+        lines.append(grow_baseline(done, baseline_runs))
     return lines
+
+
+def grow_baseline(done: UntilDecided, baseline_runs: int) -> str:
+    """The command that grows the baseline side (its build measured again as a repeat group)."""
+    more = max((i.needs.baseline or 0) for i in done.items if i.needs is not None)
+    k = min(20, max(3, baseline_runs + more))
+    return (
+        "the baseline side limits the decision: "
+        + (
+            "no number of candidate runs would decide it, so no more were run"
+            if done.stopped_for_baseline
+            else "neither side alone would decide it: both must grow"
+            if done.both_limit
+            else f"candidate runs alone cannot decide it within --max-runs {done.max_runs}"
+        )
+        + ". Measure the baseline's build again as a "
+        f"repeat group under the same conditions (tokenpace bench ... --repeat {k}), point the "
+        f"baseline at it (tokenpace baseline set {done.baseline} RUN, RUN a run of that group), "
+        "then check again"
+    )

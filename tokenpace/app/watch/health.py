@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import resource
 import sys
 import time
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.analysis.diagnosis.client_stalls import StallImpact, Stalls, stall_impact
+from tokenpace.core.analysis.evidence.gate_noise import host_class
 from tokenpace.core.record import RequestRecord
 
 # Limits beyond which the client's own delays distort what it measures.
@@ -33,6 +35,14 @@ STALL_SHARE_WARNING = 0.01  # of the run's wall time
 # client_stalls.py): two 8-byte ints a stall, at most this many (16 MB; 5.5 h of a loop stalled at
 # every probe); past it they are counted, and a run that lost track of its stalls is NOT VALID.
 MAX_STALLS_KEPT = 1_000_000
+
+
+def read_host_load() -> float | None:
+    """The host's 1-minute load average per core (None where the platform has none)."""
+    try:
+        return os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:
+        return None
 
 
 @dataclass
@@ -51,12 +61,18 @@ class HealthReport:
     stall_ends: array[int] = field(default_factory=lambda: array("q"))
     stalls_dropped: int = 0  # past MAX_STALLS_KEPT
     stall_impact: StallImpact | None = None  # set once the stalls are judged against the records
+    host_load_per_core: float | None = None  # the larger 1-minute load average per core, start or end
     invalid_reasons: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
         return not self.invalid_reasons
+
+    @property
+    def host(self) -> str | None:
+        """The host's condition over the run (``gate_noise.host_class``): busy or quiet."""
+        return host_class(self.host_load_per_core, self.stall_share)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -74,6 +90,7 @@ class HealthReport:
                 "count": len(self.stall_starts) + self.stalls_dropped,
                 **({"impact": self.stall_impact.to_dict()} if self.stall_impact is not None else {}),
             },
+            "host": {"load_per_core": self.host_load_per_core, "class": self.host},
             "cpu_fraction": self.cpu_fraction,
             "cpu_us_per_chunk": self.cpu_us_per_chunk,
             "max_rss_mb": self.max_rss_mb,
@@ -98,14 +115,23 @@ class HealthMonitor:
         self._task: asyncio.Task[Any] | None = None
         self._cpu0 = self._wall0 = 0.0
         self._cpu = self._wall = 0.0
+        self._loads: list[float] = []
+
+    def _read_load(self) -> None:
+        # looked up at call time, so a benchmark can stand in for the host's reading
+        load = read_host_load()
+        if load is not None:
+            self._loads.append(load)
 
     def start(self) -> None:
+        self._read_load()
         self._cpu0, self._wall0 = time.process_time(), time.perf_counter()
         self._task = asyncio.get_running_loop().create_task(self._sample())
 
     async def stop(self) -> None:
         self._cpu = time.process_time() - self._cpu0
         self._wall = time.perf_counter() - self._wall0
+        self._read_load()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -159,6 +185,7 @@ class HealthMonitor:
             stall_starts=self.stall_starts,
             stall_ends=self.stall_ends,
             stalls_dropped=self.stalls_dropped,
+            host_load_per_core=max(self._loads, default=None),
         )
         if dispatch_lags_ms:
             report.dispatch_lag_p50_ms = float(np.percentile(dispatch_lags_ms, 50))

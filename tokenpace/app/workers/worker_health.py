@@ -62,6 +62,7 @@ def combined_health(workers: list[WorkerHealth], dispatch_lags_ms: list[float]) 
         max_rss_mb=worst("max_rss_mb") or 0.0,
         longest_stall_ms=worst("longest_stall_ms") or 0.0,
         stall_share=worst("stall_share") or 0.0,
+        host_load_per_core=worst("host_load_per_core"),
         workers=workers,
     )
     if dispatch_lags_ms:

@@ -138,6 +138,7 @@ def noise_lines(c: Comparison, keys: Sequence[str] | None = None) -> list[str]:
             f"run noise {', '.join(assumed)}: assumed {ASSUMED_CENTRE_SD:.0%} up to P50, "
             f"{ASSUMED_TAIL_SD:.0%} above (no repeated runs under these conditions)"
         )
+    out += [f"run noise {k}: {note}" for k, n in seen.items() if n.assumed for note in n.notes()]
     return out
 
 

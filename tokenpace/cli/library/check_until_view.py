@@ -44,7 +44,7 @@ def run_check_until(
         console.print(f"{item.threshold.name}: {item.outcome}: {item.reason()}", highlight=False)
     for note in done.notes:
         console.print(f"note: {note}", style="yellow", highlight=False)
-    for line in what_would_decide(done):
+    for line in what_would_decide(done, len(done.baseline_runs)):
         console.print(f"to decide: {line}", highlight=False)
     sides = (
         f"{got.stored_runs} stored candidate run(s) ({got.candidate}) and {got.runs_added} added, "

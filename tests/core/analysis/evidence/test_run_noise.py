@@ -101,7 +101,8 @@ def test_repeated_records_teach_the_noise_and_groups_judge_as_one_side() -> None
     c = compare_runs_records(base, slower, percentiles=[50, 95], metrics=["tpot"], resamples=200)
     assert c.runs_a == c.runs_b == RUNS_A_SIDE and not c.assumed_noise
     item = evaluate(c, parse_thresholds("tpot.p50=5%"))[0]
-    assert item.outcome == "regressed" and item.detectable is not None and item.detectable < 0.10
+    # the noise used is its 95 % upper bound (8 degrees of freedom here): a little less sensitive
+    assert item.outcome == "regressed" and item.detectable is not None and item.detectable < 0.11
     same = [_records(rng, 10.0 * rng.uniform(0.97, 1.03)) for _ in range(RUNS_A_SIDE)]
     c_same = compare_runs_records(base, same, percentiles=[50], metrics=["tpot"], resamples=200)
     assert evaluate(c_same, parse_thresholds("tpot.p50=5%"))[0].outcome == "pass"

@@ -10,16 +10,10 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
+from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.ranktest import mann_whitney
 from tokenpace.core.analysis.evidence.runchange import Change, change, side_levels
-from tokenpace.core.analysis.evidence.runnoise import (
-    GroupNoise,
-    RunNoise,
-    concurrent,
-    group_noise,
-    noise_key,
-    pool,
-)
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, concurrent, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import (
     DEFAULT_MIN_EFFECT,
@@ -210,10 +204,13 @@ def compare_samples(
     learned: Sequence[GroupNoise] = (),
     one_sided: bool = False,
     same_window: bool = False,
+    host: str | None = None,
 ) -> MetricResult:
     """One metric, side B's runs against side A's. ``learned``: between-run noise estimates of
-    other repeat groups under the same conditions; the sides' own runs add theirs. ``same_window``:
-    the sides were measured interleaved over one window (no noise between runs to count)."""
+    other repeat groups under the same conditions; the sides' own runs add theirs, and the noise
+    used is never below what they show (``gate_noise``; ``host``: the sides' host condition, whose
+    estimates alone count). ``same_window``: the sides were measured interleaved over one window
+    (no noise between runs to count)."""
     info = METRICS[metric]
     pool_a, pool_b = _pooled_samples(runs_a), _pooled_samples(runs_b)
     n_a, n_b = pool_a.n, pool_b.n
@@ -231,8 +228,8 @@ def compare_samples(
     rows = {}
     for j, q in enumerate(qs):
         key = noise_key(metric, q)
-        own = [group_noise(key, s.values[:, j], s.ses[:, j]) for s in (side_a, side_b)]
-        noise = concurrent(key) if same_window else pool(key, [*learned, *(g for g in own if g is not None)])
+        own = [g for s in (side_a, side_b) if (g := group_noise(key, s.values[:, j], s.ses[:, j]))]
+        noise = concurrent(key) if same_window else gate_noise(key, learned, own, host)
         ch = change(
             side_a.values[:, j], side_a.ses[:, j], side_b.values[:, j], side_b.ses[:, j],
             noise, alpha, min_effect, info.higher_is_better, one_sided,
@@ -263,6 +260,7 @@ def compare_runs_records(
     learned: Sequence[GroupNoise] = (),
     one_sided: bool = False,
     same_window: bool = False,
+    host: str | None = None,
 ) -> Comparison:
     """Compare side B (one or more runs) against side A: positive differences mean B is larger."""
     if not 0 < alpha < 1:
@@ -282,6 +280,7 @@ def compare_runs_records(
             learned,
             one_sided,
             same_window,
+            host,
         )
         for i, m in enumerate(metrics)
     ]

@@ -83,7 +83,8 @@ class GateItem:
 
 def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[GateItem]:
     """Regressed when the whole interval of the change lies beyond the threshold on the worse side;
-    pass when it lies entirely short of it; undecided when it holds the threshold."""
+    pass when it lies entirely short of it at a noise between runs that was measured (never an
+    assumed one alone); undecided when it holds the threshold."""
     items = []
     for t in thresholds:
         m = comparison.metric(t.metric)
@@ -106,6 +107,8 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
                 "regressed",
                 f"{_pct(ch.rel)} [{_pct(lo)}, {_pct(hi)}]: all of it beyond the {t.limit:.0%} allowed",
             )
+        elif far < t.limit and row.noise is not None and row.noise.rests_on_assumption:
+            outcome, reason = "undecided", _assumed(ch.rel, lo, hi, t.limit, row.noise)
         elif far < t.limit:
             outcome, reason = (
                 "pass",
@@ -130,6 +133,16 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
             )
         )
     return items
+
+
+def _assumed(rel: float | None, lo: float, hi: float, limit: float, noise: RunNoise) -> str:
+    host = f" on a {noise.host} host" if noise.host else ""
+    return (
+        f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] lies within the {limit:.0%} allowed only at an assumed "
+        f"noise between runs ({noise.rel_sd:.1%}): no run of this test{host} measured it, so a pass "
+        "would rest on an assumption; stored runs of the same test under these conditions, or 2+ runs "
+        "a side (bench --repeat 3, check --until-decided), would decide it"
+    )
 
 
 def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None) -> str:

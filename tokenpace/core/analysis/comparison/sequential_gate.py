@@ -2,9 +2,12 @@
 threshold judged on the always-valid interval of ``evidence/sequential``, so stopping at the first
 decision keeps the false-alarm rate at alpha. Pure.
 
-Each run's percentile and its bootstrap SE come from its records; the noise between runs is the one
-learned before the first run (the library and repeat groups, shrunk toward the prior: never from the
-sequence's own runs, which would make the interval depend on what it is judging).
+Each run's percentile and its bootstrap SE come from its records; the noise between runs is the
+upper bound of the one learned before the first run (the library and repeat groups under the same
+host conditions, shrunk toward the prior: never pooled with the sequence's own runs, which would
+make the interval depend on what it is judging), raised to what the sides' own runs show where they
+show more (``gate_noise``): a wider interval only. A pass never rests on an assumed noise alone.
+Each undecided look says what would decide it for both sides (``side_needs``).
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.comparison.gate import Threshold
+from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.runchange import side_levels
-from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, noise_key, pool
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, metric_samples
-from tokenpace.core.analysis.evidence.sequential import UNDECIDED, Look, look
+from tokenpace.core.analysis.evidence.sequential import PASS, UNDECIDED, Look, SideNeeds, look, side_needs
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples
 
@@ -30,27 +34,36 @@ class SeqItem:
     threshold: Threshold
     look: Look | None  # None: too few samples beyond the percentile in some run
     noise: RunNoise
+    needs: SideNeeds | None = None  # what would decide it, side by side (None: decided or no look)
 
     @property
     def outcome(self) -> str:
-        return self.look.outcome if self.look is not None else UNDECIDED
+        if self.look is None or (self.look.outcome == PASS and self.noise.rests_on_assumption):
+            return UNDECIDED
+        return self.look.outcome
 
     def reason(self) -> str:
         t = self.threshold
         if self.look is None:
             return f"too few samples for {t.name} in some run"
         lk = self.look
+        held = (
+            "; within the threshold only at an assumed noise between runs: a pass needs it measured"
+            if lk.outcome == PASS and self.outcome == UNDECIDED
+            else ""
+        )
         return (
             f"{lk.rel:+.1%} [{lk.rel_lo:+.1%}, {lk.rel_hi:+.1%}] (always valid) against "
             f"{t.limit:.0%} allowed, {lk.runs_a} baseline run(s), {lk.runs_b} candidate run(s); "
-            f"run noise {self.noise.describe()}"
+            f"run noise {self.noise.describe()}{held}"
         )
 
 
 def _side(
     runs: Sequence[Sequence[RequestRecord]], metric: str, q: float, rng: np.random.Generator
-) -> tuple[list[float], float] | None:
-    """The runs' percentile values and the mean relative sampling variance of one run."""
+) -> tuple[list[float], float, GroupNoise | None] | None:
+    """The runs' percentile values, the mean relative sampling variance of one run, and the noise
+    between them they show (two runs or more)."""
     samples = [metric_samples(r, metric) for r in runs]
     if not samples or not all(enough_samples(s.n, q) and s.n for s in samples):
         return None
@@ -60,7 +73,8 @@ def _side(
         return None
     rel = levels.ses[:, 0] / values
     within = float(np.nanmean(rel**2)) if np.isfinite(rel).any() else 0.0
-    return [float(v) for v in values], within
+    shown = group_noise(noise_key(metric, q), values, levels.ses[:, 0])
+    return [float(v) for v in values], within, shown
 
 
 def sequential_gate(
@@ -71,25 +85,42 @@ def sequential_gate(
     alpha: float = 0.05,
     rerun: str = "b",
     seed: int = 0,
+    host: str | None = None,
+    budget: int = 0,
 ) -> list[SeqItem]:
-    """Every threshold at this look; ``rerun``: the sides that can still be run."""
+    """Every threshold at this look; ``rerun``: the sides that can still be run; ``host``: the
+    sides' host condition (only estimates learned under it count; None: all); ``budget``: the
+    candidate runs the sequence may reach (what baseline runs would decide is counted at it)."""
     rng = np.random.default_rng([seed, 11])
     out = []
     for t in thresholds:
-        noise = pool(noise_key(t.metric, t.q), learned)
+        key = noise_key(t.metric, t.q)
         a, b = _side(baseline, t.metric, t.q, rng), _side(candidate, t.metric, t.q, rng)
         if a is None or b is None:
-            out.append(SeqItem(t, None, noise))
+            out.append(SeqItem(t, None, gate_noise(key, learned, [], host)))
             continue
-        tau2 = noise.rel_sd**2
-        seen = look(
-            a[0], b[0], tau2 + a[1], tau2 + b[1], t.limit, alpha, METRICS[t.metric].higher_is_better,
-            rerun=rerun,
-        )  # fmt: skip
-        out.append(SeqItem(t, seen, noise))
+        shown = [g for g in (a[2], b[2]) if g is not None]
+        noise = gate_noise(key, learned, shown, host, pool_current=False)
+        tau2, better = noise.rel_sd**2, METRICS[t.metric].higher_is_better
+        seen = look(a[0], b[0], tau2 + a[1], tau2 + b[1], t.limit, alpha, better, rerun=rerun)
+        needs = side_needs(seen, tau2 + a[1], tau2 + b[1], t.limit, alpha, better, candidate_budget=budget)
+        out.append(SeqItem(t, seen, noise, needs if seen.outcome == UNDECIDED else None))
     return out
 
 
 def decided(items: Sequence[SeqItem]) -> bool:
     """A regression decides at once; a pass needs every threshold passed."""
     return any(i.outcome == "regressed" for i in items) or all(i.outcome == "pass" for i in items)
+
+
+def baseline_limits(items: Sequence[SeqItem], budget: int) -> list[SeqItem]:
+    """The undecided thresholds that candidate runs alone cannot decide within ``budget`` candidate
+    runs in all, where baseline runs would: the baseline must grow first."""
+    out = []
+    for i in items:
+        needs, lk = i.needs, i.look
+        if i.outcome != UNDECIDED or needs is None or lk is None or needs.baseline is None:
+            continue
+        if needs.candidate is None or lk.runs_b + needs.candidate > budget:
+            out.append(i)
+    return out

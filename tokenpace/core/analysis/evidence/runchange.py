@@ -117,12 +117,14 @@ def change(
     run_part = tau2 * (1 / k_a + 1 / k_b)
     var = run_part + within_a / k_a + within_b / k_b
     # The estimate of run noise came with its sampling part (var(log x) = tau^2 + se^2): all of a
-    # run's variance is as uncertain as that estimate, also when tau^2 came out as zero.
-    df = (
-        satterthwaite_df(var, noise.df, var)
-        if not noise.assumed
-        else satterthwaite_df(run_part, noise.df, var)
-    )
+    # run's variance is as uncertain as that estimate, also when tau^2 came out as zero. An upper
+    # bound (what a gate uses) already holds that uncertainty: it is used as known.
+    if noise.point_sd is not None:
+        df = math.inf
+    elif noise.assumed:
+        df = satterthwaite_df(run_part, noise.df, var)
+    else:
+        df = satterthwaite_df(var, noise.df, var)
     se = math.sqrt(var)
     if level_a <= 0 or level_b <= 0:
         return Change(level_a, level_b, None, None, None, None, se, df, None, None)

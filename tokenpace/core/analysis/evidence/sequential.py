@@ -87,6 +87,56 @@ def look(
     return Look(ka, kb, math.exp(d) - 1, lo, hi, outcome, side)
 
 
+@dataclass(frozen=True, slots=True)
+class SideNeeds:
+    """What would decide an undecided look, side by side (None: not within the cap of runs)."""
+
+    candidate: int | None  # more candidate runs, the baseline as it is
+    baseline: int | None  # more baseline runs, the candidate side at its budget
+
+    @property
+    def limiting(self) -> str | None:
+        """ "baseline" when candidate runs alone cannot decide but baseline runs can; "both" when
+        neither can (a change too close to the threshold); None when candidate runs can."""
+        if self.candidate is not None:
+            return None
+        return "baseline" if self.baseline is not None else "both"
+
+
+def side_needs(
+    lk: Look,
+    var_a: float,
+    var_b: float,
+    limit: float,
+    alpha: float = 0.05,
+    higher_is_better: bool = False,
+    r: float | None = None,
+    candidate_budget: int = 0,
+    cap: int = 50,
+) -> SideNeeds:
+    """For each side, the fewest more runs after which the always-valid interval would clear the
+    threshold if the change is what the runs measured: candidate runs with the baseline as it is,
+    and baseline runs with the candidate side at ``candidate_budget`` runs (or as it is). This is
+    advice on what to run, not a verdict. A side's term of the variance (var / runs) stays whatever
+    the other side does: where the baseline's term alone keeps the interval wider than the change's
+    distance from the threshold, no number of candidate runs decides."""
+    if lk.outcome != UNDECIDED:
+        return SideNeeds(0, 0)
+    edge = math.log(1 - limit) if higher_is_better else math.log(1 + limit)
+    dist = abs(math.log1p(lk.rel) - edge)
+    r = r if r is not None else mixture_precision(var_a, var_b)
+    kb = max(lk.runs_b, candidate_budget)
+
+    def fewest(var_more: float, k_more: int, fixed: float) -> int | None:
+        for extra in range(1, cap - k_more + 1):
+            info = 1.0 / (fixed + var_more / (k_more + extra))
+            if mixture_half_width(info, r, alpha) < dist:
+                return extra
+        return None
+
+    return SideNeeds(fewest(var_b, lk.runs_b, var_a / lk.runs_a), fewest(var_a, lk.runs_a, var_b / kb))
+
+
 def _expm1(x: float) -> float:
     """exp(x) - 1, infinite past what a float holds (an interval too wide to bound)."""
     return math.expm1(x) if x < 700 else math.inf
