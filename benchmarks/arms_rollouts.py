@@ -39,7 +39,9 @@ from tokenpace.sim.profiles.profile_file import profile_to_toml
 from tokenpace.testing.procs import free_port, run_cli, start_service, wait_listening
 
 SLOWER = 1.15
-_N = re.compile(r"\(n ([\d,]+) now\)|decided at ([\d,]+) requests")
+_N = re.compile(
+    r"matched load per arm would decide it \(n ([\d,]+) now\)|decided at ([\d,]+) requests at matched"
+)
 
 
 @dataclass
