@@ -214,6 +214,8 @@ def main() -> None:
         row["median_n_eff"] = statistics.median(t.n_eff) if t.n_eff else None
         row["n_eff_known"] = len(t.n_eff)
         print(json.dumps(row), flush=True)
+        for report in t.failures:  # each wrong-way verdict's own reason, to look into
+            print(f"wrong-way ({s}): {report.get('reason')}", file=sys.stderr)
 
 
 if __name__ == "__main__":
