@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from tokenpace.core.stats import (
+    dependent_rank_bounds,
     describe,
     design_effects,
     enough_samples,
@@ -70,3 +71,14 @@ def test_design_effect_grows_with_dependence_and_n_eff_decides_low_sample() -> N
     lo, hi = d.ci95["p50"]
     plain = describe(strong).ci95["p50"]
     assert hi - lo > 2 * (plain[1] - plain[0])
+
+
+def test_an_interval_at_a_tiny_effective_size_still_holds_its_percentile() -> None:
+    # Four effective requests out of 1000: the effective sample's maximum is no quantile of its
+    # own, so the upper bound is the whole sample's maximum, never under the percentile itself.
+    for n, p, deff in ((1000, 0.95, 250.0), (1000, 0.99, 100.0), (200, 0.5, 60.0), (1000, 0.05, 250.0)):
+        lo, hi = dependent_rank_bounds(n, p, 0.025, deff)
+        point = p * (n - 1)
+        assert lo <= point <= hi
+    assert dependent_rank_bounds(1000, 0.95, 0.025, 250.0)[1] == 999
+    assert dependent_rank_bounds(1000, 0.05, 0.025, 250.0)[0] == 0

@@ -210,8 +210,13 @@ def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[
     n_e = max(1, int(n / deff))
     lo_e, hi_e = rank_bounds(n_e, p, alpha)
     scale = n / n_e
-    lo = int(np.floor((lo_e + 0.5) * scale - 0.5))
-    hi = int(np.ceil((hi_e + 0.5) * scale - 0.5))
+    # A bound at either end of the effective sample is that end of the whole sample (the effective
+    # sample's maximum says "beyond what was seen", not its own quantile); and a bound never falls
+    # on the wrong side of the percentile itself.
+    lo = 0 if lo_e <= 0 else int(np.floor((lo_e + 0.5) * scale - 0.5))
+    hi = n - 1 if hi_e >= n_e - 1 else int(np.ceil((hi_e + 0.5) * scale - 0.5))
+    point = p * (n - 1)
+    lo, hi = min(lo, int(np.floor(point))), max(hi, int(np.ceil(point)))
     return int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))
 
 
