@@ -171,4 +171,8 @@ def test_compare_and_check_refuse_an_invalid_run_unless_allowed(store_with_an_in
     judged = tokenpace(*gate, "--run", "side=cut", "--allow-invalid")
     assert judged.stderr == "", judged.stdout
     assert any(line.startswith(("PASS", "REGRESSED", "UNDECIDED")) for line in judged.stdout.splitlines())
-    assert tokenpace(*gate, "--run", "side=good2").returncode in (OK, 1)
+    # a valid run is judged, never refused (one run a side at an assumed noise may stay undecided)
+    valid = tokenpace(*gate, "--run", "side=good2")
+    assert valid.stderr == "" and any(
+        line.startswith(("PASS", "REGRESSED", "UNDECIDED")) for line in valid.stdout.splitlines()
+    )

@@ -81,7 +81,11 @@ def test_a_slower_arm_with_more_complaints_is_rolled_back(tmp_path: Path) -> Non
     assert complaints == sent["complaints"]
     assert arms_by_name["a"]["events"]["accepted"]["per_request"]["value"] == 1.0  # every answer
     outcome = {g["guard"]: g["outcome"] for g in report["guards"]}
-    assert outcome["ttft.p95=+10%"] == "breached" and outcome["complaint=+0pp"] == "breached"
+    # the slower arm's P95 is breached, or undecided where its load bands hold too few requests to
+    # compare it at matched load; never passed
+    assert outcome["ttft.p95=+10%"] in ("breached", "undecided") and outcome["complaint=+0pp"] == "breached"
+    ttft = next(m for m in report["diffs"][0]["latency"]["metrics"] if m["metric"] == "ttft")
+    assert ttft["percentiles"][0]["verdict"] == "slower"  # its median, 12x the fast arm's
     # no errors on either arm, but a few hundred requests cannot show the rate grew by under 0.5 pp
     # (non-inferiority: the interval's upper bound must be under it); it says what would decide it
     errors = next(g for g in report["guards"] if g["guard"] == "error_rate=+0.5pp")
