@@ -38,6 +38,7 @@ from tokenpace.core.analysis.selection.scenarios import (
     check_prices,
 )
 from tokenpace.core.analysis.selection.select import Placement, RunPoint, Verdict, judge, run_point
+from tokenpace.core.analysis.selection.settled import halves
 
 
 def load_scenarios(path: Path | None = None) -> ScenarioBook:
@@ -189,7 +190,8 @@ def _points(store: Store | None, cand: Candidate, scenario: Scenario) -> list[Ru
         good = count_meeting(records, scenario, from_scheduled=open_loop)
         result = {"conditions": run.conditions, "summary": run.summary, "valid": run.valid,
                   "interrupted": run.interrupted,
-                  "time_trend": trend_dict(records, open_loop) if records else None}  # fmt: skip
+                  "time_trend": trend_dict(records, open_loop) if records else None,
+                  "halves": halves(records, open_loop)}  # fmt: skip
         out.append(run_point(run.id, result, good))
     return out
 

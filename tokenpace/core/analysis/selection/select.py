@@ -17,7 +17,9 @@ Runs marked not valid, interrupted, without a successful request, too short to r
 or that Little's law shows did not run at their stated load are left out, as plan leaves them out; a
 percentile with fewer than 5 samples beyond it is "too few requests", not a verdict. A line met on an
 open-loop run whose queue grew through it (Little's law: overloaded) is undecided: a longer run sees
-a longer queue. Where the step
+a longer queue. So is a line met on an open-loop run that has not shown its steady state
+(``settled``: enough effective requests, its late half's bound, its growth from the early half).
+Where the step
 that would judge the scenario's load is left out (a predicted step past what its profile vouches for
 among them) and no valid step above it can, the verdict is undecided with that step's reason.
 """
@@ -31,6 +33,7 @@ from typing import Any
 from tokenpace.core.analysis.capacity.little import little_check
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint, point_from_result
 from tokenpace.core.analysis.selection.scenarios import Scenario, SloLine
+from tokenpace.core.analysis.selection.settled import HALVES, unsettled
 from tokenpace.core.stats import MIN_TAIL_SAMPLES
 
 LOAD_TOLERANCE = 0.10  # a run within 10 % of the scenario's load is at it
@@ -58,8 +61,9 @@ class RunPoint:
 
 
 def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -> RunPoint:
-    """``result``: conditions, summary, valid, interrupted (and ``time_trend``, for Little's law's
-    check of a growing queue, where the records gave it). ``good``: measured requests meeting
+    """``result``: conditions, summary, valid, interrupted (and, where the records gave them,
+    ``time_trend``, for Little's law's check of a growing queue, and ``halves``, for the check that
+    an open-loop run reached its steady state: ``settled``). ``good``: measured requests meeting
     every line of the scenario (from the records), for attainment and goodput. Like plan, an
     open-loop run is judged on TTFT and E2E from the scheduled send time: what a user arriving on
     schedule sees, client queueing included."""
@@ -68,22 +72,10 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
     values: dict[str, float] = {"achieved_rps": lp.achieved_rps, "error_rate": lp.error_rate}
     low: set[str] = set()
     scheduled = lp.slo_basis == "scheduled"
-    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
-        source = (
-            metric.replace("_ms", "_from_scheduled_ms")
-            if scheduled and metric[:3] in ("ttf", "e2e")
-            else metric
-        )
-        dist = summary.get(source) or {}
-        for pct in ("p50", "p90", "p95", "p99"):
-            if dist.get(pct) is not None:
-                values[f"{metric}.{pct}"] = float(dist[pct])
-            ci = (dist.get("ci95") or {}).get(pct)
-            if ci:
-                values[f"{metric}.{pct}.lo"] = float(ci[0])
-                values[f"{metric}.{pct}.hi"] = float(ci[1])
-            if pct in (dist.get("low_sample") or []):
-                low.add(f"{metric}.{pct}")
+    _flatten(summary, scheduled, "", values, low)
+    split = result.get("halves") or {}  # an open-loop run's (settled.halves)
+    for half in HALVES:
+        _flatten(split.get(half) or {}, scheduled, f".{half}", values, low)
     for name in ("prompt_tokens", "output_tokens"):
         mean = (summary.get(name) or {}).get("mean")
         if mean is not None:
@@ -96,6 +88,32 @@ def run_point(run_id: str, result: Mapping[str, Any], good: int | None = None) -
     caveat = f"the queue grew through the run ({little.note})" if little.status == "overloaded" else ""
     return RunPoint(run_id, lp.mode, lp.offered, _left_out(lp, little.status, little.note), values,
                     frozenset(low), caveat)  # fmt: skip
+
+
+def _flatten(summary: Mapping[str, Any], scheduled: bool, suffix: str, values: dict[str, float],
+             low: set[str]) -> None:  # fmt: skip
+    """Percentiles, their intervals and effective sample sizes as ``ttft_ms.p95{suffix}`` (``.lo``,
+    ``.hi``, ``.n_eff``); a percentile on too few requests goes to ``low``."""
+    for metric in ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms"):
+        source = (
+            metric.replace("_ms", "_from_scheduled_ms")
+            if scheduled and metric[:3] in ("ttf", "e2e")
+            else metric
+        )
+        dist = summary.get(source) or {}
+        for pct in ("p50", "p90", "p95", "p99"):
+            key = f"{metric}.{pct}{suffix}"
+            if dist.get(pct) is not None:
+                values[key] = float(dist[pct])
+            ci = (dist.get("ci95") or {}).get(pct)
+            if ci:
+                values[f"{key}.lo"] = float(ci[0])
+                values[f"{key}.hi"] = float(ci[1])
+            n_eff = (dist.get("n_eff") or {}).get(pct)
+            if n_eff is not None:
+                values[f"{key}.n_eff"] = float(n_eff)
+            if pct in (dist.get("low_sample") or []):
+                low.add(key)
 
 
 def _left_out(lp: LoadPoint, little: str, note: str) -> str:
@@ -220,12 +238,14 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return cell("unknown", f"too few requests for {pct} (needs {_needed(line.percentile)})")
     if value is None or upper is None:
         return cell("unknown", f"no {line.metric.upper()} samples with an interval")
-    if upper < thr and at.caveat:  # met where the run cannot show its steady state
-        return cell(
-            "undecided",
-            f"upper bound {upper:.4g} ms < {thr:g} ms, but {at.caveat}: a longer run would decide",
-        )
-    if upper < thr:
+    if upper < thr:  # met where the run cannot show its steady state: a longer run decides
+        why = at.caveat or unsettled(at.values, at.low_sample, key, line.percentile, thr)
+        if why:
+            later = "run" if at.caveat else "step at this rate"
+            return cell(
+                "undecided",
+                f"upper bound {upper:.4g} ms < {thr:g} ms, but {why}: a longer {later} would decide",
+            )
         return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
         return cell("fail", f"{pct} {value:.4g} ms is over the line {thr:g} ms")
