@@ -100,7 +100,7 @@ def test_a_client_that_stalled_exits_3(tmp_path: Path):
     result = json.loads(out.read_text())
     assert result["valid"] is False and result["summary"]["client"]["valid"] is False
     impact = result["summary"]["client"]["stalls"]["impact"]
-    assert impact["held"] >= 2 and impact["longest_stall_ms"] >= 300 and impact["tolerance"] == 0
+    assert impact["held"] >= 1 and impact["longest_stall_ms"] >= 300 and impact["tolerance"] == 0
     held = [json.loads(line) for line in out.with_suffix(".records.jsonl").read_text().splitlines()]
     assert sum(r["client_stall_ms"] is not None for r in held) == impact["held"]  # marked in the file
 

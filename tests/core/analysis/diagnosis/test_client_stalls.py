@@ -97,16 +97,16 @@ def test_stalls_that_held_too_many_requests_make_it_not_valid_and_say_why() -> N
 
 
 def test_a_long_stall_on_the_tail_moves_a_percentile_out_of_its_interval() -> None:
-    # 8 of 200 (under the tolerance) held 400 ms each: they are the whole tail, so taking the stall
+    # 8 of 600 (under the tolerance) held 400 ms each: they are the whole tail, so taking the stall
     # off moves the TTFT P99 below its own interval
-    run = [_request(i, i * 1000.0, ttft_ms=40 + i * 0.2) for i in range(200)]
+    run = [_request(i, i * 1000.0, ttft_ms=40 + i * 0.2) for i in range(600)]
     for r in run[:8]:
         r.first_token_ns = (r.first_token_ns or 0) + 400 * MS
         r.token_ns = [t + 400 * MS for t in r.token_ns]
         r.end_ns = (r.end_ns or 0) + 400 * MS
     stalls = [(_first(r) - 400 * MS, _first(r) + MS) for r in run[:8]]
     impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
-    assert impact.share == 0.04
+    assert impact.share == 8 / 600
     assert any(m.startswith("TTFT P99") for m in impact.moved)
     assert any("out of its 95 % interval" in r for r in impact.reasons)
 
@@ -134,11 +134,24 @@ def test_a_request_sent_after_a_stall_ended_is_not_held_by_its_backlog() -> None
 
 
 def test_a_move_under_one_percent_is_no_move_even_past_a_degenerate_interval() -> None:
-    # every TPOT is 10 ms (an interval of [10, 10]); 0.5 ms off 4 first tokens lifts TPOT P99 by 0.6 %
-    run = [_request(i, i * 1000.0) for i in range(200)]
-    stalls = [(_first(r) - MS // 2, _first(r) + MS) for r in run[-4:]]
+    # every TPOT is 10 ms (an interval of [10, 10]); 0.5 ms off 8 first tokens lifts TPOT P99 by 0.6 %
+    run = [_request(i, i * 1000.0) for i in range(600)]
+    stalls = [(_first(r) - MS // 2, _first(r) + MS) for r in run[-8:]]
     impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
-    assert impact.held == 4 and not impact.moved
-    bigger = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[-4:]]  # 5.6 %: moved
+    assert impact.held == 8 and not impact.moved
+    bigger = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[-8:]]  # 5.6 %: moved
     moved, _ = stall_impact({0: Stalls([a for a, _ in bigger], [b for _, b in bigger])}, run)
     assert [m.split(" from")[0] for m in moved.moved] == ["TPOT P99"]
+
+
+def test_a_percentile_on_too_few_requests_is_no_figure_to_move() -> None:
+    # 20 requests: P95 and P99 rest on too few samples (reported so), so a stall on the tail that
+    # would move them moves no figure; the same stall on 600 requests moves the P99
+    run = [_request(i, i * 1000.0, ttft_ms=40 + i * 0.2) for i in range(20)]
+    r = run[-1]
+    r.first_token_ns = (r.first_token_ns or 0) + 400 * MS
+    r.token_ns = [t + 400 * MS for t in r.token_ns]
+    r.end_ns = (r.end_ns or 0) + 400 * MS
+    stall = Stalls([_first(r) - 400 * MS], [_first(r) + MS])
+    impact, _ = stall_impact({0: stall}, run)
+    assert impact.held == 1 and not impact.moved

@@ -10,8 +10,9 @@ middle of a long stream that no timestamp fell into moved nothing: the server ke
 Each request gets the most its stalls could have added to its measured times (``added_ns``). The
 run's headline percentiles (TTFT, TPOT, E2E at P50/P95/P99) are then recomputed as if every held
 timestamp had been taken when its stall began, the largest correction the stalls allow. The run
-stands unless one of them lands outside the run's own 95 % interval of it (and moves by more than
-``MIN_MOVE``), or the stalls held more than ``tolerance`` of the requests.
+stands unless one of them (resting on enough samples to be reported) lands outside the run's own
+95 % interval of it (and moves by more than ``MIN_MOVE``), or the stalls held more than
+``tolerance`` of the requests.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.stats import percentile_cis
+from tokenpace.core.stats import enough_samples, percentile_cis
 
 # A timestamp this soon after a stall ended may still be one the loop took from its backlog.
 HOLD_SLACK_NS = 3_000_000
@@ -203,6 +204,8 @@ def _moved(name: str, measured: list[float], corrected: list[float]) -> list[str
     fixed = np.percentile(np.asarray(corrected, dtype=float), JUDGED_PERCENTILES)
     out = []
     for p, (lo, hi), was, now in zip(JUDGED_PERCENTILES, cis, points, fixed, strict=True):
+        if not enough_samples(len(arr), p):  # reported as resting on too few samples: no figure to move
+            continue
         if (now < lo or now > hi) and abs(now - was) > MIN_MOVE * abs(was):
             out.append(f"{name} P{p} from {was:.1f} to {now:.1f} ms (interval [{lo:.1f}, {hi:.1f}])")
     return out
