@@ -24,7 +24,7 @@ import json
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,14 @@ class Acceptance:
     between_runs: dict[tuple[str, int], float]
     # the scheduler behaviours the calibration chose (or left undecided), with their support
     behaviours: tuple[str, ...] = ()
+    # the validation's own verdict per load (met | missed | undecided) and its notes (why)
+    verdicts: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, list[str]] = field(default_factory=dict)
+
+    def vouched(self, loads: set[str]) -> set[str]:
+        """Of ``loads``, those whose prediction the tool vouched for (judged "met"): a load it called
+        missed or undecided is the model saying it does not fit there, not predicting."""
+        return {load for load in loads if self.verdicts.get(load) == "met"}
 
     def _off(self) -> list[Any]:
         return [r for r in self.rows if (r.metric, r.percentile) in TARGETS and abs(r.rel_error) > 0.10]
@@ -157,7 +165,10 @@ def _run_acceptance(url: str, tmp_path: Path, name: str, model: str | None) -> A
     for load, notes in result.notes.items():
         print(load, notes)
     print(f"verdicts at 10 %: profile {result.verdict}, loads {result.loads}")
-    accepted = Acceptance(calibration_s, fit.max_num_seqs, rows, between, fit.behaviours)
+    accepted = Acceptance(
+        calibration_s, fit.max_num_seqs, rows, between, fit.behaviours, dict(result.loads),
+        {load: list(n) for load, n in result.notes.items()},
+    )  # fmt: skip
     print(
         f"off by > 10 %: {accepted.misses}; "
         f"of those, beyond the engine's own change: {accepted.decided_misses}"

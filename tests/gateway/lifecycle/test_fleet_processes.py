@@ -248,6 +248,10 @@ def test_three_replicas_one_split_through_a_gray_release(tmp_path: Path, pg_serv
                 assert seen[0] == seen[1] == seen[2], (epoch, seen)
                 fleet.send(front, [f"front-{epoch}-{n}" for n in range(45)], f"front-{epoch}")
                 if share == 25:  # a replica killed outright mid-rollout, traffic on; started again
+                    # what was sent so far is in the store first, so the killed session has runs of
+                    # its own (on a busy host its writer may otherwise not have committed any yet,
+                    # and the spool's replay would put them all in the new session)
+                    fleet.until_stored()
                     fleet.kill_during_traffic(2, front)
                     fleet.start(2)
                     fleet.wait_ready(2)
