@@ -18,6 +18,7 @@ from tokenpace.app.watch.heap import freeze_startup_heap
 from tokenpace.gateway.config.config import GatewayConfig
 from tokenpace.gateway.lifecycle.fleet_sync import POLL_S, FleetLink, Follow
 from tokenpace.gateway.recording.spool import Spool
+from tokenpace.gateway.recording.spool_thread import SpoolThread
 from tokenpace.wire.descriptors import reserve_descriptors
 
 if TYPE_CHECKING:
@@ -93,8 +94,11 @@ def serve_gateway(
             say(f"outcome events: {sink.events_written} written, {sink.events_dropped} dropped")
         if spool is not None:
             spool.close()
-            if spool.skipped or spool.unreadable:
-                say(f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines")
+            if spool.skipped or spool.unreadable or spool.left_unwritten:
+                say(
+                    f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines, "
+                    f"{spool.left_unwritten} still queued at exit"
+                )
         if store is not None:
             store.close()
 
@@ -170,7 +174,7 @@ def store_writer(store: Store | None, config: GatewayConfig, session: str, label
     return StoreRecordWriter(store, config, session, labels)
 
 
-def following(follow: Follow, spool: Spool | None) -> list[str]:
+def following(follow: Follow, spool: SpoolThread | None) -> list[str]:
     """What the gateway follows beside signals, and where its records wait, one line each."""
     out = []
     if follow.link is not None:
@@ -188,15 +192,16 @@ def following(follow: Follow, spool: Spool | None) -> list[str]:
     return out
 
 
-def open_spool(folder: str | None, config: GatewayConfig) -> Spool | None:
+def open_spool(folder: str | None, config: GatewayConfig) -> SpoolThread | None:
     if not folder:
         return None
     if config.workers > 1:
         raise GatewayRefused("--spool works with one process (one spool per gateway): drop --workers")
     try:
-        return Spool(folder)
+        spool = Spool(folder)
     except OSError as exc:
         raise GatewayRefused(f"--spool {folder}: {exc.strerror or exc}") from None
+    return SpoolThread(spool)
 
 
 def check_otlp(config: GatewayConfig) -> None:

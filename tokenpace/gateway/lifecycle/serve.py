@@ -21,7 +21,7 @@ from tokenpace.gateway.lifecycle.fleet_sync import Follow
 from tokenpace.gateway.lifecycle.reload import probe_upstreams
 from tokenpace.gateway.operations.guard import listen
 from tokenpace.gateway.recording.sink import BatchWriter, fan_out, jsonl_writer
-from tokenpace.gateway.recording.spool import Spool
+from tokenpace.gateway.recording.spool_thread import SpoolThread
 from tokenpace.gateway.request_path.proxy import Gateway
 
 DRAIN_POLL_S = 0.05  # how often a stopping gateway looks whether its requests finished
@@ -42,7 +42,7 @@ class RunningGateway:
         load: Callable[[], GatewayConfig] | None = None,
         say: Callable[[str], None] | None = None,
         follow: Follow | None = None,
-        spool: Spool | None = None,
+        spool: SpoolThread | None = None,
     ) -> None:
         if config.records_path and worker is None:  # the JSONL file as well as any other writer
             writer = fan_out(writer, jsonl_writer(config.records_path))
@@ -147,7 +147,7 @@ async def serve_forever(
     load: Callable[[], GatewayConfig] | None = None,
     say: Callable[[str], None] | None = None,
     follow: Follow | None = None,
-    spool: Spool | None = None,
+    spool: SpoolThread | None = None,
 ) -> None:
     """Serve until cancelled; ``done`` runs after the queued records are flushed. SIGHUP re-reads
     the configuration file through ``load`` (reload.py), ``say`` logs what it did."""

@@ -22,6 +22,7 @@ from tokenpace.core.events import OutcomeEvent
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.live import LiveChange
 from tokenpace.gateway.recording.spool import Spool
+from tokenpace.gateway.recording.spool_thread import SpoolThread
 
 # Records, the outcome events reported against them (POST /tokenpace/events) and the config's live
 # changes (lifecycle/reload.py) share one writer.
@@ -132,7 +133,8 @@ class RecordSink:
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
         self._thread: DaemonWorker | None = None
-        self.spool: Spool | None = None  # --spool: records on local disk until stored (spool.py)
+        # --spool: records on local disk until stored (spool.py), written by its thread (spool_thread.py)
+        self.spool: Spool | SpoolThread | None = None
 
     def _worker(self) -> DaemonWorker:
         if self._thread is None:
@@ -151,7 +153,7 @@ class RecordSink:
         elif isinstance(item, RequestRecord):
             if len(self.records) < self.maxsize:
                 self.records.append(item)
-                if self.spool is not None:  # on disk before this step of the loop ends (spool.py)
+                if self.spool is not None:  # handed to the spool's thread, in order (spool_thread.py)
                     self.spool.append(item)
             else:
                 self._drop([item])

@@ -111,6 +111,14 @@ class Spool:
                 self._file_bytes += len(line)
                 self.bytes += len(line)
                 return
+        self._skip()
+
+    def skip(self) -> None:
+        """The next record is not spooled (its index is used all the same: the writer counts it)."""
+        self.appended += 1
+        self._skip()
+
+    def _skip(self) -> None:
         self.skipped += 1
         self._in_file = SEGMENT_RECORDS  # a file's lines stay consecutive records: the next starts one
 
