@@ -208,6 +208,9 @@ _CONSOLE_COLUMNS = (
     "errors",
     "Little",
     "SLO",
+    "GPU util %",
+    "GPU W",
+    "waiting",
     "note",
 )
 
