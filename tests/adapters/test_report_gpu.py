@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from typing import Any
 
 from bench_factory import bench_config
 
@@ -20,7 +21,12 @@ MS = 1_000_000
 
 def result(series: dict) -> dict:
     load = {"mode": "closed_loop", "concurrency": 1, "warmup": 0}
-    conditions = {"model": "m", "endpoint": "http://127.0.0.1:1/v1", "target": "x", "api": "openai-chat"}
+    conditions: dict[str, Any] = {
+        "model": "m",
+        "endpoint": "http://127.0.0.1:1/v1",
+        "target": "x",
+        "api": "openai-chat",
+    }
     conditions |= {"stream": True, "seed": 0, "labels": {}, "load": load, "workload": {}, "sampling": {}}
     return {
         "run_id": "r1",

@@ -12,7 +12,8 @@ from tokenpace.app.watch.gpu_watch import GpuWatch, gpu_scrape_path, gpu_source_
 from tokenpace.app.watch.preflight import PreflightError
 from tokenpace.app.watch.probe import ConnectProbe
 from tokenpace.core.analysis.diagnosis.engine_metrics import analyse
-from tokenpace.core.analysis.diagnosis.gpu_metrics import steady_readings, window_mean
+from tokenpace.core.analysis.diagnosis.gpu_metrics import steady_readings
+from tokenpace.core.analysis.evidence.window_mean import window_mean
 from tokenpace.core.credentials import strip_credentials
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.steady import SteadyState

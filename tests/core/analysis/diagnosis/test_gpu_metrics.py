@@ -12,7 +12,6 @@ from tokenpace.core.analysis.diagnosis.gpu_metrics import (
     analyse_gpu,
     readings,
     steady_readings,
-    window_mean,
 )
 from tokenpace.testing.dcgm_exporter import page
 
@@ -65,17 +64,6 @@ def test_series_are_on_the_run_timeline_per_gpu_and_as_the_mean():
     assert out["series"]["mean"]["util_pct"] == [[0.0, 15.0], [1.0, 35.0], [2.0, 55.0]]
     assert out["series"]["per_gpu"]["util_pct"]["gpu-node-1/1"] == [[0.0, 20.0], [1.0, 40.0], [2.0, 60.0]]
     assert [g["gpu"] for g in out["gpus"]] == ["0", "1"]
-
-
-def test_a_window_mean_has_an_interval_from_batch_means_or_none_when_too_few():
-    flat = window_mean([[t, 80.0] for t in range(20)], 0, 19)
-    assert flat.mean == 80.0 and flat.ci == (80.0, 80.0) and flat.decide(70) == "above"
-    noisy = window_mean([[t, 60.0 if t < 10 else 90.0] for t in range(20)], 0, 19)  # a slow swing
-    assert noisy.mean == 75.0 and noisy.ci is not None and noisy.ci[0] < 70 < noisy.ci[1]
-    assert noisy.decide(70) == "undecided"
-    few = window_mean([[0, 10.0], [1, 12.0], [2, 11.0]], 0, 2)
-    assert few.ci is None and few.decide(70) == "undecided"
-    assert window_mean([[t, 10.0] for t in range(10)], 2, 5).n == 4  # the window's points only
 
 
 def test_steady_readings_are_the_window_only_with_each_gpu_and_clamped_intervals():

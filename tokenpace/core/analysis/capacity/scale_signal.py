@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tokenpace.core.analysis.diagnosis.gpu_metrics import UTIL_THRESHOLD_PCT, WindowMean
+from tokenpace.core.analysis.evidence.window_mean import WindowMean
 
+UTIL_THRESHOLD_PCT = 70.0  # the article's line: utilisation past it while the queue climbs, scale out
 QUEUE_MIN_WAITING = 1.0  # the queue climbs once at least one request waits, on average over the window
 
 

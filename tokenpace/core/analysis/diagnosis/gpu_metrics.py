@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenpace.core.analysis.evidence.window_mean import window_mean
+
 # canonical name -> (DCGM field, lowest and highest plausible reading, unit)
 FIELDS: dict[str, tuple[str, float, float, str]] = {
     "util_pct": ("DCGM_FI_DEV_GPU_UTIL", 0.0, 100.0, "%"),
@@ -26,9 +28,6 @@ BY_DCGM = {dcgm: name for name, (dcgm, *_) in FIELDS.items()}
 # GPUs kept per scrape (an 8-GPU node twice over); label sets past it are counted, not kept
 MAX_GPUS = 16
 LABEL_CHARS = 128  # a label value kept (model name, host) is cut to this
-UTIL_THRESHOLD_PCT = 70.0  # the article's scale-out line: utilisation past it while the queue climbs
-BATCHES = 10  # a window's mean: its interval from at most this many batch means
-T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)  # Student's t, 1..9 df
 
 
 def _name(key: str) -> str:
@@ -100,49 +99,6 @@ def readings(samples: dict[str, float]) -> Readings:
 
 def has_gpu_metrics(samples: dict[str, float]) -> bool:
     return any(_name(k) in BY_DCGM for k in samples)
-
-
-@dataclass(frozen=True, slots=True)
-class WindowMean:
-    """A series' time-mean over a window, with a 95 % interval from batch means (readings a second
-    apart move together; batches of consecutive readings are nearer independent). ``ci`` None: fewer
-    than 4 readings, too few for an interval."""
-
-    mean: float | None
-    ci: tuple[float, float] | None
-    n: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"mean": self.mean, "ci95": list(self.ci) if self.ci else None, "n": self.n}
-
-    def decide(self, threshold: float) -> str:
-        """``above`` or ``below`` the threshold when the interval says so, else ``undecided``."""
-        if self.ci is None:
-            return "undecided"
-        if self.ci[0] > threshold:
-            return "above"
-        if self.ci[1] < threshold:
-            return "below"
-        return "undecided"
-
-
-def window_mean(points: Sequence[Sequence[float]], lo_s: float, hi_s: float) -> WindowMean:
-    """The mean of the ``[t_s, value]`` points with lo_s <= t_s <= hi_s."""
-    xs = [float(v) for t, v in points if lo_s <= t <= hi_s]
-    n = len(xs)
-    if not n:
-        return WindowMean(None, None, 0)
-    mean = sum(xs) / n
-    if n < 4:
-        return WindowMean(mean, None, n)
-    k = min(BATCHES, n // 2)
-    size = n / k
-    batches = [xs[round(i * size) : round((i + 1) * size)] for i in range(k)]
-    means = [sum(b) / len(b) for b in batches]
-    centre = sum(means) / k
-    sd = math.sqrt(sum((m - centre) ** 2 for m in means) / (k - 1))
-    half = T975[k - 2] * sd / math.sqrt(k)
-    return WindowMean(mean, (mean - half, mean + half), n)
 
 
 def analyse_gpu(scrapes: Sequence[dict[str, Any]], start_ns: int) -> dict[str, Any]:
