@@ -9,31 +9,21 @@ from bench_factory import bench_config
 
 from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import steps_table
+from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.app.sweep.sweep import Sweep, SweepConfig
-from tokenpace.sim import SimServer
-from tokenpace.sim.profiles.profile import get_network
 
 
 def test_a_sim_sweep_names_the_step_where_utilisation_passed_70_percent():
     # Users far from the engine (90 ms round trips) leave it idle between short answers: one user
-    # keeps it busy about half the time, eight nearly always.
-    async def go():
-        async with SimServer("llama-3.1-8b-h100", network=get_network("cloud-cross-region")) as srv:
-            base = bench_config(
-                srv.url,
-                model=None,
-                input_len="32",
-                output_len="4:24",
-                requests=None,
-                duration_s=5.0,
-                server_metrics_interval_s=0.25,
-                stall_tolerance=1.0,
-                seed=3,
-            )
-            cfg = SweepConfig(base=base, mode="concurrency", steps=[1, 2, 8], revisit=False)
-            return (await Sweep(cfg, "gpu").run()).to_dict()
-
-    doc = asyncio.run(go())
+    # keeps it busy about half the time, eight nearly always. The engine runs in its own process,
+    # as `sweep --sim` runs it: its steps never wait on the client.
+    base = dict(input_len="32", output_len="4:24", requests=None, duration_s=5.0, seed=3)
+    watch = dict(server_metrics_interval_s=0.25, stall_tolerance=1.0)
+    with SimProcess("llama-3.1-8b-h100", ["--network", "cloud-cross-region"]) as url:
+        cfg = SweepConfig(
+            bench_config(url, model=None, **base, **watch), "concurrency", [1, 2, 8], revisit=False
+        )
+        doc = asyncio.run(Sweep(cfg, "gpu").run()).to_dict()
     signal = doc["plan"]["scale_out"]
     rows = {r["step"]: r for r in signal["steps"]}
     assert rows[1]["util_decision"] == "below" and rows[3]["util_decision"] == "above"

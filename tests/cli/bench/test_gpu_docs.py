@@ -55,8 +55,9 @@ def test_the_documented_gpu_command_runs(cmd, sim_url: str, tmp_path: Path):
     assert r.returncode in (0, 3), (args, r.stdout[-3000:], r.stderr[-3000:])
     gpu = json.loads((tmp_path / "run.json").read_text())["gpu_metrics"]
     assert "GPU " in r.stdout and "utilisation" in r.stdout
+    util = {v for _, v in gpu["series"]["mean"]["util_pct"]}  # a short run's steady window may hold none
     if "nvidia-smi" in args:
-        assert gpu["gpus"][0]["model"] == "NVIDIA L4" and gpu["steady"]["util_pct"]["mean"] == 64.0
+        assert gpu["gpus"][0]["model"] == "NVIDIA L4" and util == {64.0}
     else:
-        assert gpu["steady"]["util_pct"]["mean"] == 80.0 and len(gpu["gpus"]) == 2
+        assert util == {80.0} and len(gpu["gpus"]) == 2
         assert (tmp_path / "run.gpu-metrics.jsonl").exists()  # the raw scrapes, beside the result
