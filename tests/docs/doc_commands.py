@@ -89,6 +89,8 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/vllm.md", "--model", "tests/cli/vllm/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/experiments/test_gray_release.py"),
     *(("docs/sim.md", f, "tests/app/calibration/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
+    ("docs/gpu-telemetry.md", "--gpu-metrics http://127.0.0.1:9400", "tests/cli/bench/test_gpu_docs.py"),
+    ("docs/gpu-telemetry.md", "--gpu-metrics nvidia-smi", "tests/cli/bench/test_gpu_docs.py"),
 )
 
 PROFILE = "llama-3.1-8b-h100"

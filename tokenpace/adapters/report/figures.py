@@ -266,9 +266,12 @@ def errors_over_time(steps: list[Step], bins: int = 40) -> go.Figure:
 
 
 def leading_indicators(step: Step) -> go.Figure | None:
-    """Client TTFT and the engine's queue and KV-cache usage on one timeline: the queue rises
-    before the latency does. None when the run has no server metrics."""
-    series = (step.result.get("server_metrics") or {}).get("series") or {}
+    """Client TTFT, the engine's queue and KV-cache usage and the GPUs' utilisation on one timeline:
+    the queue rises before the latency does. None when the run has neither server nor GPU metrics."""
+    series = dict((step.result.get("server_metrics") or {}).get("series") or {})
+    gpu = (((step.result.get("gpu_metrics") or {}).get("series") or {}).get("mean") or {}).get("util_pct")
+    if gpu:
+        series["gpu_util"] = [[t, v / 100] for t, v in gpu]
     if not series:
         return None
     fig = _fig(
@@ -277,7 +280,7 @@ def leading_indicators(step: Step) -> go.Figure | None:
         "TTFT (ms)",
     )
     fig.update_layout(
-        yaxis2={"title": "requests / KV usage %", "overlaying": "y", "side": "right"},
+        yaxis2={"title": "requests / KV usage % / GPU %", "overlaying": "y", "side": "right"},
         legend={"orientation": "h", "y": -0.25},
     )
     t0 = _t0([step])
@@ -301,6 +304,7 @@ def leading_indicators(step: Step) -> go.Figure | None:
         ("waiting", "waiting requests", 1),
         ("running", "running requests", 1),
         ("kv_usage", "KV cache usage %", 100),
+        ("gpu_util", "GPU utilisation % (mean over GPUs)", 100),
     ):
         points = series.get(name)
         if points:

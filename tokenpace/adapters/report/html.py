@@ -14,6 +14,7 @@ from plotly.offline import get_plotlyjs
 
 from tokenpace.adapters.report import figures as F
 from tokenpace.adapters.report.breakdowns import breakdowns
+from tokenpace.adapters.report.gpu_lines import gpu_lines, gpu_table
 from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import (
     INTERVAL_NOTE,
@@ -187,6 +188,9 @@ def render_html(
         )
         for b in breakdowns(doc["summary"]):
             page.add(f"<h2>{html.escape(b.title)} (ms)</h2>" + _table(b.table()))
+        if gpu := gpu_table(doc):  # the GPUs over the steady window
+            notes = "".join(f'<p class="sub">{html.escape(line)}</p>' for line in gpu_lines(doc))
+            page.add("<h2>GPUs (steady window)</h2>" + _table(gpu) + notes)
     page.add("<h2>Test conditions</h2>" + _table(conditions_table(first, doc if sweep else None)))
     if not any(st.records for st in steps):
         page.add('<p class="warn">No records file found: distributions and timelines are missing.</p>')

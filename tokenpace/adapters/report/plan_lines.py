@@ -133,6 +133,7 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     out += _plan_figures(p)
     out += _interval_lines(p.get("intervals"))
     out += _drift_lines(a)
+    out += _scale_out_lines(p.get("scale_out"))
     little = a.get("littles_law") or {}
     if little:
         checked = little.get("checked_steps")
@@ -149,6 +150,15 @@ def plan_lines(sweep: dict[str, Any]) -> list[str]:
     # the analysis counts curve places; people read the numbers of the progress lines and files
     kept = ("Figures rest on", "Caveat")
     return [line if line.startswith(kept) else renumber(line, numbers) for line in out]
+
+
+def _scale_out_lines(signal: dict[str, Any] | None) -> list[str]:
+    """The article's leading indicators: GPU utilisation past its line, the queue climbing, the knee."""
+    if not signal:
+        return []
+    lines = [f"Scale-out signal: {line}" for line in signal.get("lines") or []]
+    knee = (signal.get("signal_vs_knee") or {}).get("text")
+    return lines + ([knee] if knee else [])
 
 
 def _drift_lines(a: dict[str, Any]) -> list[str]:

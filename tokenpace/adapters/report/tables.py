@@ -226,6 +226,9 @@ def steps_table(sweep: dict[str, Any], with_ci: bool = False) -> Table:
     ]
     if holds:
         headers.append("SLO")
+    gpu = any(_step_gpu(step) != [None, None, None] for step in sweep.get("steps") or [])
+    if gpu:  # the leading indicators beside the queue (gpu_metrics, server_metrics steady means)
+        headers += ["GPU util %", "GPU W", "waiting"]
     headers.append("note")
     rows = []
     numbers = step_numbers(sweep)
@@ -265,9 +268,20 @@ def steps_table(sweep: dict[str, Any], with_ci: bool = False) -> Table:
         ]
         if holds:
             row.append(holds[i] if i < len(holds) else None)
+        if gpu:
+            row += _step_gpu(step)
         row.append(", ".join(notes))
         rows.append(row)
     return headers, rows
+
+
+def _step_gpu(step: dict[str, Any]) -> list[Any]:
+    """GPU utilisation and power (means over GPUs) and requests waiting, over the step's steady window."""
+    gpu = (step.get("gpu_metrics") or {}).get("steady") or {}
+    queue = (step.get("server_metrics") or {}).get("steady") or {}
+    return [(gpu.get(k) or {}).get("mean") for k in ("util_pct", "power_w")] + [
+        (queue.get("waiting") or {}).get("mean")
+    ]
 
 
 def _validity(result: dict[str, Any]) -> str | None:

@@ -18,7 +18,8 @@ from tokenpace.adapters.servermetrics.parse import parse_metrics
 
 # AUTH_ENV: credentials go in the environment, never on argv
 from tokenpace.adapters.servermetrics.scraper import AUTH_ENV, MAX_PAGE_BYTES
-from tokenpace.core.credentials import split_credentials
+from tokenpace.core.analysis.diagnosis.gpu_metrics import has_gpu_metrics
+from tokenpace.core.credentials import split_credentials, strip_credentials
 
 # The scrapes file read back at the end of a run: a line is one page's parsed samples (a page is at
 # most MAX_PAGE_BYTES); a run of 11 days at one scrape a second
@@ -36,6 +37,19 @@ def metrics_request(url: str, auth: str | None = None) -> urllib.request.Request
 def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None) -> str | None:
     """None when ``url`` answers with Prometheus text, else why not (naming the URL without its
     credentials)."""
+    return _probe(url, timeout_s, auth)[1]
+
+
+def probe_gpu_url(url: str, timeout_s: float = 3.0) -> str | None:
+    """None when ``url`` answers with Prometheus text holding DCGM's GPU fields (a dcgm-exporter,
+    or an engine that exports them), else why not."""
+    samples, problem = _probe(url, timeout_s, None)
+    if problem is None and not has_gpu_metrics(samples or {}):
+        return f"{strip_credentials(url)} has no DCGM_FI_DEV_* GPU metrics (is it a dcgm-exporter?)"
+    return problem
+
+
+def _probe(url: str, timeout_s: float, auth: str | None) -> tuple[dict[str, float] | None, str | None]:
     request = metrics_request(url, auth)
     shown = request.full_url
     try:
@@ -43,16 +57,15 @@ def probe_metrics_url(url: str, timeout_s: float = 3.0, auth: str | None = None)
             # the whole read within the timeout and the scraper's page cap, never the body unbounded
             page = read_bounded(resp, MAX_PAGE_BYTES, time.monotonic() + timeout_s)
     except ReadBoundError as exc:
-        return f"{shown}: page {exc}"
+        return None, f"{shown}: page {exc}"
     except (OSError, ValueError) as exc:
-        return f"{shown} did not answer: {exc}"
+        return None, f"{shown} did not answer: {exc}"
     text = page.decode("utf-8", "replace")
     try:
-        if not parse_metrics(text):
-            return f"{shown} has no metrics"
+        samples = parse_metrics(text)
     except ValueError:
-        return f"{shown} is not Prometheus text"
-    return None
+        return None, f"{shown} is not Prometheus text"
+    return samples, None if samples else f"{shown} has no metrics"
 
 
 class ScraperProcess:

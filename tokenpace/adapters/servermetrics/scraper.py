@@ -6,6 +6,8 @@ Linux, the same clock in both processes, so scrapes line up with request records
 
     python -m tokenpace.adapters.servermetrics.scraper URL INTERVAL_S OUT.jsonl [ROTATE_BYTES]
 
+URL ``nvidia-smi`` reads the local GPUs with that program instead (adapters/servermetrics/nvidia_smi.py).
+
 With ROTATE_BYTES (the gateway, which runs for months), a file past that size is renamed to
 OUT.jsonl.1 (replacing the previous one) and a new OUT.jsonl is begun: a reader that holds the
 file open finishes it, then follows the name (see gateway/observability/engine_watch.py).
@@ -24,6 +26,7 @@ from typing import Any
 import orjson
 
 from tokenpace.adapters.servermetrics.bounded import ReadBoundError, read_bounded
+from tokenpace.adapters.servermetrics.nvidia_smi import NVIDIA_SMI, read_nvidia_smi
 from tokenpace.adapters.servermetrics.parse import parse_metrics
 
 AUTH_ENV = "TOKENPACE_SCRAPE_AUTHORIZATION"  # set by ScraperProcess: credentials stay off argv
@@ -34,6 +37,11 @@ MAX_PAGE_BYTES = 2 * 1024 * 1024
 
 def scrape_once(url: str, timeout_s: float, auth: str | None = None) -> dict[str, Any]:
     t_ns = time.perf_counter_ns()
+    if url == NVIDIA_SMI:  # the local GPUs: a program, run within the same deadline
+        try:
+            return {"t_ns": t_ns, "samples": read_nvidia_smi(timeout_s)}
+        except (OSError, ValueError) as exc:
+            return {"t_ns": t_ns, "error": str(exc)[:200]}
     request = urllib.request.Request(url, headers={"Authorization": auth} if auth else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as resp:

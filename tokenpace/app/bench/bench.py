@@ -103,6 +103,7 @@ class BenchRun:
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
         steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        conn.observers.add_steady(observed, self.records, steady)  # GPUs and queue over that window
         if cfg.percentiles:  # --percentiles: each with its 95 % interval
             summary.extra["percentiles"] = asked_percentiles(self.records, cfg.percentiles)
         summary.extra.update(workloads.summary_extra(workload, self.records))
@@ -233,7 +234,12 @@ async def connect(cfg: BenchConfig, scrape_path: Path | None) -> _Connection:
     )
     dialect = get_dialect(cfg.api)
     observers = await RunObservers.create(
-        endpoint, cfg.server_metrics, cfg.server_metrics_interval_s, cfg.connect_probe, scrape_path
+        endpoint,
+        cfg.server_metrics,
+        cfg.server_metrics_interval_s,
+        cfg.connect_probe,
+        scrape_path,
+        cfg.gpu_metrics,
     )
     if cfg.api == "realtime":
         from tokenpace.client.realtime import RealtimeSender  # aiohttp: a fifth of a second to import

@@ -4,6 +4,7 @@ number alike: the CLI reads them here, so that it imports the app only."""
 from __future__ import annotations
 
 from tokenpace.adapters.report.breakdowns import COLUMNS, Breakdown, breakdowns
+from tokenpace.adapters.report.gpu_lines import gpu_lines
 from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.adapters.report.tables import fmt, interval, percentile_names, percentile_points, steps_table
 
@@ -12,6 +13,7 @@ __all__ = [
     "Breakdown",
     "breakdowns",
     "fmt",
+    "gpu_lines",
     "interval",
     "percentile_names",
     "percentile_points",

@@ -52,6 +52,9 @@ class BenchConfig:
     workload_opts: WorkloadOptions | None = None  # datasets, traces, prefixes, sessions (issue 7)
     server_metrics: str = "auto"  # "auto" (the endpoint's own /metrics if it answers), "off", a URL
     server_metrics_interval_s: float = 1.0
+    # the GPUs: "auto" (DCGM fields on the engine's /metrics, else a local nvidia-smi, else off),
+    # "off", "nvidia-smi", a dcgm-exporter URL; scraped at server_metrics_interval_s
+    gpu_metrics: str = "auto"
     connect_probe: bool = False
     new_connection_per_request: bool = False
     otlp_endpoint: str | None = None  # a trace per request (traceparent sent), client spans exported here
@@ -107,6 +110,12 @@ class BenchConfig:
             raise ValueError("--stall-tolerance must be a share between 0 and 1 (e.g. 5%)")
         if self.server_metrics_interval_s < 0.1:
             raise ValueError("--server-metrics-interval must be at least 100ms")
+        if self.gpu_metrics not in ("auto", "off", "nvidia-smi") and not self.gpu_metrics.startswith(
+            ("http://", "https://")
+        ):
+            raise ValueError(
+                f"--gpu-metrics: {self.gpu_metrics!r} is none of URL (http://...), nvidia-smi, auto, off"
+            )
         turns = self.workload_opts.turns if self.workload_opts is not None else 1
         if turns > 1 and self.api not in ("chat", "completions"):
             raise ValueError(
@@ -170,7 +179,7 @@ class BenchResult:
     interrupted: bool
     stop_reason: str
     warnings: list[str]
-    observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, connect_probe
+    observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, gpu_metrics, connect_probe
     texts: dict[str, str] = field(default_factory=dict)  # answers by request id (keep_texts only)
 
     @property

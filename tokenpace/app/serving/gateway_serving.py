@@ -217,8 +217,8 @@ def check_otlp(config: GatewayConfig) -> None:
 
 
 def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
-    """One line per upstream whose /metrics does not answer now."""
-    from tokenpace.adapters.servermetrics import probe_metrics_url
+    """One line per upstream whose /metrics, or gpu_metrics= page, does not answer now."""
+    from tokenpace.adapters.servermetrics import probe_gpu_url, probe_metrics_url
     from tokenpace.core.credentials import strip_credentials
     from tokenpace.gateway.observability.engine_watch import metrics_auth, metrics_url
 
@@ -229,4 +229,9 @@ def upstream_metrics_warnings(config: GatewayConfig) -> list[str]:
         if problem is not None:  # the URL may hold credentials: name the upstream only
             shown = strip_credentials(url)
             out.append(f"warning: upstream {up.name}'s /metrics{problem.removeprefix(shown)}")
+        gpu = up.gpu_metrics
+        if gpu and gpu != "nvidia-smi" and (problem := probe_gpu_url(gpu, timeout_s=2.0)) is not None:
+            out.append(
+                f"warning: upstream {up.name}'s gpu_metrics{problem.removeprefix(strip_credentials(gpu))}"
+            )
     return out

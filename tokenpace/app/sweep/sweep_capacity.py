@@ -15,6 +15,7 @@ from tokenpace.core.analysis.capacity.plan import (
     point_from_result,
 )
 from tokenpace.core.analysis.capacity.resample import DEFAULT_RESAMPLES, capacity_intervals, step_sample
+from tokenpace.core.analysis.capacity.scale_signal import scale_signal
 from tokenpace.core.record import RequestRecord
 
 INTERVAL_SEED = 0  # the resamples are repeatable: the same sweep gives the same intervals
@@ -48,6 +49,11 @@ def capacity(
     )
     plan = make_plan(analysis, peak_rps, headroom)
     plan_doc = {**plan.to_dict(), "caveats": list(caveats)}
+    by_load = sorted((p for p in analysis.points if p.usable), key=lambda p: (p.offered or 0.0, p.step))
+    knee_step = analysis.knee.index + 1 if analysis.knee else None
+    signal = scale_signal(steps, [p.step for p in by_load], knee_step)  # GPU utilisation, queue, knee
+    if signal is not None:
+        plan_doc["scale_out"] = signal
     if records is not None and len(records) == len(steps) and not analysis.drift.moved:
         samples = [
             step_sample(p, recs, (d.get("summary") or {}).get("steady") or {}) if recs else None

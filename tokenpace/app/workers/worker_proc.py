@@ -110,7 +110,8 @@ class _WorkerContext(RunContext):
 
 async def _work(link: _Link, spec: WorkerSpec) -> None:
     link.writer.loop = asyncio.get_running_loop()
-    cfg = dataclasses.replace(spec.config, server_metrics="off", connect_probe=False)  # the parent's
+    # the watchers are the parent's
+    cfg = dataclasses.replace(spec.config, server_metrics="off", gpu_metrics="off", connect_probe=False)
     server = await connect(cfg, None)
     sender = server.sender
     counter = await workloads.resolve_counter(

@@ -31,6 +31,7 @@ from tokenpace.app.run.bench_config import BenchConfig, BenchResult
 from tokenpace.app.run.outputs import USER_STOP
 from tokenpace.app.run.run_info import not_found_hint, run_conditions, run_warnings, send_rate
 from tokenpace.app.watch.health import judge_stalls, own_stalls
+from tokenpace.app.watch.observers import RunObservers
 from tokenpace.app.workers.worker_health import combined_health
 from tokenpace.app.workers.worker_lost import WorkerLink, lost_records
 from tokenpace.app.workers.worker_proc import WorkerSpec, clock_identity, worker_main
@@ -87,6 +88,7 @@ class WorkerRun:
         self.interrupted = False
         self.clock: dict[str, Any] = {}
         self.kind = f"processes ({start_method})"
+        self.observers: RunObservers | None = None  # the parent's, once connected
 
     @property
     def worker_pids(self) -> list[int | None]:
@@ -133,6 +135,7 @@ class WorkerRun:
             sum(link.done.connections_opened for link in self.links if link.done),
         )  # fmt: skip
         conditions["observers"] = conn.observers.describe()
+        self.observers = conn.observers
         return self._result(conn.endpoint, workload, conditions, health, observed)
 
     def _result(
@@ -143,6 +146,8 @@ class WorkerRun:
         summary = summarize(self.records, cfg.slo, open_loop=cfg.open_loop)
         steady = steady_state(self.records, None if cfg.open_loop else cfg.concurrency, cfg.ramp_excluded_s)
         summary.extra["steady"] = steady.to_dict()  # throughput without ramp-up and drain
+        if self.observers is not None:  # the GPUs and the queue over that window
+            self.observers.add_steady(observed, self.records, steady)
         if cfg.percentiles:  # --percentiles: each with its 95 % interval
             summary.extra["percentiles"] = asked_percentiles(self.records, cfg.percentiles)
         summary.extra.update(workloads.summary_extra(workload, self.records))

@@ -165,6 +165,14 @@ class VllmArgs(click.Command):
 @click.option(
     "--server-metrics-interval", default="1s", show_default=True, help="Scrape interval (>= 100ms)."
 )
+@click.option(
+    "--gpu-metrics",
+    default="auto",
+    show_default=True,
+    metavar="URL|nvidia-smi|auto|off",
+    help="Read the GPUs during the run: a dcgm-exporter URL, the local nvidia-smi, or auto (DCGM "
+    "fields on the engine's /metrics, else nvidia-smi when the engine is on this host, else off).",
+)
 @click.option("--connect-probe", is_flag=True, help="Time a TCP connect to the endpoint every second.")
 @click.option(
     "--new-connection-per-request",
@@ -341,6 +349,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         server_metrics_interval_s=parsing.duration_s(
             o["server_metrics_interval"], "--server-metrics-interval"
         ),
+        gpu_metrics=o.get("gpu_metrics") or "auto",
         connect_probe=o["connect_probe"],
         new_connection_per_request=o["new_connection_per_request"],
         resend_unanswered=o.get("resend_unanswered", False),

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tokenpace.app.reports.tables import fmt as _fmt
-from tokenpace.app.reports.tables import interval, percentile_names, percentile_points
+from tokenpace.app.reports.tables import gpu_lines, interval, percentile_names, percentile_points
 from tokenpace.cli.bench import workload_view
 from tokenpace.cli.fit import whole
 
@@ -89,7 +89,8 @@ def render(result: dict[str, Any], console: Console) -> None:
             _latency_table(summary, _SCHEDULED_ROWS, "Open loop: latency from the scheduled send time (ms)")
         )
     parts += workload_view.tables(summary)  # length bins, turns, cold/warm prefix (issue 7)
-    sections = [_throughput(summary), _outcomes(summary), _network(result), _server(result), _client(result)]
+    sections = [_throughput(summary), _outcomes(summary), _network(result), _server(result), _gpu(result)]
+    sections.append(_client(result))
     parts.extend(_hanging(p) for p in sections if p is not None)
     notes = _notes(result)
     if notes:
@@ -204,6 +205,13 @@ def _server(result: dict[str, Any]) -> Text | None:
         warm = ": TTFT here is a warm-cache figure" if hit_rate >= WARM_CACHE else ""
         text.append(f"\n            prefix-cache hit rate {hit_rate:.0%}{warm}")
     return text
+
+
+def _gpu(result: dict[str, Any]) -> Text | None:
+    lines = gpu_lines(result)
+    if not lines:
+        return None
+    return Text.assemble(("GPU         ", "bold"), "\n            ".join(lines))
 
 
 def _decomposition(dec: dict[str, Any]) -> str:

@@ -208,6 +208,9 @@ _CONSOLE_COLUMNS = (
     "errors",
     "Little",
     "SLO",
+    "GPU util %",
+    "GPU W",
+    "waiting",
     "note",
 )
 
@@ -237,7 +240,7 @@ def render_sweep(doc: dict[str, Any], console: Console) -> None:
             v = row[i]
             cells.append(f"{v:.1%}" if headers[i] == "errors" and v is not None else fmt(v))
         table.add_row(*cells, style="bold yellow" if "knee" in row[-1] else None)
-    show_table(console, table, optional=("note", "Little"))
+    show_table(console, table, optional=("note", "Little", "GPU W"))
     if doc.get("probe"):
         console.print(f"probe: {len(doc['probe'])} closed-loop steps found the maximum (in the JSON)")
     for line in plan_lines(doc):

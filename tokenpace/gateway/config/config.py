@@ -15,7 +15,9 @@ from tokenpace.wire.keepalive import GATEWAY_LOOK_S
 from tokenpace.wire.pool import Pool
 
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_UPSTREAM_KEYS = ("weight", "model", "arm", "ramp", "version", "region", "metrics", "key_env", "key_file")
+_UPSTREAM_KEYS = (
+    "weight", "model", "arm", "ramp", "version", "region", "metrics", "key_env", "key_file", "gpu_metrics",
+)  # fmt: skip
 
 
 def parse_duration_s(text: str) -> float:
@@ -38,6 +40,7 @@ class Upstream:
     ramp_s: float = 0.0  # weight grows linearly from 0 over this long after start (cold-start warm-up)
     labels: dict[str, str] = field(default_factory=dict)  # version, region: copied into records
     metrics_url: str | None = None  # the engine's own /metrics (default: beside the API root)
+    gpu_metrics: str | None = None  # its GPUs: a dcgm-exporter's URL, or "nvidia-smi" (this host's)
     # From user:password in the URL (which is stripped from ``url``): sent as Authorization only
     # when the client sent none. Never shown.
     auth: str | None = field(default=None, repr=False)
@@ -70,7 +73,8 @@ def upstream_pool(endpoint: Endpoint) -> Pool:
 
 
 def parse_upstream(text: str) -> Upstream:
-    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R][,key_env=VAR|key_file=PATH]``.
+    """``name=URL[,weight=W][,model=M][,arm=A][,ramp=60s][,version=V][,region=R][,key_env=VAR|key_file=PATH]``
+    ``[,metrics=URL][,gpu_metrics=URL|nvidia-smi]``.
 
     Messages never echo a URL's ``user:password`` (shown as ``***@``)."""
     shown = redact_userinfo(text)
@@ -107,6 +111,9 @@ def parse_upstream(text: str) -> Upstream:
     metrics = kv.get("metrics")
     if metrics is not None and urlsplit(metrics).scheme not in ("http", "https"):
         raise ValueError(f"{shown!r}: metrics=... is not an http(s) URL")
+    gpu = kv.get("gpu_metrics")
+    if gpu is not None and gpu != "nvidia-smi" and urlsplit(gpu).scheme not in ("http", "https"):
+        raise ValueError(f"{shown!r}: gpu_metrics=... is neither an http(s) URL nor nvidia-smi")
     return Upstream(
         name=name.strip(),
         url=url.rstrip("/"),
@@ -116,6 +123,7 @@ def parse_upstream(text: str) -> Upstream:
         ramp_s=ramp,
         labels=labels,
         metrics_url=metrics,
+        gpu_metrics=gpu,
         auth=auth,
     )
 

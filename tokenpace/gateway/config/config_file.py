@@ -37,7 +37,7 @@ from tokenpace.adapters.toml_text import TomlError, loads
 MAX_CONFIG_BYTES = 1 << 20  # a gateway's configuration is a page, not a data set
 TABLE_KEYS = {  # a table's keys, in the order the flag's NAME=URL,k=v text takes them
     "upstream": ("name", "url", "weight", "model", "arm", "ramp", "version", "region", "metrics",
-                 "key_env", "key_file"),
+                 "key_env", "key_file", "gpu_metrics"),
     "mirror": ("name", "url", "share"),
 }  # fmt: skip
 

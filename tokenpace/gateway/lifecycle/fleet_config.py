@@ -46,6 +46,7 @@ def _upstream(u: Upstream) -> dict[str, Any]:
         "ramp_s": u.ramp_s,
         "labels": dict(u.labels),
         "metrics_url": strip_credentials(u.metrics_url) if u.metrics_url else None,
+        "gpu_metrics": strip_credentials(u.gpu_metrics) if u.gpu_metrics else None,
     }
 
 
@@ -99,5 +100,6 @@ def _parsed(d: dict[str, Any], known: dict[str, Upstream]) -> Upstream:
         ramp_s=float(d["ramp_s"]),
         labels={str(k): str(v) for k, v in d["labels"].items()},
         metrics_url=d["metrics_url"] or (mine.metrics_url if mine is not None else None),
+        gpu_metrics=d.get("gpu_metrics") or (mine.gpu_metrics if mine is not None else None),
         auth=mine.auth if mine is not None and mine.url == d["url"] else None,
     )

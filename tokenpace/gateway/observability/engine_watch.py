@@ -6,6 +6,9 @@ loop; the gateway only tails the scraper's JSON lines every interval. Scrapes an
 share the monotonic clock (``perf_counter_ns``), so ``engine_metrics.analyse`` can put the
 records whose first token fell between two scrapes against what the engine counted meanwhile.
 A window of recent scrapes is analysed; the result is served as JSON and as gauges.
+An upstream's ``gpu_metrics=`` (a dcgm-exporter URL, or ``nvidia-smi``) is scraped the same way
+(its own scraper, unless it is the engine's page); its GPUs' latest readings and the engine's
+waiting requests are gauges too, for the capacity warning (observability/rules.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from prometheus_client import CollectorRegistry, Gauge
 
 from tokenpace.adapters.servermetrics import ScraperProcess
 from tokenpace.core.analysis.diagnosis.engine_metrics import analyse
+from tokenpace.core.analysis.diagnosis.gpu_metrics import analyse_gpu
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.gateway.config.config import Upstream
 
@@ -32,6 +36,9 @@ ENGINE_TTFT = "tokenpace_gateway_upstream_engine_ttft_seconds"
 GATEWAY_TTFT = "tokenpace_gateway_upstream_gateway_ttft_seconds"
 NETWORK = "tokenpace_gateway_upstream_network_and_proxy_seconds"
 ENGINE_QUEUE = "tokenpace_gateway_upstream_engine_queue_seconds"
+ENGINE_WAITING = "tokenpace_gateway_upstream_engine_waiting_requests"
+GPU_UTIL = "tokenpace_gateway_upstream_gpu_utilization_percent"
+GPU_POWER = "tokenpace_gateway_upstream_gpu_power_watts"
 
 
 def metrics_url(up: Upstream) -> str:
@@ -109,6 +116,12 @@ class _Watched:
         self.scrapes: deque[dict[str, Any]] = deque(maxlen=window)
         self.records: deque[RequestRecord] = deque(maxlen=20_000)
         self.view: dict[str, Any] = {"scrapes": 0, "engine": "unknown"}
+        # the GPUs: their own scraper, or the engine's scrapes when it is the same page
+        gpu = up.gpu_metrics if up.gpu_metrics != url else None
+        gpu_path = path.with_suffix(".gpu.jsonl")
+        self.gpu_scraper = ScraperProcess(gpu, interval_s, gpu_path, None, ROTATE_BYTES) if gpu else None
+        self.gpu_tail = _Tail(gpu_path) if gpu else None
+        self.gpu_scrapes: deque[dict[str, Any]] = deque(maxlen=2)  # the latest reading is what is shown
 
 
 class EngineWatch:
@@ -142,6 +155,19 @@ class EngineWatch:
         self.queue = Gauge(
             ENGINE_QUEUE, "Engine's mean queue time over the window", ("upstream",), registry=registry
         )
+        self.waiting = Gauge(
+            ENGINE_WAITING,
+            "Requests waiting in the engine at its latest scrape",
+            ("upstream",),
+            registry=registry,
+        )
+        gpu_labels = ("upstream", "gpu")  # gpu: host/index, at most MAX_GPUS per upstream
+        self.gpu_util = Gauge(
+            GPU_UTIL, "GPU utilisation (DCGM_FI_DEV_GPU_UTIL)", gpu_labels, registry=registry
+        )
+        self.gpu_power = Gauge(
+            GPU_POWER, "GPU power draw (DCGM_FI_DEV_POWER_USAGE)", gpu_labels, registry=registry
+        )
         self._task: asyncio.Task[None] | None = None
         self._lock = threading.Lock()  # one reader of the scrape files at a time
 
@@ -155,6 +181,8 @@ class EngineWatch:
     def start(self) -> None:
         for w in self.watched.values():
             w.scraper.start()
+            if w.gpu_scraper is not None:
+                w.gpu_scraper.start()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
@@ -180,15 +208,21 @@ class EngineWatch:
             return None
         try:
             w.scrapes.extend(w.tail.read())
+            if w.gpu_tail is not None:
+                w.gpu_scrapes.extend(w.gpu_tail.read())
             if not w.scrapes:
                 return None
             first_ns = w.scrapes[0]["t_ns"]
             recent = [r for r in records if (r.first_token_ns or 0) >= first_ns]  # in the window
             view = analyse(list(w.scrapes), recent, self.start_ns)
             view["_first_ns"] = first_ns
+            gpu_scrapes = list(w.gpu_scrapes) if w.gpu_tail is not None else list(w.scrapes)[-2:]
         finally:
             self._lock.release()
-        view.pop("series", None)
+        waiting = (view.pop("series", None) or {}).get("waiting")
+        view["waiting"] = waiting[-1][1] if waiting else None
+        if w.upstream.gpu_metrics:
+            view["gpu"] = _latest_gpu(analyse_gpu(gpu_scrapes, self.start_ns))
         return view
 
     def _publish(self, name: str, w: _Watched, view: dict[str, Any]) -> None:
@@ -203,6 +237,13 @@ class EngineWatch:
             self.network.labels(name).set(d["network_and_client_ms"] / 1000)
             if d.get("engine_queue_mean_ms") is not None:
                 self.queue.labels(name).set(d["engine_queue_mean_ms"] / 1000)
+        if view.get("waiting") is not None:
+            self.waiting.labels(name).set(view["waiting"])
+        for gpu, reading in ((view.get("gpu") or {}).get("per_gpu") or {}).items():
+            if reading.get("util_pct") is not None:
+                self.gpu_util.labels(name, gpu).set(reading["util_pct"])
+            if reading.get("power_w") is not None:
+                self.gpu_power.labels(name, gpu).set(reading["power_w"])
 
     def snapshot(self) -> dict[str, Any]:
         """Per upstream: engine, window, engine latencies and the TTFT decomposition (JSON-ready).
@@ -227,11 +268,28 @@ class EngineWatch:
 
     def _stop_scrapers(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        scrapers = [s for w in self.watched.values() for s in (w.scraper, w.gpu_scraper) if s is not None]
+        for scraper in scrapers:
+            scraper.terminate()
+        for scraper in scrapers:
+            scraper.stop(max(0.0, deadline - time.monotonic()))
         for w in self.watched.values():
-            w.scraper.terminate()
-        for w in self.watched.values():
-            w.scraper.stop(max(0.0, deadline - time.monotonic()))
             with self._lock:  # a refresh thread may still be reading
                 w.scrapes.extend(w.tail.read())
                 w.tail.close()
+                if w.gpu_tail is not None:
+                    w.gpu_tail.close()
         self._dir.cleanup()
+
+
+def _latest_gpu(analysis: dict[str, Any]) -> dict[str, Any]:
+    """The latest reading of each field, per GPU and as the mean over GPUs, and the GPUs' names."""
+    series = analysis.get("series") or {}
+    mean = {k: points[-1][1] for k, points in (series.get("mean") or {}).items() if points}
+    per_gpu: dict[str, dict[str, float]] = {}
+    for field, gpus in (series.get("per_gpu") or {}).items():
+        for gpu, points in gpus.items():
+            if points:
+                per_gpu.setdefault(gpu, {})[field] = points[-1][1]
+    errors = analysis.get("errors", 0)
+    return {"mean": mean, "per_gpu": per_gpu, "gpus": analysis.get("gpus"), "errors": errors}

@@ -7,6 +7,7 @@ from typing import Any
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway.observability import prom
 from tokenpace.gateway.observability.arm_watch import arm_panels
+from tokenpace.gateway.observability.engine_watch import ENGINE_WAITING, GPU_UTIL
 from tokenpace.gateway.observability.rules import _le
 
 BY = "model, upstream, arm, api"  # api: an embeddings TTFT (its E2E) never mixes with a chat TTFT
@@ -81,6 +82,18 @@ def _with_exemplars(panel: dict[str, Any]) -> dict[str, Any]:
     return panel
 
 
+def gpu_panel(above: list[dict[str, Any]]) -> dict[str, Any]:
+    """GPU utilisation (mean over each upstream's GPUs) beside the engine's waiting requests, below
+    the other panels; the line at 70 % is the capacity warning's (rules.py)."""
+    pid = max(p["id"] for p in above) + 1
+    y = max(p["gridPos"]["y"] + p["gridPos"]["h"] for p in above)
+    targets = [
+        (f"avg by (upstream) ({GPU_UTIL})", "{{upstream}} GPU utilisation %"),
+        (ENGINE_WAITING, "{{upstream}} waiting requests"),
+    ]
+    return _panel(pid, "GPU utilisation and the engine's queue", targets, "short", 0, y, 70.0)
+
+
 def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
     """``split_by``: the gateway's static label keys (``--label region=...``): a variable each, and
     the latency panels split by them."""
@@ -140,6 +153,7 @@ def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
             )
         )
     panels += arm_panels(_panel, 8, 32)  # the gray release, arm by arm
+    panels.append(gpu_panel(panels))
     return {
         "title": "tokenpace gateway",
         "uid": "tokenpace-gateway",

@@ -15,6 +15,7 @@ from prometheus_client.utils import floatToGoString
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway.observability import prom
 from tokenpace.gateway.observability.arm_watch import arm_alert_rules
+from tokenpace.gateway.observability.engine_watch import ENGINE_WAITING, GPU_UTIL
 from tokenpace.gateway.observability.prom import ERROR_OUTCOMES
 
 BY = "model, upstream, api"  # an SLO line holds for each API on its own
@@ -114,8 +115,28 @@ def alert_rules(slo: Slo, objective: float = 0.99, error_rate: float = 0.01) -> 
             "annotations": {"summary": "the gateway's record writer cannot keep up; records are dropped"},
         }
     )
+    rules.append(capacity_rule())
     rules.extend(arm_alert_rules())
     return {"groups": [{"name": "tokenpace-gateway", "rules": rules}]}
+
+
+CAPACITY_UTIL_PCT = 70  # the article's leading indicator: utilisation past it while the queue climbs
+
+
+def capacity_rule() -> dict[str, Any]:
+    """GPU utilisation (mean over an upstream's GPUs, 10 minutes) above 70 % while its engine's
+    waiting requests rise: scale out or limit, before latency shows it (upstreams with gpu_metrics=)."""
+    return {
+        "alert": "TokenpaceUpstreamNearCapacity",
+        "expr": f"avg by (upstream) (avg_over_time({GPU_UTIL}[10m])) > {CAPACITY_UTIL_PCT} "
+        f"and on (upstream) deriv({ENGINE_WAITING}[10m]) > 0",
+        "for": "5m",
+        "labels": {"severity": "warning"},
+        "annotations": {
+            "summary": f"upstream {{{{ $labels.upstream }}}}: GPU utilisation above {CAPACITY_UTIL_PCT} % "
+            "while waiting requests rise: scale out or limit"
+        },
+    }
 
 
 def to_yaml(value: object, indent: int = 0) -> str:

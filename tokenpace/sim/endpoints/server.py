@@ -36,6 +36,7 @@ from tokenpace.sim.endpoints.api import (
 from tokenpace.sim.endpoints.chunks import WireFormat, openai_format
 from tokenpace.sim.endpoints.embeddings_api import EmbeddingsFormat, parse_embeddings
 from tokenpace.sim.endpoints.faults import Fault, FaultConfig, FaultPicker
+from tokenpace.sim.endpoints.gpu_gauges import GpuGauges
 from tokenpace.sim.endpoints.metrics import SimMetrics
 from tokenpace.sim.endpoints.otlp import EngineTraces
 from tokenpace.sim.endpoints.realtime_api import RealtimeFormat, RealtimeSession, accept_session
@@ -83,6 +84,7 @@ class SimServer:
         self.faults = faults or FaultConfig()
         self.engine = Engine(self.profile, seed=seed)
         self.metrics = SimMetrics(self.profile.served_model_name)
+        self.gpu = GpuGauges(self.profile, worker)  # DCGM's gauges from the steps' occupancy
         eng = self.profile.engine
         self.stream_defaults = StreamDefaults(
             eng.reasoning_tokens, eng.tokens_per_chunk, eng.usage_every_chunk
@@ -185,6 +187,7 @@ class SimServer:
                 await self._wake.wait()
                 continue
             end = start + d
+            self.gpu.step(start, end, len(eng.running))
             # Centre the step's burst of writes on its model end time: start half a burst early.
             lead = min(0.5 * write_cost * eng.tokens_in_step(), 0.5 * d)
             delay = end - lead - time.monotonic()
@@ -243,22 +246,11 @@ class SimServer:
         self._admit(ResponseStream(session, gen, RealtimeFormat(gen, rid, 0), []), rid, None)
 
     def _models(self) -> bytes:
-        p = self.profile
-        return orjson.dumps(
-            {
-                "object": "list",
-                "data": [
-                    {
-                        "id": p.served_model_name,
-                        "object": "model",
-                        "created": int(self._started_wall()),
-                        "owned_by": "tokenpace-sim",
-                        "root": p.served_model_name,
-                        "max_model_len": self.engine.capacity_tokens,
-                    }
-                ],
-            }
-        )
+        p, created = self.profile, int(self._started_wall())
+        model = {"id": p.served_model_name, "object": "model", "created": created}
+        model |= {"owned_by": "tokenpace-sim", "root": p.served_model_name}
+        model["max_model_len"] = self.engine.capacity_tokens
+        return orjson.dumps({"object": "list", "data": [model]})
 
     def _started_wall(self) -> float:
         return time.time() - (time.monotonic() - self._started)
@@ -276,10 +268,8 @@ class SimServer:
         )
 
     def _metrics(self) -> bytes:
-        eng = self.engine
-        kv = eng.kv
-        usage = kv.usage
-        hit_rate = kv.hits / kv.queries if kv.queries else 0.0
+        eng, kv = self.engine, self.engine.kv
+        usage, hit_rate = kv.usage, kv.hits / kv.queries if kv.queries else 0.0
         gauges = {
             "vllm:num_requests_running": float(len(eng.running)),
             "vllm:num_requests_waiting": float(len(eng.waiting)),
@@ -292,7 +282,10 @@ class SimServer:
             "vllm:prefix_cache_queries_total": kv.queries,
             "vllm:prefix_cache_hits_total": kv.hits,
         }
-        return self.metrics.render(gauges, counters, self._lag_quantiles)
+        return self.metrics.render(gauges, counters, self._extra)
+
+    def _extra(self) -> list[str]:
+        return self._lag_quantiles() + self.gpu.render(time.monotonic())
 
     def _lag_quantiles(self) -> list[str]:
         lines: list[str] = []
