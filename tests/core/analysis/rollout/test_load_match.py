@@ -192,6 +192,7 @@ def steep_records(rng: np.random.Generator, arm: str, loads: np.ndarray) -> list
     out = arm_records(rng, arm, loads)
     for r, load in zip(out, loads, strict=True):
         ttft = 40 * (1 + 0.20 * load) * rng.lognormal(0, 0.15)
+        assert r.sent_ns is not None and r.first_token_ns is not None
         shift = r.sent_ns + int(ttft * MS) - r.first_token_ns
         r.first_token_ns = r.first_answer_ns = r.first_token_ns + shift
         r.token_ns = [t + shift for t in r.token_ns]
