@@ -12,7 +12,7 @@ from baseline_fixtures import served, tokenpace
 from docs.doc_commands import doc_commands
 
 from tokenpace.adapters.store import connect
-from tokenpace.app.jobs.check_until import CannotRerun, rerun_config
+from tokenpace.app.jobs.check_until import CannotRerun, baseline_rerun, rerun_config
 from tokenpace.testing.scripted_server import Script
 
 BASE = Script(ttft_s=0.05, itl_s=0.005, tokens=8)
@@ -167,6 +167,19 @@ def test_rerun_config_is_the_stored_test() -> None:
     assert config.slo.ttft_ms == 500.0 and config.labels == {"version": "1.5"}  # a new group of its own
     sim, profile = rerun_config(CONDITIONS | {"target": "sim:llama-3.1-8b-h100"})
     assert profile == "llama-3.1-8b-h100" and sim.url == ""
+
+
+def test_the_baseline_is_measured_again_only_where_its_build_is_said_to_run() -> None:
+    assert baseline_rerun(CONDITIONS, "prod", None, False) is None  # not asked: never rerun
+    at = baseline_rerun(CONDITIONS, "prod", "http://127.0.0.1:7/v1", False)
+    assert at is not None and at.config.url == "http://127.0.0.1:7/v1" and at.sim_profile is None
+    assert at.config.labels == {"version": "1.5"} and at.where == "at http://127.0.0.1:7/v1"
+    sim = baseline_rerun(CONDITIONS | {"target": "sim:llama-3.1-8b-h100"}, "prod", None, True)
+    assert sim is not None and sim.sim_profile == "llama-3.1-8b-h100" and "simulator profile" in sim.where
+    with pytest.raises(ValueError, match="may serve another build now; give --baseline-url URL"):
+        baseline_rerun(CONDITIONS, "prod", None, True)  # its stored endpoint may serve the candidate now
+    with pytest.raises(CannotRerun, match=r"cannot run the baseline's test again.*baseline set NAME RUN"):
+        baseline_rerun(CONDITIONS | {"headers": ["x-team"]}, "prod", "http://127.0.0.1:7/v1", False)
 
 
 @pytest.mark.parametrize(
