@@ -2,11 +2,13 @@
 stall over 50 ms, or stalls over 5 % of the run) and the new one (stalls judged by the requests they
 held), and how far each run's headline figures land from a quiet reference run.
 
-    .venv/bin/python benchmarks/self_check.py --runs 8 --requests 120
+    .venv/bin/python benchmarks/self_check.py --runs 20 --requests 120
 
 One reference run first (no burners), then N runs with two CPU burners (Python busy loops, one per
 core of a 2-core host, killed at the end), then N without. Each run is ``tokenpace bench`` against
-the built-in simulator (closed loop, 16 users) in its own process. Prints a Markdown table.
+the built-in simulator (closed loop, 16 users) in its own process. The host's 1-minute load
+average is read after each run and reported (mean, min-max): on a shared host "quiet" only means
+without this script's burners. Prints a Markdown table.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ def phase(name: str, runs: int, requests: int, ref: dict[str, Any], tmp: Path, a
     return {
         "name": name,
         "runs": runs,
-        "load": "-" if again else f"{statistics.mean(r['load'] for r in rows):.1f}",
+        "load": "-" if again else _load([r["load"] for r in rows]),
         "old": sum(not r["old"] for r in rows),
         **{f"new{t:g}": sum(not r["new"][k] for r in rows) for k, t in enumerate(TOLERANCES)},
         "moved": sum(bool(r["impact"]["moved"]) for r in rows),
@@ -111,13 +113,17 @@ def phase(name: str, runs: int, requests: int, ref: dict[str, Any], tmp: Path, a
     }
 
 
+def _load(values: list[float]) -> str:
+    return f"{statistics.mean(values):.1f} ({min(values):.1f}-{max(values):.1f})"
+
+
 HEAD = {
     "name": "host",
     "runs": "runs",
     "load": "load avg",
     "old": "NOT VALID, old rule",
     "new0.05": "NOT VALID, new rule (5 %)",
-    "new0.1": "NOT VALID, new rule (10 %)",
+    "new0.1": "NOT VALID, new rule (10 %, the default)",
     "moved": "runs whose stalls moved a figure",
     "held": "requests held, median / max",
     "longest": "longest stall, median / max",
@@ -128,7 +134,7 @@ HEAD = {
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--requests", type=int, default=120)
     ap.add_argument("--keep", type=Path, help="keep the runs' files in this folder")
     ap.add_argument("--again", action="store_true", help="tabulate the runs kept in --keep, run nothing")

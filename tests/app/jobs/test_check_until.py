@@ -12,7 +12,7 @@ from baseline_fixtures import served, tokenpace
 from docs.doc_commands import doc_commands
 
 from tokenpace.adapters.store import connect
-from tokenpace.app.jobs.check_until import CannotRerun, rerun_config
+from tokenpace.app.jobs.check_until import CannotRerun, baseline_rerun, rerun_config
 from tokenpace.testing.scripted_server import Script
 
 BASE = Script(ttft_s=0.05, itl_s=0.005, tokens=8)
@@ -55,7 +55,7 @@ def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_p
     # a budget of 4: runs added (at most 3), never a regression of the same server
     text = " ".join(again.stdout.split())
     assert again.returncode in (0, 2), (text[-2000:], again.stderr)
-    assert 1 <= runs_added <= 3 and f"and {runs_added} added" in text
+    assert 1 <= runs_added <= 3 and f"and {runs_added} added" in text, text[-3000:]
     assert ("PASS after" in text) == (again.returncode == 0)
     # a true +50 %: the stored run decides alone, nothing is run
     stext = " ".join(slow.stdout.split())
@@ -85,6 +85,44 @@ def test_with_one_baseline_run_a_regression_is_decided_or_the_baseline_side_is_n
         assert "so no more were run" not in text or added == 0
         assert "more baseline run(s) with the candidate as it is" in text  # both sides' needs said
         assert "--repeat" in text and "tokenpace baseline set prod RUN" in text
+        assert "the baseline needs" in text and "more run(s)" in text  # how many, never more candidate runs
+        assert (
+            "--until-decided --max-runs 6 --run " in text and "--baseline-url URL" in text
+        )  # the exact command
+
+
+def test_with_the_baseline_served_its_side_is_measured_again_where_it_limits(tmp_path: Path) -> None:
+    """One stored baseline run, its build still served at another URL: where the baseline side
+    limits, its stored test runs there (labelled, never a candidate later), and a +20 % regression
+    is decided, or the baseline side's budget is spent and said; the candidate is not run while
+    its runs cannot help."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with served(BASE) as old, served(dataclasses.replace(BASE, ttft_s=0.05 * 1.2)) as new:
+        _bench(old.url, db)
+        store = connect(db)
+        store.set_baseline("prod", store.list_runs()[-1].id)
+        _bench(new.url, db, "--label", "version=slow")
+        before = {r.id for r in store.list_runs()}
+        done = tokenpace("check", *GATE, "--run", "version=slow", "--until-decided", "--max-runs", "6",
+                         "--baseline-url", old.url, "--store", db)  # fmt: skip
+        added = [r for r in store.list_runs() if r.id not in before]
+        stored_only = tokenpace("check", *GATE, "--run", "version=slow", "--until-decided",
+                                "--rerun-baseline", "--store", db)  # fmt: skip
+        plain = tokenpace("check", *GATE, "--baseline-url", old.url, "--store", db)
+        later = tokenpace("check", *GATE, "--store", db)  # the newest candidate: never a baseline rerun
+    text = " ".join(done.stdout.split())
+    assert done.returncode in (1, 2), (text[-2000:], done.stderr)
+    reruns = [r for r in added if r.labels.get("baseline_rerun") == "prod"]
+    assert reruns and all(r.endpoint and old.url.split("//")[1] in r.endpoint for r in reruns)
+    assert f"measured again at {old.url}" in text
+    if done.returncode == 2:
+        assert "the baseline needs" in text and "raise --max-runs" in text, text[-2000:]
+        assert len(reruns) == 5  # the baseline side at its budget
+    else:
+        assert "REGRESSED after" in text
+    assert stored_only.returncode == 2 and "give --baseline-url URL" in stored_only.stderr
+    assert plain.returncode == 2 and "only with --until-decided" in plain.stderr
+    assert "baseline_rerun" not in " ".join(later.stdout.split()) and later.returncode in (0, 1, 2)
 
 
 def test_check_until_decided_refuses_a_test_it_cannot_run_again(tmp_path: Path) -> None:
@@ -129,6 +167,19 @@ def test_rerun_config_is_the_stored_test() -> None:
     assert config.slo.ttft_ms == 500.0 and config.labels == {"version": "1.5"}  # a new group of its own
     sim, profile = rerun_config(CONDITIONS | {"target": "sim:llama-3.1-8b-h100"})
     assert profile == "llama-3.1-8b-h100" and sim.url == ""
+
+
+def test_the_baseline_is_measured_again_only_where_its_build_is_said_to_run() -> None:
+    assert baseline_rerun(CONDITIONS, "prod", None, False) is None  # not asked: never rerun
+    at = baseline_rerun(CONDITIONS, "prod", "http://127.0.0.1:7/v1", False)
+    assert at is not None and at.config.url == "http://127.0.0.1:7/v1" and at.sim_profile is None
+    assert at.config.labels == {"version": "1.5"} and at.where == "at http://127.0.0.1:7/v1"
+    sim = baseline_rerun(CONDITIONS | {"target": "sim:llama-3.1-8b-h100"}, "prod", None, True)
+    assert sim is not None and sim.sim_profile == "llama-3.1-8b-h100" and "simulator profile" in sim.where
+    with pytest.raises(ValueError, match="may serve another build now; give --baseline-url URL"):
+        baseline_rerun(CONDITIONS, "prod", None, True)  # its stored endpoint may serve the candidate now
+    with pytest.raises(CannotRerun, match=r"cannot run the baseline's test again.*baseline set NAME RUN"):
+        baseline_rerun(CONDITIONS | {"headers": ["x-team"]}, "prod", "http://127.0.0.1:7/v1", False)
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from tokenpace.core.analysis.comparison.conditions import gate_mismatches, get_p
 from tokenpace.core.analysis.comparison.gate import GateItem, Threshold, evaluate
 
 PASS, REGRESSED, BAD_INPUT = 0, 1, 2
+BASELINE_RERUN_LABEL = "baseline_rerun"  # a baseline's build measured again (check --until-decided)
 
 
 @dataclass(slots=True)
@@ -108,11 +109,14 @@ def _difference(field: str, base: dict[str, Any], cand: dict[str, Any]) -> str:
 
 def newest_matching_run(store: Store, baseline_run_id: str, scan: int = 500) -> str:
     """The newest stored run measured like the baseline (model, API, load, workload, sampling):
-    on a shared store the newest run may be someone else's different test."""
+    on a shared store the newest run may be someone else's different test; a baseline's build
+    measured again is never a candidate."""
     base = store.get_run(baseline_run_id)
     group = store.repeat_group_of(baseline_run_id)
     own = set(group[1]) if group else {baseline_run_id}  # the baseline's repeat group is the baseline
-    others = [r for r in store.list_runs(limit=scan) if r.id not in own]
+    others = [
+        r for r in store.list_runs(limit=scan) if r.id not in own and BASELINE_RERUN_LABEL not in r.labels
+    ]
     if not others:
         raise StoreError("no run to check: the store holds only the baseline's run")
     if base is None:

@@ -11,7 +11,7 @@ it (``bench --repeat auto``)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tokenpace.app.baseline.check import newest_matching_run, refuse_other_conditions
@@ -21,7 +21,7 @@ from tokenpace.app.baseline.store_ops import StoreError, open_store
 from tokenpace.app.jobs.bench_job import BenchOutcome
 from tokenpace.app.jobs.progress import RunProgress
 from tokenpace.app.jobs.repeat_job import REPEAT_LABEL
-from tokenpace.app.jobs.until_decided import DEFAULT_MAX_RUNS, UntilDecided, run_until_decided
+from tokenpace.app.jobs.until_decided import DEFAULT_MAX_RUNS, BaselineRerun, UntilDecided, run_until_decided
 from tokenpace.app.run.bench_config import BenchConfig
 from tokenpace.app.run.outputs import RunOutputs
 from tokenpace.core.analysis.comparison.gate import Threshold
@@ -35,16 +35,21 @@ class CannotRerun(ValueError):
     """The stored candidate's test cannot be rebuilt from its conditions."""
 
 
-_HOW = "run the candidate again with: tokenpace bench ... --repeat auto --baseline NAME --max-regression ..."
+_HOW = {
+    "candidate": "run the candidate again with: tokenpace bench ... --repeat auto --baseline NAME "
+    "--max-regression ...",
+    "baseline": "measure the baseline's build again with: tokenpace bench ... --repeat K, then "
+    "tokenpace baseline set NAME RUN",
+}
 
 
-def rerun_config(conditions: dict[str, Any]) -> tuple[BenchConfig, str | None]:
+def rerun_config(conditions: dict[str, Any], side: str = "candidate") -> tuple[BenchConfig, str | None]:
     """The bench config (and simulator profile, when tokenpace started the engine) that measures
     again the test a stored run measured; CannotRerun with the reason when what is stored cannot
-    say it."""
+    say it. ``side``: whose test it is (said in the refusal)."""
 
     def refuse(why: str) -> CannotRerun:
-        return CannotRerun(f"cannot run the candidate's test again from what is stored: {why}; {_HOW}")
+        return CannotRerun(f"cannot run the {side}'s test again from what is stored: {why}; {_HOW[side]}")
 
     workload = conditions.get("workload") or {}
     if workload.get("kind") != "synthetic" or workload.get("tokenizer"):
@@ -98,6 +103,25 @@ def rerun_config(conditions: dict[str, Any]) -> tuple[BenchConfig, str | None]:
     return config, profile
 
 
+def baseline_rerun(
+    conditions: dict[str, Any], baseline: str, url: str | None, as_stored: bool
+) -> BaselineRerun | None:
+    """How the baseline's build is measured again, from its stored conditions: at ``url`` (where
+    the user serves it), or ``as_stored`` on the simulator profile it was measured on; None where
+    neither was asked. ValueError where ``as_stored`` cannot say where the build runs."""
+    if url is None and not as_stored:
+        return None
+    config, profile = rerun_config(conditions, "baseline")
+    if url is not None:
+        return BaselineRerun(replace(config, url=url), None, f"at {url}")
+    if profile is None:
+        raise ValueError(
+            f"--rerun-baseline: baseline {baseline!r} was measured at {config.url}, which may serve "
+            "another build now; give --baseline-url URL where the baseline's build is served"
+        )
+    return BaselineRerun(config, profile, f"on the simulator profile {profile}")
+
+
 @dataclass
 class CheckUntil:
     candidate: str  # the stored run checked first
@@ -118,9 +142,15 @@ def check_until_decided(
     alpha: float = 0.05,
     progress: RunProgress | None = None,
     on_run: Callable[[int, BenchOutcome], None] | None = None,
+    baseline_url: str | None = None,
+    rerun_baseline: bool = False,
+    on_baseline_run: Callable[[int, BenchOutcome], None] | None = None,
 ) -> CheckUntil:
-    """Raises StoreError (unknown baseline or run), ValueError (a bad budget, a candidate that is
-    NOT VALID or measured as another test), CannotRerun, or what a run raises before its load."""
+    """``baseline_url`` (the baseline's build served there) or ``rerun_baseline`` (on the
+    simulator profile it was measured on): where the baseline side limits, its test is run again.
+    Raises StoreError (unknown baseline or run), ValueError (a bad budget, a candidate that is
+    NOT VALID or measured as another test, a baseline that cannot be run again as asked),
+    CannotRerun, or what a run raises before its load."""
     if not 1 <= max_runs <= 20:
         raise ValueError("--max-runs must be between 1 and 20")
     store = open_store(store_url, existing=True)
@@ -140,13 +170,16 @@ def check_until_decided(
         stored = [store.load_records(i) for i in ids]
         hosts = [run_host(store, i) for i in ids]
         conditions = run.conditions
+        base_conditions = store.resolve(base.run_id).conditions
     finally:
         store.close()
     config, profile = rerun_config(conditions)  # refused before any look: the rule is the same either way
+    grow = baseline_rerun(base_conditions, baseline, baseline_url, rerun_baseline)
     outputs = RunOutputs(store_url=store_url)
     done = run_until_decided(
-        config, baseline, thresholds, max_runs, outputs, profile, progress, on_run, alpha, stored, hosts
-    )
+        config, baseline, thresholds, max_runs, outputs, profile, progress, on_run, alpha, stored, hosts,
+        grow, on_baseline_run,
+    )  # fmt: skip
     done.notes[:0] = notes
     return CheckUntil(run.id, len(stored), done)
 
@@ -192,20 +225,32 @@ def what_would_decide(done: UntilDecided, baseline_runs: int) -> list[str]:
 
 
 def grow_baseline(done: UntilDecided, baseline_runs: int) -> str:
-    """The command that grows the baseline side (its build measured again as a repeat group)."""
-    more = max((i.needs.baseline or 0) for i in done.items if i.needs is not None)
-    k = min(20, max(3, baseline_runs + more))
-    return (
-        "the baseline side limits the decision: "
-        + (
-            "no number of candidate runs would decide it, so no more were run"
-            if done.stopped_for_baseline
-            else "neither side alone would decide it: both must grow"
-            if done.both_limit
-            else f"candidate runs alone cannot decide it within --max-runs {done.max_runs}"
-        )
-        + ". Measure the baseline's build again as a "
-        f"repeat group under the same conditions (tokenpace bench ... --repeat {k}), point the "
-        f"baseline at it (tokenpace baseline set {done.baseline} RUN, RUN a run of that group), "
-        "then check again"
+    """How many more runs the baseline side needs, why, and how to get them: measured again here
+    (``--baseline-url``) or as a repeat group of its own that the baseline then points at."""
+    more = done.baseline_needs
+    need = (
+        f"the baseline needs {more} more run(s)"
+        if more
+        else "the baseline needs more runs (neither side alone decides within 50 runs: both must grow)"
     )
+    why = (
+        "no number of candidate runs would decide it, so no more were run"
+        if done.stopped_for_baseline
+        else "neither side alone would decide it: both must grow"
+        if done.both_limit
+        else f"candidate runs alone cannot decide it within --max-runs {done.max_runs}"
+    )
+    if done.baseline_rerun is not None:
+        how = (
+            f"{done.baseline_added} baseline run(s) were measured again {done.baseline_rerun}, the "
+            f"baseline side at most {done.max_runs} runs (--max-runs): raise --max-runs to measure more"
+        )
+    else:
+        k = min(20, max(3, baseline_runs + (more or 0)))
+        how = (
+            "Let this check measure it again where its build is served (--baseline-url URL), or "
+            f"measure it as a repeat group under the same conditions (tokenpace bench ... --repeat {k}), "
+            f"point the baseline at it (tokenpace baseline set {done.baseline} RUN, RUN a run of that "
+            "group), then check again"
+        )
+    return f"{need}: the baseline side limits the decision: {why}. {how}"

@@ -76,6 +76,12 @@ def run_repeated_bench(
             break  # interrupted, aborted, nothing succeeded, or not stored: stop the group here
         if until is not None and until([o for o in done.outcomes if o.exit_decision.code is ExitStatus.OK]):
             break
+    return close_group(done, outputs)
+
+
+def close_group(done: RepeatOutcome, outputs: RunOutputs) -> RepeatOutcome:
+    """The group's noise from its finished runs (NOT VALID ones too), stored with the group where
+    its runs were stored; a note where it teaches nothing."""
     usable = [o for o in done.outcomes if o.exit_decision.code in (ExitStatus.OK, ExitStatus.NOT_VALID)]
     if len(usable) < 2:
         done.note = f"{len(usable)} finished run(s): the noise between runs needs at least 2"

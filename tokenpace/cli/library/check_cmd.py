@@ -20,7 +20,7 @@ from tokenpace.cli.library.analysis_view import (
     print_rule,
     print_warnings,
 )
-from tokenpace.cli.library.check_until_view import run_check_until
+from tokenpace.cli.library.check_until_view import BaselineGrowth, run_check_until
 from tokenpace.cli.library.store_opts import (
     bootstrap_options,
     guarded,
@@ -65,6 +65,18 @@ from tokenpace.cli.library.store_opts import (
     show_default=True,
     help="With --until-decided: the most runs on the candidate side, the stored ones included.",
 )
+@click.option(
+    "--baseline-url",
+    metavar="URL",
+    help="With --until-decided: the baseline's build is served at URL; where the baseline side limits "
+    "the decision, its stored test is run there too (runs labelled baseline_rerun, never a candidate).",
+)
+@click.option(
+    "--rerun-baseline",
+    is_flag=True,
+    help="With --until-decided: where the baseline side limits, measure the baseline again on the "
+    "simulator profile it was measured on (a baseline from an external URL needs --baseline-url).",
+)
 @store_option
 @guarded("check")
 def check(
@@ -80,6 +92,8 @@ def check(
     allow_other_conditions: bool,
     until_decided: bool,
     max_runs: int,
+    baseline_url: str | None,
+    rerun_baseline: bool,
     store_url: str | None,
 ) -> None:
     """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
@@ -93,8 +107,11 @@ def check(
     if until_decided:
         if allow_invalid or allow_other_conditions or out:
             raise ValueError("--until-decided judges valid runs of the baseline's test, without --out")
-        run_check_until(store_url, baseline, thresholds, run_ref, max_runs, alpha, quiet)
+        grow = BaselineGrowth(baseline_url, rerun_baseline, max_regression)
+        run_check_until(store_url, baseline, thresholds, run_ref, max_runs, alpha, quiet, grow)
         return
+    if baseline_url or rerun_baseline:
+        raise ValueError("--baseline-url and --rerun-baseline work only with --until-decided")
     store = open_or_fail("check", store_url)
     report = run_check(
         store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid, allow_other_conditions

@@ -4,7 +4,8 @@ run again only while the always-valid gate is undecided)."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.console import Console
 
@@ -15,6 +16,25 @@ from tokenpace.cli.bench.dashboard import render
 from tokenpace.cli.bench.run_view import BenchProgress, print_saved
 
 
+@dataclass(frozen=True, slots=True)
+class BaselineGrowth:
+    """How the baseline side may grow: ``--baseline-url``, ``--rerun-baseline``; and the gate as
+    typed (to say the exact command that would grow it)."""
+
+    url: str | None
+    rerun: bool
+    gate: str
+
+
+def _again(store_url: str | None, baseline: str, grow: BaselineGrowth, max_runs: int, run: str) -> str:
+    """The exact command that checks again, measuring the baseline where its build is served."""
+    store = f" --store {store_url}" if store_url else ""
+    return (
+        f"tokenpace check --baseline {baseline} --max-regression {grow.gate} --until-decided "
+        f"--max-runs {max_runs} --run {run} --baseline-url URL{store}"
+    )
+
+
 def run_check_until(
     store_url: str | None,
     baseline: str,
@@ -23,20 +43,25 @@ def run_check_until(
     max_runs: int,
     alpha: float,
     quiet: bool,
+    grow: BaselineGrowth,
 ) -> None:
     """Exit 0 pass, 1 regressed, 2 undecided (with what would decide it) or bad input."""
     console = Console()
 
-    def shown(k: int, outcome: BenchOutcome) -> None:
-        console.rule(f"candidate run {k + 1} added (the candidate side at most {max_runs} runs)")
-        if not quiet:
-            render(outcome.result.to_dict(), console)
-        print_saved(console, outcome.saved, "bench", outcome.out)
+    def shown(side: str) -> Callable[[int, BenchOutcome], None]:
+        def show(k: int, outcome: BenchOutcome) -> None:
+            console.rule(f"{side} run {k + 1} added (the {side} side at most {max_runs} runs)")
+            if not quiet:
+                render(outcome.result.to_dict(), console)
+            print_saved(console, outcome.saved, "bench", outcome.out)
+
+        return show
 
     try:
         got = check_until_decided(
-            store_url, baseline, thresholds, run_ref, max_runs, alpha, BenchProgress(console, quiet), shown
-        )
+            store_url, baseline, thresholds, run_ref, max_runs, alpha, BenchProgress(console, quiet),
+            shown("candidate"), grow.url, grow.rerun, shown("baseline"),
+        )  # fmt: skip
     except REFUSALS as exc:  # the test could not be run again (endpoint gone, simulator failed)
         raise ValueError(str(exc)) from None
     done = got.done
@@ -46,9 +71,13 @@ def run_check_until(
         console.print(f"note: {note}", style="yellow", highlight=False)
     for line in what_would_decide(done, len(done.baseline_runs)):
         console.print(f"to decide: {line}", highlight=False)
+    if done.baseline_limits and done.baseline_rerun is None:
+        again = _again(store_url, baseline, grow, max_runs, got.candidate)
+        console.print(f"to decide, with the baseline's build served at URL: {again}", highlight=False)
+    grown = f" and {done.baseline_added} measured again {done.baseline_rerun}" if done.baseline_rerun else ""
     sides = (
         f"{got.stored_runs} stored candidate run(s) ({got.candidate}) and {got.runs_added} added, "
-        f"against baseline {baseline} ({len(done.baseline_runs)} run(s))"
+        f"against baseline {baseline} ({len(done.baseline_runs)} stored run(s){grown})"
     )
     console.print(
         f"{done.outcome.upper()} after {sides}; always-valid intervals: stopping at the first decision "

@@ -20,7 +20,13 @@ import numpy as np
 from tokenpace.core.analysis.comparison.gate import Threshold
 from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.runchange import side_levels
-from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, group_noise, noise_key
+from tokenpace.core.analysis.evidence.runnoise import (
+    MAX_RUNS_ADVISED,
+    GroupNoise,
+    RunNoise,
+    group_noise,
+    noise_key,
+)
 from tokenpace.core.analysis.evidence.samples import METRICS, metric_samples
 from tokenpace.core.analysis.evidence.sequential import PASS, UNDECIDED, Look, SideNeeds, look, side_needs
 from tokenpace.core.record import RequestRecord
@@ -124,3 +130,25 @@ def baseline_limits(items: Sequence[SeqItem], budget: int) -> list[SeqItem]:
         if needs.candidate is None or lk.runs_b + needs.candidate > budget:
             out.append(i)
     return out
+
+
+def side_to_run(items: Sequence[SeqItem], budget: int, baseline_left: int, candidate_left: int) -> str | None:
+    """The side whose next run the undecided gate needs: "a" (the baseline) where candidate runs
+    alone cannot decide some threshold within ``budget`` candidate runs in all (or neither side
+    alone can), "b" (the candidate) otherwise; the other side where the one needed has no runs
+    left (any run narrows the interval), but never a candidate run where no number of them would
+    decide; None when decided or nothing left would help. The choice reads only the runs so far,
+    so the always-valid interval stays valid under it."""
+    if items and decided(items):
+        return None
+    if not items or all(i.look is None for i in items):  # no look yet (too few samples): the candidate
+        return "b" if candidate_left > 0 else None
+    limited = bool(baseline_limits(items, budget)) or any(
+        i.outcome == UNDECIDED and i.needs is not None and i.needs.limiting == "both" for i in items
+    )
+    order = ("a", "b") if limited else ("b", "a")
+    left = {"a": baseline_left, "b": candidate_left}
+    side = next((s for s in order if left[s] > 0), None)
+    if side == "b" and baseline_limits(items, MAX_RUNS_ADVISED):
+        return None  # no number of candidate runs would decide: the baseline must grow first
+    return side

@@ -251,9 +251,9 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
         row = diff.latency.metric(metric).row(pct_name(q)) if metric in LATENCY else None
         state = diff.load.state if diff.load is not None else UNCHECKED
         if row is not None and diff.load is not None and state == UNMATCHED:  # never faster or slower
-            return unmatched_item(
-                guard, diff.arm, diff.load, row, diff.requests, diff.per_s(diff.requests), alpha
-            )
+            shared = diff.matched.get(f"{metric}.{row.percentile}")
+            per_s = diff.per_s(shared[0].n if shared else diff.requests)
+            return unmatched_item(guard, diff.arm, diff.load, shared, per_s, alpha)
         if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
             return judge(guard, diff.arm, Evidence(None, None), alpha)
         if state == MATCHED:

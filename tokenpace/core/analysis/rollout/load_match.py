@@ -19,6 +19,11 @@ compared within load bands both of them hold:
   either arm's requests, or the arms' mean loads within them still differ by more than
   ``MAX_RESIDUAL`` -- the comparison is *unmatched*: no latency verdict, the reason and the loads
   said. Records without the field (an older gateway) leave the load *unchecked*.
+- Unmatched, an arm given no more traffic than the reference that still carried more in flight may
+  have raised its load by answering slower; but an equal build whose arrivals bunched up carries
+  more too, and on a steeply loaded engine its raw latency rises with that load alone. So only a
+  breach decides then, and only one measured in the load bands both arms hold (any coverage):
+  like with like, never the raw comparison.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenpace.core.analysis.comparison.compare import Comparison, PercentileRow
+from tokenpace.core.analysis.comparison.compare import Comparison
 from tokenpace.core.analysis.evidence.samples import measured_ok, metric_samples
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
@@ -130,7 +135,7 @@ class LoadMatch:
     common: dict[int, tuple[int, int]] = field(default_factory=dict)  # band -> (n ref, n cand)
     coverage: tuple[float, float] | None = None  # share of each arm's requests in the common bands
     mean_load: tuple[float, float] | None = None  # each arm's mean in flight at the reference's mix
-    only_worse: bool = False  # unmatched, but the candidate's own slowness raised its load
+    only_worse: bool = False  # unmatched, its load maybe its own doing: a breach in common bands decides
     by_band: tuple[dict[int, list[RequestRecord]], dict[int, list[RequestRecord]]] = ({}, {})
 
     def to_dict(self) -> dict[str, Any]:
@@ -217,8 +222,9 @@ def match_load(
 
 def _own_doing(match: LoadMatch, cand_arm: str) -> LoadMatch:
     """An arm given no more traffic per upstream than the reference (within chance: two SDs of
-    a difference of Poisson counts) that still carried more in flight did so by answering slower
-    (Little's law): its raw latency may then show it worse -- a breach decides -- never no worse."""
+    a difference of Poisson counts) that still carried more in flight may have done so by
+    answering slower (Little's law), or by chance (its arrivals bunched): a breach measured in
+    the load bands both arms hold decides, nothing else (its raw latency carries the load)."""
     ref, cand = match.reference, match.candidate
     if ref.mean is None or cand.mean is None or cand.mean <= ref.mean:
         return match
@@ -228,7 +234,7 @@ def _own_doing(match: LoadMatch, cand_arm: str) -> LoadMatch:
     match.reason += (
         f"; but {cand_arm} carried more in flight on no more traffic per upstream "
         f"({cand.per_upstream:,.0f} requests against {ref.per_upstream:,.0f}): its own slowness "
-        "raised its load, so only a breach decides"
+        "may have raised its load, so only a breach at the loads both held decides"
     )
     return match
 
@@ -278,8 +284,9 @@ def _percentile_se(
 
 def matched_change(match: LoadMatch, metric: str, q: float) -> MatchedChange | None:
     """The candidate's change in the ``q`` (0-100) percentile of ``metric`` at the reference's
-    load mix over the common bands; None unless matched with enough samples on both arms."""
-    if match.state != MATCHED:
+    load mix over the common bands; None unless matched (or unmatched where only a breach
+    decides: ``only_worse``) with enough samples on both arms."""
+    if match.state != MATCHED and not (match.state == UNMATCHED and match.only_worse):
         return None
     by_ref, by_cand = match.by_band
     ref_strata, cand_strata, shares = [], [], []
@@ -304,25 +311,27 @@ def matched_change(match: LoadMatch, metric: str, q: float) -> MatchedChange | N
 def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[MatchedChange, float]]:
     """The latency table judged at matched load, in place: matched, each percentile's row holds
     both arms at the reference's load mix (its interval never narrower than the unmatched one's);
-    unmatched, no row is called faster, slower or negligible (their p-values measured the load).
-    Returns, per ``metric.pNN``, the matched change and the SE the guards use."""
+    unmatched, no row is called better or negligible (their p-values measured the load), and
+    worse only where its load may be its own doing and the bands both arms hold show it worse.
+    Returns, per ``metric.pNN``, the matched change (in the common bands) and the SE the guards use."""
     out: dict[str, tuple[MatchedChange, float]] = {}
     z = NormalDist().inv_cdf(1 - latency.alpha / 2)
     for m in latency.metrics:
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None
-                worse = Verdict.FASTER if m.higher_is_better else Verdict.SLOWER
-                if row.verdict not in (Verdict.TOO_FEW, worse) or not match.only_worse:
-                    row.verdict = Verdict.TOO_FEW if row.verdict is Verdict.TOO_FEW else Verdict.UNDECIDED
-                continue
             if match.state == UNCHECKED or row.verdict is Verdict.TOO_FEW:
                 continue
             mc = matched_change(match, m.metric, float(row.percentile[1:]))
+            se = max(mc.se_log if mc else 0.0, row.change.se_log if row.change is not None else 0.0)
+            if match.state == UNMATCHED:
+                row.verdict = _worse_in_common_bands(mc, se, z, m.higher_is_better, latency.min_effect)
+                if mc is not None:
+                    out[f"{m.metric}.{row.percentile}"] = (mc, se)
+                continue
             if mc is None:
                 row.verdict = Verdict.TOO_FEW
                 continue
-            se = max(mc.se_log, row.change.se_log if row.change is not None else 0.0)
             log_r = math.log1p(mc.rel)
             lo, hi = math.expm1(log_r - z * se), math.expm1(log_r + z * se)
             row.a, row.b, row.diff, row.rel = mc.a, mc.b, mc.b - mc.a, mc.rel
@@ -341,13 +350,33 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
     return out
 
 
+def _worse_in_common_bands(
+    mc: MatchedChange | None, se: float, z: float, higher_is_better: bool, min_effect: float
+) -> Verdict:
+    """An unmatched row: worse only where the load bands both arms hold show it, else undecided."""
+    if mc is None:
+        return Verdict.UNDECIDED
+    log_r = math.log1p(mc.rel)
+    lo, hi = math.expm1(log_r - z * se), math.expm1(log_r + z * se)
+    verdict = decide_interval(lo, hi, True, higher_is_better, min_effect)
+    worse = Verdict.FASTER if higher_is_better else Verdict.SLOWER
+    return verdict if verdict is worse else Verdict.UNDECIDED
+
+
 def unmatched_item(
-    guard: Guard, arm: str, load: LoadMatch, row: PercentileRow, n: int, per_s: float | None, alpha: float
+    guard: Guard,
+    arm: str,
+    load: LoadMatch,
+    shared: tuple[MatchedChange, float] | None,
+    per_s: float | None,
+    alpha: float,
 ) -> GuardItem:
-    """A latency guard of arms at other loads: undecided -- unless the candidate's own slowness
-    raised its load, when its raw interval may show a breach (never a pass)."""
-    if load.only_worse and row.change is not None and row.rel is not None:
-        item = judge(guard, arm, Evidence(row.rel, row.change.se_log, n, "requests", per_s), alpha)
+    """A latency guard of arms at other loads: undecided -- unless the candidate's load may be
+    its own doing and the load bands both arms hold (``shared``: the change there and its SE)
+    show a breach (never a pass: the raw latency carries the load)."""
+    if load.only_worse and shared is not None:
+        mc, se = shared
+        item = judge(guard, arm, Evidence(mc.rel, se, mc.n, "requests at the loads both held", per_s), alpha)
         if item.outcome == "breached":
             return GuardItem(guard, arm, item.change, item.ci, "breached", f"{item.reason}; {load.reason}")
     return GuardItem(guard, arm, None, None, "undecided", load.reason)
