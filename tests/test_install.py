@@ -32,12 +32,16 @@ BLOCKED = (
 
 BLOCKER = f"""
 import importlib.abc, sys
-class Blocked(importlib.abc.MetaPathFinder):
+class Blocked(importlib.abc.MetaPathFinder):  # the blocked packages are absent, as if never installed
+    def __init__(self, inner):
+        self.inner = inner
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in {BLOCKED!r}:
-            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
-        return None
-sys.meta_path.insert(0, Blocked())
+            return None
+        return self.inner.find_spec(name, path, target)
+    def __getattr__(self, attr):
+        return getattr(self.inner, attr)
+sys.meta_path[:] = [Blocked(f) for f in sys.meta_path]
 """
 
 
@@ -101,6 +105,13 @@ def test_the_cli_says_which_extra_a_feature_needs(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stderr
     assert "pip install 'tokenpace[tokenizers]'" in done.stderr
     assert "Traceback" not in done.stderr
+
+    for flag, value, extra in (
+        ("--ray", "auto", "ray"),
+        ("--otlp-endpoint", "http://127.0.0.1:1/v1/traces", "otlp"),
+    ):
+        done = _cli("bench", flag, value, "--requests", "1", "--no-store")
+        assert done.returncode == 2 and f"pip install 'tokenpace[{extra}]'" in done.stderr, done.stderr
 
     done = _cli("runs", "list", "--store", "postgresql://user:secret@127.0.0.1:1/db")
     assert done.returncode == 2, done.stderr
