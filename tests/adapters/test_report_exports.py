@@ -36,7 +36,7 @@ SWEEP = {
 
 def test_shared_conditions_are_the_sweeps_and_what_differs_is_per_step() -> None:
     (_, shared), (headers, per_step) = sweep_conditions(SWEEP)
-    rows = dict(shared)
+    rows: dict[str, Any] = dict(shared)
     assert rows["seed"] == 7 and rows["labels"] == "team=a" and rows["requests"] == "40 per step (+1 warm-up)"
     assert rows["load"].startswith("sweep (concurrency): c=1, c=4")
     assert "started" not in rows and "valid" not in rows  # they differ: step 1's are not the sweep's
