@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -125,3 +128,16 @@ def test_the_cli_runs_without_the_extras() -> None:
     for command in ("bench", "gateway", "sweep"):
         done = _cli(command, "--help")
         assert done.returncode == 0 and "Usage: tokenpace" in done.stdout, done.stderr
+
+
+def test_make_run_installs_the_core_only_and_says_how_to_get_tokenpace_on_path(tmp_path: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    venv = tmp_path / "venv"  # a venv that does not exist: make prints every step it would take
+    plan = subprocess.run(
+        ["make", "-n", "run", f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    installs = [line for line in plan.splitlines() if "pip install" in line]
+    assert f"{venv}/bin/pip install --quiet -e ." in installs[1], installs
+    assert not any(".[" in line for line in installs), installs  # no extra: no dev, Ray or OTLP
+    assert f". {venv}/bin/activate" in plan and "pipx install ." in plan
