@@ -1,4 +1,5 @@
-"""The HTML report in a real headless Chromium: every chart renders, nothing errors, nothing is fetched.
+"""The HTML report in a real headless Chromium: every chart renders, nothing errors, nothing is fetched,
+no table runs off the page and no legend covers an axis label.
 
 Talks to Chromium over the DevTools protocol (aiohttp's websocket client) to read console errors,
 uncaught exceptions and network requests, and saves a screenshot of the whole page.
@@ -41,6 +42,30 @@ FLAGS = [
 ]
 
 
+# At the page's width: how far the page and each table reach past the body (px), and the charts
+# whose legend covers one of their own axis labels or titles.
+LAYOUT_PROBE = """(() => {
+  const body = document.body.getBoundingClientRect();
+  const hit = (a, b) => a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+  const covered = [];
+  for (const fig of document.querySelectorAll('div[id^="tp-fig-"]')) {
+    const legend = fig.querySelector('.legend .bg');
+    if (!legend) continue;
+    const box = legend.getBoundingClientRect();
+    const names = '.xtick text, .ytick text, .y2tick text, .xtitle, .ytitle, .y2title';
+    const labels = [...fig.querySelectorAll(names)]
+      .map(e => e.getBoundingClientRect()).filter(r => r.width > 0);
+    if (labels.some(r => hit(r, box))) covered.push(fig.querySelector('.gtitle').textContent);
+  }
+  return JSON.stringify({
+    page_past: document.documentElement.scrollWidth - document.documentElement.clientWidth,
+    tables_past: [...document.querySelectorAll('table')]
+      .map(t => Math.round(t.getBoundingClientRect().right - body.right)),
+    legend_covers_labels: covered,
+  });
+})()"""
+
+
 class Cdp:
     def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
         self.ws = ws
@@ -73,7 +98,7 @@ class Cdp:
         return data.get("result", {})
 
 
-async def open_in_chromium(page: Path, screenshot: Path) -> dict:
+async def open_in_chromium(page: Path, screenshot: Path, width: int = 1400) -> dict:
     profile = tempfile.mkdtemp(prefix="tp-chromium-")
     proc = await asyncio.create_subprocess_exec(
         str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "about:blank",
@@ -101,7 +126,7 @@ async def open_in_chromium(page: Path, screenshot: Path) -> dict:
             await cdp.call(
                 "Emulation.setDeviceMetricsOverride",
                 sid,
-                width=1400,
+                width=width,
                 height=1000,
                 deviceScaleFactor=1,
                 mobile=False,
@@ -123,6 +148,8 @@ async def open_in_chromium(page: Path, screenshot: Path) -> dict:
                     break
                 await asyncio.sleep(0.1)
             await asyncio.sleep(0.3)  # late errors, if any, arrive as events
+            res = await cdp.call("Runtime.evaluate", sid, expression=LAYOUT_PROBE, returnByValue=True)
+            state["layout"] = json.loads(res["result"]["value"])
             shot = await cdp.call("Page.captureScreenshot", sid, format="png", captureBeyondViewport=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
             events = list(cdp.events)
@@ -180,3 +207,10 @@ def test_report_renders_in_chromium_without_errors_or_network(tmp_path):
     png = shot.read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 50_000
     print(f"screenshot: {shot}")
+    layout = state["layout"]
+    # at 1,400 px every table fits the page (the steps table too), and no legend covers an axis label
+    assert layout["page_past"] <= 0 and max(layout["tables_past"]) <= 0, layout
+    assert layout["legend_covers_labels"] == [], layout
+    # narrower than the steps table: it scrolls in its own box, the page does not
+    narrow = asyncio.run(open_in_chromium(page, tmp_path / "narrow.png", width=900))["state"]["layout"]
+    assert narrow["page_past"] <= 0 and max(narrow["tables_past"]) > 0, narrow

@@ -16,8 +16,10 @@ def load_tokenizer(path: str | Path) -> EncodeCounter:
         raise TokenizerError(f"{path}: no tokenizer.json there (give the file or a model folder holding one)")
     try:
         from tokenizers import Tokenizer
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise TokenizerError("--tokenizer needs the 'tokenizers' package (pip install tokenizers)") from None
+    except ImportError:  # an optional extra: counts come from the server without it
+        raise TokenizerError(
+            "--tokenizer needs the 'tokenizers' package: pip install 'tokenpace[tokenizers]'"
+        ) from None
     try:
         tok = Tokenizer.from_file(str(p))
     except Exception as exc:  # the library raises plain Exception for a bad file

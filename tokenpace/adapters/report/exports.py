@@ -18,6 +18,7 @@ from tokenpace.adapters.report.tables import (
     latency_table,
     percentile_points,
     steps_table,
+    sweep_conditions,
     throughput_table,
 )
 
@@ -46,7 +47,10 @@ def to_markdown(doc: dict[str, Any]) -> str:
             "",
             INTERVAL_NOTE,
         ]
-        first = doc["steps"][0] if doc.get("steps") else None
+        shared, per_step = sweep_conditions(doc)
+        out += ["", "## Test conditions (every step)", "", _md_table(shared)]
+        out += ["", "## Conditions that differ between steps", "", _md_table(per_step)]
+        first = None
     else:
         out = [f"# tokenpace run {doc.get('run_id', '')}", ""]
         out += [

@@ -140,7 +140,13 @@ def throughput_curve(sweep: dict[str, Any]) -> go.Figure:
         go.Bar(x=labels, y=[s["summary"].get("output_token_throughput") for s in steps],
                name="output tokens/s", yaxis="y2", opacity=0.3)
     )  # fmt: skip
-    fig.update_layout(yaxis2={"title": "output tokens/s", "overlaying": "y", "side": "right"})
+    # two y axes: the legend goes below the plot, where it covers neither axis's labels
+    fig.update_layout(
+        yaxis2={"title": "output tokens/s", "overlaying": "y", "side": "right", "rangemode": "tozero"},
+        legend={"orientation": "h", "x": 0, "y": -0.3, "yanchor": "top"},
+        margin={"l": 60, "r": 70, "t": 50, "b": 110},
+        height=440,
+    )
     plan = sweep.get("plan") or {}
     if plan.get("watermark_rps_per_replica"):
         fig.add_hline(

@@ -26,6 +26,7 @@ from tokenpace.adapters.report.tables import (
     latency_table,
     percentile_points,
     steps_table,
+    sweep_conditions,
     throughput_table,
 )
 from tokenpace.adapters.report.tail_section import (
@@ -45,8 +46,9 @@ h1{font-size:1.5em;margin-bottom:0}h2{border-bottom:1px solid #ddd;padding-botto
 .card{border:1px solid #ddd;border-radius:8px;padding:10px 14px;min-width:150px}
 .card .k{color:#666;font-size:.85em}.card .v{font-size:1.4em;font-weight:600}
 .card .d{color:#888;font-size:.8em}
-table{border-collapse:collapse;font-size:.9em;margin:8px 0}
+.wide{max-width:100%;overflow-x:auto}table{border-collapse:collapse;font-size:.9em;margin:8px 0}
 td,th{border:1px solid #ddd;padding:3px 8px;text-align:right}th{background:#f6f6f6}
+table.steps{font-size:.8em}table.steps td,table.steps th{padding:2px 4px}
 td:first-child,th:first-child{text-align:left}tr.knee td{background:#fff3cd;font-weight:600}
 .grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:8px}
 @media (max-width:1100px){.grid{grid-template-columns:minmax(0,1fr)}}
@@ -56,7 +58,10 @@ dl.defs dt{font-weight:600}dl.defs dd{margin:0 0 6px 16px;color:#444}
 """
 
 
-def _table(t: Table, cls_rows: dict[int, str] | None = None, pct_cols: tuple[str, ...] = ()) -> str:
+def _table(
+    t: Table, cls_rows: dict[int, str] | None = None, pct_cols: tuple[str, ...] = (), cls: str = ""
+) -> str:
+    """A table in a box of the page's width: one too wide for it scrolls in its box, not the page."""
     headers, rows = t
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = []
@@ -65,9 +70,13 @@ def _table(t: Table, cls_rows: dict[int, str] | None = None, pct_cols: tuple[str
         for h, v in zip(headers, row, strict=True):
             text = f"{v:.1%}" if h in pct_cols and isinstance(v, float) else fmt(v)
             cells.append(f"<td>{html.escape(text)}</td>")
-        cls = (cls_rows or {}).get(i)
-        body.append(f"<tr{f' class={cls!r}' if cls else ''}>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+        row_cls = (cls_rows or {}).get(i)
+        body.append(f"<tr{f' class={row_cls!r}' if row_cls else ''}>{''.join(cells)}</tr>")
+    table_cls = f' class="{cls}"' if cls else ""
+    return (
+        f'<div class="wide"><table{table_cls}><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
+    )
 
 
 def _card(key: str, value: str, detail: str = "") -> str:
@@ -191,7 +200,12 @@ def render_html(
         if gpu := gpu_table(doc):  # the GPUs over the steady window
             notes = "".join(f'<p class="sub">{html.escape(line)}</p>' for line in gpu_lines(doc))
             page.add("<h2>GPUs (steady window)</h2>" + _table(gpu) + notes)
-    page.add("<h2>Test conditions</h2>" + _table(conditions_table(first, doc if sweep else None)))
+    if sweep:
+        shared, per_step = sweep_conditions(doc)
+        page.add("<h2>Test conditions (every step)</h2>" + _table(shared))
+        page.add("<h2>Conditions that differ between steps</h2>" + _table(per_step))
+    else:
+        page.add("<h2>Test conditions</h2>" + _table(conditions_table(first)))
     if not any(st.records for st in steps):
         page.add('<p class="warn">No records file found: distributions and timelines are missing.</p>')
     page.add("<h2>Distributions</h2>")
@@ -254,7 +268,7 @@ def _sweep_sections(page: _Page, doc: dict[str, Any]) -> None:
     knee_rows = {i: "knee" for i, r in enumerate(rows) if "knee" in str(r[-1])}
     page.add(
         "<h2>Steps</h2>"
-        + _table((headers, rows), knee_rows, pct_cols=("errors",))
+        + _table((headers, rows), knee_rows, pct_cols=("errors",), cls="steps")  # 20 columns in 1280 px
         + f'<p class="sub">{html.escape(INTERVAL_NOTE)}</p>'
     )
     page.add("<h2>Curves against load</h2>")

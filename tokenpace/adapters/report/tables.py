@@ -161,6 +161,28 @@ def conditions_table(result: dict[str, Any], sweep: dict[str, Any] | None = None
     return ["condition", "value"], [r for r in rows if r[1] not in (None, "")]
 
 
+def sweep_conditions(sweep: dict[str, Any]) -> tuple[Table, Table]:
+    """A sweep's conditions: those every step shares (its load as the ladder), and per step its load
+    and each condition that differs between the steps (start time, validity, requests sent...)."""
+    steps = sweep.get("steps") or []
+    own = [dict(conditions_table(step)[1]) for step in steps]
+    as_sweep = [dict(conditions_table(step, sweep)[1]) for step in steps]  # no sweep_* labels
+    keys = list(dict.fromkeys(k for rows in own for k in rows))
+
+    def differ(rows: list[dict[str, Any]], key: str) -> bool:
+        return len({repr(r.get(key)) for r in rows}) > 1
+
+    varies = [k for k in keys if k not in ("load", "labels") and differ(own, k)]
+    varies += ["labels"] if differ(as_sweep, "labels") else []
+    shared = [[k, v] for k, v in (as_sweep[0] if as_sweep else {}).items() if k not in varies]
+    numbers = step_numbers(sweep)
+    per_step = [
+        [numbers[i + 1], load_label(step), *((as_sweep if k == "labels" else own)[i].get(k) for k in varies)]
+        for i, step in enumerate(steps)
+    ]
+    return (["condition", "value"], shared), (["step", "load", *varies], per_step)
+
+
 def steady_rps(summary: dict[str, Any]) -> Any:
     """A step's request rate over its steady window when it has one, else over the whole run."""
     steady = summary.get("steady") or {}

@@ -20,7 +20,7 @@ from tokenpace.adapters.store.groups import RepeatGroups
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
-from tokenpace.adapters.store.url import StoreError, normalize_url, redact, sqlite_path
+from tokenpace.adapters.store.url import StoreError, missing_driver, normalize_url, redact, sqlite_path
 from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
@@ -76,7 +76,9 @@ class SqlStore(RepeatGroups, FleetConfigs):
                 found = migrate(conn)
         except StoreError:
             raise
-        except (SQLAlchemyError, OSError, ImportError) as exc:
+        except ImportError as exc:
+            raise StoreError(missing_driver(url, exc)) from None
+        except (SQLAlchemyError, OSError) as exc:
             raise StoreError(f"cannot open the store {redact(url)}: {_describe(exc)}") from None
         return cls(engine, url, found)
 

@@ -46,6 +46,13 @@ def normalize_url(url: str) -> str:
     return url
 
 
+def missing_driver(url: str, exc: ImportError) -> str:
+    """The message for a store whose database driver is not installed (psycopg is an optional extra)."""
+    if make_url(url).get_backend_name() == "postgresql":
+        return f"{redact(url)}: PostgreSQL stores need psycopg: pip install 'tokenpace[postgres]'"
+    return f"cannot open the store {redact(url)}: {exc}"
+
+
 def redact(url: str) -> str:
     """The URL with any password hidden, for messages."""
     try:

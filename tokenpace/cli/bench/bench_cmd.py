@@ -17,7 +17,7 @@ from tokenpace.app.run.terms import ARRIVALS, DIALECTS, EndpointError, Sampling,
 from tokenpace.cli import parsing
 from tokenpace.cli.bench import workload_opts
 from tokenpace.cli.bench.dashboard import render
-from tokenpace.cli.bench.repeat_view import show_repeat_noise
+from tokenpace.cli.bench.repeat_view import run_line, show_repeat_noise
 from tokenpace.cli.bench.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.cli.bench.until_view import run_auto, with_until_options
 from tokenpace.cli.vllm import vllm_opts, vllm_target
@@ -214,7 +214,9 @@ class VllmArgs(click.Command):
     help="Run the workers as Ray actors on this Ray cluster (an optional extra: "
     "pip install 'tokenpace[ray]').",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bar; with --repeat, a line per run, not its dashboard."
+)
 @click.option(
     "--repeat",
     default="1",
@@ -274,6 +276,11 @@ def bench(**opts: Any) -> None:
 
 def _repeat(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], console: Console) -> None:
     def shown(k: int, outcome: BenchOutcome) -> None:
+        if opts["quiet"]:  # a line per run; the noise table below says what the repeats found
+            console.print(run_line(f"run {k + 1} of {opts['repeat']}", outcome), highlight=False)
+            if outcome.saved is not None and not outcome.saved.ok:  # a store error is never hidden
+                print_saved(console, outcome.saved, "bench", outcome.out)
+            return
         console.rule(f"run {k + 1} of {opts['repeat']}")
         render(outcome.result.to_dict(), console)
         console.print(f"results: {outcome.out}  (records: {outcome.records_path})")

@@ -1,12 +1,35 @@
-"""What ``bench --repeat K`` learned about the noise between runs: one table (display only)."""
+"""What ``bench --repeat K`` learned about the noise between runs: one table (display only), and
+the one line per run that ``--quiet`` shows instead of each run's dashboard."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.app.jobs.bench_job import BenchOutcome
 from tokenpace.app.jobs.repeat_job import RepeatOutcome
 from tokenpace.cli.fit import show_table
+
+
+def _p95(summary: dict[str, Any], metric: str) -> str:
+    value = (summary.get(metric) or {}).get("p95")
+    return "-" if value is None else f"{value:,.1f} ms"
+
+
+def run_line(title: str, outcome: BenchOutcome) -> str:
+    """One run in a line: its id, requests ok, P95 TTFT and E2E, whether it is valid, its file."""
+    result = outcome.result
+    summary = result.summary.to_dict()
+    counts = summary.get("counts") or {}
+    reasons = result.invalid_reasons
+    validity = f"NOT VALID ({reasons[0]})" if reasons else "valid"
+    where = f" -> {outcome.out}" if outcome.out else ""
+    return (
+        f"{title}: run {result.run_id}, {counts.get('ok', 0)} ok of {counts.get('sent', 0)}, "
+        f"TTFT P95 {_p95(summary, 'ttft_ms')}, E2E P95 {_p95(summary, 'e2e_ms')}, {validity}{where}"
+    )
 
 
 def show_repeat_noise(console: Console, group: RepeatOutcome) -> None:

@@ -17,6 +17,7 @@ from tokenpace.app.jobs.until_decided import DEFAULT_MAX_RUNS, run_until_decided
 from tokenpace.app.run.bench_config import BenchConfig
 from tokenpace.app.run.outputs import RunOutputs
 from tokenpace.cli.bench.dashboard import render
+from tokenpace.cli.bench.repeat_view import run_line
 from tokenpace.cli.bench.run_view import BenchProgress, print_saved
 
 until_options = [
@@ -61,6 +62,11 @@ def run_auto(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], con
         die(f"--max-regression: {exc}")
 
     def shown(k: int, outcome: BenchOutcome) -> None:
+        if opts["quiet"]:
+            con.print(run_line(f"run {k + 1} (at most {opts['max_runs']})", outcome), highlight=False)
+            if outcome.saved is not None and not outcome.saved.ok:  # a store error is never hidden
+                print_saved(con, outcome.saved, "bench", outcome.out)
+            return
         con.rule(f"run {k + 1} (at most {opts['max_runs']})")
         render(outcome.result.to_dict(), con)
         print_saved(con, outcome.saved, "bench", outcome.out)

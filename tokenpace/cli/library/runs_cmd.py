@@ -10,7 +10,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
-from tokenpace.app.baseline.store_ops import export_run, import_result, parse_where
+from tokenpace.app.baseline.store_ops import RunInfo, export_run, import_result, parse_where
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.library.store_opts import fail, guarded, open_or_fail, parse_when, store_option
 
@@ -23,6 +23,25 @@ def runs() -> None:
 def _num(summary: dict[str, Any], metric: str, stat: str = "p95") -> str:
     value = (summary.get(metric) or {}).get(stat)
     return "-" if value is None else f"{value:,.1f}"
+
+
+def _lags(r: RunInfo) -> int | None:
+    """For a gateway run whose summary covers fewer than its records (a live session's is refreshed
+    once a minute): the records it covers; None otherwise (a bench's warm-up is never summarised)."""
+    summarised = int((r.summary.get("counts") or {}).get("sent", 0))
+    return summarised if r.kind == "gateway" and summarised < r.record_count else None
+
+
+def _ok(r: RunInfo) -> str:
+    """ok, of the requests summarised when that is fewer than the records: "17 of 20", never a
+    bare 17 beside 615 records."""
+    ok, lags = (r.summary.get("counts") or {}).get("ok"), _lags(r)
+    return "-" if ok is None else f"{ok} of {lags}" if lags is not None else str(ok)
+
+
+def _partial(r: RunInfo) -> str:
+    lags = _lags(r)
+    return "" if lags is None else f"summary of {lags} of {r.record_count} records (refreshed each minute)"
 
 
 @runs.command("list")
@@ -51,21 +70,24 @@ def list_runs(
         return
     table = Table(header_style="bold")
     notes = [
-        (("interrupted " if r.interrupted else "") + ("invalid" if not r.valid else "")).strip()
+        " ".join(
+            n
+            for n in ("interrupted" if r.interrupted else "", "" if r.valid else "invalid", _partial(r))
+            if n
+        )
         for r in found
     ]
     columns = ["run", "started (UTC)", "model", "labels", "records", "ok", "TTFT p95 ms", "E2E p95 ms"]
     for col in columns + (["note"] if any(notes) else []):  # no empty column when no run has one
         table.add_column(col)
     for r, note in zip(found, notes, strict=True):
-        counts = r.summary.get("counts") or {}
         table.add_row(
             r.id,
             r.started_at[:19].replace("T", " "),
             r.model or "-",
             ",".join(f"{k}={v}" for k, v in sorted(r.labels.items())),
             str(r.record_count),
-            str(counts.get("ok", "-")),
+            _ok(r),
             _num(r.summary, "ttft_ms"),
             _num(r.summary, "e2e_ms"),
             *([note] if any(notes) else []),

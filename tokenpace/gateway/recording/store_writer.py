@@ -277,10 +277,18 @@ class StoreRecordWriter:
         if arm.seq < 0:
             up = arm.upstream
             conditions, labels = self.conditions(up, arm.epoch), self.run_labels(up, arm.epoch)
+            conditions["model"] = up.model or asked_model(records)  # the run's model in `runs list`
             self.store.save_run(arm.run_id, conditions, {}, [], kind=RUN_KIND, labels=labels)
             arm.seq = 0
         self.store.append_records(arm.run_id, records, first_seq=arm.seq)
         arm.seq += len(records)
+
+
+def asked_model(records: list[RequestRecord]) -> str | None:
+    """The model a run's first records asked for, when they name one (an upstream with no model=
+    serves whatever it is asked); None when they name several or none the gateway could label."""
+    names = {r.labels.get("model") for r in records} - {None, "", "unknown", "other"}
+    return names.pop() if len(names) == 1 else None
 
 
 def split(config: GatewayConfig) -> list[dict[str, Any]]:
