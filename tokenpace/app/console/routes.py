@@ -1,0 +1,10 @@
+"""Every console page, in menu order: one line each (see the room's docstring)."""
+
+from __future__ import annotations
+
+from tokenpace.app.console.page import Page
+from tokenpace.app.console.runs_page import runs_data
+
+PAGES: list[Page] = [
+    Page("runs", "/runs", "runs.html", runs_data, "Runs"),
+]
