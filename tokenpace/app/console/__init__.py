@@ -6,7 +6,8 @@ Adding a page takes three things, and nothing else changes:
    room (``my_page.py``): it reads the store through its protocol only (never SQL), reads its
    filters with ``ask`` (bounded: ``ask.text``, ``ask.number``, ``ask.all``, ``ask.path``), raises
    ``NotFound`` or ``BadAsk`` for a missing run or a bad filter, and returns plain JSON data: that
-   dict is the page's ``/api/...`` answer and its template's context. Charts, if any, come from a
+   dict is the page's ``/api/...`` answer and its template's context (keys starting with ``_``
+   reach the template and charts only, never the JSON: records, objects). Charts, if any, come from a
    second function ``def my_charts(data) -> list[Chart]`` (plotly figures from the same data).
 2. A template ``templates/my.html`` that extends ``base.html`` and fills ``{% block body %}``;
    autoescape is on (never ``|safe`` on stored text), charts are drawn with the ``charts`` macro.

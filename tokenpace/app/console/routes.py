@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from tokenpace.app.console.page import Page
+from tokenpace.app.console.run_page import run_charts, run_data
 from tokenpace.app.console.runs_page import runs_data
 
 PAGES: list[Page] = [
     Page("runs", "/runs", "runs.html", runs_data, "Runs"),
+    Page("run", "/runs/{run_id}", "run.html", run_data, "", run_charts),
 ]

@@ -65,7 +65,8 @@ class Console:
             try:
                 data = await self._compute(page, ask)
                 if api:
-                    body = orjson.dumps(data, option=_JSON, default=str)
+                    shown = {k: v for k, v in data.items() if not k.startswith("_")}
+                    body = orjson.dumps(shown, option=_JSON, default=str)
                     return _sized(web.Response(body=body, content_type="application/json"))
                 text = await asyncio.to_thread(lambda: render(page.template, data, page.charts(data), _nav()))
                 return _sized(web.Response(text=text, content_type="text/html"))
