@@ -12,6 +12,6 @@ from tokenpace.app.console.runs_page import runs_data
 PAGES: list[Page] = [
     Page("runs", "/runs", "runs.html", runs_data, "Runs"),
     Page("run", "/runs/{run_id}", "run.html", run_data, "", run_charts),
-    Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts),
-    Page("history", "/history", "history.html", history_data, "History", history_charts),
+    Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts, cached=True),
+    Page("history", "/history", "history.html", history_data, "History", history_charts, cached=True),
 ]
