@@ -42,16 +42,22 @@ def test_report_writes_compare_and_history_pages(store_path: Path, tmp_path: Pat
 
 @needs_chromium
 def test_offline_pages_draw_the_console_data_from_file(store_path: Path, tmp_path: Path) -> None:
-    hist_file = tmp_path / "hist.html"
+    hist_file, cmp_file = tmp_path / "hist.html", tmp_path / "cmp.html"
     done = tokenpace("report", "--history", "night03", "--html", str(hist_file), "--store", str(store_path))
+    assert done.returncode == 0, done.stderr
+    done = tokenpace(
+        "report", "--compare", "night03", "night10", "--html", str(cmp_file), "--store", str(store_path)
+    )
     assert done.returncode == 0, done.stderr
     probe = (
         "JSON.stringify({headline: document.querySelector('.headline').innerText,"
-        " ys: document.querySelector('div.tp-chart').data[0].y})"
+        " ys: document.querySelector('div.tp-chart').data[0].y, charts: +document.body.dataset.drawn})"
     )
-    [page] = asyncio.run(visit([hist_file.as_uri()], probe))
-    assert page["errors"] == [], page["errors"]
-    assert all(u.startswith(("file:", "data:")) for u in page["requests"]), page["requests"]
+    page, cmp_page = asyncio.run(visit([hist_file.as_uri(), cmp_file.as_uri()], probe))
+    for p in (page, cmp_page):
+        assert p["errors"] == [], p["errors"]
+        assert all(u.startswith(("file:", "data:")) for u in p["requests"]), p["requests"]
+    assert cmp_page["value"]["charts"] == 4 and "TTFT: " in cmp_page["value"]["headline"]
 
     async def api() -> dict:
         from tokenpace.adapters.store import connect
