@@ -22,10 +22,10 @@ else:  # pragma: no cover - the 3.10 fallback the package itself uses
 ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 
-# What the CLI needs for bench, sweep, reports, the SQLite store and the gateway.
+# What the CLI needs for bench, sweep, reports, the SQLite store, the gateway and the web console.
 CORE = {
     "aiohttp", "httptools", "uvloop", "orjson", "numpy", "rich", "click", "sqlalchemy", "plotly",
-    "prometheus-client", "tomli",
+    "prometheus-client", "tomli", "jinja2",
 }  # fmt: skip
 # Optional packages: the extras, and the test tools.
 BLOCKED = (
