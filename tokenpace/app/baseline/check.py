@@ -11,8 +11,9 @@ from tokenpace.app.baseline.compare import RunComparison, compare_runs
 from tokenpace.core.analysis.comparison.compare import DEFAULT_ALPHA
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches, get_path
 from tokenpace.core.analysis.comparison.gate import GateItem, Threshold, evaluate
+from tokenpace.core.exit_codes import ExitStatus
 
-PASS, REGRESSED, BAD_INPUT = 0, 1, 2
+PASS, REGRESSED, UNDECIDED = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.UNDECIDED
 
 
 @dataclass(slots=True)
@@ -27,12 +28,12 @@ class CheckReport:
         if any(i.outcome == "regressed" for i in self.items):
             return REGRESSED
         if any(i.outcome == "undecided" for i in self.items):
-            return BAD_INPUT
+            return UNDECIDED
         return PASS
 
     @property
     def outcome(self) -> str:
-        return {PASS: "pass", REGRESSED: "regressed", BAD_INPUT: "undecided"}[self.exit_code]
+        return {PASS: "pass", REGRESSED: "regressed", UNDECIDED: "undecided"}[self.exit_code]
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -30,6 +30,7 @@ from tokenpace.core.analysis.comparison.sequential_gate import (
 )
 from tokenpace.core.analysis.evidence.gate_noise import current_host
 from tokenpace.core.analysis.evidence.runnoise import MAX_RUNS_ADVISED, GroupNoise
+from tokenpace.core.exit_codes import verdict_code
 from tokenpace.core.record import RequestRecord
 
 DEFAULT_MAX_RUNS = 6
@@ -68,7 +69,7 @@ class UntilDecided:
 
     @property
     def exit_code(self) -> int:
-        return {"pass": 0, "regressed": 1, "undecided": 2}[self.outcome]
+        return int(verdict_code(self.outcome))
 
 
 def _baseline_records(

@@ -1,14 +1,8 @@
 """How a bench run or a sweep ends, as an exit status: one decision, made here, that the jobs report
-(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with.
-
-| code | meaning |
-|---|---|
-| 0 | the run measured what was asked |
-| 1 | error: the run aborted (50 connect errors in a row, the client failed, a record could not be saved) |
-| 2 | bad input (flags, URL, files), or the result could not be stored |
-| 3 | NOT VALID: the client could not keep up with the load asked (a sweep: at some step) |
-| 4 | no request succeeded (every request failed, or none was sent) |
-| 130 / 143 | interrupted (SIGINT / SIGTERM); what was measured is kept, marked not valid |
+(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with. The codes
+are the one table of core/exit_codes.py (docs/exit-codes.md): 0 measured, 1 aborted, 2 not stored,
+3 NOT VALID, 4 no success, 130 / 143 interrupted. A ``--fail-on`` gate decides only a run that
+ended 0 (0 pass, 1 fail, 5 undecided).
 
 When several apply, the first in this order wins: interrupted, error, not stored, no success, not valid.
 """

@@ -24,7 +24,7 @@ def run_check_until(
     alpha: float,
     quiet: bool,
 ) -> None:
-    """Exit 0 pass, 1 regressed, 2 undecided (with what would decide it) or bad input."""
+    """Exit 0 pass, 1 regressed, 5 undecided (with what would decide it), 2 bad input."""
     console = Console()
 
     def shown(k: int, outcome: BenchOutcome) -> None:
