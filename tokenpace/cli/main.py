@@ -73,7 +73,9 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Run the CLI; a usage error is one line that names the command (and the flag), exit 2."""
+    """Run the CLI; a usage error is one line that names the command (and the flag), exit 2. The
+    codes are core/exit_codes.py's (2 REFUSED, 130 INTERRUPTED), written as numbers here: the
+    top-level help imports no app module."""
     try:
         code = cli.main(standalone_mode=False)
     except click.UsageError as exc:

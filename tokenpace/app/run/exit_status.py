@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenpace.app.run.outputs import ExitStatus, stopped_status
+from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport
+from tokenpace.core.exit_codes import verdict_code, worst
 
 OK, ERROR, BAD_INPUT = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.REFUSED
 NOT_VALID, NO_SUCCESS = ExitStatus.NOT_VALID, ExitStatus.NO_SUCCESS
@@ -66,3 +68,31 @@ def sweep_exit_status(steps: Sequence[RunOutcome], interrupted: bool, stop_reaso
             NOT_VALID, f"NOT VALID at step(s) {', '.join(invalid)}: the client could not keep up (left out)"
         )
     return ExitDecision(OK, "")
+
+
+def with_gate(decision: ExitDecision, gate: FailOnReport | None) -> ExitDecision:
+    """A run that measured what was asked, judged by its --fail-on lines: 0 pass, 1 fail, 5 undecided;
+    any other status stands (a NOT VALID run's numbers neither pass nor fail a gate)."""
+    if gate is None or decision.code is not OK:
+        return decision
+    code = verdict_code(gate.outcome)
+    return ExitDecision(code, "" if code is OK else f"--fail-on {gate.line()}")
+
+
+def sweep_gate(decision: ExitDecision, steps: Sequence[tuple[int, FailOnReport | None]]) -> ExitDecision:
+    """A sweep judged by its --fail-on lines at every step of the curve, naming the steps that fail
+    and those undecided; its own status stands where it is not 0."""
+    judged = [(i, g) for i, g in steps if g is not None]
+    if not judged or decision.code is not OK:
+        return decision
+    code = worst([verdict_code(g.outcome) for _, g in judged])
+    if code is OK:
+        return decision
+    parts = []
+    for state in ("fail", "undecided"):
+        at = [(i, g) for i, g in judged if g.outcome == state]
+        if at:
+            first = at[0][1].decided_by
+            name = first.line.name if first else ""
+            parts.append(f"{state} at step(s) {', '.join(str(i) for i, _ in at)} (step {at[0][0]}: {name})")
+    return ExitDecision(code, "--fail-on " + "; ".join(parts))
