@@ -12,7 +12,8 @@ from tokenpace.app.run.terms import FailOnReport
 _STYLE = {"pass": "green", "fail": "bold red", "undecided": "yellow"}
 
 
-def show_gate(console: Console, report: FailOnReport | None) -> None:
+def show_gate(console: Console, report: FailOnReport | None, decided: bool = True) -> None:
+    """Each line's verdict; then (``decided``) the one that decided the run."""
     if report is None:
         return
     for item in report.items:
@@ -20,7 +21,8 @@ def show_gate(console: Console, report: FailOnReport | None) -> None:
         console.print(
             f"fail-on {item.line.text}: [{style}]{item.outcome}[/{style}] {item.reason}", highlight=False
         )
-    console.print(f"fail-on {report.line()}", style=_STYLE[report.outcome], highlight=False)
+    if decided:
+        console.print(f"fail-on {report.line()}", style=_STYLE[report.outcome], highlight=False)
 
 
 def show_step_gates(console: Console, steps: Sequence[tuple[str, FailOnReport | None]]) -> None:
