@@ -89,6 +89,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/vllm.md", "--model", "tests/cli/vllm/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/experiments/test_gray_release.py"),
     *(("docs/sim.md", f, "tests/app/calibration/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
+    ("docs/exit-codes.md", "", "tests/docs/test_exit_codes_page.py"),
 )
 
 PROFILE = "llama-3.1-8b-h100"

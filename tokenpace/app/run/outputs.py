@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tokenpace.adapters.results import records_path_for
 from tokenpace.adapters.vllm_json import VllmExport
-from tokenpace.core.exit_codes import ExitStatus
+from tokenpace.core.exit_codes import ExitStatus, worst
 
 __all__ = [
     "RESULTS_DIR",
@@ -22,6 +22,7 @@ __all__ = [
     "new_run_id",
     "step_records_path",
     "stopped_status",
+    "worst",
 ]
 
 RESULTS_DIR = Path("results")

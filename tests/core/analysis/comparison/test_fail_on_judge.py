@@ -57,9 +57,13 @@ def test_the_dependence_aware_interval_is_the_one_used() -> None:
 
 
 def test_a_run_too_short_for_its_percentile_is_undecided_with_what_it_needs() -> None:
-    s = _summary(_dist(n=120))
+    s = _summary(_dist(n=120, p99=450.0, ci95={"p99": [440.0, 460.0]}))
     outcome, line = _judge("ttft.p99<10s", s)
     assert outcome == "undecided" and "too short for P99: 120 samples, it needs 500" in line
+    # a thin sample never passes, but its interval's lower bound (a binomial rank) still fails it
+    assert _judge("ttft.p99<100ms", s)[0] == "fail"
+    thin = _summary(_dist(p95=450.0, ci=(445.0, 455.0), n_eff={"p95": 60.0}))
+    assert _judge("ttft.p95<100ms", thin)[0] == "fail" and _judge("ttft.p95<500ms", thin)[0] == "undecided"
 
 
 def test_an_asked_percentile_is_read_from_the_asked_table_and_a_missing_one_is_undecided() -> None:

@@ -3,10 +3,11 @@
 Each line (fail_on.py) is judged on the 95 % interval of its figure: it *fails* when the whole
 interval lies beyond the line, *passes* when the whole interval lies within it, and is *undecided*
 when the interval straddles the line, when the run is too short for the percentile asked (fewer than
-5 requests beyond it, or fewer than 5 effective ones where requests moved together), or when no
-interval can be formed. The intervals are the ones the summary carries: a percentile's
-order-statistic interval (at the effective sample size where requests sent close in time moved
-together: core/stats.py), the asked percentiles' (``--percentiles``) for other pNN. Formed here:
+5 requests beyond it, or fewer than 5 effective ones where requests moved together: such a line may
+still fail, on its interval's lower bound, never pass), or when no interval can be formed. The
+intervals are the ones the summary carries: a percentile's order-statistic interval (at the
+effective sample size where requests sent close in time moved together: core/stats.py), the asked
+percentiles' (``--percentiles``) for other pNN. Formed here:
 a mean's, mean +- 1.96 sd / sqrt(n_e) (n_e the smallest effective count the summary gives); the
 error rate's, Wilson's score interval over requests sent; a throughput's, the Poisson score interval
 of its count over the measurement window (output tokens: the requests' count, scaled by the tokens
@@ -101,8 +102,12 @@ def _judge(line: FailOnLine, s: Mapping[str, Any]) -> LineVerdict:
         found = _rate(line, s)
     if isinstance(found, str):
         return LineVerdict(line, UNDECIDED, None, None, found)
-    value, (lo, hi), n = found
+    value, (lo, hi), n, thin = found
     verdict = _decide(line, value, lo, hi)
+    if thin:  # its lower bound still holds (a rank of the binomial): it may fail, never pass
+        if verdict.outcome == FAIL:
+            return verdict
+        return LineVerdict(line, UNDECIDED, value, (lo, hi), thin)
     if verdict.outcome != UNDECIDED:
         return verdict
     needs = (
@@ -111,8 +116,9 @@ def _judge(line: FailOnLine, s: Mapping[str, Any]) -> LineVerdict:
     return LineVerdict(line, UNDECIDED, value, (lo, hi), f"{verdict.reason}: {needs}")
 
 
-# A figure, its interval and the count its width shrinks with; or why none can be formed.
-Found = tuple[float, tuple[float, float], float] | str
+# A figure, its interval, the count its width shrinks with and why the sample is too thin to pass
+# it ("" when it is not); or why no interval can be formed.
+Found = tuple[float, tuple[float, float], float, str] | str
 
 
 def _latency(line: FailOnLine, dist: Mapping[str, Any], asked: Mapping[str, Any]) -> Found:
@@ -126,10 +132,22 @@ def _latency(line: FailOnLine, dist: Mapping[str, Any], asked: Mapping[str, Any]
             return "a mean's interval needs 2 samples or more"
         n_e = min([float(n), *(float(v) for v in n_effs.values())])
         half = _Z * float(sd) / math.sqrt(max(n_e, 1.0))
-        return float(mean), (float(mean) - half, float(mean) + half), float(n)
+        return float(mean), (float(mean) - half, float(mean) + half), float(n), ""
     q = line.q
     assert q is not None
-    n_e = float(n_effs.get(line.stat, n))
+    value, ci = dist.get(line.stat), (dist.get("ci95") or {}).get(line.stat)
+    if value is None or ci is None:
+        value, ci = _asked(asked, line)
+    thin = _thin(q, n, float(n_effs.get(line.stat, n)))
+    if value is None or ci is None:
+        return (
+            thin or f"no interval for {line.stat.upper()} in this run (bench --percentiles {q:g} measures it)"
+        )
+    return float(value), (float(ci[0]), float(ci[1])), float(n), thin
+
+
+def _thin(q: float, n: int, n_e: float) -> str:
+    """Why a percentile rests on too few samples to pass a line ("" when it does not)."""
     if not enough_samples(n, q):
         return (
             f"too short for P{q:g}: {n} samples, it needs {samples_needed(q)} (5 beyond it): "
@@ -141,12 +159,7 @@ def _latency(line: FailOnLine, dist: Mapping[str, Any], asked: Mapping[str, Any]
             f"too few effective samples for P{q:g}: {n} requests moved together, worth {n_e:.0f} "
             f"independent ones; about {more} requests would give it 5 beyond it"
         )
-    value, ci = dist.get(line.stat), (dist.get("ci95") or {}).get(line.stat)
-    if value is None or ci is None:
-        value, ci = _asked(asked, line)
-    if value is None or ci is None:
-        return f"no interval for {line.stat.upper()} in this run (bench --percentiles {q:g} measures it)"
-    return float(value), (float(ci[0]), float(ci[1])), float(n)
+    return ""
 
 
 def _asked(asked: Mapping[str, Any], line: FailOnLine) -> tuple[float | None, Sequence[float] | None]:
@@ -163,7 +176,7 @@ def _error_rate(s: Mapping[str, Any]) -> Found:
     rate = float(s.get("error_rate") or 0.0)
     ci = wilson(round(rate * sent), sent)
     assert ci is not None
-    return rate, ci, float(sent)
+    return rate, ci, float(sent), ""
 
 
 def _rate(line: FailOnLine, s: Mapping[str, Any]) -> Found:
@@ -177,7 +190,7 @@ def _rate(line: FailOnLine, s: Mapping[str, Any]) -> Found:
     per = float(value) * window / ok if line.metric == "output_throughput" and ok else 1.0
     count = float(value) * window / per  # requests: ok ones, or the good ones for goodput
     lo, hi = _poisson(count)
-    return float(value), (lo * per / window, hi * per / window), max(count, 1.0)
+    return float(value), (lo * per / window, hi * per / window), max(count, 1.0), ""
 
 
 def _poisson(k: float) -> tuple[float, float]:
