@@ -10,7 +10,7 @@ from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.baseline.compare import RunComparison, compare_runs
 from tokenpace.core.analysis.comparison.compare import DEFAULT_ALPHA
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches, get_path
-from tokenpace.core.analysis.comparison.gate import GateItem, Threshold, evaluate
+from tokenpace.core.analysis.comparison.gate import GateItem, LeftOut, Threshold, evaluate
 from tokenpace.core.exit_codes import ExitStatus
 
 PASS, REGRESSED, UNDECIDED = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.UNDECIDED
@@ -86,7 +86,8 @@ def check(
     )  # fmt: skip
     if allow_other_conditions and (differ := gate_mismatches(rc.a.conditions, rc.b.conditions)):
         rc.warnings.insert(0, f"judged although measured under other conditions: {', '.join(differ)}")
-    return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))
+    lost = LeftOut(rc.runs_measured, rc.runs_left_out)  # the advice plans for runs lost the same way
+    return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds, lost))
 
 
 def refuse_other_conditions(store: Store, baseline_run: str, candidate: str, name: str) -> None:
