@@ -8,7 +8,7 @@ from tokenpace.core.exit_codes import ExitStatus, verdict_code, worst
 def test_undecided_is_not_bad_input_and_every_code_is_distinct() -> None:
     codes = [int(c) for c in ExitStatus]
     assert len(codes) == len(set(codes))
-    assert ExitStatus.REFUSED == 2 and ExitStatus.UNDECIDED not in (0, 1, 2, 3, 4)
+    assert int(ExitStatus.REFUSED) == 2 and int(ExitStatus.UNDECIDED) not in (0, 1, 2, 3, 4)
 
 
 def test_every_verdict_maps_to_pass_fail_or_undecided() -> None:

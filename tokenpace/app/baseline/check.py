@@ -24,7 +24,7 @@ class CheckReport:
     items: list[GateItem]
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitStatus:
         if any(i.outcome == "regressed" for i in self.items):
             return REGRESSED
         if any(i.outcome == "undecided" for i in self.items):
@@ -38,7 +38,7 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
-            "exit_code": self.exit_code,
+            "exit_code": int(self.exit_code),
             "baseline": {"name": self.baseline, "run_id": self.run.a.id},
             "candidate": {"run_id": self.run.b.id, "labels": self.run.b.labels},
             "checks": [i.to_dict() for i in self.items],

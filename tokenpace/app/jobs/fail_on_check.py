@@ -26,7 +26,7 @@ class GatedCheck:
     def exit_code(self) -> ExitStatus:
         codes = [verdict_code(self.gate.outcome)] if self.gate is not None else []
         if self.check is not None:
-            codes.append(ExitStatus(self.check.exit_code))
+            codes.append(self.check.exit_code)
         return worst(codes)
 
     @property
