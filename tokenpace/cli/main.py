@@ -38,7 +38,7 @@ SUMMARIES = {
     "report": "Report a result or a sweep: offline HTML, Markdown, CSV.",
     "runs": "List, show, label, delete, export and import stored runs.",
     "compare": "Compare run B with run A: difference, 95% CI, p-value, verdict.",
-    "check": "Release gate: exit 1 on a regression or a --fail-on line missed, 5 undecided.",
+    "check": "Release gate: exit 1 regressed or --fail-on missed, 5 undecided.",
     "arms": "Gateway A/B arms: sample-ratio check, then promote or roll back.",
     "history": "A metric across stored runs, oldest first, and its level shifts.",
     "baseline": "Name runs as baselines (prod, v1.4-h100) for compare and check.",
