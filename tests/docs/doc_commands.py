@@ -92,6 +92,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     *(("docs/sim.md", f, "tests/app/calibration/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
     ("docs/gpu-telemetry.md", "--gpu-metrics http://127.0.0.1:9400", "tests/cli/bench/test_gpu_docs.py"),
     ("docs/gpu-telemetry.md", "--gpu-metrics nvidia-smi", "tests/cli/bench/test_gpu_docs.py"),
+    ("docs/exit-codes.md", "", "tests/docs/test_exit_codes_page.py"),
 )
 
 PROFILE = "llama-3.1-8b-h100"

@@ -49,7 +49,7 @@ EXPECTED = [
     ("tokenpace ab", ["TTFT", "per block"]),
     ("--emit-rules", ["wrote deploy/tokenpace-gateway-rules.yml"]),
     ("promtool", ["SUCCESS"]),
-    ("weight=19", [r'requests_total\{api="chat",arm="b"', "arms exit 2\n", "VERDICT: HOLD.*different loads"]),
+    ("weight=19", [r'requests_total\{api="chat",arm="b"', "arms exit 5\n", "VERDICT: HOLD.*different loads"]),
     ("ramp=2s", ['"accepted": 1', "sample ratio", "arms exit 1\n", "VERDICT: ROLL BACK"]),
     ("--upstream b=http://127.0.0.1:8000/v1,version=1.2 --slo", ["Llama-3.1-8B"]),
     ("upstreams.json", ["a: client TTFT", "b: client TTFT"]),

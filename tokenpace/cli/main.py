@@ -39,7 +39,7 @@ SUMMARIES = {
     "report": "Report a result or a sweep: offline HTML, Markdown, CSV.",
     "runs": "List, show, label, delete, export and import stored runs.",
     "compare": "Compare run B with run A: difference, 95% CI, p-value, verdict.",
-    "check": "Release gate: exit 1 when a metric regressed beyond its threshold.",
+    "check": "Release gate: exit 1 regressed or --fail-on missed, 5 undecided.",
     "arms": "Gateway A/B arms: sample-ratio check, then promote or roll back.",
     "history": "A metric across stored runs, oldest first, and its level shifts.",
     "baseline": "Name runs as baselines (prod, v1.4-h100) for compare and check.",
@@ -75,7 +75,9 @@ def cli() -> None:
 
 
 def main() -> None:
-    """Run the CLI; a usage error is one line that names the command (and the flag), exit 2."""
+    """Run the CLI; a usage error is one line that names the command (and the flag), exit 2. The
+    codes are core/exit_codes.py's (2 REFUSED, 130 INTERRUPTED), written as numbers here: the
+    top-level help imports no app module."""
     try:
         code = cli.main(standalone_mode=False)
     except click.UsageError as exc:

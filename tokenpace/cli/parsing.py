@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tokenpace.app.run.outputs import ExitStatus
 from tokenpace.app.run.terms import MAX_TOKENS, LengthDist, LengthSpecError, Slo, header_problem, parse_length
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
@@ -127,7 +128,7 @@ def key_values(items: tuple[str, ...], sep: str, what: str) -> dict[str, str]:
     return out
 
 
-def die(cmd: str, message: str, code: int = 2) -> NoReturn:
+def die(cmd: str, message: str, code: int = ExitStatus.REFUSED) -> NoReturn:
     """Bad input: one line on stderr, exit 2 (never a usage block or a traceback)."""
     click.echo(f"tokenpace {cmd}: error: {message}", err=True)
     sys.exit(code)

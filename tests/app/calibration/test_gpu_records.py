@@ -102,7 +102,7 @@ def test_validation_on_the_held_out_loads_never_claims_more_than_its_evidence(fo
     # no row missed: each load is judged at the speed its waves ran at (the 32-user loop switched)
     assert not [r for r in result.rows if r.judged.verdict == "missed"]
     assert result.speeds == {"c=32 in=256": "both", "c=128 in=256": "slow", "17.05/s in=256": "slow"}
-    assert result.verdict == "undecided" and result.exit_code == 2
+    assert result.verdict == "undecided" and result.exit_code == 5
     # each load judged at the level it ran: the caveat says so, not "the fast speed's predictions"
     assert any("judged on its later requests sent after its first third ended" in c for c in result.caveats)
     assert not any("fast speed's predictions" in c for c in result.caveats), result.caveats
@@ -186,7 +186,7 @@ def test_the_console_and_the_json_say_the_same(forced, gpu: Path) -> None:
     held = [str(gpu / "held.json"), str(gpu / "rate.json")]
     done = run_cli("sim", "--validate", str(gpu / "h200.toml"), *held, "--out", str(out))
     doc = json.loads(out.read_text())
-    assert done.returncode == 2 and doc["verdict"] == "undecided"
+    assert done.returncode == 5 and doc["verdict"] == "undecided"
     assert doc["speeds"]["17.05/s in=256"] == "slow"
     assert re.search(r"^profile h200: UNDECIDED \(rows: 0 met, 0 missed", done.stdout, re.M), done.stdout
     for load, verdict in doc["loads"].items():

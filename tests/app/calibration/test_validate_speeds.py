@@ -95,6 +95,6 @@ def test_a_load_too_short_for_a_level_is_judged_at_the_speed_nearer_its_waves() 
 
 def test_a_profile_is_never_said_to_hold_on_loads_judged_at_a_speed_read_from_them() -> None:
     judged_at_a_read_speed = Validation("p", 0.1, loads={"a": "met"}, speeds={"a": "slow"})
-    assert judged_at_a_read_speed.verdict == "undecided" and judged_at_a_read_speed.exit_code == 2
+    assert judged_at_a_read_speed.verdict == "undecided" and judged_at_a_read_speed.exit_code == 5
     assert Validation("p", 0.1, loads={"a": "met"}, speeds={"a": "one"}).verdict == "holds"
     assert Validation("p", 0.1, loads={"a": "missed"}, speeds={"a": "fast"}).verdict == "fails"

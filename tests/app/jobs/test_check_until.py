@@ -48,13 +48,13 @@ def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_p
     one = " ".join(budget_one.stdout.split())
     # the budget holds only the stored run: nothing run, UNDECIDED, and what would decide it
     assert runs_after_one == runs_before
-    assert budget_one.returncode == 2, (one[-2000:], budget_one.stderr)
+    assert budget_one.returncode == 5, (one[-2000:], budget_one.stderr)
     assert "UNDECIDED after 1 stored candidate run(s)" in one and "and 0 added" in one
     assert "to decide: ttft.p50: its always-valid interval" in one
     assert "candidate run" in one and ("more baseline run(s)" in one or "no number of baseline runs" in one)
     # a budget of 4: runs added (at most 3), never a regression of the same server
     text = " ".join(again.stdout.split())
-    assert again.returncode in (0, 2), (text[-2000:], again.stderr)
+    assert again.returncode in (0, 5), (text[-2000:], again.stderr)
     assert 1 <= runs_added <= 3 and f"and {runs_added} added" in text, text[-3000:]
     assert ("PASS after" in text) == (again.returncode == 0)
     # a true +50 %: the stored run decides alone, nothing is run
@@ -79,8 +79,8 @@ def test_with_one_baseline_run_a_regression_is_decided_or_the_baseline_side_is_n
                          "--store", db)  # fmt: skip
         added = len(store.list_runs()) - before
     text = " ".join(done.stdout.split())
-    assert done.returncode in (1, 2), (text[-2000:], done.stderr)
-    if done.returncode == 2:
+    assert done.returncode in (1, 5), (text[-2000:], done.stderr)
+    if done.returncode == 5:
         assert "the baseline side limits the decision" in text, text[-2000:]
         assert "so no more were run" not in text or added == 0
         assert "more baseline run(s) with the candidate as it is" in text  # both sides' needs said

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from bench_factory import bench_config
 from click.testing import CliRunner
 
 from tokenpace.app.run.bench_config import BenchConfig
+from tokenpace.app.run.terms import parse_fail_on
 from tokenpace.cli.bench.bench_cmd import bench
 from tokenpace.cli.bench.sweep_cmd import sweep
 from tokenpace.cli.library.ab_cmd import ab
@@ -57,3 +59,22 @@ def test_a_bad_config_is_one_line_before_any_load(threaded_server) -> None:
     r = CliRunner().invoke(bench, ["--url", threaded_server.url, "--rate", "-1", "--requests", "2", *LOAD])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
     assert not threaded_server.stats.truth  # nothing was sent
+
+
+def test_a_gated_percentile_past_the_usual_four_is_measured_with_its_interval() -> None:
+    plain = bench_config("http://127.0.0.1:1/v1", concurrency=1, fail_on=parse_fail_on("ttft.p95<1s"))
+    assert plain.with_gate_percentiles() is plain  # P95 is in the summary already
+    deep = bench_config("http://127.0.0.1:1/v1", concurrency=1, fail_on=parse_fail_on("ttft.p99.9<1s"))
+    assert deep.with_gate_percentiles().percentiles == (50.0, 90.0, 95.0, 99.0, 99.9)
+    asked = bench_config(
+        "http://127.0.0.1:1/v1", concurrency=1, percentiles=(50.0,), fail_on=parse_fail_on("e2e.p75<1s")
+    )
+    assert asked.with_gate_percentiles().percentiles == (50.0, 75.0)
+
+
+def test_a_goodput_gate_without_slo_lines_is_refused_before_any_load() -> None:
+    cfg = bench_config(
+        "http://127.0.0.1:1/v1", concurrency=1, requests=10, fail_on=parse_fail_on("goodput>1")
+    )
+    with pytest.raises(ValueError, match="give --slo"):
+        cfg.validate()

@@ -44,7 +44,7 @@ def _store(path: Path, arms_at: dict[str, tuple[float, int]], weights: dict[str,
 def test_arms_at_different_loads_hold_with_the_reason_and_the_loads(tmp_path: Path) -> None:
     url = _store(tmp_path, {"prod": (19.0, 1900), "cand": (1.0, 100)}, {"prod": 95, "cand": 5})
     done = CliRunner().invoke(arms, ["--store", url, "--guard", GUARD, "--resamples", "50", "--json"])
-    assert done.exit_code == 2, done.output
+    assert done.exit_code == 5, done.output
     report = orjson.loads(done.output)
     assert report["verdict"] == "hold"
     latency = [g for g in report["guards"] if g["guard"].startswith("ttft")]
@@ -59,7 +59,7 @@ def test_arms_at_different_loads_hold_with_the_reason_and_the_loads(tmp_path: Pa
     console = CliRunner().invoke(
         arms, ["--store", url, "--guard", GUARD, "--resamples", "50"], env={"COLUMNS": "200"}
     )
-    assert console.exit_code == 2
+    assert console.exit_code == 5
     text = console.output
     assert "load at dispatch (cand against prod): the arms ran at different loads (prod median" in text
     assert "in flight p50/p90" in text and "VERDICT: HOLD" in text

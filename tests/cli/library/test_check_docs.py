@@ -59,5 +59,5 @@ def test_without_repeated_runs_the_gate_says_undecided_and_what_would_decide(tmp
     env = {"TOKENPACE_STORE": _store(tmp_path, learned=False), "COLUMNS": "200"}
     args = ["check", "--baseline", "prod", "--max-regression", "ttft.p95=5%,e2e.p95=10%"]
     done = CliRunner().invoke(cli, args, env=env)
-    assert done.exit_code == 2 and "UNDECIDED: ttft.p95, e2e.p95" in done.output
+    assert done.exit_code == 5 and "UNDECIDED: ttft.p95, e2e.p95" in done.output
     assert "assumed 5% up to P50, 10% above" in done.output and "holds the 5% allowed" in done.output

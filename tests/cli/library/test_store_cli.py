@@ -230,7 +230,7 @@ def test_check_exit_codes_and_report(filled: str, tmp_path: Path) -> None:
     assert passed.exit_code == 0 and "PASS" in passed.output
     tail = _invoke("check", "--baseline", "prod", "--run", "version=2", "--max-regression", "ttft.p99=5%",
                    "--store", filled)  # fmt: skip
-    assert tail.exit_code == 2 and "UNDECIDED" in tail.output
+    assert tail.exit_code == 5 and "UNDECIDED" in tail.output
     other = ("check", "--baseline", "prod", "--run", "version=4", "--max-regression", "ttft.p95=5%")
     refused = _invoke(*other, "--store", filled)
     assert refused.exit_code == 2 and "load.concurrency 8 vs the baseline's 4" in refused.output

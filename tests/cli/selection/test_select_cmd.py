@@ -29,12 +29,33 @@ def example(tmp_path_factory) -> dict[str, object]:
     """Run every command of the worked example in a fresh folder; keep each one's output."""
     cwd = tmp_path_factory.mktemp("selection")
     (cwd / "team.toml").write_text(_block("toml"), encoding="utf-8")
-    outputs = {}
+    outputs, codes = {}, {}
     for args in _doc_commands():
         r = run_cli(*args, cwd=str(cwd), timeout=180)
-        assert r.returncode == 0, (args, r.stderr)
+        # select: 1 when every candidate fails, 5 when none passes but some is undecided
+        assert r.returncode == 0 or (args[0] == "select" and r.returncode in (1, 5)), (args, r.stderr)
         outputs[shlex.join(args)] = r.stdout
-    return {"cwd": cwd, "outputs": outputs}
+        codes[shlex.join(args)] = (r.returncode, r.stderr)
+    return {"cwd": cwd, "outputs": outputs, "codes": codes}
+
+
+def test_select_exits_0_only_when_a_candidate_passes_every_scenario_asked(example):
+    """A pipeline picking a candidate must see when none passes: 1 all fail, 5 some undecided."""
+    for line, (code, stderr) in example["codes"].items():
+        if not line.startswith("select"):
+            continue
+        out = example["outputs"][line]
+        if "--json" in line:
+            docs = json.loads(out)
+            docs = docs.get("scenarios", [docs])
+            assert [d["exit_code"] for d in docs] and max(d["exit_code"] for d in docs) in (0, 1, 5)
+            none = [d for d in docs if d["recommendation"]["candidate"] is None]
+        else:
+            none = ["x"] if "recommendation: none" in out else []
+        assert (code == 0) == (not none), (line, code, stderr)
+        if code:
+            assert stderr.startswith("tokenpace select: ") and f"(exit {code})" in stderr, stderr
+            assert ("UNDECIDED: no candidate passes" in stderr) == (code == 5), stderr
 
 
 def _output(example, *words: str) -> str:
@@ -88,7 +109,7 @@ def test_the_predicted_candidate_is_marked_in_the_json_and_the_html(example):
     cwd = example["cwd"]
     args = ("--scenarios", "team.toml", "--scenario", "assistant", "8b-predicted.json", "--store", "runs.db")
     r = run_cli("select", *args, "--json", "--html", "predicted.html", cwd=str(cwd))
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 5 and "(no measured candidate)" in r.stderr, r.stderr  # a prediction never passes
     doc = json.loads(r.stdout)
     (cand,) = doc["candidates"]
     assert cand["kind"] == "predicted" and cand["status"] == "pass"

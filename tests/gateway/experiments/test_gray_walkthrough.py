@@ -169,7 +169,7 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
             for command in (CURL_REQUEST.replace("REQUEST_ID", ids[0]), CURL_USER):
                 assert orjson.loads(_curl(command, admin)) == {"accepted": 1, "unknown_request_ids": 0}
             held = _cli(APPLY, tmp_path, admin)  # a few users on b: undecided, nothing moves
-            assert held.returncode == 2 and "nothing moved" in held.stdout, held.stdout + held.stderr
+            assert held.returncode == 5 and "nothing moved" in held.stdout, held.stdout + held.stderr
             assert _weights(admin_url) == START_SPLIT
             _step(
                 url,
@@ -198,7 +198,7 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
             assert _weights(admin_url) == {"a": 100, "baseline": 0, "b": 0}
             asyncio.run(_traffic(url, [f"back-{i}" for i in range(50)]))  # nobody is routed to b
             held = _cli(APPLY, tmp_path, admin)  # only a has traffic since: nothing to judge, nothing moves
-            assert held.returncode == 2 and "nothing moved" in held.stdout + held.stderr, (
+            assert held.returncode == 5 and "nothing moved" in held.stdout + held.stderr, (
                 held.stdout + held.stderr
             )
 

@@ -10,9 +10,10 @@ from tokenpace.adapters.store import Store, StoreError
 from tokenpace.app.baseline.compare import RunComparison, compare_runs
 from tokenpace.core.analysis.comparison.compare import DEFAULT_ALPHA
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches, get_path
-from tokenpace.core.analysis.comparison.gate import GateItem, Threshold, evaluate
+from tokenpace.core.analysis.comparison.gate import GateItem, LeftOut, Threshold, evaluate
+from tokenpace.core.exit_codes import ExitStatus
 
-PASS, REGRESSED, BAD_INPUT = 0, 1, 2
+PASS, REGRESSED, UNDECIDED = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.UNDECIDED
 BASELINE_RERUN_LABEL = "baseline_rerun"  # a baseline's build measured again (check --until-decided)
 
 
@@ -24,21 +25,21 @@ class CheckReport:
     items: list[GateItem]
 
     @property
-    def exit_code(self) -> int:
+    def exit_code(self) -> ExitStatus:
         if any(i.outcome == "regressed" for i in self.items):
             return REGRESSED
         if any(i.outcome == "undecided" for i in self.items):
-            return BAD_INPUT
+            return UNDECIDED
         return PASS
 
     @property
     def outcome(self) -> str:
-        return {PASS: "pass", REGRESSED: "regressed", BAD_INPUT: "undecided"}[self.exit_code]
+        return {PASS: "pass", REGRESSED: "regressed", UNDECIDED: "undecided"}[self.exit_code]
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "outcome": self.outcome,
-            "exit_code": self.exit_code,
+            "exit_code": int(self.exit_code),
             "baseline": {"name": self.baseline, "run_id": self.run.a.id},
             "candidate": {"run_id": self.run.b.id, "labels": self.run.b.labels},
             "checks": [i.to_dict() for i in self.items],
@@ -86,7 +87,8 @@ def check(
     )  # fmt: skip
     if allow_other_conditions and (differ := gate_mismatches(rc.a.conditions, rc.b.conditions)):
         rc.warnings.insert(0, f"judged although measured under other conditions: {', '.join(differ)}")
-    return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds))
+    lost = LeftOut(rc.runs_measured, rc.runs_left_out)  # the advice plans for runs lost the same way
+    return CheckReport(baseline, rc, list(thresholds), evaluate(rc.comparison, thresholds, lost))
 
 
 def refuse_other_conditions(store: Store, baseline_run: str, candidate: str, name: str) -> None:

@@ -29,6 +29,11 @@ class RunComparison:
     warnings: list[str] = field(default_factory=list)
     runs_a: list[str] = field(default_factory=list)  # the side's runs: its repeat group, or the run
     runs_b: list[str] = field(default_factory=list)
+    runs_measured: int = 0  # both sides' runs, those left out (NOT VALID) included
+
+    @property
+    def runs_left_out(self) -> int:
+        return max(0, self.runs_measured - len(self.runs_a) - len(self.runs_b))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -159,6 +164,7 @@ def compare_runs(
     group_a, ids_a = side_runs(store, a, single)
     group_b, ids_b = side_runs(store, b, single)
     left_out: list[str] = []
+    measured = len(ids_a) + len(ids_b)
     if not allow_invalid:  # a NOT VALID member of a group is left out; the rest decide
         ids_a, out_a = judgeable_members(store, ids_a)
         ids_b, out_b = judgeable_members(store, ids_b)
@@ -190,5 +196,5 @@ def compare_runs(
     if (note := noise_warning(comparison)) is not None:
         warnings.append(note)
     rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
-    rc.runs_a, rc.runs_b = ids_a, ids_b
+    rc.runs_a, rc.runs_b, rc.runs_measured = ids_a, ids_b, measured
     return rc

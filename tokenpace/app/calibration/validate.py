@@ -34,6 +34,7 @@ from tokenpace.core.analysis.calibration.verdicts import (
     judge_row,
     profile_verdict,
 )
+from tokenpace.core.exit_codes import verdict_code
 from tokenpace.sim.profiles.calibrated import sections_to_costs
 from tokenpace.sim.profiles.limits import ProfileLimits, limits_of
 from tokenpace.sim.profiles.profile import Profile
@@ -90,8 +91,8 @@ class Validation:
 
     @property
     def exit_code(self) -> int:
-        """0 holds, 1 fails, 2 undecided (as `check`: regressed 1, undecided 2)."""
-        return {"holds": 0, "fails": 1}.get(self.verdict, 2)
+        """0 holds, 1 fails, 5 undecided (as `check`: regressed 1, undecided 5)."""
+        return int(verdict_code(self.verdict))
 
     def write(self, path: Path) -> None:
         """The validation as JSON (what the console shows, row for row)."""

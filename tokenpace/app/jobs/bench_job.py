@@ -22,7 +22,7 @@ from tokenpace.adapters.vllm_json import check_export, vllm_result, write_export
 from tokenpace.app.baseline.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.bench.bench import BenchConfig, BenchResult
 from tokenpace.app.jobs.progress import NoProgress, RunProgress
-from tokenpace.app.run.exit_status import ExitDecision, run_exit_status
+from tokenpace.app.run.exit_status import ExitDecision, run_exit_status, with_gate
 from tokenpace.app.run.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
 from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.serving.simproc import SimProcess, SimStartError
@@ -45,8 +45,10 @@ class BenchOutcome:
 
     @property
     def exit_decision(self) -> ExitDecision:
-        """The exit status and its reason: a run that did not measure what was asked is no success."""
-        return run_exit_status(self.result.outcome, stored=self.saved is None or self.saved.ok)
+        """The exit status and its reason: a run that did not measure what was asked is no success;
+        one that did, judged by its --fail-on lines."""
+        ran = run_exit_status(self.result.outcome, stored=self.saved is None or self.saved.ok)
+        return with_gate(ran, self.result.fail_on)
 
     @property
     def exit_status(self) -> ExitStatus:
@@ -63,6 +65,7 @@ def run_bench_job(
     """Run one benchmark against ``config.url``, or the simulated engine (``sim_profile``) when it
     is empty. Raises one of ``REFUSALS`` (or ValueError for a bad config) before any load."""
     config.validate()
+    config = config.with_gate_percentiles()
     check_tracing(config.otlp_endpoint)
     outputs = outputs or RunOutputs()
     run_id = run_id or new_run_id()
@@ -126,6 +129,7 @@ def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunPr
             writer.close()
             if result is None and writer.count == 0:  # refused before any load: leave no empty file
                 writer.path.unlink(missing_ok=True)
+    result.judge_gates(config.fail_on)
     if out is not None:
         if any(r.client_stall_ms is not None for r in result.records):  # marked after the run
             rewrite_records(records_path_for(out), result.records)

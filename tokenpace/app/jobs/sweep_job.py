@@ -13,7 +13,7 @@ from tokenpace.adapters.results import RecordWriter, rewrite_records, write_resu
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.app.baseline.run_store import open_for_run, save_run
 from tokenpace.app.jobs.progress import NoProgress, SweepProgress
-from tokenpace.app.run.exit_status import ExitDecision, sweep_exit_status
+from tokenpace.app.run.exit_status import ExitDecision, sweep_exit_status, sweep_gate
 from tokenpace.app.run.outputs import (
     ExitStatus,
     RunOutputs,
@@ -25,6 +25,7 @@ from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.app.sweep.sweep import Sweep, SweepConfig, SweepResult, SweepStep
 from tokenpace.app.workers.workers import AnyRun
+from tokenpace.core.analysis.comparison.fail_on import FailOnLine
 from tokenpace.core.record import RequestRecord
 
 if TYPE_CHECKING:  # imported when used: --no-store sweeps never load SQLAlchemy
@@ -39,9 +40,12 @@ class SweepOutcome:
 
     @property
     def exit_decision(self) -> ExitDecision:
-        """Interrupted or aborted as a whole, no success at any step, or NOT VALID at some step."""
-        steps = [step.result.outcome for step in self.result.curve()]
-        return sweep_exit_status(steps, self.result.interrupted, self.result.stop_reason)
+        """Interrupted or aborted as a whole, no success at any step, or NOT VALID at some step; else
+        the --fail-on lines judged at every step of the curve (each step's own verdict in its JSON)."""
+        curve = self.result.curve()
+        outcomes = [s.result.outcome for s in curve]
+        ran = sweep_exit_status(outcomes, self.result.interrupted, self.result.stop_reason)
+        return sweep_gate(ran, [(s.index, s.result.fail_on) for s in curve])
 
     @property
     def exit_status(self) -> ExitStatus:
@@ -57,6 +61,7 @@ def run_sweep_job(
     """Run the sweep against ``config.base.url``, or the simulated engine when it is empty. Raises
     one of ``bench_job.REFUSALS`` (or ValueError for a bad config) before any load."""
     config.validate()
+    config = dataclasses.replace(config, base=config.base.with_gate_percentiles())
     outputs = outputs or RunOutputs()
     sweep_id = new_run_id()
     out = (outputs.out or default_result_path(sweep_id, "sweep")) if outputs.write_files else None
@@ -89,9 +94,11 @@ class _SweepFiles:
         self.files: dict[int, str] = {}
         self.runner: Sweep | None = None
         self.duration_s: float | None = None
+        self.gates: tuple[FailOnLine, ...] = ()
 
     def run(self, config: SweepConfig, sweep_id: str) -> SweepOutcome:
         self.duration_s = config.base.duration_s
+        self.gates = config.base.fail_on
 
         async def main() -> SweepResult:
             self.runner = Sweep(config, sweep_id, self.step_started, self.record, self.step_done)
@@ -125,6 +132,7 @@ class _SweepFiles:
         self.progress.record(record)
 
     def step_done(self, step: SweepStep) -> None:
+        step.result.judge_gates(self.gates)  # each step's --fail-on verdict, in its JSON and the exit
         writer = self.writers.get(step.index)
         if writer is not None:
             writer.close()

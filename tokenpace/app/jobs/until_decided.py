@@ -34,6 +34,7 @@ from tokenpace.core.analysis.comparison.sequential_gate import (
 )
 from tokenpace.core.analysis.evidence.gate_noise import current_host
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
+from tokenpace.core.exit_codes import verdict_code
 from tokenpace.core.record import RequestRecord
 
 DEFAULT_MAX_RUNS = 6
@@ -95,7 +96,7 @@ class UntilDecided:
 
     @property
     def exit_code(self) -> int:
-        return {"pass": 0, "regressed": 1, "undecided": 2}[self.outcome]
+        return int(verdict_code(self.outcome))
 
 
 def _baseline_records(

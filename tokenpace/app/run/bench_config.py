@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tokenpace import __version__
 from tokenpace.app.run.exit_status import RunOutcome
 from tokenpace.app.run.workloads import WorkloadOptions
 from tokenpace.app.watch.health import HealthReport
+from tokenpace.core.analysis.comparison.fail_on import FailOnLine
+from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport, judge_fail_on
 from tokenpace.core.analysis.diagnosis.client_stalls import DEFAULT_TOLERANCE
+from tokenpace.core.asked_percentiles import DEFAULT_ASKED
 from tokenpace.core.credentials import has_control, header_problem
 from tokenpace.core.metrics import DEFINITIONS, Slo, Summary
 from tokenpace.core.record import RequestRecord
@@ -70,10 +73,20 @@ class BenchConfig:
     percentiles: tuple[float, ...] | None = None  # --percentiles: shown with intervals (None: P50-P99)
     keep_texts: bool = False  # keep each answer's text (vLLM's --save-detailed generated_texts)
     stall_tolerance: float = DEFAULT_TOLERANCE  # share of requests client stalls may hold (--stall-tolerance)
+    fail_on: tuple[FailOnLine, ...] = ()  # --fail-on: absolute gates judged on the run's intervals
 
     @property
     def open_loop(self) -> bool:
         return self.rate is not None
+
+    def with_gate_percentiles(self) -> BenchConfig:
+        """The config measuring every percentile a --fail-on line asks for with its interval: one
+        past P50/P90/P95/P99 (say P99.9) joins the asked percentiles."""
+        asked = self.percentiles or DEFAULT_ASKED
+        gated = {q for line in self.fail_on if (q := line.q) is not None}
+        if gated <= set(asked):
+            return self
+        return replace(self, percentiles=tuple(sorted(set(asked) | gated)))
 
     def salt_key(self, run_id: str) -> str | None:
         """What the run's prompt salt is made from: the run id (auto), the user's key, or no salt."""
@@ -121,6 +134,8 @@ class BenchConfig:
             raise ValueError(
                 f"--turns rebuilds the history from chat answers: use --api chat, not {self.api}"
             )
+        if any(line.metric == "goodput" for line in self.fail_on) and self.slo.is_empty():
+            raise ValueError("--fail-on goodput>...: goodput counts requests meeting --slo lines; give --slo")
         self._validate_ramp()
         self._validate_headers()
         self._validate_tracing()
@@ -181,6 +196,11 @@ class BenchResult:
     warnings: list[str]
     observed: dict[str, Any] = field(default_factory=dict)  # server_metrics, gpu_metrics, connect_probe
     texts: dict[str, str] = field(default_factory=dict)  # answers by request id (keep_texts only)
+    fail_on: FailOnReport | None = None  # --fail-on judged on this run's summary (judge_gates)
+
+    def judge_gates(self, lines: tuple[FailOnLine, ...]) -> None:
+        """Judge the --fail-on lines on the summary's intervals (the asked percentiles' too)."""
+        self.fail_on = judge_fail_on(lines, self.summary.to_dict()) if lines else None
 
     @property
     def invalid_reasons(self) -> list[str]:
@@ -226,4 +246,5 @@ class BenchResult:
             "definitions": DEFINITIONS,
             "records": {"path": records_file, "format": "jsonl", "count": len(self.records)},
             **self.observed,
+            **({"fail_on": self.fail_on.to_dict()} if self.fail_on is not None else {}),
         }

@@ -1,14 +1,8 @@
 """How a bench run or a sweep ends, as an exit status: one decision, made here, that the jobs report
-(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with.
-
-| code | meaning |
-|---|---|
-| 0 | the run measured what was asked |
-| 1 | error: the run aborted (50 connect errors in a row, the client failed, a record could not be saved) |
-| 2 | bad input (flags, URL, files), or the result could not be stored |
-| 3 | NOT VALID: the client could not keep up with the load asked (a sweep: at some step) |
-| 4 | no request succeeded (every request failed, or none was sent) |
-| 130 / 143 | interrupted (SIGINT / SIGTERM); what was measured is kept, marked not valid |
+(``BenchOutcome.exit_status``, ``SweepOutcome.exit_status``) and the commands exit with. The codes
+are the one table of core/exit_codes.py (docs/exit-codes.md): 0 measured, 1 aborted, 2 not stored,
+3 NOT VALID, 4 no success, 130 / 143 interrupted. A ``--fail-on`` gate decides only a run that
+ended 0 (0 pass, 1 fail, 5 undecided).
 
 When several apply, the first in this order wins: interrupted, error, not stored, no success, not valid.
 """
@@ -19,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tokenpace.app.run.outputs import ExitStatus, stopped_status
+from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport
+from tokenpace.core.exit_codes import verdict_code, worst
 
 OK, ERROR, BAD_INPUT = ExitStatus.OK, ExitStatus.ABORTED, ExitStatus.REFUSED
 NOT_VALID, NO_SUCCESS = ExitStatus.NOT_VALID, ExitStatus.NO_SUCCESS
@@ -72,3 +68,31 @@ def sweep_exit_status(steps: Sequence[RunOutcome], interrupted: bool, stop_reaso
             NOT_VALID, f"NOT VALID at step(s) {', '.join(invalid)}: the client could not keep up (left out)"
         )
     return ExitDecision(OK, "")
+
+
+def with_gate(decision: ExitDecision, gate: FailOnReport | None) -> ExitDecision:
+    """A run that measured what was asked, judged by its --fail-on lines: 0 pass, 1 fail, 5 undecided;
+    any other status stands (a NOT VALID run's numbers neither pass nor fail a gate)."""
+    if gate is None or decision.code is not OK:
+        return decision
+    code = verdict_code(gate.outcome)
+    return ExitDecision(code, "" if code is OK else f"--fail-on {gate.line()}")
+
+
+def sweep_gate(decision: ExitDecision, steps: Sequence[tuple[int, FailOnReport | None]]) -> ExitDecision:
+    """A sweep judged by its --fail-on lines at every step of the curve, naming the steps that fail
+    and those undecided; its own status stands where it is not 0."""
+    judged = [(i, g) for i, g in steps if g is not None]
+    if not judged or decision.code is not OK:
+        return decision
+    code = worst([verdict_code(g.outcome) for _, g in judged])
+    if code is OK:
+        return decision
+    parts = []
+    for state in ("fail", "undecided"):
+        at = [(i, g) for i, g in judged if g.outcome == state]
+        if at:
+            first = at[0][1].decided_by
+            name = first.line.name if first else ""
+            parts.append(f"{state} at step(s) {', '.join(str(i) for i, _ in at)} (step {at[0][0]}: {name})")
+    return ExitDecision(code, "--fail-on " + "; ".join(parts))

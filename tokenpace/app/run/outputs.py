@@ -6,26 +6,29 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from enum import IntEnum
 from pathlib import Path
 
 from tokenpace.adapters.results import records_path_for
 from tokenpace.adapters.vllm_json import VllmExport
+from tokenpace.core.exit_codes import ExitStatus, worst
+
+__all__ = [
+    "RESULTS_DIR",
+    "SIGTERM_STOP",
+    "USER_STOP",
+    "ExitStatus",
+    "RunOutputs",
+    "default_result_path",
+    "new_run_id",
+    "step_records_path",
+    "stopped_status",
+    "worst",
+]
 
 RESULTS_DIR = Path("results")
 
 USER_STOP = "interrupted by the user"  # Ctrl-C
 SIGTERM_STOP = "interrupted by SIGTERM"  # e.g. `kill` or a CI job's timeout: exit code 143, not 130
-
-
-class ExitStatus(IntEnum):
-    OK = 0
-    ABORTED = 1  # the run did not do what was asked (e.g. nothing could connect): CI must see it
-    REFUSED = 2  # bad input, a target or store that failed before any load, or a run not stored
-    NOT_VALID = 3  # the client could not keep up with the load asked (see app/run/exit_status.py)
-    NO_SUCCESS = 4  # no request succeeded: every one failed, or none was sent
-    INTERRUPTED = 130  # Ctrl-C (128 + SIGINT): what was measured is kept
-    TERMINATED = 143  # SIGTERM (128 + SIGTERM), e.g. a CI job's timeout or `kill`: kept too
 
 
 def stopped_status(stop_reason: str) -> ExitStatus:

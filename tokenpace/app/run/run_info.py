@@ -126,16 +126,18 @@ def run_warnings(cfg: BenchConfig, summary: Summary, achieved_rate: float | None
 
 
 def too_short_for(cfg: BenchConfig, measured: int) -> str | None:
-    """Said at bench time: the percentiles asked (--percentiles; P95, the usual SLO percentile,
-    always) that rest on too few requests for a gate to decide on them."""
-    asked = sorted({95.0, *(cfg.percentiles or ())})
+    """Said at bench time: the percentiles asked (--percentiles, the --fail-on lines'; P95, the usual
+    SLO percentile, always) that rest on too few requests for a gate to decide on them."""
+    gated = {q for line in cfg.fail_on if (q := line.q) is not None}
+    asked = sorted({95.0, *(cfg.percentiles or ()), *gated})
     short = [p for p in asked if measured and not enough_samples(measured, p)]
     if not short:
         return None
     needs = ", ".join(f"P{p:g} needs {samples_needed(p)}" for p in short)
+    judged = "--fail-on and a check on it stay" if any(p in gated for p in short) else "a check on it stays"
     return (
         f"too few requests for a gate on {', '.join(f'P{p:g}' for p in short)}: {measured} measured, "
-        f"{needs} (5 beyond it); a check on it stays undecided: run more with --requests"
+        f"{needs} (5 beyond it); {judged} undecided: run more with --requests"
     )
 
 

@@ -1,10 +1,12 @@
 """The values a run's options take, parsed where the run's code lives (percentiles, arrivals, dialects,
-lengths, ramps, SLOs, header values, output paths) and the record types a view shows: the CLI reads
-them here, so that it imports the app only."""
+lengths, ramps, SLOs, --fail-on gates, header values, output paths) and the record types a view
+shows: the CLI reads them here, so that it imports the app only."""
 
 from __future__ import annotations
 
 from tokenpace.adapters.safe_files import check_output
+from tokenpace.core.analysis.comparison.fail_on import parse_fail_on
+from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport
 from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.credentials import header_problem, strip_credentials
 from tokenpace.core.metrics import Slo
@@ -21,6 +23,7 @@ __all__ = [
     "DIALECTS",
     "MAX_TOKENS",
     "EndpointError",
+    "FailOnReport",
     "LengthDist",
     "LengthSpecError",
     "Ramp",
@@ -30,6 +33,7 @@ __all__ = [
     "Status",
     "check_output",
     "header_problem",
+    "parse_fail_on",
     "parse_length",
     "parse_percentiles",
     "strip_credentials",

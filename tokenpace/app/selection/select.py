@@ -39,6 +39,7 @@ from tokenpace.core.analysis.selection.scenarios import (
 )
 from tokenpace.core.analysis.selection.select import Placement, RunPoint, Verdict, judge, run_point
 from tokenpace.core.analysis.selection.settled import halves
+from tokenpace.core.exit_codes import ExitStatus
 
 
 def load_scenarios(path: Path | None = None) -> ScenarioBook:
@@ -157,6 +158,31 @@ class SelectReport:
     predicted_pick: Recommendation | None = None  # a predicted candidate the rules would pick
     predicted_note: ClassVar[str] = PREDICTED_NOTE
 
+    @property
+    def exit_code(self) -> ExitStatus:
+        """0 when a measured candidate passes (the recommendation), 1 when every measured candidate
+        fails, 5 when none passes but some is undecided (or none was measured: a prediction alone
+        never passes)."""
+        if self.recommendation.candidate is not None:
+            return ExitStatus.OK
+        measured = [v for v in self.verdicts if v.kind != "predicted"]
+        if measured and all(v.status == "fail" for v in measured):
+            return ExitStatus.ABORTED
+        return ExitStatus.UNDECIDED
+
+    def outcome_line(self) -> str:
+        """One line: the scenario's outcome and what decided it."""
+        name, rec = self.scenario.name, self.recommendation
+        if rec.candidate is not None:
+            return f"{name}: PASS: {rec.candidate} passes every line"
+        measured = [v for v in self.verdicts if v.kind != "predicted"]
+        if self.exit_code is ExitStatus.ABORTED:
+            names = ", ".join(v.candidate for v in measured)
+            return f"{name}: FAIL: every measured candidate fails ({names})"
+        open_ = [v.candidate for v in measured if v.status != "fail"]
+        why = f"undecided: {', '.join(open_)}" if open_ else "no measured candidate"
+        return f"{name}: UNDECIDED: no candidate passes ({why})"
+
     def _candidate(self, v: Verdict) -> dict[str, Any]:
         cost = _cost_dict(self.costs.get(v.candidate))
         return {**v.to_dict(), "predicted": self.predicted.get(v.candidate), "cost": cost}
@@ -167,6 +193,8 @@ class SelectReport:
             "scenario": self.scenario.to_dict(),
             "candidates": [self._candidate(v) for v in self.verdicts],
             "recommendation": {**self.recommendation.to_dict(), "basis": "measured"},
+            "exit_code": int(self.exit_code),
+            "outcome_line": self.outcome_line(),
             "predicted_recommendation": (
                 {**pick.to_dict(), "basis": "PREDICTED", "note": PREDICTED_NOTE} if pick else None
             ),

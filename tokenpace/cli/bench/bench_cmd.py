@@ -13,16 +13,25 @@ from tokenpace.app.jobs.bench_job import REFUSALS, BenchOutcome, run_bench_job
 from tokenpace.app.jobs.repeat_job import run_repeated_bench
 from tokenpace.app.run.bench_config import DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, BenchConfig
 from tokenpace.app.run.outputs import ExitStatus, RunOutputs
-from tokenpace.app.run.terms import ARRIVALS, DIALECTS, EndpointError, Sampling, parse_percentiles
+from tokenpace.app.run.run_info import too_short_for
+from tokenpace.app.run.terms import (
+    ARRIVALS,
+    DIALECTS,
+    EndpointError,
+    Sampling,
+    parse_fail_on,
+    parse_percentiles,
+)
 from tokenpace.cli import parsing
 from tokenpace.cli.bench import workload_opts
 from tokenpace.cli.bench.dashboard import render
+from tokenpace.cli.bench.gate_view import show_gate
 from tokenpace.cli.bench.repeat_view import run_line, show_repeat_noise
 from tokenpace.cli.bench.run_view import STORE_HELP, BenchProgress, print_saved
 from tokenpace.cli.bench.until_view import run_auto, with_until_options
 from tokenpace.cli.vllm import vllm_opts, vllm_target
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = int(ExitStatus.REFUSED)
 
 
 class VllmArgs(click.Command):
@@ -126,6 +135,15 @@ class VllmArgs(click.Command):
     help="Nucleus sampling top_p sent with every request (recorded).",
 )
 @click.option("--slo", help="SLOs for goodput, e.g. ttft=500ms,tpot=50ms,e2e=10s.")
+@click.option(
+    "--fail-on",
+    "fail_on",
+    metavar="LINES",
+    help='Absolute gates on this run\'s 95% intervals, e.g. "ttft.p95<500ms,tpot.p99<60ms,error_rate<1%" '
+    "(also itl, e2e, .mean, throughput>N/s, goodput>N/s): exit 1 when an interval lies wholly beyond "
+    "its line, 5 when one straddles it or the run is too short for it, 0 when all lie within "
+    "(docs/exit-codes.md). A sweep judges every step.",
+)
 @click.option(
     "--percentiles",
     metavar="P,P,...",
@@ -248,6 +266,10 @@ def bench(**opts: Any) -> None:
     outputs = RunOutputs(
         out=opts["out"], store_url=opts["store_url"], save=not opts["no_store"], **vllm_export
     )
+    if config.fail_on and opts["repeat"] != "1":
+        _die("--fail-on judges one run: drop --repeat (check --fail-on judges a stored run)")
+    if config.fail_on and config.requests and (short := too_short_for(config, config.requests)):
+        console.print(f"warning: {short}", style="yellow", highlight=False)  # before any load
     if opts["repeat"] == "auto":
         run_auto(config, outputs, opts, console, _die)
         return
@@ -268,6 +290,7 @@ def bench(**opts: Any) -> None:
         sys.stdout.buffer.write(outcome.out.read_bytes().rstrip(b"\n") + b"\n")
         sys.stdout.flush()
     print_saved(console, outcome.saved, "bench", outcome.out)
+    show_gate(console, result.fail_on)
     decision = outcome.exit_decision  # a run that did not measure what was asked: CI must see it
     if decision.code is not ExitStatus.OK:
         click.echo(f"tokenpace bench: {decision.reason} (exit {int(decision.code)})", err=True)
@@ -370,6 +393,7 @@ def bench_config(o: dict[str, Any]) -> BenchConfig:
         keep_texts=bool(o.get("save_detailed")),
         stall_tolerance=parsing.share(o.get("stall_tolerance") or "10%", "--stall-tolerance"),
         percentiles=parse_percentiles(o["percentiles"]) if o.get("percentiles") is not None else None,
+        fail_on=parse_fail_on(o["fail_on"]) if o.get("fail_on") is not None else (),
     )
     with_workload: BenchConfig = workload_opts.apply(config, o)  # reads the files: errors before any load
     return with_workload

@@ -10,10 +10,11 @@ import click
 from rich.console import Console
 
 from tokenpace.app.reports import report_files, sweep_records
+from tokenpace.app.run.outputs import ExitStatus
 from tokenpace.cli import parsing
 from tokenpace.cli.bench.sweep_cmd import fraction, render_sweep
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = int(ExitStatus.REFUSED)
 
 
 def load_sweep(path: Path, command: str) -> dict[str, Any]:

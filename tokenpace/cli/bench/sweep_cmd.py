@@ -18,11 +18,12 @@ from tokenpace.app.run.outputs import ExitStatus, RunOutputs
 from tokenpace.app.run.terms import EndpointError
 from tokenpace.app.sweep.sweep import SweepConfig
 from tokenpace.cli.bench.bench_cmd import VllmArgs, bench, bench_config, stdout_out
+from tokenpace.cli.bench.gate_view import show_step_gates
 from tokenpace.cli.bench.run_view import SweepView
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.vllm import vllm_opts
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = int(ExitStatus.REFUSED)
 # bench options a sweep sets per step (or names differently)
 _NOT_SHARED = {"concurrency", "rate", "out", "quiet", "request_id_prefix"}
 
@@ -110,6 +111,8 @@ def sweep(**opts: Any) -> None:
     out = outcome.out
     assert out is not None
     console.print(f"sweep: {out}  (step records beside it: {out.stem}.stepNN.records.jsonl)")
+    steps = [(f"step {s.index} ({_load(s.mode, s.load)})", s.result.fail_on) for s in outcome.result.curve()]
+    show_step_gates(console, steps)
     if to_stdout:
         sys.stdout.buffer.write(out.read_bytes().rstrip(b"\n") + b"\n")
         sys.stdout.flush()
@@ -252,3 +255,7 @@ def render_sweep(doc: dict[str, Any], console: Console) -> None:
 def _die(message: str) -> NoReturn:
     click.echo(f"tokenpace sweep: error: {message}", err=True)
     sys.exit(EXIT_BAD_INPUT)
+
+
+def _load(mode: str, load: float) -> str:
+    return f"c={load:g}" if mode == "concurrency" else f"{load:g}/s" if mode == "rate" else f"{mode} {load:g}"

@@ -53,7 +53,7 @@ Die = Callable[[str], Any]
 
 
 def run_auto(config: BenchConfig, outputs: RunOutputs, opts: dict[str, Any], con: Console, die: Die) -> None:
-    """Run until the gate decides; exit 0 pass, 1 regressed, 2 undecided or bad input."""
+    """Run until the gate decides; exit 0 pass, 1 regressed, 5 undecided, 2 bad input."""
     if not opts.get("gate_baseline") or not opts.get("gate_max_regression"):
         die("--repeat auto repeats until the gate decides: give --baseline NAME and --max-regression")
     try:

@@ -106,9 +106,9 @@ def arms(
     store_url: str | None,
 ) -> None:
     """Per arm of the gateway's split: requests, users, latency, errors and business events, the
-    sample-ratio check first, and one verdict. Exit 0 promote, 1 roll back, 2 hold (a broken split,
-    too little traffic, a guard whose interval straddles its limit) or bad input. With --apply the
-    step is made (a hold moves nothing), with the same exit code."""
+    sample-ratio check first, and one verdict. Exit 0 promote, 1 roll back, 5 hold (a broken split,
+    too little traffic, a guard whose interval straddles its limit), 2 bad input (docs/exit-codes.md).
+    With --apply the step is made (a hold moves nothing), with the same exit code."""
     if (apply or set_share) and not gateway_url:
         raise ValueError("--apply and --set need --gateway URL (the gateway's admin surface)")
     if baseline and reference and baseline != reference:

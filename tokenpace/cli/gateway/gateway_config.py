@@ -12,6 +12,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
+from tokenpace.app.run.outputs import ExitStatus
 from tokenpace.cli.parsing import duration_s
 from tokenpace.cli.parsing import slo as parse_slo
 
@@ -48,7 +49,7 @@ def load_config(ctx: click.Context, param: click.Parameter, value: str | None) -
     except ConfigFileError as exc:
         for line in exc.errors:
             click.echo(f"tokenpace gateway: {line}", err=True)
-        sys.exit(2)
+        sys.exit(ExitStatus.REFUSED)
     ctx.default_map = {**(ctx.default_map or {}), **defaults}
     ctx.meta[CONFIG_PATH] = value
     return value
@@ -127,7 +128,7 @@ def check(path: str, build: Callable[[], Any], parts: list[Callable[[], Any]]) -
     for line in errors:
         click.echo(f"tokenpace gateway: {path}: {line}", err=True)
     if errors:
-        sys.exit(2)
+        sys.exit(ExitStatus.REFUSED)
     click.echo(f"{path}: ok ({len(config.upstreams)} upstream(s), listening on {config.host}:{config.port})")
     sys.exit(0)
 

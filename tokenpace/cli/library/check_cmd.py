@@ -1,4 +1,5 @@
-"""`tokenpace check --baseline NAME --max-regression ttft.p95=5%`: the release gate for CI."""
+"""`tokenpace check --baseline NAME --max-regression ttft.p95=5%` and `--fail-on LINES`: the release
+gate for CI, against a baseline and on absolute lines."""
 
 from __future__ import annotations
 
@@ -8,9 +9,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from tokenpace.app.baseline.check import CheckReport
 from tokenpace.app.baseline.check import check as run_check
 from tokenpace.app.baseline.terms import parse_thresholds
+from tokenpace.app.jobs.fail_on_check import GatedCheck, judge_stored, stored_run
 from tokenpace.app.jobs.until_decided import DEFAULT_MAX_RUNS
+from tokenpace.app.run.terms import parse_fail_on
+from tokenpace.cli.bench.gate_view import show_gate
 from tokenpace.cli.fit import show_table
 from tokenpace.cli.library.analysis_view import (
     COMPARISON_OPTIONAL,
@@ -31,13 +36,19 @@ from tokenpace.cli.library.store_opts import (
 
 
 @click.command()
-@click.option("--baseline", required=True, metavar="NAME", help="Baseline to check against.")
+@click.option("--baseline", metavar="NAME", help="Baseline to check against.")
 @click.option(
     "--max-regression",
     "max_regression",
-    required=True,
     metavar="M.pNN=X%,...",
     help="Largest regression allowed per metric and percentile, e.g. ttft.p95=5%,e2e.p99=10%.",
+)
+@click.option(
+    "--fail-on",
+    "fail_on",
+    metavar="LINES",
+    help='Absolute gates on the run\'s own 95% intervals, e.g. "ttft.p95<500ms,error_rate<1%" (as '
+    "bench --fail-on); with --max-regression too, any fail fails and any undecided is undecided.",
 )
 @click.option("--run", "run_ref", metavar="RUN", help="Run to check (default: the newest stored run).")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Significance level.")
@@ -80,8 +91,9 @@ from tokenpace.cli.library.store_opts import (
 @store_option
 @guarded("check")
 def check(
-    baseline: str,
-    max_regression: str,
+    baseline: str | None,
+    max_regression: str | None,
+    fail_on: str | None,
     run_ref: str | None,
     alpha: float,
     resamples: int,
@@ -96,29 +108,52 @@ def check(
     rerun_baseline: bool,
     store_url: str | None,
 ) -> None:
-    """Exit 0 when every gated percentile's interval lies within its threshold, 1 when one lies
-    wholly beyond it (regressed), 2 when one is undecided (its interval holds the threshold, or too
-    few samples) and on bad input (a run that is NOT VALID or was interrupted, unless
+    """Exit 0 when every gated interval lies within its line, 1 when one lies wholly beyond it
+    (regressed, or a --fail-on line missed), 5 when one is undecided (its interval holds the line,
+    or too few samples), 2 on bad input (a run that is NOT VALID or was interrupted, unless
     --allow-invalid; a run measured under other conditions, unless --allow-other-conditions).
     With --until-decided, the same codes once the runs are spent or the gate decided."""
-    thresholds = parse_thresholds(max_regression)
+    if not max_regression and not fail_on:
+        raise ValueError("give --max-regression (against --baseline) and/or --fail-on LINES")
+    if max_regression and not baseline:
+        raise ValueError("--max-regression needs --baseline NAME (the run it is judged against)")
+    lines = parse_fail_on(fail_on) if fail_on else ()
+    thresholds = parse_thresholds(max_regression) if max_regression else []
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
     if until_decided:
-        if allow_invalid or allow_other_conditions or out:
-            raise ValueError("--until-decided judges valid runs of the baseline's test, without --out")
+        if allow_invalid or allow_other_conditions or out or lines or not baseline:
+            raise ValueError(
+                "--until-decided judges valid runs of the baseline's test against --baseline and "
+                "--max-regression, without --out or --fail-on"
+            )
         grow = BaselineGrowth(baseline_url, rerun_baseline, max_regression)
         run_check_until(store_url, baseline, thresholds, run_ref, max_runs, alpha, quiet, grow)
         return
     if baseline_url or rerun_baseline:
         raise ValueError("--baseline-url and --rerun-baseline work only with --until-decided")
     store = open_or_fail("check", store_url)
-    report = run_check(
-        store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid, allow_other_conditions
-    )
+    report = None
+    if thresholds and baseline:
+        report = run_check(
+            store, baseline, thresholds, run_ref, alpha, resamples, seed, allow_invalid,
+            allow_other_conditions,
+        )  # fmt: skip
+    run = report.run.b if report is not None else stored_run(store, run_ref, baseline)
+    gated = GatedCheck(run.id, judge_stored(run, lines, allow_invalid) if lines else None, report)
     if out:
-        write_report(out, report.to_dict())
+        write_report(out, gated.to_dict())
     console = Console()
+    if report is not None:
+        _show_check(console, report, baseline or "", quiet)
+    if gated.gate is not None:
+        if not quiet:
+            show_gate(console, gated.gate, decided=False)
+        console.print(f"fail-on {gated.gate.line()} (run {run.id})", highlight=False)
+    sys.exit(int(gated.exit_code))
+
+
+def _show_check(console: Console, report: CheckReport, baseline: str, quiet: bool) -> None:
     if not quiet:
         title = f"baseline {baseline} = A ({report.run.a.id})  vs  B = {report.run.b.id}"
         show_table(console, comparison_table(report.run.comparison, title), optional=COMPARISON_OPTIONAL)
@@ -136,4 +171,3 @@ def check(
     else:
         line = f"PASS: no regression beyond the thresholds (run {report.run.b.id} vs baseline {baseline})"
     console.print(line, highlight=False)
-    sys.exit(report.exit_code)

@@ -45,7 +45,7 @@ def run_check_until(
     quiet: bool,
     grow: BaselineGrowth,
 ) -> None:
-    """Exit 0 pass, 1 regressed, 2 undecided (with what would decide it) or bad input."""
+    """Exit 0 pass, 1 regressed, 5 undecided (with what would decide it), 2 bad input."""
     console = Console()
 
     def shown(side: str) -> Callable[[int, BenchOutcome], None]:

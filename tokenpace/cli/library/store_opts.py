@@ -14,8 +14,9 @@ from typing import Any, NoReturn, TypeVar
 import click
 
 from tokenpace.app.baseline.store_ops import Store, StoreError, open_store, write_json
+from tokenpace.app.run.outputs import ExitStatus
 
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = int(ExitStatus.REFUSED)
 F = TypeVar("F", bound=Callable[..., Any])
 
 STORE_HELP = (

@@ -4,6 +4,7 @@ at what cost, and which one to pick."""
 from __future__ import annotations
 
 import dataclasses
+import sys
 from pathlib import Path
 
 import click
@@ -11,6 +12,7 @@ import orjson
 from rich.console import Console
 from rich.table import Table
 
+from tokenpace.app.run.outputs import ExitStatus, worst
 from tokenpace.app.selection.select import (
     SelectConfig,
     SelectReport,
@@ -130,7 +132,9 @@ def select(
 ) -> None:
     """Judge candidates (run ids, sweep ids, KEY=VALUE run references, --where queries) against a
     scenario: a line passes only when its percentile's 95% upper bound is under it at the
-    scenario's load. Costs each priced candidate and recommends the cheapest that passes."""
+    scenario's load. Costs each priced candidate and recommends the cheapest that passes. Exit 0
+    when a candidate passes (every scenario asked), 1 when every measured candidate fails, 5 when
+    none passes but some is undecided, 2 on bad input."""
     prices = _named_prices(api_prices, "--price") | _named_prices(hourly_prices, "--hourly")
     fits = {}
     for item in input_fits:
@@ -150,14 +154,19 @@ def select(
         write_report(out, doc)
     if html_out:
         write_select_html(html_out, docs)
+    code = worst([r.exit_code for r in reports])
     if as_json:
         click.echo(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode())
-        return
-    console = Console()
-    for report in reports:
-        render(report, console)
-    if html_out:
-        console.print(f"report: {html_out}")
+    else:
+        console = Console()
+        for report in reports:
+            render(report, console)
+        if html_out:
+            console.print(f"report: {html_out}")
+    if code is not ExitStatus.OK:  # no candidate passes: a pipeline picking one must see it
+        lines = "; ".join(r.outcome_line() for r in reports if r.exit_code is not ExitStatus.OK)
+        click.echo(f"tokenpace select: {lines} (exit {int(code)})", err=True)
+        sys.exit(int(code))
 
 
 def _cost_text(c: Cost | str | None) -> str:

@@ -10,6 +10,7 @@ import click
 
 from tokenpace.app.calibration.calibrate import calibrate, profile_named
 from tokenpace.app.calibration.validate import Validation, validate
+from tokenpace.app.run.outputs import ExitStatus
 from tokenpace.app.run.terms import check_output
 
 
@@ -47,7 +48,7 @@ def calibrate_cli(o: dict[str, Any]) -> None:
             "(--force writes it marked, and every prediction from it is undecided)",
             err=True,
         )
-        sys.exit(1)
+        sys.exit(ExitStatus.ABORTED)  # the fit failed its own gate
     mark = " MARKED: its fit failed the quality gate" if done.problems else ""
     click.echo(f"wrote {o['out_path']}{mark}  (serve it: tokenpace sim --profile {o['out_path']})")
 

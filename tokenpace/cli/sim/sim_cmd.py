@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 import click
 
+from tokenpace.app.run.outputs import ExitStatus
 from tokenpace.cli import parsing
 
 
@@ -22,7 +23,7 @@ class _OneLineErrors(click.Command):
 
 def _fail(message: str) -> NoReturn:
     click.echo(f"tokenpace sim: {message}", err=True)
-    sys.exit(2)
+    sys.exit(ExitStatus.REFUSED)
 
 
 def _positive_duration(text: str) -> float:

@@ -116,7 +116,7 @@ def test_an_equal_arm_is_promoted_and_a_broken_split_holds_everything() -> None:
     report = analyse_arms(same, [], {"a": 1, "b": 1}, guards, resamples=200)
     assert report.verdict == PROMOTE and report.exit_code == 0, report.reason
     skewed = analyse_arms(same, [], {"a": 99, "b": 1}, guards, resamples=200)
-    assert skewed.split_broken and skewed.verdict == HOLD and skewed.exit_code == 2
+    assert skewed.split_broken and skewed.verdict == HOLD and skewed.exit_code == 5
     assert "sample ratio mismatch" in skewed.reason
 
 
@@ -135,7 +135,7 @@ def test_an_error_rate_guard_passes_only_when_its_whole_interval_is_within_the_l
     report = analyse_arms(same, [], {"a": 1, "b": 1}, parse_guards("error_rate=+0.5pp"), resamples=100)
     item = report.guards[0]
     assert item.change == 0.0 and item.ci is not None and item.ci[1] is not None and item.ci[1] > 0.005
-    assert item.outcome == "undecided" and report.verdict == HOLD and report.exit_code == 2
+    assert item.outcome == "undecided" and report.verdict == HOLD and report.exit_code == 5
     assert "straddles +0.50pp" in item.reason and "requests per arm would decide it" in item.reason
 
 

@@ -81,10 +81,36 @@ class GateItem:
         }
 
 
-def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[GateItem]:
+@dataclass(frozen=True, slots=True)
+class LeftOut:
+    """The runs the sides measured and how many of them were left out (NOT VALID, interrupted): the
+    runs an undecided gate asks for are judged runs, so its advice plans for the same share lost."""
+
+    measured: int
+    left_out: int
+
+    def planned(self, judged: int) -> int:
+        """Runs to measure for ``judged`` of them to be judged, at the share left out so far."""
+        kept = self.measured - self.left_out
+        return judged if not self.left_out or kept <= 0 else math.ceil(judged * self.measured / kept)
+
+    def note(self, judged: int) -> str:
+        if not self.left_out:
+            return ""
+        return (
+            f"; {self.left_out} of the {self.measured} runs measured were left out (NOT VALID or "
+            f"interrupted), so measure about {self.planned(judged)} for {judged} to be judged"
+        )
+
+
+def evaluate(
+    comparison: Comparison, thresholds: Sequence[Threshold], left_out: LeftOut | None = None
+) -> list[GateItem]:
     """Regressed when the whole interval of the change lies beyond the threshold on the worse side;
     pass when it lies entirely short of it at a noise between runs that was measured (never an
-    assumed one alone); undecided when it holds the threshold."""
+    assumed one alone); undecided when it holds the threshold, with the runs a side that would
+    decide it (more where runs were left out: ``left_out``)."""
+    lost = left_out or LeftOut(0, 0)
     items = []
     for t in thresholds:
         m = comparison.metric(t.metric)
@@ -108,14 +134,14 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
                 f"{_pct(ch.rel)} [{_pct(lo)}, {_pct(hi)}]: all of it beyond the {t.limit:.0%} allowed",
             )
         elif far < t.limit and row.noise is not None and row.noise.rests_on_assumption:
-            outcome, reason = "undecided", _assumed(ch.rel, lo, hi, t.limit, row.noise)
+            outcome, reason = "undecided", _assumed(ch.rel, lo, hi, t.limit, row.noise, lost)
         elif far < t.limit:
             outcome, reason = (
                 "pass",
                 f"{_pct(ch.rel)} [{_pct(lo)}, {_pct(hi)}]: all of it within the {t.limit:.0%} allowed",
             )
         else:
-            outcome, reason = "undecided", _undecided(ch.rel, lo, hi, t.limit, ch.runs_needed)
+            outcome, reason = "undecided", _undecided(ch.rel, lo, hi, t.limit, ch.runs_needed, lost)
         items.append(
             GateItem(
                 t,
@@ -135,23 +161,23 @@ def evaluate(comparison: Comparison, thresholds: Sequence[Threshold]) -> list[Ga
     return items
 
 
-def _assumed(rel: float | None, lo: float, hi: float, limit: float, noise: RunNoise) -> str:
+def _assumed(rel: float | None, lo: float, hi: float, limit: float, noise: RunNoise, lost: LeftOut) -> str:
     host = f" on a {noise.host} host" if noise.host else ""
     return (
         f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] lies within the {limit:.0%} allowed only at an assumed "
         f"noise between runs ({noise.rel_sd:.1%}): no run of this test{host} measured it, so a pass "
         "would rest on an assumption; stored runs of the same test under these conditions, or 2+ runs "
-        "a side (bench --repeat 3, check --until-decided), would decide it"
+        f"a side (bench --repeat {lost.planned(3)}, check --until-decided), would decide it{lost.note(3)}"
     )
 
 
-def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None) -> str:
+def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None, lost: LeftOut) -> str:
     head = f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] holds the {limit:.0%} allowed"
     if runs is None:
         return f"{head}: even a truth at its far end would take more than 50 runs a side to decide"
     return (
-        f"{head}: about {runs} runs a side would decide it if the truth lies where the interval "
-        f"reaches farthest from the threshold (bench --repeat {runs})"
+        f"{head}: about {runs} judged runs a side would decide it if the truth lies where the interval "
+        f"reaches farthest from the threshold (bench --repeat {lost.planned(runs)}){lost.note(runs)}"
     )
 
 

@@ -32,6 +32,7 @@ from tokenpace.core.analysis.rollout.load_match import (
 )
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
+from tokenpace.core.exit_codes import verdict_code
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
 from tokenpace.core.stats import Distribution, describe
 
@@ -39,7 +40,6 @@ LATENCY = ("ttft", "tpot", "e2e")
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)
 MIN_SHARE_N = 30  # requests (or users) on each arm before a rate's guard is judged
 PROMOTE, ROLL_BACK, HOLD = "promote", "roll back", "hold"
-EXIT_CODES = {PROMOTE: 0, ROLL_BACK: 1, HOLD: 2}
 
 
 @dataclass(slots=True)
@@ -129,7 +129,7 @@ class ArmsReport:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES[self.verdict]
+        return int(verdict_code(self.verdict))
 
     @property
     def split_broken(self) -> bool:
