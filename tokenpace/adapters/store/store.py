@@ -21,22 +21,23 @@ from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.pages import RunPages
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
-from tokenpace.adapters.store.url import StoreError, missing_driver, normalize_url, redact, sqlite_path
+from tokenpace.adapters.store.record_rows import insert_records
+from tokenpace.adapters.store.url import (
+    StoreError,
+    describe_error,
+    missing_driver,
+    normalize_url,
+    redact,
+    sqlite_path,
+)
 from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
 
-_INSERT_BATCH = 1000
 _JSON_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 
 
 def _dumps(obj: Any) -> str:
     return orjson.dumps(obj, option=_JSON_OPTS).decode()
-
-
-def _describe(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None) or exc
-    text = str(orig).strip().splitlines()
-    return text[0] if text else type(orig).__name__
 
 
 class SqlStore(RepeatGroups, FleetConfigs, RunPages):
@@ -80,7 +81,7 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages):
         except ImportError as exc:
             raise StoreError(missing_driver(url, exc)) from None
         except (SQLAlchemyError, OSError) as exc:
-            raise StoreError(f"cannot open the store {redact(url)}: {_describe(exc)}") from None
+            raise StoreError(f"cannot open the store {redact(url)}: {describe_error(exc)}") from None
         return cls(engine, url, found)
 
     def close(self) -> None:
@@ -94,7 +95,7 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages):
         except StoreError:
             raise
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot {what} ({self.display_url}): {_describe(exc)}") from None
+            raise StoreError(f"cannot {what} ({self.display_url}): {describe_error(exc)}") from None
 
     def check_writable(self) -> None:
         """Fails with StoreError when the store cannot be written (read-only file, no rights)."""
@@ -150,7 +151,7 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages):
                         sa.insert(s.run_labels),
                         [{"run_id": run_id, "key": k, "value": str(v)} for k, v in labels.items()],
                     )
-                _insert_records(conn, run_id, records, first_seq=0)
+                insert_records(conn, run_id, records, first_seq=0)
         except StoreError as exc:
             if "UNIQUE" in str(exc) or "duplicate key" in str(exc):
                 raise StoreError(f"the store already has a run {run_id}") from None
@@ -160,7 +161,7 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages):
         """Add records to a stored run, numbered from ``first_seq``, and its count, in one transaction."""
         runs = s.runs
         with self._tx(f"append records to run {run_id}") as conn:
-            _insert_records(conn, run_id, records, first_seq)
+            insert_records(conn, run_id, records, first_seq)
             conn.execute(
                 sa.update(runs)
                 .where(runs.c.id == run_id)
@@ -371,27 +372,6 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages):
         with self._tx("read the store") as conn:
             rows = conn.execute(sa.select(s.baselines).order_by(s.baselines.c.name))
             return [BaselineInfo(r.name, r.run_id, r.set_unix) for r in rows]
-
-
-def _insert_records(
-    conn: sa.Connection, run_id: str, records: Sequence[RequestRecord], first_seq: int
-) -> None:
-    for start in range(0, len(records), _INSERT_BATCH):
-        batch = records[start : start + _INSERT_BATCH]
-        conn.execute(
-            sa.insert(s.records),
-            [
-                {
-                    "run_id": run_id,
-                    "seq": first_seq + start + i,
-                    "request_id": r.request_id,
-                    "status": r.status.value,
-                    "warmup": r.warmup,
-                    "data": r.to_dict(),
-                }
-                for i, r in enumerate(batch)
-            ],
-        )
 
 
 def _unix(iso: str) -> float:

@@ -53,6 +53,13 @@ def missing_driver(url: str, exc: ImportError) -> str:
     return f"cannot open the store {redact(url)}: {exc}"
 
 
+def describe_error(exc: BaseException) -> str:
+    """A driver's error in one line (its first), for a StoreError's message."""
+    orig = getattr(exc, "orig", None) or exc
+    text = str(orig).strip().splitlines()
+    return text[0] if text else type(orig).__name__
+
+
 def redact(url: str) -> str:
     """The URL with any password hidden, for messages."""
     try:

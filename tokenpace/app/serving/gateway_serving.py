@@ -93,12 +93,7 @@ def serve_gateway(
         if getattr(sink, "events_written", 0) or getattr(sink, "events_dropped", 0):
             say(f"outcome events: {sink.events_written} written, {sink.events_dropped} dropped")
         if spool is not None:
-            spool.close()
-            if spool.skipped or spool.unreadable or spool.left_unwritten:
-                say(
-                    f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines, "
-                    f"{spool.left_unwritten} still queued at exit"
-                )
+            close_spool(spool, say)
         if store is not None:
             store.close()
 
@@ -190,6 +185,16 @@ def following(follow: Follow, spool: SpoolThread | None) -> list[str]:
     if follow.path is not None:
         out.append(f"watching {follow.path}: a change is applied as a reload (no signal needed)")
     return out
+
+
+def close_spool(spool: SpoolThread, say: Callable[[str], None]) -> None:
+    """The spool's queue drained and its files closed; what it could not keep, said."""
+    spool.close()
+    if spool.skipped or spool.unreadable or spool.left_unwritten:
+        say(
+            f"spool: {spool.skipped} records not spooled, {spool.unreadable} unreadable lines, "
+            f"{spool.left_unwritten} still queued at exit"
+        )
 
 
 def open_spool(folder: str | None, config: GatewayConfig) -> SpoolThread | None:

@@ -122,12 +122,12 @@ def check(
     if not 0 < alpha < 1:
         raise ValueError("--alpha must be between 0 and 1")
     if until_decided:
-        if allow_invalid or allow_other_conditions or out or lines or not baseline:
+        if allow_invalid or allow_other_conditions or out or lines or not (baseline and max_regression):
             raise ValueError(
                 "--until-decided judges valid runs of the baseline's test against --baseline and "
                 "--max-regression, without --out or --fail-on"
             )
-        grow = BaselineGrowth(baseline_url, rerun_baseline, max_regression)
+        grow = BaselineGrowth(baseline_url, rerun_baseline, max_regression or "")
         run_check_until(store_url, baseline, thresholds, run_ref, max_runs, alpha, quiet, grow)
         return
     if baseline_url or rerun_baseline:
