@@ -17,7 +17,8 @@ from tokenpace.app.reports.tables import fmt, interval, plan_lines, steps_table
 from tokenpace.app.run.outputs import ExitStatus, RunOutputs
 from tokenpace.app.run.terms import EndpointError
 from tokenpace.app.sweep.sweep import SweepConfig
-from tokenpace.cli.bench.bench_cmd import VllmArgs, bench, bench_config, stdout_out
+from tokenpace.cli.bench.bench_cmd import VllmArgs, bench
+from tokenpace.cli.bench.bench_options import bench_config, stdout_out
 from tokenpace.cli.bench.gate_view import show_step_gates
 from tokenpace.cli.bench.run_view import SweepView
 from tokenpace.cli.fit import show_table
