@@ -17,6 +17,7 @@ from tokenpace.adapters.store import events as ev
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.fleet import FleetConfigs
 from tokenpace.adapters.store.groups import RepeatGroups
+from tokenpace.adapters.store.live import LiveRuns
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
@@ -38,7 +39,7 @@ def _describe(exc: BaseException) -> str:
     return text[0] if text else type(orig).__name__
 
 
-class SqlStore(RepeatGroups, FleetConfigs):
+class SqlStore(RepeatGroups, FleetConfigs, LiveRuns):
     """The ``Store`` on SQLAlchemy Core (SQLite, PostgreSQL).
 
     ``SqlStore.open(url)`` connects and brings the schema up to date; every error is a StoreError."""

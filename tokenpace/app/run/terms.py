@@ -7,6 +7,7 @@ from __future__ import annotations
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.credentials import header_problem, strip_credentials
+from tokenpace.core.live_figures import LiveSnapshot
 from tokenpace.core.metrics import Slo
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.schedule.arrivals import ARRIVALS
@@ -23,6 +24,7 @@ __all__ = [
     "EndpointError",
     "LengthDist",
     "LengthSpecError",
+    "LiveSnapshot",
     "Ramp",
     "RequestRecord",
     "Sampling",
