@@ -26,6 +26,7 @@ COMMANDS = {
     "sim": "tokenpace.cli.sim.sim_cmd",
     "scenarios": "tokenpace.cli.selection.scenarios_cmd",
     "select": "tokenpace.cli.selection.select_cmd",
+    "ui": "tokenpace.cli.library.ui_cmd",
 }
 
 
@@ -47,6 +48,7 @@ SUMMARIES = {
     "sim": "A simulated engine, on the wall clock or in virtual time.",
     "scenarios": "The scenarios: workload, load and SLO lines of each use case.",
     "select": "Judge candidates against a scenario; the cheapest that passes.",
+    "ui": "A read-only web console over the run store (runs, compare, history).",
 }
 
 

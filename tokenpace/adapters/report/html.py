@@ -110,6 +110,7 @@ def _headline(result: dict[str, Any]) -> str:
 # DecompressionStream (Chrome 80, Firefox 113, Safari 16.4), so a report stays one offline file of
 # about 2 MB instead of 5. The figures' scripts wait for it.
 _DEFERRED = "text/x-tokenpace-plot"
+PLOT_SCRIPT_TYPE = _DEFERRED  # a script run once plotly.js is unpacked (the console's offline pages)
 _PLOTLY_LOADER = (
     "(async () => {"
     " const packed = document.getElementById('tp-plotly').textContent;"

@@ -5,7 +5,15 @@ implementation is one schema through SQLAlchemy Core, versioned (see ``migration
 written by an older tokenpace opens after an upgrade.
 """
 
-from tokenpace.adapters.store.protocol import BaselineInfo, FleetState, LiveRun, RunInfo, Store
+from tokenpace.adapters.store.protocol import (
+    BaselineInfo,
+    FleetState,
+    LiveRun,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    Store,
+)
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.adapters.store.store import SqlStore
 from tokenpace.adapters.store.url import StoreError, default_store_url, normalize_url, redact, sqlite_path
@@ -21,6 +29,8 @@ __all__ = [
     "FleetState",
     "LiveRun",
     "RunInfo",
+    "RunPage",
+    "RunQuery",
     "SqlStore",
     "Store",
     "StoreError",

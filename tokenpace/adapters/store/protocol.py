@@ -205,6 +205,14 @@ class Store(Protocol):
         """Events received in [since, until), oldest first, optionally of some gateway sessions only."""
         ...
 
+    def page_runs(self, query: RunQuery) -> RunPage:
+        """One bounded page of runs (newest first) with their summaries, and how many matched."""
+        ...
+
+    def sample_records(self, run_id: str, limit: int) -> list[RequestRecord]:
+        """At most ``limit`` of a run's records, evenly spaced in the order they finished."""
+        ...
+
     def start_live(self, run_id: str, kind: str, labels: Mapping[str, str]) -> None:
         """A run in progress gets its live row (ended rows past a day are removed)."""
 
@@ -218,3 +226,29 @@ class Store(Protocol):
         ...
 
     def get_live(self, run_id: str) -> LiveRun | None: ...
+
+
+PAGE_ROWS_MAX = 500  # runs in one page of page_runs
+SCAN_MAX = 20_000  # newest runs whose conditions are read to match condition filters
+
+
+@dataclass(frozen=True, slots=True)
+class RunQuery:
+    """Filters of a page of runs: labels exact, conditions as ``key=value`` on columns or dotted
+    condition fields, the start time, validity, kinds (``repeat``: runs of a repeat group)."""
+
+    labels: Mapping[str, str] = field(default_factory=dict)
+    conditions: Mapping[str, str] = field(default_factory=dict)
+    since: float | None = None
+    until: float | None = None
+    valid: bool | None = None
+    kinds: Sequence[str] = ()
+    offset: int = 0
+    limit: int = 50
+
+
+@dataclass(slots=True)
+class RunPage:
+    runs: list[RunInfo]
+    total: int  # runs that matched (within the SCAN_MAX newest when conditions were matched)
+    scanned_all: bool = True  # False when condition filters stopped at SCAN_MAX runs

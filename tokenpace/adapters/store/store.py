@@ -19,6 +19,7 @@ from tokenpace.adapters.store.fleet import FleetConfigs
 from tokenpace.adapters.store.groups import RepeatGroups
 from tokenpace.adapters.store.live import LiveRuns
 from tokenpace.adapters.store.migrations import migrate
+from tokenpace.adapters.store.pages import RunPages
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
 from tokenpace.adapters.store.query import COLUMN_KEYS, matches, parse_where
 from tokenpace.adapters.store.url import StoreError, normalize_url, redact, sqlite_path
@@ -39,7 +40,7 @@ def _describe(exc: BaseException) -> str:
     return text[0] if text else type(orig).__name__
 
 
-class SqlStore(RepeatGroups, FleetConfigs, LiveRuns):
+class SqlStore(RepeatGroups, FleetConfigs, RunPages, LiveRuns):
     """The ``Store`` on SQLAlchemy Core (SQLite, PostgreSQL).
 
     ``SqlStore.open(url)`` connects and brings the schema up to date; every error is a StoreError."""

@@ -1,0 +1,74 @@
+"""Compare: the same statistics as `tokenpace compare` (each percentile's change with its interval,
+the verdicts), every condition that differs, a repeat group standing for its runs, NOT VALID
+refused unless allowed; in Chromium the overlaid CDFs hold both runs' stored TTFTs."""
+
+from __future__ import annotations
+
+import asyncio
+
+import orjson
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from app.console.browser import needs_chromium, visit
+from app.console.console_fixtures import make_store
+from tokenpace.app.baseline.compare import compare_runs
+from tokenpace.app.console.server import build_app
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory):
+    s = make_store(tmp_path_factory.mktemp("compare") / "runs.db")
+    yield s
+    s.close()
+
+
+async def _json(store, *paths: str) -> list[tuple[int, dict]]:
+    async with TestClient(TestServer(build_app(store), host="127.0.0.1")) as client:
+        return [(r.status, await r.json()) for r in [await client.get(p) for p in paths]]
+
+
+def test_the_page_says_what_tokenpace_compare_says(store) -> None:
+    (s1, slower), (s2, other), (s3, group), (s4, invalid), (s5, allowed) = asyncio.run(
+        _json(
+            store,
+            "/api/compare?a=night03&b=night10",
+            "/api/compare?a=night03&b=other01",
+            "/api/compare?a=rep1&b=night10",
+            "/api/compare?a=night05&b=night10",
+            "/api/compare?a=night05&b=night10&allow_invalid=1",
+        )
+    )
+    cli = compare_runs(store, "night03", "night10").to_dict()
+    assert s1 == 200 and slower["verdicts"]["ttft"] == cli["metrics"][0]["verdict"]
+    as_json = orjson.loads(orjson.dumps(cli["metrics"], option=orjson.OPT_SERIALIZE_NUMPY))
+    assert slower["metrics"] == as_json and slower["warnings"] == cli["warnings"]
+    p95 = next(r for r in slower["metrics"][0]["percentiles"] if r["percentile"] == "p95")
+    assert p95["rel_ci"][0] <= p95["rel"] <= p95["rel_ci"][1] and 0.2 < p95["rel"] < 0.45
+    assert slower["differing_conditions"] == []  # the start time is no condition of the test
+    assert s2 == 200 and {"field": "load.concurrency", "a": 4, "b": 16} in other["differing_conditions"]
+    assert s3 == 200 and group["a"]["runs"] == ["rep0", "rep1", "rep2"]
+    assert s4 == 400 and "NOT VALID" in invalid["error"] and "allow_invalid=1" in invalid["error"]
+    assert s5 == 200 and any("NOT VALID" in w for w in allowed["warnings"])
+
+
+@needs_chromium
+def test_overlaid_cdfs_hold_both_runs_records(store) -> None:
+    probe = (
+        "JSON.stringify({verdict: document.querySelector('#verdict').innerText,"
+        " cdf: [...document.querySelectorAll('div.tp-chart')].find(d => d.dataset.title === 'TTFT CDF')"
+        ".data.map(t => [t.name, t.x])})"
+    )
+
+    async def go():
+        async with TestServer(build_app(store), host="127.0.0.1") as server:
+            return await visit([str(server.make_url("/compare?a=night03&b=night10"))], probe)
+
+    [page] = asyncio.run(go())
+    assert page["errors"] == [], page["errors"]
+    assert "TTFT: " in page["value"]["verdict"] and "TPOT: " in page["value"]["verdict"]
+    (name_a, xa), (name_b, xb) = page["value"]["cdf"]
+    assert name_a == "A: night03" and name_b == "B: night10"
+    for run, xs in (("night03", xa), ("night10", xb)):
+        stored = sorted((r.first_token_ns - r.sent_ns) / 1e6 for r in store.load_records(run))
+        assert xs == pytest.approx(stored)

@@ -1,0 +1,108 @@
+"""Compare: two runs, or two repeat groups (a run of a group stands for it unless ``single=1``), by
+``app/baseline``'s compare (the same statistics as ``tokenpace compare``): overlaid CDFs, each
+percentile's difference with its interval, the verdicts, and every condition that differs. A side
+of more than ``RECORDS_MAX`` records is refused (the comparison reads every record)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from tokenpace.adapters.report import figures as F
+from tokenpace.adapters.store import RunInfo, Store, StoreError
+from tokenpace.app.baseline.compare import RunNotJudgeable, compare_runs, side_runs
+from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
+from tokenpace.app.console.run_page import RECORDS_MAX as CHART_RECORDS
+
+RECORDS_MAX = 200_000  # records of one side (all its runs) a comparison reads
+RESAMPLES = 1000  # bootstrap resamples, as `tokenpace compare`
+STEPS_KEY = "_steps"  # each side's sampled records, for the charts only
+CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
+
+
+def _resolve(store: Store, ref: str, side: str) -> RunInfo:
+    if not ref:
+        raise BadAsk(f"{side.lower()}: pick run {side} (a run id, a baseline name or key=value)")
+    try:
+        return store.resolve(ref)
+    except StoreError as exc:
+        raise NotFound(f"run {side}: {exc}") from None
+
+
+def _check_size(store: Store, run: RunInfo, single: bool, side: str) -> list[str]:
+    _, ids = side_runs(store, run, single)
+    count = sum(r.record_count for r in (store.get_run(i) for i in ids) if r is not None)
+    if count > RECORDS_MAX:
+        raise BadAsk(
+            f"side {side} holds {count:,} records, more than the console compares ({RECORDS_MAX:,}): "
+            "use tokenpace compare"
+        )
+    return ids
+
+
+def compare_data(store: Store, ask: Ask) -> dict[str, Any]:
+    a = _resolve(store, ask.text("a"), "A")
+    b = _resolve(store, ask.text("b"), "B")
+    single = ask.text("single") == "1"
+    allow_invalid = ask.text("allow_invalid") == "1"
+    ids_a = _check_size(store, a, single, "A")
+    ids_b = _check_size(store, b, single, "B")
+    try:
+        rc = compare_runs(store, a.id, b.id, resamples=RESAMPLES, allow_invalid=allow_invalid, single=single)
+    except RunNotJudgeable as exc:
+        raise BadAsk(f"{exc} (on this page: add allow_invalid=1)") from None
+    data = rc.to_dict()
+    per_run = max(1, CHART_RECORDS // max(len(ids_a), len(ids_b)))
+    steps = [
+        F.Step(f"{side}: {run.id}" + (f" (+{len(ids) - 1} runs)" if len(ids) > 1 else ""), {}, recs)
+        for side, run, ids in (("A", a, ids_a), ("B", b, ids_b))
+        for recs in [[r for i in ids for r in store.sample_records(i, per_run)]]
+    ]
+    return data | {
+        "single": single,
+        "allow_invalid": allow_invalid,
+        "verdicts": {m["metric"]: m["verdict"] for m in data["metrics"]},
+        STEPS_KEY: steps,
+    }
+
+
+def _differences(data: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(
+        title="B against A: each percentile's change with its interval",
+        yaxis_title="relative change (B/A - 1)",
+        yaxis_tickformat="+.0%",
+        **F.LAYOUT,
+    )
+    for m in data["metrics"]:
+        rows = [r for r in m["percentiles"] if r.get("rel") is not None]
+        if not rows:
+            continue
+        lo = [
+            r["rel"] - (r["rel_ci"][0] if r["rel_ci"] and r["rel_ci"][0] is not None else r["rel"])
+            for r in rows
+        ]
+        hi = [
+            (r["rel_ci"][1] if r["rel_ci"] and r["rel_ci"][1] is not None else r["rel"]) - r["rel"]
+            for r in rows
+        ]
+        fig.add_trace(
+            go.Scatter(
+                x=[f"{m['title']} {r['percentile'].upper()}" for r in rows],
+                y=[r["rel"] for r in rows],
+                error_y={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
+                mode="markers",
+                name=m["title"],
+                text=[r["verdict"] for r in rows],
+            )
+        )
+    for y in (-data["min_effect"], data["min_effect"]):
+        fig.add_hline(y=y, line_dash="dot", line_color="#7f7f7f")
+    return fig
+
+
+def compare_charts(data: dict[str, Any]) -> list[Chart]:
+    steps: list[F.Step] = data[STEPS_KEY]
+    figures = [_differences(data)] + [F.cdf(steps, key, name) for key, name in CDF_METRICS]
+    return [Chart(str(f.layout.title.text), f) for f in figures]

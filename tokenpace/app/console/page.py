@@ -1,0 +1,129 @@
+"""What a console page is made of (``Page``), what it may read of a request (``Ask``, bounded), and
+the two ways it refuses (``BadAsk``: 400, ``NotFound``: 404)."""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import plotly.graph_objects as go
+
+from tokenpace.adapters.store import Store
+
+TEXT_MAX = 1000  # characters of one query parameter
+VALUES_MAX = 20  # values of one repeated query parameter (label=..., cond=...)
+_RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)\s*(m|h|d|w)$")
+_UNIT_S = {"m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+class BadAsk(ValueError):
+    """A filter the page cannot take: one line for the user (400)."""
+
+
+class NotFound(LookupError):
+    """No such run, group or test in the store (404)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    title: str
+    figure: go.Figure
+
+
+class Ask:
+    """A request's path parameters and query string, read within their bounds."""
+
+    def __init__(self, query: Mapping[str, str] | Sequence[tuple[str, str]], match: Mapping[str, str]):
+        self._items = list(query.items()) if isinstance(query, Mapping) else list(query)
+        self._match = dict(match)
+
+    def path(self, name: str) -> str:
+        return _bounded(name, self._match.get(name, ""))
+
+    def all(self, name: str) -> list[str]:
+        values = [_bounded(name, v) for k, v in self._items if k == name and v.strip()]
+        if len(values) > VALUES_MAX:
+            raise BadAsk(f"{name}: at most {VALUES_MAX} values")
+        return values
+
+    def text(self, name: str, default: str = "") -> str:
+        values = self.all(name)
+        return values[-1].strip() if values else default
+
+    def number(self, name: str, default: int, lo: int, hi: int) -> int:
+        raw = self.text(name)
+        if not raw:
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise BadAsk(f"{name}: expected a whole number, got {raw[:40]!r}") from None
+        if not lo <= value <= hi:
+            raise BadAsk(f"{name}: {value} is outside {lo}..{hi}")
+        return value
+
+    def when(self, name: str) -> float | None:
+        """``7d`` / ``12h`` / ``30m`` / ``2w`` ago, or an ISO date or time (UTC unless it says)."""
+        raw = self.text(name)
+        if not raw:
+            return None
+        m = _RELATIVE.match(raw)
+        if m:
+            return time.time() - float(m.group(1)) * _UNIT_S[m.group(2)]
+        try:
+            when = datetime.fromisoformat(raw)
+        except ValueError:
+            raise BadAsk(f"{name}: {raw[:40]!r} is not a time: use e.g. 7d, 12h, 2026-05-01") from None
+        return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
+
+    def pairs(self, name: str) -> dict[str, str]:
+        """``name=KEY=VALUE`` parameters as a mapping."""
+        out = {}
+        for item in self.all(name):
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise BadAsk(f"{name}: expected KEY=VALUE, got {item[:60]!r}")
+            out[key.strip()] = value.strip()
+        return out
+
+    def query(self, **changed: str | list[str] | None) -> list[tuple[str, str]]:
+        """This request's query with some parameters replaced (None: removed), for links."""
+        out = [(k, v) for k, v in self._items if k not in changed]
+        for key, value in changed.items():
+            if isinstance(value, list):
+                out += [(key, v) for v in value]
+            elif value is not None:
+                out.append((key, value))
+        return out
+
+
+def _bounded(name: str, value: str) -> str:
+    if len(value) > TEXT_MAX:
+        raise BadAsk(f"{name}: at most {TEXT_MAX} characters")
+    return value
+
+
+DataFn = Callable[[Store, Ask], dict[str, Any]]
+ChartsFn = Callable[[dict[str, Any]], list[Chart]]
+
+
+def no_charts(data: dict[str, Any]) -> list[Chart]:
+    return []
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """``GET path`` renders ``template`` with ``data(store, ask)`` and ``charts(data)``; ``GET
+    /api`` + ``path`` answers ``data(store, ask)`` as JSON. ``title`` names it in the menu ("" keeps
+    it out: a page reached by a link, such as one run)."""
+
+    name: str
+    path: str
+    template: str
+    data: DataFn
+    title: str = ""
+    charts: ChartsFn = field(default=no_charts)

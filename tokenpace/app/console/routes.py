@@ -1,0 +1,17 @@
+"""Every console page, in menu order: one line each (see the room's docstring)."""
+
+from __future__ import annotations
+
+from tokenpace.app.console.compare_page import compare_charts, compare_data
+from tokenpace.app.console.history_chart import history_charts
+from tokenpace.app.console.history_page import history_data
+from tokenpace.app.console.page import Page
+from tokenpace.app.console.run_page import run_charts, run_data
+from tokenpace.app.console.runs_page import runs_data
+
+PAGES: list[Page] = [
+    Page("runs", "/runs", "runs.html", runs_data, "Runs"),
+    Page("run", "/runs/{run_id}", "run.html", run_data, "", run_charts),
+    Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts),
+    Page("history", "/history", "history.html", history_data, "History", history_charts),
+]

@@ -1,0 +1,200 @@
+"""The console's aiohttp server: each page at its path (HTML) and under /api (JSON), static files,
+access and headers (``access``). The store is read in worker threads, ``WORKERS`` at a time, with
+at most ``QUEUE_MAX`` requests waiting (more: 503); no answer is larger than ``RESPONSE_MAX``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from aiohttp import web
+
+from tokenpace.adapters.store import Store, StoreError
+from tokenpace.app.baseline.store_ops import open_store
+from tokenpace.app.console import access
+from tokenpace.app.console.page import Ask, BadAsk, NotFound, Page
+from tokenpace.app.console.render import PLOTLY_PATH, plotly_js, render, static_file
+from tokenpace.app.console.routes import PAGES
+from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
+
+WORKERS = 4  # pages computed at once (threads reading the store)
+QUEUE_MAX = 32  # requests waiting for a worker; past it 503
+RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
+STATIC = {"/static/console.js": "application/javascript", "/static/console.css": "text/css"}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_JSON = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+
+
+def _error(request: web.Request, status: int, message: str) -> web.Response:
+    if request.path.startswith("/api/"):
+        return web.json_response({"error": message, "status": status}, status=status)
+    page = render("error.html", {"status": status, "error": message}, nav=_nav())
+    return web.Response(text=page, status=status, content_type="text/html")
+
+
+def _nav() -> list[tuple[str, str]]:
+    return [(p.path, p.title) for p in PAGES if p.title]
+
+
+class Console:
+    """The pages over one store; ``key``: the access key, None on a loopback address only."""
+
+    def __init__(self, store: Store, key: str | None = None) -> None:
+        self.store, self.key = store, key
+        self.slots = asyncio.Semaphore(WORKERS)
+        self.waiting = 0
+
+    async def _compute(self, page: Page, ask: Ask) -> dict[str, Any]:
+        if self.waiting >= QUEUE_MAX:
+            raise web.HTTPServiceUnavailable(text="the console is busy: try again")
+        self.waiting += 1
+        try:
+            async with self.slots:
+                return await asyncio.to_thread(page.data, self.store, ask)
+        finally:
+            self.waiting -= 1
+
+    def handler(self, page: Page, api: bool) -> Handler:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            ask = Ask(list(request.query.items()), request.match_info)
+            try:
+                data = await self._compute(page, ask)
+                if api:
+                    shown = {k: v for k, v in data.items() if not k.startswith("_")}
+                    body = orjson.dumps(shown, option=_JSON, default=str)
+                    return _sized(web.Response(body=body, content_type="application/json"))
+                text = await asyncio.to_thread(lambda: render(page.template, data, page.charts(data), _nav()))
+                return _sized(web.Response(text=text, content_type="text/html"))
+            except BadAsk as exc:
+                return _error(request, 400, str(exc))
+            except NotFound as exc:
+                return _error(request, 404, str(exc.args[0] if exc.args else exc))
+            except StoreError as exc:
+                return _error(request, 503, str(exc))
+
+        return handle
+
+    @web.middleware
+    async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.method not in access.READ_METHODS:
+            raise web.HTTPMethodNotAllowed(request.method, list(access.READ_METHODS))
+        if self.key is None and not access.host_is_local(request.host):
+            return _error(request, 403, "this console answers only to localhost / 127.0.0.1")
+        if self.key is not None:
+            given = request.query.get("key")
+            if given is not None:
+                if not access.same_key(given, self.key):
+                    return _error(request, 401, "wrong access key")
+                rest = [(k, v) for k, v in request.query.items() if k != "key"]
+                resp = web.HTTPSeeOther(request.path + (f"?{urlencode(rest)}" if rest else ""))
+                resp.set_cookie(access.KEY_COOKIE, self.key, httponly=True, samesite="Strict", path="/")
+                raise resp
+            header = access.bearer(request.headers.get("Authorization"))
+            if not (
+                access.same_key(header, self.key)
+                or access.same_key(request.cookies.get(access.KEY_COOKIE), self.key)
+            ):
+                return _error(
+                    request,
+                    401,
+                    "an access key is needed: open the console's URL with ?key=KEY once, "
+                    "or send Authorization: Bearer KEY",
+                )
+        return await handler(request)
+
+
+def _sized(resp: web.Response) -> web.Response:
+    if resp.body is not None and len(resp.body) > RESPONSE_MAX:  # type: ignore[arg-type]
+        return web.json_response({"error": "the answer is larger than the console sends"}, status=500)
+    return resp
+
+
+@web.middleware
+async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        resp = await handler(request)
+    except web.HTTPException as exc:
+        resp = exc
+    resp.headers.update(access.HEADERS)
+    if not request.path.startswith("/static/"):
+        resp.headers.setdefault("Cache-Control", "no-store")
+    if isinstance(resp, web.HTTPException):
+        raise resp
+    return resp
+
+
+def build_app(store: Store, key: str | None = None) -> web.Application:
+    """The console's application (tests serve it on a test port)."""
+    console = Console(store, key)
+    app = web.Application(middlewares=[_headers, console.guard], client_max_size=1024)
+    for page in PAGES:
+        app.router.add_get(page.path, console.handler(page, api=False))
+        app.router.add_get("/api" + page.path, console.handler(page, api=True))
+
+    async def home(request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound(PAGES[0].path)
+
+    async def plotly(request: web.Request) -> web.StreamResponse:
+        resp = web.Response(body=plotly_js(), content_type="application/javascript")
+        resp.headers["Cache-Control"] = "max-age=86400"
+        resp.enable_compression()
+        return resp
+
+    def static(path: str, kind: str) -> Handler:
+        body = static_file(path.rsplit("/", 1)[1])
+
+        async def serve(request: web.Request) -> web.StreamResponse:
+            return web.Response(body=body, content_type=kind, headers={"Cache-Control": "no-cache"})
+
+        return serve
+
+    app.router.add_get("/", home)
+    app.router.add_get(PLOTLY_PATH, plotly)
+    for path, kind in STATIC.items():
+        app.router.add_get(path, static(path, kind))
+    return app
+
+
+def _to_stdout(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def serve_console(
+    store_url: str | None,
+    host: str = "127.0.0.1",
+    port: int = 8089,
+    key_file: Path | None = None,
+    say: Callable[[str], None] = _to_stdout,
+) -> None:
+    """Serve until SIGINT/SIGTERM; ConsoleRefused or StoreError before listening."""
+    key = access.read_key(key_file) if key_file is not None else None
+    access.check_listen(host, key)
+    store = open_store(store_url, existing=True)
+    try:
+        run_event_loop(_serve(store, host, port, key, say))
+    finally:
+        store.close()
+
+
+async def _serve(store: Store, host: str, port: int, key: str | None, say: Callable[[str], None]) -> None:
+    runner = web.AppRunner(build_app(store, key), access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            raise access.ConsoleRefused(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        shown = f"[{host}]" if ":" in host else host
+        say(f"tokenpace ui: serving {store.display_url} at http://{shown}:{port}/runs (Ctrl-C stops)")
+        stopped = asyncio.Event()
+        stop_on_signals(lambda reason: stopped.set())
+        await stopped.wait()
+    finally:
+        await runner.cleanup()
