@@ -5,6 +5,7 @@ from __future__ import annotations
 from tokenpace.app.console.compare_page import compare_charts, compare_data
 from tokenpace.app.console.history_chart import history_charts
 from tokenpace.app.console.history_page import history_data
+from tokenpace.app.console.live_page import live_data, live_run_charts, live_run_data
 from tokenpace.app.console.page import Page
 from tokenpace.app.console.run_page import run_charts, run_data
 from tokenpace.app.console.runs_page import runs_data
@@ -14,4 +15,6 @@ PAGES: list[Page] = [
     Page("run", "/runs/{run_id}", "run.html", run_data, "", run_charts),
     Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts),
     Page("history", "/history", "history.html", history_data, "History", history_charts),
+    Page("live", "/live", "live.html", live_data, "Live"),
+    Page("live_run", "/live/{run_id}", "live_run.html", live_run_data, "", live_run_charts),
 ]
