@@ -9,6 +9,7 @@ from tokenpace.app.console.live_page import live_data, live_run_charts, live_run
 from tokenpace.app.console.page import Page
 from tokenpace.app.console.run_page import run_charts, run_data
 from tokenpace.app.console.runs_page import runs_data
+from tokenpace.app.console.sweeps_page import sweep_charts, sweep_data, sweeps_data
 
 PAGES: list[Page] = [
     Page("runs", "/runs", "runs.html", runs_data, "Runs"),
@@ -17,4 +18,6 @@ PAGES: list[Page] = [
     Page("history", "/history", "history.html", history_data, "History", history_charts),
     Page("live", "/live", "live.html", live_data, "Live"),
     Page("live_run", "/live/{run_id}", "live_run.html", live_run_data, "", live_run_charts),
+    Page("sweeps", "/sweeps", "sweeps.html", sweeps_data, "Sweeps"),
+    Page("sweep", "/sweeps/{sweep_id}", "sweep.html", sweep_data, "", sweep_charts),
 ]
