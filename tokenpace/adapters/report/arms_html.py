@@ -80,7 +80,8 @@ def steps_table(steps: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]
             for g in s["guards"]
         )
         verdict = s["verdict"] or "no traffic"
-        rows.append([f"{iso(s['since_unix'])} - {iso(s['until_unix'])}", verdict, s["reason"], guards or "-"])
+        until = iso(s["until_unix"]) if s["until_unix"] is not None else "now"
+        rows.append([f"{iso(s['since_unix'])} - {until}", verdict, s["reason"], guards or "-"])
     return ["step (UTC)", "verdict", "why", "guards"], rows
 
 

@@ -6,8 +6,6 @@ newest ``MAX_SEGMENTS`` of them)."""
 
 from __future__ import annotations
 
-import itertools
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +39,7 @@ class ArmsOverTime:
         }
 
 
-def _step(lo: float, hi: float, verdict: Any = None, reason: str = "") -> dict[str, Any]:
+def _step(lo: float, hi: float | None, verdict: Any = None, reason: str = "") -> dict[str, Any]:
     return {"since_unix": lo, "until_unix": hi, "verdict": verdict, "reason": reason, "guards": []}
 
 
@@ -64,15 +62,18 @@ def arms_over_time(
         raise ValueError(
             "no gateway traffic stored in this window (tokenpace gateway stores it; widen --since)"
         )
-    end = until_unix if until_unix is not None else time.time()
     changes = store.load_config_changes(since_unix, until_unix, _sessions(store, session, fleet))
+    # the view ends with the window, or (open) just after the newest request or event in it
+    seen = [t for times in window.sent_unix.values() for t in times] + [e.unix_s for e in window.events]
+    end = until_unix if until_unix is not None else max(seen) + 1.0
     pairs = {arm: list(zip(window.sent_unix[arm], recs, strict=True)) for arm, recs in window.records.items()}
     out = ArmsOverTime(since_unix, end, arms_timeline(pairs, window.events, changes, since_unix, end))
     out.warnings = list(window.warnings)
     moved = [c.unix_s for c in changes if ConfigChange.weights(c.before) != ConfigChange.weights(c.after)]
-    bounds = [since_unix, *moved, end]
-    spans = [(lo, hi) for lo, hi in itertools.pairwise(bounds) if hi > lo][-MAX_SEGMENTS:]
-    if len(bounds) - 1 > MAX_SEGMENTS:
+    ends: list[float | None] = [*moved, until_unix]  # the last step open, as arms judges it
+    spans = [(lo, hi) for lo, hi in zip([since_unix, *moved], ends, strict=True) if hi is None or hi > lo]
+    spans = spans[-MAX_SEGMENTS:]
+    if len(moved) >= MAX_SEGMENTS:
         out.warnings.append(f"the split moved {len(moved)} times: the newest {MAX_SEGMENTS} steps are judged")
     for lo, hi in spans:
         try:
