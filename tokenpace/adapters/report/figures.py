@@ -11,13 +11,21 @@ from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
+import plotly.io as pio
 
 from tokenpace.adapters.report.tables import load_label, steady_rps
 from tokenpace.core.metrics import e2e_ns, tpot_ns, ttft_ns
 from tokenpace.core.record import FAILURE_STATUSES, RequestRecord, Status
 
 MAX_POINTS = 20_000  # per trace; more are thinned evenly (the file stays small enough to open)
-LAYOUT = {"template": "plotly_white", "height": 380, "margin": {"l": 60, "r": 20, "t": 50, "b": 50}}
+# plotly_white's layout and the defaults of the traces drawn here: the same look, at half the cost
+# of setting the whole template (defaults for every trace type) on every figure (the web console)
+_WHITE = pio.templates["plotly_white"]
+pio.templates["tokenpace"] = go.layout.Template(
+    layout=_WHITE.layout,
+    data={"bar": _WHITE.data.bar, "histogram": _WHITE.data.histogram, "scatter": _WHITE.data.scatter},
+)
+LAYOUT = {"template": "tokenpace", "height": 380, "margin": {"l": 60, "r": 20, "t": 50, "b": 50}}
 
 
 @dataclass

@@ -17,13 +17,30 @@ from tokenpace.adapters.store.query import COLUMN_KEYS, matches
 from tokenpace.core.record import RequestRecord
 
 
+def _spellings(want: str) -> list[str]:
+    """How a stored JSON value that ``query.matches`` takes for ``want`` reads as SQL text."""
+    low = want.lower()
+    out = {low, {"true": "1", "false": "0"}.get(low, low)}
+    try:
+        number = float(low)
+    except ValueError:
+        return sorted(out)
+    if number.is_integer():
+        out |= {str(int(number)), f"{number:.1f}"}
+    return sorted(out)
+
+
 def _filtered(query: RunQuery, cols: Sequence[Any]) -> tuple[sa.Select[Any], dict[str, str]]:
-    """The SQL part of the query, and the condition filters left for Python."""
+    """The SQL part of the query, and the condition filters left for Python to match exactly (SQL
+    keeps every run they may match: a JSON path's text in its possible spellings)."""
     q = sa.select(*cols)
     rest = dict(query.conditions)
     for key in COLUMN_KEYS:
         if key in rest:
             q = q.where(getattr(s.runs.c, key) == rest.pop(key))
+    for key, want in rest.items():
+        path = tuple(key.split("."))
+        q = q.where(sa.func.lower(s.runs.c.conditions[path].as_string()).in_(_spellings(want)))
     for key, value in query.labels.items():
         lab = s.run_labels.c
         q = q.where(sa.exists().where(lab.run_id == s.runs.c.id, lab.key == key, lab.value == value))
@@ -42,6 +59,11 @@ def _filtered(query: RunQuery, cols: Sequence[Any]) -> tuple[sa.Select[Any], dic
     elif query.kinds:
         q = q.where(in_group)
     return q, rest
+
+
+def _groups(ids: Sequence[str]) -> sa.Select[Any]:
+    c = s.repeat_runs.c
+    return sa.select(c.run_id, c.group_id).where(c.run_id.in_(ids))
 
 
 _NEWEST = (s.runs.c.started_unix.desc(), s.runs.c.stored_unix.desc(), s.runs.c.id)
@@ -71,16 +93,16 @@ class RunPages:
                 rows = list(conn.execute(q.order_by(*_NEWEST).limit(SCAN_MAX + 1)))
                 scanned_all = len(rows) <= SCAN_MAX
                 rows = rows[:SCAN_MAX]
-                labels = self._labels(conn, [r.id for r in rows])
-                hits = [r.id for r in rows if matches(self._info(r, labels[r.id]), rest)]
+                hits = [r.id for r in rows if matches(self._info(r, {}), rest)]
                 total, ids = len(hits), hits[offset : offset + limit]
             else:
                 total = int(conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one())
                 ids = [r.id for r in conn.execute(q.order_by(*_NEWEST).offset(offset).limit(limit))]
             full = {r.id: r for r in conn.execute(sa.select(s.runs).where(s.runs.c.id.in_(ids)))}
             labels = self._labels(conn, ids)
+            groups = {r.run_id: r.group_id for r in conn.execute(_groups(ids))}
         runs = [self._info(full[i], labels[i]) for i in ids if i in full]
-        return RunPage(runs, total, scanned_all)
+        return RunPage(runs, total, scanned_all, groups)
 
     def sample_records(self, run_id: str, limit: int) -> list[RequestRecord]:
         """At most ``limit`` records, every k-th in finishing order (all of them when they fit)."""

@@ -252,3 +252,4 @@ class RunPage:
     runs: list[RunInfo]
     total: int  # runs that matched (within the SCAN_MAX newest when conditions were matched)
     scanned_all: bool = True  # False when condition filters stopped at SCAN_MAX runs
+    groups: dict[str, str] = field(default_factory=dict)  # run id -> its repeat group, where it has one

@@ -24,22 +24,23 @@ from tokenpace.core.analysis.comparison.history import (
     summary_value,
 )
 
-RUNS_MAX = 500  # newest runs a history reads
+RUNS_MAX = 120  # newest runs a history reads (the shift search grows faster than the square of it)
 SERIES_MAX = 12  # series drawn (the ones with the most runs)
 THRESHOLD_DEFAULT = 0.05  # the gate's allowed regression drawn when none is asked
 HIGHER_IS_BETTER = ("throughput", "output_token_throughput", "request_throughput", "total_token_throughput",
                     "goodput")  # fmt: skip
 
 
+def _gated(conditions: Mapping[str, Any]) -> dict[str, Any]:
+    """The condition fields a release gate holds fixed (``gate_mismatches``), dotted."""
+    return {
+        k: v for k, v in flatten(conditions).items() if k.startswith(GATE_FIELDS) and k not in GATE_IGNORED
+    }
+
+
 def test_key(conditions: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
     """What makes two runs one test: the condition fields a release gate holds fixed."""
-    return tuple(
-        sorted(
-            (name, repr(value))
-            for name, value in flatten(conditions).items()
-            if name.startswith(GATE_FIELDS) and name not in GATE_IGNORED
-        )
-    )
+    return tuple(sorted((name, repr(value)) for name, value in _gated(conditions).items()))
 
 
 def metric_name(metric: str) -> str:
@@ -48,6 +49,15 @@ def metric_name(metric: str) -> str:
         return metric.replace("_", " ")
     base, stat = metric.split(".", 1)
     return f"{stat.upper()} {base.upper()}"
+
+
+def _as_text(value: Any) -> str | None:
+    """A scalar condition as the store's ``key=value`` filter reads it (None: not a scalar)."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value) if isinstance(value, (int, float, str)) else None
 
 
 def _interval(summary: Mapping[str, Any], metric: str) -> list[float] | None:
@@ -73,7 +83,8 @@ def _runs(store: Store, ask: Ask) -> tuple[list[RunInfo], RunInfo | None]:
     ref = ask.text("run")
     if ref:
         anchor = find_run(store, ref)
-        query = RunQuery(conditions={"model": anchor.model} if anchor.model else {}, limit=RUNS_MAX)
+        same = {k: text for k, v in _gated(anchor.conditions).items() if (text := _as_text(v)) is not None}
+        query = RunQuery(conditions=same, limit=RUNS_MAX)
         key = test_key(anchor.conditions)
         runs = [r for r in store.page_runs(query).runs if test_key(r.conditions) == key]
         return runs, anchor
@@ -126,9 +137,7 @@ def _series(
                 "threshold": threshold, "value": b["value"] * (1 + worse * threshold)}  # fmt: skip
     first = runs[0].conditions if runs else {}
     return {
-        "conditions": {
-            k: v for k, v in flatten(first).items() if k.startswith(GATE_FIELDS) and k not in GATE_IGNORED
-        },
+        "conditions": _gated(first),
         "points": points,
         "fitted_runs": len(valid),
         "not_valid_runs": [p["run_id"] for p in points if not p["valid"]],

@@ -41,6 +41,10 @@ class Ask:
         self._items = list(query.items()) if isinstance(query, Mapping) else list(query)
         self._match = dict(match)
 
+    def key(self) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
+        """What the page's answer depends on, for a cache."""
+        return tuple(sorted(self._match.items())), tuple(self._items)
+
     def path(self, name: str) -> str:
         return _bounded(name, self._match.get(name, ""))
 
@@ -119,7 +123,8 @@ def no_charts(data: dict[str, Any]) -> list[Chart]:
 class Page:
     """``GET path`` renders ``template`` with ``data(store, ask)`` and ``charts(data)``; ``GET
     /api`` + ``path`` answers ``data(store, ask)`` as JSON. ``title`` names it in the menu ("" keeps
-    it out: a page reached by a link, such as one run)."""
+    it out: a page reached by a link, such as one run). ``cached``: answers are kept (a few, until the
+    store gains or loses a run) for a page whose statistics take seconds."""
 
     name: str
     path: str
@@ -127,3 +132,4 @@ class Page:
     data: DataFn
     title: str = ""
     charts: ChartsFn = field(default=no_charts)
+    cached: bool = False

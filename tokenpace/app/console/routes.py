@@ -15,8 +15,8 @@ from tokenpace.app.console.sweeps_page import sweep_charts, sweep_data, sweeps_d
 PAGES: list[Page] = [
     Page("runs", "/runs", "runs.html", runs_data, "Runs"),
     Page("run", "/runs/{run_id}", "run.html", run_data, "", run_charts),
-    Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts),
-    Page("history", "/history", "history.html", history_data, "History", history_charts),
+    Page("compare", "/compare", "compare.html", compare_data, "Compare", compare_charts, cached=True),
+    Page("history", "/history", "history.html", history_data, "History", history_charts, cached=True),
     Page("live", "/live", "live.html", live_data, "Live"),
     Page("live_run", "/live/{run_id}", "live_run.html", live_run_data, "", live_run_charts),
     Page("sweeps", "/sweeps", "sweeps.html", sweeps_data, "Sweeps"),

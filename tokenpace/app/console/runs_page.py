@@ -100,10 +100,7 @@ def run_row(run: RunInfo, group: str | None) -> dict[str, Any]:
 def runs_data(store: Store, ask: Ask) -> dict[str, Any]:
     query, page, size = run_query(ask)
     found = store.page_runs(query)
-    rows = []
-    for run in found.runs:
-        group = store.repeat_group_of(run.id)
-        rows.append(run_row(run, group[0] if group else None))
+    rows = [run_row(run, found.groups.get(run.id)) for run in found.runs]
     pages = max(1, -(-found.total // size))
     return {
         "filters": {

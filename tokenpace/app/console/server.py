@@ -1,11 +1,15 @@
 """The console's aiohttp server: each page at its path (HTML) and under /api (JSON), static files,
 access and headers (``access``). The store is read in worker threads, ``WORKERS`` at a time, with
-at most ``QUEUE_MAX`` requests waiting (more: 503); no answer is larger than ``RESPONSE_MAX``."""
+at most ``QUEUE_MAX`` requests waiting (more: 503); no answer is larger than ``RESPONSE_MAX``; the
+pages that cache keep ``CACHE_MAX`` answers, dropped once a run is added or deleted."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,7 @@ from urllib.parse import urlencode
 import orjson
 from aiohttp import web
 
-from tokenpace.adapters.store import Store, StoreError
+from tokenpace.adapters.store import RunQuery, Store, StoreError
 from tokenpace.app.baseline.store_ops import open_store
 from tokenpace.app.console import access
 from tokenpace.app.console.page import Ask, BadAsk, NotFound, Page
@@ -23,6 +27,8 @@ from tokenpace.app.console.routes import PAGES
 from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 
 WORKERS = 4  # pages computed at once (threads reading the store)
+CACHE_MAX = 64  # answers kept of the pages that cache (compare, history), newest used first
+CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
 STATIC = {"/static/console.js": "application/javascript", "/static/console.css": "text/css"}
@@ -49,6 +55,32 @@ class Console:
         self.store, self.key = store, key
         self.slots = asyncio.Semaphore(WORKERS)
         self.waiting = 0
+        self.cache: OrderedDict[Any, tuple[float, dict[str, Any]]] = OrderedDict()
+        self.cache_lock = threading.Lock()
+
+    def _state(self) -> tuple[Any, ...]:
+        """The store as far as a cached answer cares: a run or baseline added or deleted changes it."""
+        found = self.store.page_runs(RunQuery(limit=1))
+        newest = found.runs[0] if found.runs else None
+        baselines = tuple((b.name, b.run_id) for b in self.store.baselines())
+        return found.total, newest.id if newest else None, newest.stored_unix if newest else None, baselines
+
+    def _answer(self, page: Page, ask: Ask) -> dict[str, Any]:
+        if not page.cached:
+            return page.data(self.store, ask)
+        key = (page.name, ask.key(), self._state())
+        now = time.monotonic()
+        with self.cache_lock:
+            hit = self.cache.get(key)
+            if hit is not None and now - hit[0] < CACHE_TTL_S:
+                self.cache.move_to_end(key)
+                return hit[1]
+        data = page.data(self.store, ask)
+        with self.cache_lock:
+            self.cache[key] = (now, data)
+            while len(self.cache) > CACHE_MAX:
+                self.cache.popitem(last=False)
+        return data
 
     async def _compute(self, page: Page, ask: Ask) -> dict[str, Any]:
         if self.waiting >= QUEUE_MAX:
@@ -56,7 +88,7 @@ class Console:
         self.waiting += 1
         try:
             async with self.slots:
-                return await asyncio.to_thread(page.data, self.store, ask)
+                return await asyncio.to_thread(self._answer, page, ask)
         finally:
             self.waiting -= 1
 

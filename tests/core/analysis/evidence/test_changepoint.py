@@ -48,6 +48,7 @@ def test_two_shifts_and_short_series() -> None:
 
 def test_history_reads_stored_summaries() -> None:
     assert check_metric("TTFT.p95") == "ttft.p95"
+    assert check_metric("e2e.p99") == "e2e.p99"  # a metric name with a digit in it
     with pytest.raises(ValueError, match="unknown metric"):
         check_metric("ttft.p97")
     summary = {"ttft_ms": {"p95": 12.5}, "output_token_throughput": 900.0}

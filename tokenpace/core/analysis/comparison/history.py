@@ -32,7 +32,7 @@ SCALARS = {
     "goodput": "goodput",
     "error_rate": "error_rate",
 }
-_DIST = re.compile(r"^([a-z]+)\.(p\d+(?:\.\d+)?|mean)$")
+_DIST = re.compile(r"^([a-z][a-z0-9]*)\.(p\d+(?:\.\d+)?|mean)$")
 
 
 def check_metric(name: str) -> str:

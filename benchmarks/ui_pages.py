@@ -1,0 +1,142 @@
+"""How fast the web console's pages answer over a large store (`tokenpace ui`).
+
+Builds (once; reused when the file is there) a SQLite store of ``--runs`` runs holding ``--records``
+records in all, through the store's own ``save_run``: a nightly test and nine others, labels,
+a NOT VALID run in 50, baselines and repeat groups, each run's records drawn from one of a few
+prepared sets (so that building costs the store's writes, not the drawing). Then serves the console
+in this process (aiohttp's test server on 127.0.0.1) and asks each page and its JSON twin
+``--repeats`` times: printed the median, P95 and largest answer time and the answer's size.
+
+The compare page runs the same bootstrap as ``tokenpace compare`` (seconds); its first answer is
+shown apart from its repeats, which are answered from the console's cache.
+
+    .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-bench.db [--runs 10000] [--records 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from aiohttp.test_utils import TestClient, TestServer
+
+from tokenpace.adapters.store import Store, connect
+from tokenpace.app.console.server import build_app
+from tokenpace.core.metrics import summarize
+from tokenpace.core.record import RequestRecord, Status
+
+TESTS = 10  # distinct tests (concurrency levels)
+SETS = 8  # prepared record sets per test
+
+
+def _record(i: int, ttft_ms: float, itl_ms: float, tokens: int) -> RequestRecord:
+    sent = 1_000_000_000 + i * 5_000_000
+    first = sent + round(ttft_ms * 1e6)
+    chunks = [first + round(k * itl_ms * 1e6) for k in range(tokens)]
+    return RequestRecord(
+        request_id=f"r{i}", index=i, warmup=False, scheduled_ns=sent, dispatched_ns=sent, sent_ns=sent,
+        first_token_ns=first, token_ns=chunks, end_ns=chunks[-1], output_tokens_counted=tokens,
+        status=Status.OK,
+    )  # fmt: skip
+
+
+def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
+    rng = np.random.default_rng(seed)
+    per_run = max(1, records // runs)
+    sets = {}
+    for t in range(TESTS):
+        for s in range(SETS):
+            speed = 1.0 + 0.1 * t + (0.3 if s >= SETS // 2 else 0.0)  # half the sets: a slower server
+            recs = [
+                _record(i, 80 * speed * rng.lognormal(0, 0.2), 12 * speed * rng.lognormal(0, 0.1), 16)
+                for i in range(per_run)
+            ]
+            sets[t, s] = (recs, summarize(recs).to_dict())
+    started = time.perf_counter()
+    for n in range(runs):
+        t, day = n % TESTS, n // TESTS
+        recs, summary = sets[t, (day * SETS // max(1, runs // TESTS)) % SETS]
+        conditions = {
+            "model": "bench-model", "endpoint": "http://127.0.0.1:9/v1", "api": "openai-chat",
+            "load": {"mode": "closed_loop", "concurrency": 2 ** (t % 8) * (1 + t // 8), "requests": per_run},
+            "workload": {"input_len": {"spec": "512"}, "output_len": {"spec": "16"}},
+        }  # fmt: skip
+        unix = 1_767_225_600 + n * 600  # ten minutes apart
+        conditions["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(unix))
+        labels = {"test": f"t{t}", "version": f"1.{day // 100}", "team": "bench"}
+        store.save_run(
+            f"run{n:06d}", conditions, summary, recs, labels=labels, valid=n % 50 != 7,
+            extra={} if n % 50 != 7 else {"invalid_reasons": ["the client fell behind"]},
+        )  # fmt: skip
+        if n % 1000 == 0:
+            took = time.perf_counter() - started
+            print(f"  built {n:,} runs, {n * per_run:,} records in {took:.0f} s", file=sys.stderr)
+    store.set_baseline("prod", f"run{TESTS * 10:06d}")
+    store.save_repeat_group(
+        "grp", [f"run{runs - TESTS * i - 1:06d}" for i in range(3)], {}, "bench-model", []
+    )
+
+
+async def measure(store: Store, paths: list[str], repeats: int) -> list[tuple[str, float, list[float], int]]:
+    out = []
+    async with TestClient(TestServer(build_app(store), host="127.0.0.1")) as client:
+        for path in paths:
+            times, size = [], 0
+            for _ in range(repeats + 1):
+                t0 = time.perf_counter()
+                resp = await client.get(path)
+                body = await resp.read()
+                times.append((time.perf_counter() - t0) * 1000)
+                assert resp.status == 200, (path, resp.status, body[:300])
+                size = len(body)
+            out.append((path, times[0], times[1:], size))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--store", type=Path, default=Path("/tmp/ui-bench.db"))
+    ap.add_argument("--runs", type=int, default=10_000)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=10)
+    args = ap.parse_args()
+    fresh = not args.store.exists()
+    store = connect(f"sqlite:///{args.store}")
+    if fresh:
+        t0 = time.perf_counter()
+        build(store, args.runs, args.records)
+        took = time.perf_counter() - t0
+        size = os.path.getsize(args.store)
+        print(
+            f"built {args.runs:,} runs, {args.records:,} records in {took:.0f} s "
+            f"({took / max(1, args.records) * 1e6:.1f} us a record); {size / 1e9:.2f} GB "
+            f"({size / max(1, args.records):.0f} bytes a record)"
+        )
+    newest = store.list_runs(limit=1)[0].id
+    n = int(newest[3:])
+    older = f"run{n - TESTS:06d}"
+    paths = [
+        "/runs", "/api/runs", "/runs?label=test=t3&valid=yes", "/runs?cond=load.concurrency=8",
+        "/runs?page=150", f"/runs/{newest}", f"/api/runs/{newest}", f"/history?run={newest}",
+        f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
+        f"/compare?a={older}&b={newest}", f"/api/compare?a={older}&b={newest}",
+    ]  # fmt: skip
+    results = asyncio.run(measure(store, paths, args.repeats))
+    print(f"\n{'page':<44} {'first':>8} {'median':>8} {'p95':>8} {'max':>8} {'bytes':>10}")
+    for path, first, times, size in results:
+        q = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
+        med = statistics.median(times)
+        print(f"{path[:44]:<44} {first:8.0f} {med:8.0f} {q:8.0f} {max(times):8.0f} {size:10,}")
+    load = os.getloadavg()[0]
+    print(f"(ms; {args.repeats} repeats after the first; host: {os.cpu_count()} CPUs, load {load:.1f})")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
