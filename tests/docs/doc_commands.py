@@ -78,6 +78,7 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
     ("docs/gateway.md", "--mirror", "tests/gateway/experiments/test_shadow_walkthrough.py"),
     ("docs/gateway.md", "--otlp-sample", "tests/app/watch/test_traces_sampled.py"),
+    ("docs/web-console.md", "", "tests/cli/library/test_ui_docs.py"),
     ("docs/gateway.md", "--traces sampled-traces.jsonl", "tests/app/watch/test_traces_sampled.py"),
     ("docs/gateway.md", "--otlp-endpoint", "tests/app/watch/test_traces_end_to_end.py"),
     ("docs/gateway.md", "--traces traces.jsonl", "tests/app/watch/test_traces_end_to_end.py"),

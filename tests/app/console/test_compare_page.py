@@ -5,13 +5,14 @@ refused unless allowed; in Chromium the overlaid CDFs hold both runs' stored TTF
 from __future__ import annotations
 
 import asyncio
+from urllib.parse import urlencode
 
 import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.console.browser import needs_chromium, visit
-from app.console.console_fixtures import make_store
+from app.console.console_fixtures import HOSTILE, make_store
 from tokenpace.app.baseline.compare import compare_runs
 from tokenpace.app.console.server import build_app
 
@@ -57,14 +58,18 @@ def test_overlaid_cdfs_hold_both_runs_records(store) -> None:
     probe = (
         "JSON.stringify({verdict: document.querySelector('#verdict').innerText,"
         " cdf: [...document.querySelectorAll('div.tp-chart')].find(d => d.dataset.title === 'TTFT CDF')"
-        ".data.map(t => [t.name, t.x])})"
+        ".data.map(t => [t.name, t.x]), pwned: window.__pwned || null, text: document.body.innerText})"
     )
+
+    hostile = next(r.id for r in store.list_runs() if r.id.startswith("hostile"))
 
     async def go():
         async with TestServer(build_app(store), host="127.0.0.1") as server:
-            return await visit([str(server.make_url("/compare?a=night03&b=night10"))], probe)
+            urls = ["/compare?a=night03&b=night10", "/compare?" + urlencode({"a": "night03", "b": hostile})]
+            return await visit([str(server.make_url(u)) for u in urls], probe)
 
-    [page] = asyncio.run(go())
+    page, bad = asyncio.run(go())
+    assert bad["errors"] == [] and bad["value"]["pwned"] is None and HOSTILE in bad["value"]["text"]
     assert page["errors"] == [], page["errors"]
     assert "TTFT: " in page["value"]["verdict"] and "TPOT: " in page["value"]["verdict"]
     (name_a, xa), (name_b, xb) = page["value"]["cdf"]

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.protocol import PAGE_ROWS_MAX, SCAN_MAX, RunInfo, RunPage, RunQuery
-from tokenpace.adapters.store.query import COLUMN_KEYS, matches
+from tokenpace.adapters.store.query import COLUMN_KEYS, text_of
 from tokenpace.core.record import RequestRecord
 
 
@@ -61,6 +61,13 @@ def _filtered(query: RunQuery, cols: Sequence[Any]) -> tuple[sa.Select[Any], dic
     return q, rest
 
 
+def _same(value: Any, want: str) -> bool:
+    """A condition's stored value equals a filter's text (SQLite reads a JSON boolean as 0 or 1)."""
+    if want in ("true", "false") and type(value) is int and value in (0, 1):
+        return value == (want == "true")
+    return text_of(value) == want
+
+
 def _groups(ids: Sequence[str]) -> sa.Select[Any]:
     c = s.repeat_runs.c
     return sa.select(c.run_id, c.group_id).where(c.run_id.in_(ids))
@@ -85,15 +92,16 @@ class RunPages:
         """One page of runs, newest first, with summaries; the count of all that matched."""
         limit = max(0, min(query.limit, PAGE_ROWS_MAX))
         offset = max(0, query.offset)
-        light = [c for c in s.runs.c if c.name not in ("summary", "extra")]
+        keys = [k for k in query.conditions if k not in COLUMN_KEYS]
+        fields = [s.runs.c.conditions[tuple(k.split("."))].label(f"f{i}") for i, k in enumerate(keys)]
         with self._tx("read the store") as conn:
-            q, rest = _filtered(query, [s.runs.c.id] if not query.conditions else light)
+            q, rest = _filtered(query, [s.runs.c.id, *fields])
             scanned_all = True
-            if rest:  # condition fields: read the newest SCAN_MAX candidates' conditions
+            if rest:  # condition fields: each candidate's values (not its conditions) matched exactly
                 rows = list(conn.execute(q.order_by(*_NEWEST).limit(SCAN_MAX + 1)))
                 scanned_all = len(rows) <= SCAN_MAX
-                rows = rows[:SCAN_MAX]
-                hits = [r.id for r in rows if matches(self._info(r, {}), rest)]
+                wants = [rest[k].lower() for k in keys]
+                hits = [r.id for r in rows[:SCAN_MAX] if all(map(_same, r[1:], wants))]
                 total, ids = len(hits), hits[offset : offset + limit]
             else:
                 total = int(conn.execute(sa.select(sa.func.count()).select_from(q.subquery())).scalar_one())

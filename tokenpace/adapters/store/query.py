@@ -20,9 +20,16 @@ def matches(info: RunInfo, where: Mapping[str, str]) -> bool:
                 return False
             continue
         got = getattr(info, key) if key in COLUMN_KEYS else get_path(info.conditions, key)
-        if got is None or _text(got) != want.lower():
+        if text_of(got) != want.lower():
             return False
     return True
+
+
+def text_of(value: Any) -> str | None:
+    """A stored value as ``key=value`` filters compare it (None for none)."""
+    if value is None:
+        return None
+    return _text(value)
 
 
 def _text(value: Any) -> str:

@@ -108,12 +108,17 @@ def run_data(store: Store, ask: Ask) -> dict[str, Any]:
 
 def run_charts(data: dict[str, Any]) -> list[Chart]:
     steps: list[F.Step] = [data[STEP_KEY]]
-    figures = [
+    figures = [  # the report's, in its order (adapters/report/html.py)
         F.cdf(steps, "ttft", "TTFT"),
         F.histogram(steps, "ttft", "TTFT"),
         F.cdf(steps, "tpot", "TPOT"),
+        F.histogram(steps, "tpot", "TPOT"),
         F.cdf(steps, "e2e", "E2E"),
+        F.histogram(steps, "e2e", "E2E"),
         F.ttft_timeline(steps),
+        F.prefill_scatter(steps),
         F.errors_over_time(steps),
     ]
+    if (leading := F.leading_indicators(steps[0])) is not None:
+        figures.insert(7, leading)
     return [Chart(str(f.layout.title.text), f) for f in figures]
