@@ -1,6 +1,7 @@
 """Runs in progress in the run store (table ``live_runs``): the SQL, and the methods ``SqlStore``
 takes from ``LiveRuns``. One row per run, its figures rewritten in place; the row stays, marked
-ended, when the run stops, and ended rows older than ``KEEP_ENDED_S`` go when the next run starts."""
+ended, when the run stops. Rows not written for ``KEEP_ENDED_S`` (ended, or left by a run that was
+killed: a live run writes every second) go when the next run starts."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import sqlalchemy as sa
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.protocol import LiveRun
 
-KEEP_ENDED_S = 24 * 3600.0  # an ended run's last figures, kept this long for a page left open
+KEEP_ENDED_S = 24 * 3600.0  # a row's last figures, kept this long after its last write
 MAX_LISTED = 200  # live_runs() answers at most this many rows, the newest first
 
 
@@ -32,10 +33,10 @@ class LiveRuns:
         raise NotImplementedError
 
     def start_live(self, run_id: str, kind: str, labels: Mapping[str, str]) -> None:
-        """A run starts: its row (figures empty), and ended rows past ``KEEP_ENDED_S`` removed."""
+        """A run starts: its row (figures empty), and rows not written for ``KEEP_ENDED_S`` removed."""
         t, now = s.live_runs, time.time()
         with self._tx(f"start live figures of run {run_id}") as conn:
-            conn.execute(sa.delete(t).where(t.c.ended.is_(True), t.c.updated_unix < now - KEEP_ENDED_S))
+            conn.execute(sa.delete(t).where(t.c.updated_unix < now - KEEP_ENDED_S))
             conn.execute(sa.delete(t).where(t.c.run_id == run_id))
             conn.execute(
                 sa.insert(t).values(

@@ -214,7 +214,7 @@ class Store(Protocol):
         ...
 
     def start_live(self, run_id: str, kind: str, labels: Mapping[str, str]) -> None:
-        """A run in progress gets its live row (ended rows past a day are removed)."""
+        """A run in progress gets its live row (rows not written for a day are removed)."""
 
     def publish_live(
         self, run_id: str, figures: Mapping[str, Any], state: str = "running", ended: bool = False
