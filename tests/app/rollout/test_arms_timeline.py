@@ -78,3 +78,17 @@ def test_write_arms_html_refuses_a_folder(rollout, tmp_path: Path) -> None:
     doc = arms_over_time(connect(str(path)), started, resamples=50).to_dict()
     with pytest.raises(Exception, match="--html"):
         write_arms_html(tmp_path, doc)
+
+
+def test_report_arms_writes_the_consoles_rollout_page_offline(rollout, tmp_path: Path) -> None:
+    path, _ = rollout
+    out = tmp_path / "rollout.html"
+    done = run_cli("report", "--arms", SESSION, "--store", str(path), "--html", str(out))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    page = out.read_text()
+    assert f"Gateway session {SESSION}" in page and 'data-title="Traffic share by arm"' in page
+    assert "<script src=" not in page  # plotly and the console's script are inside the file
+    missing = run_cli("report", "--arms", "nope", "--store", str(path), "--html", str(tmp_path / "x.html"))
+    assert missing.returncode == 2 and "no stored gateway session" in missing.stderr
+    both = run_cli("report", "--arms", SESSION, "--history", "x", "--store", str(path), "--html", str(out))
+    assert both.returncode == 2 and "Traceback" not in both.stderr

@@ -42,7 +42,7 @@ def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
 
 
 def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
-    session = ask.path("session")
+    session = ask.path("session") or ask.text("session")  # the query's: report --arms, offline
     found = store.page_runs(RunQuery(labels={"gateway_session": session}, kinds=("gateway",), limit=RUNS_MAX))
     if not found.runs:
         raise NotFound(f"no stored gateway session {session!r}")
