@@ -78,7 +78,8 @@ def test_from_the_runs_page_one_click_reaches_when_p95_ttft_shifted(store) -> No
         "JSON.stringify({headline: [...document.querySelectorAll('.headline')].map(p => p.innerText),"
         " ys: document.querySelector('div.tp-chart').data"
         ".filter(t => t.mode === 'lines+markers').map(t => t.y),"
-        " names: document.querySelector('div.tp-chart').data.map(t => t.name)})"
+        " names: document.querySelector('div.tp-chart').data.map(t => t.name),"
+        " pwned: window.__pwned || null, text: document.body.innerText})"
     )
 
     async def go():
@@ -93,6 +94,7 @@ def test_from_the_runs_page_one_click_reaches_when_p95_ttft_shifted(store) -> No
     assert any("P95 TTFT shifted +3" in h and "(run night08)" in h for h in hist["value"]["headline"])
     stored = [p["value"] for p in api["series"][0]["points"] if p["valid"]]
     assert hist["value"]["ys"][0] == pytest.approx(stored)
+    assert hist["value"]["pwned"] is None and "hostile<script>" in hist["value"]["text"]  # same test
     names = hist["value"]["names"]
     assert any("NOT VALID" in n for n in names) and any("baseline" in n for n in names)
     assert any("gate threshold" in n for n in names)

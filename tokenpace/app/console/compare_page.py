@@ -30,7 +30,7 @@ def _resolve(store: Store, ref: str, side: str) -> RunInfo:
         raise NotFound(f"run {side}: {exc}") from None
 
 
-def _check_size(store: Store, run: RunInfo, single: bool, side: str) -> list[str]:
+def _check_size(store: Store, run: RunInfo, single: bool, side: str) -> None:
     _, ids = side_runs(store, run, single)
     count = sum(r.record_count for r in (store.get_run(i) for i in ids) if r is not None)
     if count > RECORDS_MAX:
@@ -38,7 +38,6 @@ def _check_size(store: Store, run: RunInfo, single: bool, side: str) -> list[str
             f"side {side} holds {count:,} records, more than the console compares ({RECORDS_MAX:,}): "
             "use tokenpace compare"
         )
-    return ids
 
 
 def compare_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -46,17 +45,18 @@ def compare_data(store: Store, ask: Ask) -> dict[str, Any]:
     b = _resolve(store, ask.text("b"), "B")
     single = ask.text("single") == "1"
     allow_invalid = ask.text("allow_invalid") == "1"
-    ids_a = _check_size(store, a, single, "A")
-    ids_b = _check_size(store, b, single, "B")
+    _check_size(store, a, single, "A")
+    _check_size(store, b, single, "B")
     try:
         rc = compare_runs(store, a.id, b.id, resamples=RESAMPLES, allow_invalid=allow_invalid, single=single)
     except RunNotJudgeable as exc:
         raise BadAsk(f"{exc} (on this page: add allow_invalid=1)") from None
     data = rc.to_dict()
-    per_run = max(1, CHART_RECORDS // max(len(ids_a), len(ids_b)))
+    judged = (("A", a, rc.runs_a or [a.id]), ("B", b, rc.runs_b or [b.id]))  # NOT VALID members left out
+    per_run = max(1, CHART_RECORDS // max(len(ids) for _, _, ids in judged))
     steps = [
         F.Step(f"{side}: {run.id}" + (f" (+{len(ids) - 1} runs)" if len(ids) > 1 else ""), {}, recs)
-        for side, run, ids in (("A", a, ids_a), ("B", b, ids_b))
+        for side, run, ids in judged
         for recs in [[r for i in ids for r in store.sample_records(i, per_run)]]
     ]
     return data | {
@@ -65,6 +65,11 @@ def compare_data(store: Store, ask: Ask) -> dict[str, Any]:
         "verdicts": {m["metric"]: m["verdict"] for m in data["metrics"]},
         STEPS_KEY: steps,
     }
+
+
+def _bound(row: dict[str, Any], i: int) -> float:
+    ci = row.get("rel_ci")
+    return float(ci[i]) if ci and ci[i] is not None else float(row["rel"])
 
 
 def _differences(data: dict[str, Any]) -> go.Figure:
@@ -79,14 +84,8 @@ def _differences(data: dict[str, Any]) -> go.Figure:
         rows = [r for r in m["percentiles"] if r.get("rel") is not None]
         if not rows:
             continue
-        lo = [
-            r["rel"] - (r["rel_ci"][0] if r["rel_ci"] and r["rel_ci"][0] is not None else r["rel"])
-            for r in rows
-        ]
-        hi = [
-            (r["rel_ci"][1] if r["rel_ci"] and r["rel_ci"][1] is not None else r["rel"]) - r["rel"]
-            for r in rows
-        ]
+        lo = [r["rel"] - _bound(r, 0) for r in rows]
+        hi = [_bound(r, 1) - r["rel"] for r in rows]
         fig.add_trace(
             go.Scatter(
                 x=[f"{m['title']} {r['percentile'].upper()}" for r in rows],

@@ -27,7 +27,7 @@ from tokenpace.app.console.routes import PAGES
 from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 
 WORKERS = 4  # pages computed at once (threads reading the store)
-CACHE_MAX = 64  # answers kept of the pages that cache (compare, history), newest used first
+CACHE_MAX = 64  # answers kept (JSON and HTML) of the pages that cache (compare, history)
 CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
@@ -44,6 +44,15 @@ def _error(request: web.Request, status: int, message: str) -> web.Response:
     return web.Response(text=page, status=status, content_type="text/html")
 
 
+def _json(data: dict[str, Any]) -> bytes:
+    """The JSON twin: the data without its ``_`` keys (records, objects for the charts)."""
+    return orjson.dumps({k: v for k, v in data.items() if not k.startswith("_")}, option=_JSON, default=str)
+
+
+def _html(page: Page, data: dict[str, Any]) -> str:
+    return render(page.template, data, page.charts(data), _nav())
+
+
 def _nav() -> list[tuple[str, str]]:
     return [(p.path, p.title) for p in PAGES if p.title]
 
@@ -55,7 +64,7 @@ class Console:
         self.store, self.key = store, key
         self.slots = asyncio.Semaphore(WORKERS)
         self.waiting = 0
-        self.cache: OrderedDict[Any, tuple[float, dict[str, Any]]] = OrderedDict()
+        self.cache: OrderedDict[Any, tuple[float, bytes, str]] = OrderedDict()
         self.cache_lock = threading.Lock()
 
     def _state(self) -> tuple[Any, ...]:
@@ -65,30 +74,33 @@ class Console:
         baselines = tuple((b.name, b.run_id) for b in self.store.baselines())
         return found.total, newest.id if newest else None, newest.stored_unix if newest else None, baselines
 
-    def _answer(self, page: Page, ask: Ask) -> dict[str, Any]:
+    def _answer(self, page: Page, ask: Ask, api: bool) -> bytes | str:
+        """The page's JSON (bytes) or HTML (str); a page that caches keeps both, not its data."""
         if not page.cached:
-            return page.data(self.store, ask)
+            data = page.data(self.store, ask)
+            return _json(data) if api else _html(page, data)
         key = (page.name, ask.key(), self._state())
         now = time.monotonic()
         with self.cache_lock:
             hit = self.cache.get(key)
             if hit is not None and now - hit[0] < CACHE_TTL_S:
                 self.cache.move_to_end(key)
-                return hit[1]
+                return hit[1] if api else hit[2]
         data = page.data(self.store, ask)
+        entry = (now, _json(data), _html(page, data))
         with self.cache_lock:
-            self.cache[key] = (now, data)
+            self.cache[key] = entry
             while len(self.cache) > CACHE_MAX:
                 self.cache.popitem(last=False)
-        return data
+        return entry[1] if api else entry[2]
 
-    async def _compute(self, page: Page, ask: Ask) -> dict[str, Any]:
+    async def _compute(self, page: Page, ask: Ask, api: bool) -> bytes | str:
         if self.waiting >= QUEUE_MAX:
             raise web.HTTPServiceUnavailable(text="the console is busy: try again")
         self.waiting += 1
         try:
             async with self.slots:
-                return await asyncio.to_thread(self._answer, page, ask)
+                return await asyncio.to_thread(self._answer, page, ask, api)
         finally:
             self.waiting -= 1
 
@@ -96,19 +108,16 @@ class Console:
         async def handle(request: web.Request) -> web.StreamResponse:
             ask = Ask(list(request.query.items()), request.match_info)
             try:
-                data = await self._compute(page, ask)
-                if api:
-                    shown = {k: v for k, v in data.items() if not k.startswith("_")}
-                    body = orjson.dumps(shown, option=_JSON, default=str)
-                    return _sized(web.Response(body=body, content_type="application/json"))
-                text = await asyncio.to_thread(lambda: render(page.template, data, page.charts(data), _nav()))
-                return _sized(web.Response(text=text, content_type="text/html"))
+                out = await self._compute(page, ask, api)
             except BadAsk as exc:
                 return _error(request, 400, str(exc))
             except NotFound as exc:
                 return _error(request, 404, str(exc.args[0] if exc.args else exc))
             except StoreError as exc:
                 return _error(request, 503, str(exc))
+            if isinstance(out, bytes):
+                return _sized(web.Response(body=out, content_type="application/json"))
+            return _sized(web.Response(text=out, content_type="text/html"))
 
         return handle
 
