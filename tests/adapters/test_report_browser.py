@@ -98,7 +98,8 @@ class Cdp:
         return data.get("result", {})
 
 
-async def open_in_chromium(page: Path, screenshot: Path, width: int = 1400) -> dict:
+async def open_in_chromium(page: Path, screenshot: Path, width: int = 1400, extra: str | None = None) -> dict:
+    """``extra``: a JavaScript expression (JSON text) read once the figures drew: ``out["extra"]``."""
     profile = tempfile.mkdtemp(prefix="tp-chromium-")
     proc = await asyncio.create_subprocess_exec(
         str(CHROMIUM), *FLAGS, f"--user-data-dir={profile}", "about:blank",
@@ -150,6 +151,9 @@ async def open_in_chromium(page: Path, screenshot: Path, width: int = 1400) -> d
             await asyncio.sleep(0.3)  # late errors, if any, arrive as events
             res = await cdp.call("Runtime.evaluate", sid, expression=LAYOUT_PROBE, returnByValue=True)
             state["layout"] = json.loads(res["result"]["value"])
+            if extra is not None:
+                res = await cdp.call("Runtime.evaluate", sid, expression=extra, returnByValue=True)
+                state["extra"] = json.loads(res.get("result", {}).get("value") or "null")
             shot = await cdp.call("Page.captureScreenshot", sid, format="png", captureBeyondViewport=True)
             screenshot.write_bytes(base64.b64decode(shot["data"]))
             events = list(cdp.events)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import re
 
 import pytest
 from rich.console import Console
@@ -61,3 +62,34 @@ def test_a_rerun_step_keeps_the_number_of_its_progress_line_and_files():
     assert "Figures rest on step(s) 1, 2, 3, 5" in lines
     assert "Left out: step 5 (short)" in lines
     assert any("step 5); method: Kneedle" in line for line in lines)
+
+
+def test_the_live_line_shows_ttft_p50_p95_and_tokens_per_second():
+    from tokenpace.core.live_figures import ClientNow, LiveFigures
+
+    ms = 1_000_000
+    recs = [
+        RequestRecord(
+            f"r{i}", sent_ns=i * ms, first_token_ns=i * ms + ttft * ms,
+            token_ns=[i * ms + ttft * ms + k * 5 * ms for k in range(4)], output_tokens_counted=4,
+            end_ns=i * ms + ttft * ms + 20 * ms, status=Status.OK,
+        )
+        for i, ttft in enumerate([100] * 19 + [400])
+    ]  # fmt: skip
+    snapshot = LiveFigures().fold(recs, 2.0, ClientNow())
+
+    async def go() -> dict:
+        bar = BenchProgress(Console(file=io.StringIO(), force_terminal=True), quiet=False)
+        bar.started(100, None)
+        assert bar.progress.tasks[0].fields["figures"] == ""  # nothing to show before any figure
+        bar.live(snapshot)
+        bar.refresh()
+        fields = dict(bar.progress.tasks[0].fields)
+        bar.finished()
+        return fields
+
+    figures = asyncio.run(go())["figures"]
+    m = re.fullmatch(r"TTFT P50 ([\d.]+) P95 ([\d.]+) ms, 40 tok/s, TPOT P95 ([\d.]+) ms", figures)
+    assert m is not None, figures  # 80 tokens in 2 s
+    p50, p95, tpot = map(float, m.groups())
+    assert (p50, p95, tpot) == (pytest.approx(100, rel=0.01), pytest.approx(115, rel=0.01), 5.0)

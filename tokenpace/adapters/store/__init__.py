@@ -5,7 +5,15 @@ implementation is one schema through SQLAlchemy Core, versioned (see ``migration
 written by an older tokenpace opens after an upgrade.
 """
 
-from tokenpace.adapters.store.protocol import BaselineInfo, FleetState, RunInfo, RunPage, RunQuery, Store
+from tokenpace.adapters.store.protocol import (
+    BaselineInfo,
+    FleetState,
+    LiveRun,
+    RunInfo,
+    RunPage,
+    RunQuery,
+    Store,
+)
 from tokenpace.adapters.store.query import parse_where
 from tokenpace.adapters.store.store import SqlStore
 from tokenpace.adapters.store.url import StoreError, default_store_url, normalize_url, redact, sqlite_path
@@ -19,6 +27,7 @@ def connect(url: str) -> Store:
 __all__ = [
     "BaselineInfo",
     "FleetState",
+    "LiveRun",
     "RunInfo",
     "RunPage",
     "RunQuery",

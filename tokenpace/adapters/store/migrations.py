@@ -40,7 +40,13 @@ def _v6(conn: sa.Connection) -> None:
     schema.fleet_configs.create(conn, checkfirst=True)
 
 
-STEPS: dict[int, Callable[[sa.Connection], None]] = {1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6}
+def _v7(conn: sa.Connection) -> None:
+    schema.live_runs.create(conn, checkfirst=True)
+
+
+STEPS: dict[int, Callable[[sa.Connection], None]] = {
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7,
+}  # fmt: skip
 assert max(STEPS) == schema.SCHEMA_VERSION
 
 

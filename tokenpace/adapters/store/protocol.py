@@ -57,6 +57,20 @@ class FleetState:
     desired: dict[str, Any]  # the live settings, without credentials (gateway/config/shared.py)
 
 
+@dataclass(frozen=True, slots=True)
+class LiveRun:
+    """A run in progress (or lately ended) and its figures so far (``core/live_figures.py``)."""
+
+    run_id: str
+    kind: str
+    started_unix: float
+    updated_unix: float  # the last publish: a row not ended whose time stops moving is a dead run
+    state: str  # running, or how it ended (completed, interrupted: ..., aborted: ...)
+    ended: bool
+    labels: dict[str, str]
+    figures: dict[str, Any]
+
+
 class Store(Protocol):
     """Runs (conditions, summary, labels, records), baselines, outcome events, configuration changes."""
 
@@ -198,6 +212,20 @@ class Store(Protocol):
     def sample_records(self, run_id: str, limit: int) -> list[RequestRecord]:
         """At most ``limit`` of a run's records, evenly spaced in the order they finished."""
         ...
+
+    def start_live(self, run_id: str, kind: str, labels: Mapping[str, str]) -> None:
+        """A run in progress gets its live row (rows not written for a day are removed)."""
+
+    def publish_live(
+        self, run_id: str, figures: Mapping[str, Any], state: str = "running", ended: bool = False
+    ) -> None:
+        """The run's figures so far, in place of the last ones; ``ended`` with its final state."""
+
+    def live_runs(self, ended: bool | None = None) -> list[LiveRun]:
+        """Runs in progress (``ended=False``), lately ended (True) or both, the newest first."""
+        ...
+
+    def get_live(self, run_id: str) -> LiveRun | None: ...
 
 
 PAGE_ROWS_MAX = 500  # runs in one page of page_runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 metadata = sa.MetaData()
 
@@ -138,4 +138,21 @@ fleet_configs = sa.Table(
     sa.Column("epoch", sa.Integer, nullable=False),
     sa.Column("unix_s", sa.Float, nullable=False),
     sa.Column("desired", sa.JSON, nullable=False),
+)
+
+# Added in schema version 7: a run in progress and its figures so far (``core/live_figures.py``), one
+# row per run, rewritten in place at most once a second by the run itself and marked ended (its final
+# state) when it stops; rows not written for ``live.KEEP_ENDED_S`` are removed by the next run that
+# starts. A row whose ``updated_unix`` stops moving while not ended is a run that died (killed).
+live_runs = sa.Table(
+    "live_runs",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),  # bench, sweep (a sweep's step)
+    sa.Column("started_unix", sa.Float, nullable=False),
+    sa.Column("updated_unix", sa.Float, nullable=False, index=True),
+    sa.Column("state", sa.String(300), nullable=False),  # running, or how it ended
+    sa.Column("ended", sa.Boolean, nullable=False),
+    sa.Column("labels", sa.JSON, nullable=False),  # the run's labels, its sweep and step
+    sa.Column("figures", sa.JSON, nullable=False),  # LiveSnapshot.to_dict()
 )

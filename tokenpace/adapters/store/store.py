@@ -17,6 +17,7 @@ from tokenpace.adapters.store import events as ev
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.fleet import FleetConfigs
 from tokenpace.adapters.store.groups import RepeatGroups
+from tokenpace.adapters.store.live import LiveRuns
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.pages import RunPages
 from tokenpace.adapters.store.protocol import BaselineInfo, RunInfo
@@ -40,7 +41,7 @@ def _dumps(obj: Any) -> str:
     return orjson.dumps(obj, option=_JSON_OPTS).decode()
 
 
-class SqlStore(RepeatGroups, FleetConfigs, RunPages):
+class SqlStore(RepeatGroups, FleetConfigs, RunPages, LiveRuns):
     """The ``Store`` on SQLAlchemy Core (SQLite, PostgreSQL).
 
     ``SqlStore.open(url)`` connects and brings the schema up to date; every error is a StoreError."""

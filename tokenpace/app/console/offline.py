@@ -14,7 +14,7 @@ from tokenpace.app.console.page import Ask, NotFound
 from tokenpace.app.console.render import render
 from tokenpace.app.console.routes import PAGES
 
-OFFLINE_PAGES = ("compare", "history")
+OFFLINE_PAGES = ("compare", "history", "rollout")
 
 
 def write_offline_page(

@@ -32,6 +32,7 @@ CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows 
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
 STATIC = {"/static/console.js": "application/javascript", "/static/console.css": "text/css"}
+STATIC["/static/live.js"] = "application/javascript"  # the live page's refresher
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _JSON = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
 

@@ -8,6 +8,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tokenpace.adapters.results import (
     RecordWriter,
@@ -21,6 +22,7 @@ from tokenpace.adapters.safe_files import OutputPathError
 from tokenpace.adapters.vllm_json import check_export, vllm_result, write_export
 from tokenpace.app.baseline.run_store import RunStoreError, SaveReport, open_for_run, save_run
 from tokenpace.app.bench.bench import BenchConfig, BenchResult
+from tokenpace.app.jobs.live_feed import failed_state, live_feed
 from tokenpace.app.jobs.progress import NoProgress, RunProgress
 from tokenpace.app.run.exit_status import ExitDecision, run_exit_status, with_gate
 from tokenpace.app.run.outputs import ExitStatus, RunOutputs, default_result_path, new_run_id
@@ -31,6 +33,10 @@ from tokenpace.app.watch.preflight import PreflightError
 from tokenpace.app.workers.run_factory import make_run
 from tokenpace.core.record import RequestRecord
 from tokenpace.wire.endpoint import EndpointError
+
+if TYPE_CHECKING:
+    from tokenpace.adapters.store import Store
+    from tokenpace.app.watch.live import LiveFeed
 
 # A run refused before any load: bad target, simulator that did not start, store not writable.
 REFUSALS = (PreflightError, SimStartError, EndpointError, RunStoreError, OutputPathError)
@@ -77,12 +83,12 @@ def run_bench_job(
     store = open_for_run(outputs.store_url, outputs.save)  # before any load is sent
     try:
         if config.url:
-            result = _measure(config, run_id, out, progress or NoProgress())
+            result = _measure(config, run_id, out, progress or NoProgress(), store)
         else:
             config = dataclasses.replace(config, target=f"sim:{sim_profile or 'default'}")
             with SimProcess(sim_profile) as url:
                 config.url = url
-                result = _measure(config, run_id, out, progress or NoProgress())
+                result = _measure(config, run_id, out, progress or NoProgress(), store)
         if config.otlp_endpoint:  # bounded: a hanging collector costs at most CLOSE_TIMEOUT_S
             queued, dropped = export_client_spans(result.records, config.otlp_endpoint, config.model or "")
             if dropped:
@@ -102,23 +108,41 @@ def run_bench_job(
     return BenchOutcome(result, out, records_path_for(out) if out else None, saved)
 
 
-def _measure(config: BenchConfig, run_id: str, out: Path | None, progress: RunProgress) -> BenchResult:
-    """The run on its event loop; every record is written as it ends, the result file after."""
+def _measure(
+    config: BenchConfig, run_id: str, out: Path | None, progress: RunProgress, store: Store | None
+) -> BenchResult:
+    """The run on its event loop; every record is written as it ends, the result file after; the
+    figures so far published while it goes (``app/watch/live.py``)."""
     writer = RecordWriter(records_path_for(out)) if out is not None else None
+    feed: LiveFeed | None = None
 
     def on_record(record: RequestRecord) -> None:
         if writer is not None:
             writer.write(record)
+        if feed is not None:
+            feed.record(record)
         progress.record(record)
 
     async def main() -> BenchResult:
+        nonlocal feed
         scrapes = scrapes_path_for(out) if out is not None else None
         run = make_run(config, on_record=on_record, run_id=run_id, scrape_path=scrapes)
         stop_on_signals(run.stop)
+        feed = live_feed(run, "bench", store, config.labels, progress)
         progress.started(run.total_planned, config.duration_s)
+        if feed is not None:
+            feed.start()
+        state = "failed"
         try:
-            return await run.run()
+            result = await run.run()
+            state = result.stop_reason
+            return result
+        except BaseException as exc:
+            state = failed_state(exc)
+            raise
         finally:
+            if feed is not None:
+                feed.finish(state)
             progress.finished()
 
     result: BenchResult | None = None

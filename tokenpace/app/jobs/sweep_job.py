@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tokenpace.adapters.results import RecordWriter, rewrite_records, write_result
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.app.baseline.run_store import open_for_run, save_run
+from tokenpace.app.jobs.live_feed import failed_state, live_feed
 from tokenpace.app.jobs.progress import NoProgress, SweepProgress
 from tokenpace.app.run.exit_status import ExitDecision, sweep_exit_status, sweep_gate
 from tokenpace.app.run.outputs import (
@@ -30,6 +31,7 @@ from tokenpace.core.record import RequestRecord
 
 if TYPE_CHECKING:  # imported when used: --no-store sweeps never load SQLAlchemy
     from tokenpace.adapters.store import Store
+    from tokenpace.app.watch.live import LiveFeed
 
 
 @dataclass
@@ -95,15 +97,24 @@ class _SweepFiles:
         self.runner: Sweep | None = None
         self.duration_s: float | None = None
         self.gates: tuple[FailOnLine, ...] = ()
+        self.labels: dict[str, str] = {}
+        self.sweep_id = ""
+        self.feeds: dict[int, LiveFeed] = {}  # the steps' live figures, one step at a time
 
     def run(self, config: SweepConfig, sweep_id: str) -> SweepOutcome:
         self.duration_s = config.base.duration_s
         self.gates = config.base.fail_on
+        self.labels, self.sweep_id = dict(config.base.labels), sweep_id
 
         async def main() -> SweepResult:
             self.runner = Sweep(config, sweep_id, self.step_started, self.record, self.step_done)
             stop_on_signals(self.runner.stop)
-            return await self.runner.run()
+            try:
+                return await self.runner.run()
+            except BaseException as exc:  # a step's live row ends with the sweep
+                for feed in self.feeds.values():
+                    feed.finish(failed_state(exc))
+                raise
 
         result: SweepResult | None = None
         try:
@@ -124,15 +135,26 @@ class _SweepFiles:
             self.writers[index] = RecordWriter(path)
             self.files[index] = path.name
         self.progress.step_started(index, phase, mode, load, run.total_planned, self.duration_s)
+        step = {"sweep_id": self.sweep_id, "sweep_step": str(index), "sweep_phase": phase}
+        feed = live_feed(run, "sweep", self.store, self.labels | step, self.progress)
+        if feed is not None:
+            self.feeds[index] = feed
+            feed.start()
 
     def record(self, index: int, record: RequestRecord) -> None:
         writer = self.writers.get(index)
         if writer is not None:
             writer.write(record)
+        feed = self.feeds.get(index)
+        if feed is not None:
+            feed.record(record)
         self.progress.record(record)
 
     def step_done(self, step: SweepStep) -> None:
         step.result.judge_gates(self.gates)  # each step's --fail-on verdict, in its JSON and the exit
+        feed = self.feeds.pop(step.index, None)
+        if feed is not None:
+            feed.finish(step.result.stop_reason)
         writer = self.writers.get(step.index)
         if writer is not None:
             writer.close()

@@ -31,6 +31,7 @@ class ArmsWindow:
     weights: dict[str, float] = field(default_factory=dict)  # the newest session's split
     expected: dict[str, dict[str, float]] = field(default_factory=dict)  # unit -> arm -> share
     warnings: list[str] = field(default_factory=list)
+    sent_unix: dict[str, list[float]] = field(default_factory=dict)  # by arm, beside ``records``
 
 
 def _sent_unix(rec: RequestRecord, clock: dict[str, Any]) -> float | None:
@@ -77,14 +78,15 @@ def load_window(
         if run.labels.get("shadow") == "true":  # a mirror's copies: no user saw them, no split holds them
             continue
         clock = run.conditions.get("clock", {})
-        kept = [
-            r
+        timed = [
+            (t, r)
             for r in store.load_records(run.id)
             if not r.warmup
             and (t := _sent_unix(r, clock)) is not None
             and t >= since_unix
             and (until_unix is None or t < until_unix)
         ]
+        kept = [r for _, r in timed]
         if not kept:
             continue
         sess, arm = run.labels.get("gateway_session", run.id), run.labels.get("arm", run.id)
@@ -95,6 +97,7 @@ def load_window(
             splits[sess] = _split_weights(run)
             ramping.update(_ramping(run, since_unix))
         window.records.setdefault(arm, []).extend(kept)
+        window.sent_unix.setdefault(arm, []).extend(t for t, _ in timed)
         tally = per_session.setdefault(sess, {}).setdefault(arm, {"users": set(), "requests": 0})
         tally["users"] |= {u for r in kept if (u := r.labels.get("user"))}  # type: ignore[operator]
         tally["requests"] += len(kept)  # type: ignore[operator]
@@ -102,6 +105,7 @@ def load_window(
         window.weights = next(iter(splits.values()))  # the newest
         order = list(window.weights) + [a for a in window.records if a not in window.weights]
         window.records = {a: window.records[a] for a in order if a in window.records}
+        window.sent_unix = {a: window.sent_unix[a] for a in window.records}
     window.expected = _expected(per_session, splits)
     if len({tuple(sorted(w.items())) for w in splits.values()}) > 1:
         window.warnings.append(

@@ -9,6 +9,7 @@ from tokenpace.core.analysis.comparison.fail_on import parse_fail_on
 from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport
 from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.credentials import header_problem, strip_credentials
+from tokenpace.core.live_figures import LiveSnapshot
 from tokenpace.core.metrics import Slo
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.schedule.arrivals import ARRIVALS
@@ -26,6 +27,7 @@ __all__ = [
     "FailOnReport",
     "LengthDist",
     "LengthSpecError",
+    "LiveSnapshot",
     "Ramp",
     "RequestRecord",
     "Sampling",

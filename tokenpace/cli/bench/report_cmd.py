@@ -56,7 +56,14 @@ def _note(text: str) -> None:
     help="With --html: the test of this stored run over time, the web console's history page offline.",
 )
 @click.option("--metric", default="ttft.p95", show_default=True, help="With --history: the metric drawn.")
-@click.option("--store", "store_url", metavar="URL", help="With --compare or --history: the run store.")
+@click.option(
+    "--arms",
+    "arms_session",
+    metavar="SESSION",
+    help="With --html: a gateway session's arms over time and each rollout step's verdict, the web "
+    "console's rollout page offline (guards: tokenpace arms --guard ... --html FILE).",
+)
+@click.option("--store", "store_url", metavar="URL", help="With --compare, --history, --arms: the store.")
 def report(
     source: Path | None,
     html_out: Path | None,
@@ -68,6 +75,7 @@ def report(
     compare_refs: tuple[str, str] | None,
     history_ref: str | None,
     metric: str,
+    arms_session: str | None,
     store_url: str | None,
 ) -> None:
     """Report a bench result or a sweep: offline HTML (--html), Markdown (--md), CSV (--csv).
@@ -75,8 +83,11 @@ def report(
     With no output option the Markdown goes to standard output. With --compare A B or --history RUN
     (and --html FILE), a page of the web console from the store, as one offline file.
     """
-    if compare_refs or history_ref:
-        _store_page(source, html_out, md_out or csv_out, compare_refs, history_ref, metric, store_url)
+    if compare_refs or history_ref or arms_session:
+        if arms_session and (compare_refs or history_ref):
+            die("report", "--arms SESSION writes one page: give it alone with --html FILE")
+        _store_page(source, html_out, md_out or csv_out, compare_refs, history_ref or arms_session, metric,
+                    store_url, arms=arms_session is not None)  # fmt: skip
         return
     if source is None:
         die("report", "give a RESULT_OR_SWEEP file, or --compare A B / --history RUN with --html FILE")
@@ -102,11 +113,14 @@ def _store_page(
     history_ref: str | None,
     metric: str,
     store_url: str | None,
+    arms: bool = False,
 ) -> None:
     if source is not None or other_out is not None or html_out is None or (compare_refs and history_ref):
         die("report", "--compare A B or --history RUN writes one page: give --html FILE and nothing else")
     if compare_refs:
         name, query = "compare", [("a", compare_refs[0]), ("b", compare_refs[1])]
+    elif arms:
+        name, query = "rollout", [("session", history_ref or "")]
     else:
         name, query = "history", [("run", history_ref or ""), ("metric", metric)]
     try:

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from tokenpace.app.reports.tables import fmt, interval
-from tokenpace.app.run.terms import RequestRecord, Status
+from tokenpace.app.run.terms import LiveSnapshot, RequestRecord, Status
 from tokenpace.app.sweep.sweep_lengthen import is_short, step_rps
 
 if TYPE_CHECKING:
@@ -49,7 +49,8 @@ def eta_s(elapsed_s: float, done: int, total: int | None, duration_s: float | No
 
 class BenchProgress:
     """A ``RunProgress`` drawn with rich: requests done of those planned (or the time of a run bounded
-    by duration), ok and failed, elapsed and an ETA."""
+    by duration), ok and failed, elapsed and an ETA; with the figures so far (``live``, once a second):
+    TTFT P50/P95 and output tokens/s."""
 
     def __init__(self, console: Console, quiet: bool, label: str = "bench") -> None:
         self.quiet = quiet
@@ -58,6 +59,7 @@ class BenchProgress:
             BarColumn(),
             TextColumn("{task.fields[count]}"),
             TextColumn("{task.fields[status]}"),
+            TextColumn("{task.fields[figures]}"),
             TimeElapsedColumn(),
             TextColumn("{task.fields[eta]}"),
             console=console,
@@ -70,6 +72,7 @@ class BenchProgress:
         self.duration_s: float | None = None
         self.t0 = 0.0
         self._ticker: asyncio.Task[Any] | None = None
+        self.figures = ""
 
     def started(self, total: int | None, duration_s: float | None) -> None:
         self.total, self.duration_s, self.t0 = total, duration_s, time.monotonic()
@@ -77,7 +80,7 @@ class BenchProgress:
             return
         self.progress.start()
         bar_total = total if total else duration_s  # a run bounded by duration only: a bar of time
-        self.task = self.progress.add_task("bench", total=bar_total, status="", count="", eta="")
+        self.task = self.progress.add_task("bench", total=bar_total, status="", count="", eta="", figures="")
         self._ticker = asyncio.get_running_loop().create_task(self._tick())
 
     async def _tick(self) -> None:
@@ -97,6 +100,7 @@ class BenchProgress:
                 "eta": f"ETA {clock(left)}" if left is not None else "",
                 "count": f"{done}",
                 "status": f"{self.ok} ok{failed}" if done else "",
+                "figures": self.figures,
             }
             if self.total:
                 fields["count"] = f"{done}/{self.total}"
@@ -113,12 +117,29 @@ class BenchProgress:
         else:
             self.failed += 1
 
+    def live(self, snapshot: LiveSnapshot) -> None:
+        """The figures so far (``refresh`` draws them)."""
+        self.figures = live_figures(snapshot)
+
     def finished(self) -> None:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
         if not self.quiet:
             self.progress.stop()
+
+
+def live_figures(snapshot: LiveSnapshot) -> str:
+    """TTFT P50/P95 and output tokens/s (over the last second), and P95 of TPOT: empty before any
+    request succeeded."""
+    p50, p95 = snapshot.p50.get("ttft_ms"), snapshot.p95.get("ttft_ms")
+    if p50 is None or p95 is None:
+        return ""
+    line = f"TTFT P50 {fmt(p50)} P95 {fmt(p95)} ms, {snapshot.recent_tokens_per_s:,.0f} tok/s"
+    tpot = snapshot.p95.get("tpot_ms")
+    if tpot is not None:
+        line += f", TPOT P95 {fmt(tpot)} ms"
+    return line
 
 
 class SweepView:
@@ -157,6 +178,10 @@ class SweepView:
     def record(self, record: RequestRecord) -> None:
         if self.bar is not None:
             self.bar.record(record)
+
+    def live(self, snapshot: LiveSnapshot) -> None:
+        if self.bar is not None:
+            self.bar.live(snapshot)
 
     def step_finished(self, step: SweepStep, store_problem: str | None) -> None:
         if self.bar is not None:

@@ -50,6 +50,13 @@ from tokenpace.cli.library.store_opts import (
 @click.option("--json", "as_json", is_flag=True, help="The report as JSON on stdout.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="The report as JSON in FILE.")
 @click.option(
+    "--html",
+    "html_out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The arms over the whole window as one offline HTML file: share, load, latency, error and "
+    "event rates per arm, each configuration change marked, each rollout step's verdict.",
+)
+@click.option(
     "--apply", is_flag=True, help="Move the running gateway's split as the verdict says (needs --gateway)."
 )
 @click.option(
@@ -96,6 +103,7 @@ def arms(
     seed: int,
     as_json: bool,
     out: Path | None,
+    html_out: Path | None,
     apply: bool,
     set_share: str | None,
     gateway_url: str | None,
@@ -139,6 +147,15 @@ def arms(
     )
     if out:
         write_report(out, report.to_dict())
+    if html_out:
+        from tokenpace.app.rollout.arms_timeline import arms_over_time, write_arms_html
+
+        over_time = arms_over_time(
+            store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet,
+            candidate,
+        )  # fmt: skip
+        write_arms_html(html_out, over_time.to_dict())
+        click.echo(f"wrote {html_out}", err=True)
     if as_json:
         click.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())
     else:

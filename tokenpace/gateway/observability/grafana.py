@@ -1,16 +1,38 @@
-"""A Grafana dashboard (JSON model) on the gateway's metric names, with SLO lines from the same SLOs."""
+"""A Grafana dashboard (JSON model) on the gateway's metric names, with SLO lines from the same SLOs,
+and a variable for each of model, upstream, arm, region and the gateway's other static labels that
+every panel's series are filtered by."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tokenpace.core.metrics import Slo
+from tokenpace.gateway.experiments.events import EVENTS
 from tokenpace.gateway.observability import prom
 from tokenpace.gateway.observability.arm_watch import arm_panels
 from tokenpace.gateway.observability.engine_watch import ENGINE_WAITING, GPU_UTIL
 from tokenpace.gateway.observability.rules import _le
 
 BY = "model, upstream, arm, api"  # api: an embeddings TTFT (its E2E) never mixes with a chat TTFT
+# The dashboard's variables, always there: region a static label (``--label region=...``); a series
+# without the label still matches its default (all: ".*" matches the empty value).
+VARIABLES = ("model", "upstream", "arm", "region")
+# The labels a metric carries beside the static ones: a variable filters only the series that have it.
+_METRIC_KEYS = {
+    prom.TTFT: ("model", "upstream", "arm"),
+    prom.TPOT: ("model", "upstream", "arm"),
+    prom.E2E: ("model", "upstream", "arm"),
+    prom.TOKENS: ("model", "upstream", "arm"),
+    prom.REQUESTS: ("model", "upstream", "arm"),
+    EVENTS: ("arm",),
+    prom.IN_FLIGHT: (),
+    prom.DROPPED: (),
+}
+_SELECTOR = re.compile(
+    "(" + "|".join(re.escape(m) for m in sorted(_METRIC_KEYS, key=len, reverse=True)) + r")"
+    r"(_bucket|_sum|_count)?(\{[^}]*\})?(?![\w{])"
+)
 
 
 def _panel(
@@ -43,11 +65,8 @@ def _panel(
 
 
 def _quantiles(metric: str, extra: str = "", split_by: tuple[str, ...] = ()) -> list[tuple[str, str]]:
-    """P50/P95/P99 per model, upstream, arm and API, and per static label (``split_by``: each one
-    filtered by its dashboard variable)."""
-    matchers = [extra] if extra else []
-    matchers += [f'{key}=~"${key}"' for key in split_by]
-    sel = f"{metric}_bucket{{{', '.join(matchers)}}}" if matchers else f"{metric}_bucket"
+    """P50/P95/P99 per model, upstream, arm and API, and per static label (``split_by``)."""
+    sel = f"{metric}_bucket{{{extra}}}" if extra else f"{metric}_bucket"
     by = ", ".join((BY, *split_by))
     legend = " ".join(["{{arm}} {{api}}", *(f"{{{{{key}}}}}" for key in split_by)])
     return [
@@ -71,6 +90,20 @@ def _variable(key: str) -> dict[str, Any]:
         "includeAll": True,
         "allValue": ".*",
     }
+
+
+def filtered(expr: str, statics: tuple[str, ...]) -> str:
+    """``expr`` with each of its metric selectors filtered by the dashboard variables its metric has
+    labels for (``statics``: the static label keys, on every series)."""
+
+    def add(m: re.Match[str]) -> str:
+        metric, suffix, braces = m.group(1), m.group(2) or "", m.group(3)
+        keys = (*_METRIC_KEYS[metric], *statics)
+        own = [braces[1:-1]] if braces and braces[1:-1].strip() else []
+        matchers = [*own, *(f'{key}=~"${key}"' for key in keys if f"{key}=" not in (braces or ""))]
+        return f"{metric}{suffix}{{{', '.join(matchers)}}}"
+
+    return _SELECTOR.sub(add, expr)
 
 
 def _with_exemplars(panel: dict[str, Any]) -> dict[str, Any]:
@@ -154,6 +187,10 @@ def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
         )
     panels += arm_panels(_panel, 8, 32)  # the gray release, arm by arm
     panels.append(gpu_panel(panels))
+    statics = tuple(dict.fromkeys(("region", *split_by)))
+    for panel in panels:
+        for target in panel["targets"]:
+            target["expr"] = filtered(target["expr"], statics)
     return {
         "title": "tokenpace gateway",
         "uid": "tokenpace-gateway",
@@ -163,7 +200,7 @@ def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
         "templating": {
             "list": [
                 {"name": "datasource", "type": "datasource", "query": "prometheus"},
-                *(_variable(key) for key in split_by),
+                *(_variable(key) for key in dict.fromkeys((*VARIABLES, *split_by))),
             ]
         },
         "panels": panels,

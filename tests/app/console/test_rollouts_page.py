@@ -1,0 +1,81 @@
+"""The gateway sessions and rollouts pages over a rollout a real gateway stored (a split moved live,
+complaints reported): the session listed, its arms over time and each step's verdict in the JSON
+twin, 404 and 400; in Chromium, no console error and the charts hold the stored points."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
+
+from app.console.browser import needs_chromium, visit
+from app.rollout.arms_traffic import SESSION, store_rollout
+from tokenpace.adapters.store import Store, connect
+from tokenpace.app.console.server import build_app
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    s = connect(f"sqlite:///{tmp_path_factory.mktemp('rollouts') / 'runs.db'}")
+    store_rollout(s)
+    yield s
+    s.close()
+
+
+def _get(store: Store, *paths: str) -> list[tuple[int, dict]]:
+    async def go():
+        async with TestClient(TestServer(build_app(store), host="127.0.0.1")) as client:
+            out = []
+            for p in paths:
+                resp = await client.get(p)
+                out.append((resp.status, await resp.json()))
+            return out
+
+    return asyncio.run(go())
+
+
+def test_the_json_twins_list_the_session_and_its_arms_over_time(store: Store) -> None:
+    guard = quote("ttft.p95=+50%,complaint=+5pp")
+    (s1, listed), (s2, one), (s3, _), (s4, bad) = _get(
+        store, "/api/rollouts", f"/api/rollouts/{SESSION}?guard={guard}", "/api/rollouts/nope",
+        f"/api/rollouts/{SESSION}?guard=ttft.p95",
+    )  # fmt: skip
+    assert s1 == 200 and listed["sessions"][0]["session"] == SESSION
+    assert listed["sessions"][0]["arms"] == ["a", "b"] and listed["sessions"][0]["config_changes"] == 1
+    assert listed["sessions"][0]["requests"] == 400
+    assert s2 == 200
+    arms = one["timeline"]["arms"]
+    assert sum(sum(a["requests"]) for a in arms.values()) == 400
+    assert one["changes"][0]["epoch"] == 1 and one["changes"][0]["split_after"] == {"a": 50.0, "b": 50.0}
+    assert len(one["steps"]) == 2 and len(one["steps_table"]["rows"]) == 2
+    assert {g["guard"] for s in one["steps"] for g in s["guards"]} == {"ttft.p95=+50%", "complaint=+5pp"}
+    assert s3 == 404 and s4 == 400 and bad["error"].startswith("guard:")
+
+
+@needs_chromium
+def test_the_rollout_page_draws_the_stored_points_with_no_error(store: Store) -> None:
+    probe = (
+        "JSON.stringify(Object.fromEntries([...document.querySelectorAll('div.tp-chart')]"
+        ".map(d => [d.dataset.title, {traces: d.data.map(t => ({name: t.name, y: t.y})),"
+        " shapes: (d.layout.shapes || []).length}])))"
+    )
+
+    async def go():
+        async with TestServer(build_app(store), host="127.0.0.1") as server:
+            urls = [str(server.make_url(p)) for p in ("/rollouts", f"/rollouts/{SESSION}")]
+            return await visit(urls, probe)
+
+    listing, page = asyncio.run(go())
+    for p in (listing, page):
+        assert p["errors"] == [], p["errors"]
+        assert all(u.startswith("http://127.0.0.1:") for u in p["requests"]), p["requests"]
+    ((_, one),) = _get(store, f"/api/rollouts/{SESSION}")
+    charts = page["value"]
+    assert "Traffic share by arm" in charts and "Business events per request by arm" in charts
+    for title, key in (("Traffic share by arm", "share"), ("TTFT P95 by arm", "ttft_p95")):
+        drawn = {t["name"]: t["y"] for t in charts[title]["traces"]}
+        assert drawn == {arm: s[key] for arm, s in one["timeline"]["arms"].items()}, title
+        assert charts[title]["shapes"] == 1  # the split's move, marked

@@ -1,0 +1,76 @@
+"""The gateway sessions and rollouts pages: the gateway sessions stored (their runs are kind
+``gateway``, labelled ``gateway_session``), and one session's arms over time (traffic share, the load
+each arm carried, latency percentiles, error and business-event rates, each configuration change
+a marker) with the guards' verdict on each step of the rollout: ``app/rollout/arms_timeline.py``,
+drawn by ``adapters/report/arms_html.py``'s figures (the same as ``arms --html``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tokenpace.adapters.report.arms_html import arms_figures, iso, steps_table
+from tokenpace.adapters.store import RunQuery, Store
+from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
+from tokenpace.app.rollout.arms_timeline import arms_over_time
+from tokenpace.app.rollout.terms import parse_guards
+
+SCAN_MAX = 5000  # newest gateway runs read to list the sessions
+RUNS_MAX = 500  # runs of one session read (one per arm, config epoch and upstream)
+RESAMPLES = 400  # bootstrap resamples of each step's verdict (arms uses 1000 by default)
+
+
+def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
+    sessions: dict[str, dict[str, Any]] = {}
+    for run in store.list_runs({"kind": "gateway"}, limit=SCAN_MAX):
+        name = run.labels.get("gateway_session")
+        if not name or run.labels.get("shadow") == "true":
+            continue
+        row = sessions.setdefault(
+            name,
+            {"session": name, "started_at": run.started_at, "arms": [], "requests": 0, "epochs": set()},
+        )
+        row["started_at"] = min(row["started_at"], run.started_at)
+        row["requests"] += run.record_count
+        row["epochs"].add(run.labels.get("config_epoch", "0"))
+        row["fleet"] = run.labels.get("gateway_fleet")
+        if (arm := run.labels.get("arm")) and arm not in row["arms"]:
+            row["arms"].append(arm)
+    rows = sorted(sessions.values(), key=lambda r: r["started_at"], reverse=True)
+    for row in rows:
+        row["config_changes"] = len(row.pop("epochs")) - 1
+    return {"sessions": rows}
+
+
+def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
+    session = ask.path("session") or ask.text("session")  # the query's: report --arms, offline
+    found = store.page_runs(RunQuery(labels={"gateway_session": session}, kinds=("gateway",), limit=RUNS_MAX))
+    if not found.runs:
+        raise NotFound(f"no stored gateway session {session!r}")
+    guard_text = ask.text("guard")
+    try:
+        guards = parse_guards(guard_text) if guard_text else []
+    except ValueError as exc:
+        raise BadAsk(f"guard: {exc}") from None
+    since = ask.when("since") or min(r.started_unix for r in found.runs)
+    try:
+        over = arms_over_time(store, since, ask.when("until"), guards, session=session, resamples=RESAMPLES)
+    except ValueError as exc:
+        raise NotFound(str(exc)) from None
+    doc = over.to_dict()
+    headers, rows = steps_table(doc["steps"])
+    return {
+        "session": session,
+        "guard": guard_text,
+        "since": iso(doc["since_unix"]),
+        "until": iso(doc["until_unix"]),
+        "bucket_s": doc["timeline"]["bucket_s"],
+        "min_bucket_n": doc["timeline"]["min_bucket_n"],
+        "warnings": doc["warnings"],
+        "steps_table": {"headers": headers, "rows": rows},
+        "changes": [{**c, "when": iso(c["unix_s"])} for c in doc["timeline"]["changes"]],
+        **{k: doc[k] for k in ("steps", "timeline")},
+    }
+
+
+def rollout_charts(data: dict[str, Any]) -> list[Chart]:
+    return [Chart(str(f.layout.title.text), f) for f in arms_figures(data["timeline"])]
