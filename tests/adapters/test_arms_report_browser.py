@@ -30,7 +30,7 @@ def test_the_arms_page_draws_the_stored_shares_with_no_error(tmp_path: Path) -> 
     doc = arms_over_time(store, started, resamples=50).to_dict()
     page = tmp_path / "arms.html"
     page.write_text(render_arms_html(json.loads(json.dumps(doc))), encoding="utf-8")
-    out = asyncio.run(open_in_chromium(page, tmp_path / "arms.png", PROBE))
+    out = asyncio.run(open_in_chromium(page, tmp_path / "arms.png", extra=PROBE))
     assert out["errors"] == [], out["errors"]
     assert all(url.startswith("file://") for url in out["requests"]), out["requests"]
     state = out["state"]

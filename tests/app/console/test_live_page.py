@@ -18,7 +18,7 @@ from app.console.live_browser import follow
 from tokenpace.adapters.store import connect
 from tokenpace.app.console.live_page import STALE_S
 from tokenpace.app.console.server import build_app
-from tokenpace.core.live_figures import ClientNow, LiveFigures
+from tokenpace.core.analysis.diagnosis.live_figures import ClientNow, LiveFigures
 from tokenpace.testing.procs import cli_command
 
 

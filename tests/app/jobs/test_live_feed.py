@@ -17,7 +17,7 @@ from tokenpace.app.bench.bench import BenchConfig
 from tokenpace.app.jobs.bench_job import run_bench_job
 from tokenpace.app.jobs.progress import NoProgress
 from tokenpace.app.run.outputs import RunOutputs
-from tokenpace.core.live_figures import LiveSnapshot
+from tokenpace.core.analysis.diagnosis.live_figures import LiveSnapshot
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.workload.lengths import parse_length
 from tokenpace.testing.procs import cli_command

@@ -11,7 +11,7 @@ import pytest
 from tokenpace.adapters.store import StoreError
 from tokenpace.app.watch import live as live_mod
 from tokenpace.app.watch.live import LiveFeed
-from tokenpace.core.live_figures import ClientNow
+from tokenpace.core.analysis.diagnosis.live_figures import ClientNow
 from tokenpace.core.record import RequestRecord, Status
 
 

@@ -65,7 +65,7 @@ def test_a_rerun_step_keeps_the_number_of_its_progress_line_and_files():
 
 
 def test_the_live_line_shows_ttft_p50_p95_and_tokens_per_second():
-    from tokenpace.core.live_figures import ClientNow, LiveFigures
+    from tokenpace.core.analysis.diagnosis.live_figures import ClientNow, LiveFigures
 
     ms = 1_000_000
     recs = [

@@ -59,7 +59,7 @@ class FleetState:
 
 @dataclass(frozen=True, slots=True)
 class LiveRun:
-    """A run in progress (or lately ended) and its figures so far (``core/live_figures.py``)."""
+    """A run in progress (or lately ended) and its figures so far (``diagnosis/live_figures.py``)."""
 
     run_id: str
     kind: str

@@ -140,7 +140,7 @@ fleet_configs = sa.Table(
     sa.Column("desired", sa.JSON, nullable=False),
 )
 
-# Added in schema version 7: a run in progress and its figures so far (``core/live_figures.py``), one
+# Added in schema version 7: a run in progress and its figures so far (``diagnosis/live_figures.py``), one
 # row per run, rewritten in place at most once a second by the run itself and marked ended (its final
 # state) when it stops; rows not written for ``live.KEEP_ENDED_S`` are removed by the next run that
 # starts. A row whose ``updated_unix`` stops moving while not ended is a run that died (killed).

@@ -7,9 +7,9 @@ from __future__ import annotations
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.core.analysis.comparison.fail_on import parse_fail_on
 from tokenpace.core.analysis.comparison.fail_on_judge import FailOnReport
+from tokenpace.core.analysis.diagnosis.live_figures import LiveSnapshot
 from tokenpace.core.asked_percentiles import parse_percentiles
 from tokenpace.core.credentials import header_problem, strip_credentials
-from tokenpace.core.live_figures import LiveSnapshot
 from tokenpace.core.metrics import Slo
 from tokenpace.core.record import RequestRecord, Status
 from tokenpace.core.schedule.arrivals import ARRIVALS

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from tokenpace.core.live_figures import ClientNow, LiveFigures, LiveSnapshot
+from tokenpace.core.analysis.diagnosis.live_figures import ClientNow, LiveFigures, LiveSnapshot
 from tokenpace.core.record import RequestRecord
 
 if TYPE_CHECKING:  # imported when used: --no-store runs never load SQLAlchemy

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenpace.core.live_figures import MAX_POINTS, ClientNow, LiveFigures
+from tokenpace.core.analysis.diagnosis.live_figures import MAX_POINTS, ClientNow, LiveFigures
 from tokenpace.core.record import RequestRecord, Status
 
 MS = 1_000_000
