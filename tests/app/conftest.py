@@ -1,4 +1,4 @@
-"""The traced stack of docs/gateway.md's tracing section, for the tracing tests: its simulator and
+"""The traced stack of docs/tracing.md, for the tracing tests: its simulator and
 gateway lines run as written (ports and the collector's URL replaced), both exporting to one real
 OTLP/HTTP receiver, and a documented bench line sent through them."""
 
@@ -19,13 +19,13 @@ from tokenpace.testing.procs import FINISHED, free_port, run_cli
 if TYPE_CHECKING:
     from tokenpace.testing.otlp_receiver import OtlpReceiver
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "gateway.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "tracing.md"
 COLLECTOR = "http://127.0.0.1:4318/v1/traces"  # the docs' collector
 TRACING = "## Tracing: one trace per request"  # the section whose first block starts the stack
 
 
 def doc_commands(heading: str) -> list[str]:
-    """The `tokenpace` lines of the first ```sh block after ``heading`` in docs/gateway.md."""
+    """The `tokenpace` lines of the first ```sh block after ``heading`` in docs/tracing.md."""
     text = DOC.read_text()
     section = text[text.index(heading) :]
     start = section.index("```sh\n") + 6

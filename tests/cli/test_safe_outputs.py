@@ -178,7 +178,7 @@ def test_length_bounds_are_documented_and_samples_stay_inside():
     assert parse_length(str(MAX_TOKENS)).params == (MAX_TOKENS,)
     wide = parse_length("lognormal:1000000,50")
     assert wide.sample(np.random.default_rng(0), 1000).max() <= MAX_TOKENS
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "bench-reference.md").read_text()
     assert "1,048,576" in readme
 
 

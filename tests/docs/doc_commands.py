@@ -54,7 +54,8 @@ SUBSTITUTIONS: tuple[tuple[str, str], ...] = (
     ),
 )
 
-# docs/sim.md's calibration walkthrough shares these files from one command to the next
+# docs/sim-calibration.md's walkthrough shares these files from one command to the next
+CALIBRATION_DOC = "docs/sim-calibration.md"
 CALIBRATION_FILES = ("ladder.json", "conc.json", "held.json", "mine.toml", "predicted.json")
 
 # Commands that a dedicated test already runs as written, as a sequence sharing files and a store
@@ -68,28 +69,28 @@ RUN_ELSEWHERE: tuple[tuple[str, str, str], ...] = (
     ("docs/gateway.md", "--admin-listen", "tests/gateway/operations/test_admin.py"),
     ("docs/gateway.md", "--workers", "tests/gateway/lifecycle/test_workers.py"),
     ("docs/gateway-fleet.md", "", "tests/gateway/lifecycle/test_fleet_processes.py"),
-    ("docs/gateway.md", "--config gray.toml", "tests/gateway/experiments/test_gray_walkthrough.py"),
+    ("docs/gray-release.md", "--config gray.toml", "tests/gateway/experiments/test_gray_walkthrough.py"),
     (
-        "docs/gateway.md",
+        "docs/gray-release.md",
         "--gateway http://127.0.0.1:9100",
         "tests/gateway/experiments/test_gray_walkthrough.py",
     ),
-    ("docs/gateway.md", "arms --changes", "tests/gateway/experiments/test_gray_walkthrough.py"),
+    ("docs/gray-release.md", "arms --changes", "tests/gateway/experiments/test_gray_walkthrough.py"),
     ("docs/playbook.md", "", "tests/docs/test_playbook.py"),
-    ("docs/gateway.md", "--mirror", "tests/gateway/experiments/test_shadow_walkthrough.py"),
-    ("docs/gateway.md", "--otlp-sample", "tests/app/watch/test_traces_sampled.py"),
+    ("docs/shadow-traffic.md", "--mirror", "tests/gateway/experiments/test_shadow_walkthrough.py"),
+    ("docs/tracing.md", "--otlp-sample", "tests/app/watch/test_traces_sampled.py"),
+    ("docs/tracing.md", "--traces sampled-traces.jsonl", "tests/app/watch/test_traces_sampled.py"),
+    ("docs/tracing.md", "--otlp-endpoint", "tests/app/watch/test_traces_end_to_end.py"),
+    ("docs/tracing.md", "--traces traces.jsonl", "tests/app/watch/test_traces_end_to_end.py"),
+    ("docs/shadow-traffic.md", "upstream=cand", "tests/gateway/experiments/test_shadow_walkthrough.py"),
     ("docs/web-console.md", "", "tests/cli/library/test_ui_docs.py"),
-    ("docs/gateway.md", "--traces sampled-traces.jsonl", "tests/app/watch/test_traces_sampled.py"),
-    ("docs/gateway.md", "--otlp-endpoint", "tests/app/watch/test_traces_end_to_end.py"),
-    ("docs/gateway.md", "--traces traces.jsonl", "tests/app/watch/test_traces_end_to_end.py"),
-    ("docs/gateway.md", "upstream=cand", "tests/gateway/experiments/test_shadow_walkthrough.py"),
     ("docs/workloads.md", "captured.jsonl", "tests/app/baseline/test_replay_captured.py"),
     ("docs/workloads.md", "store:gateway_session", "tests/app/baseline/test_replay_captured.py"),
     ("docs/baselines.md", "--until-decided", "tests/app/jobs/test_check_until.py"),
     ("", "check --baseline", "tests/cli/library/test_check_docs.py"),
     ("docs/vllm.md", "--model", "tests/cli/vllm/test_vllm_dropin.py"),
     ("", "arms --since 1h --store runs.db --guard", "tests/gateway/experiments/test_gray_release.py"),
-    *(("docs/sim.md", f, "tests/app/calibration/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
+    *((CALIBRATION_DOC, f, "tests/app/calibration/test_sim_calibrate_docs.py") for f in CALIBRATION_FILES),
     ("docs/gpu-telemetry.md", "--gpu-metrics http://127.0.0.1:9400", "tests/cli/bench/test_gpu_docs.py"),
     ("docs/gpu-telemetry.md", "--gpu-metrics nvidia-smi", "tests/cli/bench/test_gpu_docs.py"),
     ("docs/exit-codes.md", "", "tests/docs/test_exit_codes_page.py"),

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from docs.samples import SAMPLES, documented, matches, shape
 from tokenpace.testing.chromium import capture_charts, chromium_path
 from tokenpace.testing.procs import free_port
 
@@ -123,6 +124,24 @@ def test_the_silent_regression_is_found_by_history_and_by_the_gate(playbook_run)
     shift = re.search(r"shift \+(\d+\.\d)%", out["tokenpace history"])
     assert shift and 4.0 <= float(shift.group(1)) <= 12.0, out["tokenpace history"]
     assert "REGRESSED" in out["GIT_SHA=1.2"] and "gate exit 1" in out["GIT_SHA=1.2"], out["GIT_SHA=1.2"]
+
+
+def test_the_playbooks_samples_have_the_shape_of_its_own_run(playbook_run):
+    """Each sample the playbook shows (tests/docs/samples.py) against the output of the block above
+    it in this run: rows, labels and sections, figures masked."""
+    blocks, results, _ = playbook_run
+    shown = documented("docs/playbook.md")
+    for name, sample in SAMPLES.items():
+        if sample.doc != "docs/playbook.md":
+            continue
+        pairs = zip(blocks, results, strict=True)
+        (out,) = [body for block, (_, body) in pairs if sample.playbook_block in block]
+        if re.search(r"exit 3\n", out):
+            continue  # NOT VALID on a busy host: the panel says so in lines a valid run has not
+        assert matches(shown[name], out, sample.kind), (
+            f"the playbook's sample {name} is stale (run scripts/doc_samples.py):\n"
+            f"shown: {shape(shown[name], sample.kind)}\nprinted: {shape(out, sample.kind)}"
+        )
 
 
 def test_the_playbook_is_linked_at_the_top_of_the_readme_and_its_pictures_are_small():

@@ -36,7 +36,7 @@ class Bound:
         return f"must be a number {low} and at most {self.high:,}"
 
 
-# Documented in README.md ("Limits").
+# Documented in docs/bench-reference.md ("Limits").
 BENCH_BOUNDS: dict[str, Bound] = {
     "concurrency": Bound(1, 100_000),
     "max_concurrency": Bound(1, 100_000),

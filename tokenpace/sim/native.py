@@ -11,7 +11,7 @@ path that loads the compiled group from `_compiled/`; otherwise (an edit, a pull
 directly, so a compiled engine cannot run against a source KV cache.
 
 Same source, same results: the compiled build runs the same Python, only faster (about 2.4x fewer
-instructions per simulated request, see docs/sim.md).
+instructions per simulated request, see docs/notes/sim-performance.md).
 """
 
 from __future__ import annotations

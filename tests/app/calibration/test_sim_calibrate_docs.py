@@ -1,4 +1,4 @@
-"""docs/sim.md's calibration walkthrough, run in order in one folder (each command needs the files the
+"""docs/sim-calibration.md's walkthrough, run in order in one folder (each command needs the files the
 ones before it wrote), with the substitutions every documented command gets (tests/docs)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from docs.doc_commands import CALIBRATION_FILES, Bed, doc_commands, substitute
+from docs.doc_commands import CALIBRATION_DOC, CALIBRATION_FILES, Bed, doc_commands, substitute
 
 from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.testing.procs import cli_command, free_port, run_cli
@@ -17,7 +17,7 @@ def _walkthrough() -> list:
     return [
         c
         for c in doc_commands()
-        if c.where.startswith("docs/sim.md:") and any(f in " ".join(c.argv) for f in CALIBRATION_FILES)
+        if c.where.startswith(f"{CALIBRATION_DOC}:") and any(f in " ".join(c.argv) for f in CALIBRATION_FILES)
     ]
 
 

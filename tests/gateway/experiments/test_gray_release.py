@@ -19,7 +19,7 @@ from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 GUARDS = "ttft.p95=+10%,error_rate=+0.5pp,complaint=+0pp"
-# docs/gateway.md shows this command; _arms runs it (the store path replaced)
+# docs/gray-release.md shows this command; _arms runs it (the store path replaced)
 DOC_COMMAND = f"tokenpace arms --since 1h --store runs.db --guard {GUARDS}"
 
 
@@ -59,7 +59,7 @@ def _serve(db: Path, weights: tuple[float, float], keep_a_users: float, rates: d
 def _arms(db: Path, *extra: str) -> tuple[int, dict]:
     root = Path(__file__).resolve().parents[3]
     assert (
-        DOC_COMMAND in (root / "docs" / "gateway.md").read_text()
+        DOC_COMMAND in (root / "docs" / "gray-release.md").read_text()
         and DOC_COMMAND in (root / "README.md").read_text()
     )
     args = [str(db) if a == "runs.db" else a for a in DOC_COMMAND.split()[2:]]

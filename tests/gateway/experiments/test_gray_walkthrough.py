@@ -1,4 +1,4 @@
-"""docs/gateway.md's gray-release walkthrough, run as written (ports and upstreams replaced) against
+"""docs/gray-release.md's walkthrough, run as written (ports and upstreams replaced) against
 one gateway process that never restarts: a reload of its file by SIGHUP, `arms --apply` promoting
 b from 1 % to 10 % to 50 % against its baseline (which moves with it), a roll back at 50 % where b
 turns slower, the manual step back to 50 % once it is fast again, the promote to 100 %; each move
@@ -22,7 +22,6 @@ import pytest
 from conftest import ThreadedServer
 
 from gateway.gray_traffic import CHAT
-from gateway.operations.test_admin import DOCS
 from tokenpace.adapters.store import connect
 from tokenpace.core.events import ConfigChange
 from tokenpace.gateway.config.config import parse_upstream
@@ -56,11 +55,13 @@ HALF = {"a": 0, "baseline": 50, "b": 50}  # the 50 % step: production out, the b
 # TTFTs long beside the host's jitter (a few ms on a shared machine), so that P95 is the engine's
 FAST, SLOW = Script(ttft_s=0.025, itl_s=0.001), Script(ttft_s=0.150, itl_s=0.001)
 
+DOCS = Path(__file__).resolve().parents[3] / "docs" / "gray-release.md"
+
 
 def _toml(text: str) -> str:
     """The walkthrough's gray.toml, as the page shows it."""
     m = re.search(r"```toml\n(listen = .*?)```", text, re.S)
-    assert m, "docs/gateway.md has no gray.toml"
+    assert m, "docs/gray-release.md has no gray.toml"
     return m.group(1)
 
 

@@ -1,4 +1,4 @@
-"""docs/gateway.md's shadow-traffic commands, run as written (ports, URLs and the session replaced):
+"""docs/shadow-traffic.md's commands, run as written (ports, URLs and the session replaced):
 a candidate 80 ms slower to answer is mirrored for half the requests, and `compare` on the paired
 table calls it slower, from the same requests."""
 
@@ -13,7 +13,7 @@ from docs.test_doc_commands import _Server
 
 from tokenpace.testing.procs import FINISHED, free_port, run_cli
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "gateway.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "shadow-traffic.md"
 
 
 def _doc_lines() -> list[str]:

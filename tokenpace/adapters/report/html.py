@@ -251,8 +251,8 @@ def _tail_section(page: _Page, tail: TailHops, source: str) -> None:
         page.add(
             page.fig(fig)
             + _table(tail_shares_table(tail), pct_cols=(SHARE_COLUMN,))
-            + '<p class="sub">Each request\'s TTFT split into hops that add up to it (see docs/gateway.md, '
-            "tracing); a hop's clock offset between machines lands in the network hops.</p>"
+            + '<p class="sub">Each request\'s TTFT split into hops that add up to it (see docs/tracing.md); '
+            "a hop's clock offset between machines lands in the network hops.</p>"
         )
 
 

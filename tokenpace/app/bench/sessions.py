@@ -91,7 +91,7 @@ class Sessions:
                 prefix_id=item.prefix_id,
                 prefix_cold=item.prefix_cold,
             )
-            # each turn its own trace, as every request (docs/gateway.md "Tracing")
+            # each turn its own trace, as every request (docs/tracing.md)
             traceparent = start_trace(record, cfg.seed, cfg.otlp_sample) if cfg.otlp_endpoint else None
             payload = self.sender.prepare(item.prompt, item.output_tokens, rid, messages, traceparent)
             record.scheduled_ns = due

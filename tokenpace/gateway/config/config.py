@@ -168,7 +168,7 @@ class GatewayConfig:
     mirror_queue: int = 256  # copies waiting, per gateway process; past it they are dropped, counted
     mirror_concurrency: int = 16  # copies in flight at once, per gateway process
     mirror_max_bytes: int = 64 * 1024 * 1024  # request bytes queued or in flight for all mirrors
-    # bounds against hostile peers (docs/gateway.md "Bounds")
+    # bounds against hostile peers (docs/gateway-reference.md "Bounds")
     event_queue: int = 10_000  # outcome events waiting to be written (apart from the records)
     events_per_client_s: float = 200.0  # outcome events one client address may post per second
     events_burst: float = 2000.0  # ... at once (two full POSTs of 1000)

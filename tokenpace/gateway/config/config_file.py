@@ -1,6 +1,6 @@
 """The gateway's configuration file (TOML): everything the command-line flags say, in one file
 (`tokenpace gateway --config FILE`; flags given beside it override it). deploy/gateway.toml is a
-commented example; docs/gateway.md has the schema.
+commented example; docs/gateway-reference.md has the schema.
 
 Keys are the flags' long names, with `-` or `_` (`first-token-timeout = "300s"`); values are what
 the flag takes (strings, numbers, booleans), a list for a repeatable flag. Three take tables too:

@@ -1,4 +1,4 @@
-"""Faults on demand: what a real serving stack does to clients on a bad day (see docs/sim.md).
+"""Faults on demand: what a real serving stack does to clients on a bad day (see docs/sim-reference.md).
 
 Each request draws at most one fault, with the configured probabilities (error, 429, hang, cut,
 malformed, in that order of precedence). A client may also ask for one with the `x-sim-fault` header

@@ -6,7 +6,7 @@ of every sequence that attends). Decode-only steps at small batch are memory bou
 size), large prefills are compute bound (linear in tokens), and big decode batches cross over: the
 shapes real engines show.
 
-Four optional terms, all off in the shipped profiles (a calibration sets them, see docs/sim.md):
+Four optional terms, all off in the shipped profiles (a calibration sets them, see docs/sim-explained.md):
 packed attention (a step holding a prefill beside other sequences pays every (query, key) pair of the
 whole step, `packed_pair_ns` each: transformers' continuous batching), a step floor (a launch- or
 Python-bound engine: a step takes at least `step_floor_ms`, 0 in the shipped

@@ -78,7 +78,7 @@ class Efficiency:
     step_overhead_ms: float  # scheduler, sampling, kernel launches: paid once per engine step
     per_seq_overhead_us: float  # per running sequence per step (sampling, detokenising, output)
     tp_comm_ms: float  # tensor-parallel all-reduces, per step
-    # Scheduler behaviours real engines show beyond vLLM's (docs/sim.md "Engine behaviours"); the
+    # Scheduler behaviours real engines show beyond vLLM's (docs/sim-explained.md "The engine model"); the
     # defaults are vLLM's, so shipped profiles are unchanged.
     # A step never takes less than this, whatever its batch: the batch's work hides under it until it
     # exceeds it (launch- or Python-bound engines: Hugging Face `transformers serve`, eager PyTorch

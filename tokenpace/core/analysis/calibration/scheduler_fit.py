@@ -1,6 +1,6 @@
 """Which scheduler behaviour a sweep supports: identified from the data, not chosen by hand. Pure.
 
-Two candidate laws for an engine's decode step against its batch b (docs/sim.md "Engine behaviours"):
+Two candidate laws for an engine's decode step against its batch b (docs/sim-explained.md "The engine model"):
 
 - line (vLLM, SGLang, llama.cpp): every sequence adds to the step, t = F + S x b;
 - floor (launch- or Python-bound engines, e.g. `transformers serve`): a step never takes less than a
