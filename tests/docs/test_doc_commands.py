@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from docs.doc_commands import PROFILE, ROOT, Bed, DocCommand, doc_commands, substitute
-from tokenpace.testing.procs import cli_command, free_port, run_cli
+from tokenpace.testing.procs import cli_command, free_port, run_cli, run_cli_measured
 
 if TYPE_CHECKING:  # imported when the bed is made: the otlp extra, needed by the traced commands
     from tokenpace.testing.otlp_receiver import OtlpReceiver
@@ -80,7 +80,7 @@ class _Server:
 
 
 def _ok(*args: str, env: dict[str, str], cwd: Path) -> str:
-    r = run_cli(*args, env=env, cwd=str(cwd), timeout=180)
+    r = run_cli_measured(*args, env=env, cwd=str(cwd), timeout=180)  # NOT VALID: measured again
     assert r.returncode == 0, (args, r.stdout[-2000:], r.stderr[-2000:])
     return r.stdout
 

@@ -47,6 +47,27 @@ def run_cli(
     )
 
 
+NOT_VALID = 3  # a run the client itself called NOT VALID (it fell behind: a busy host)
+MEASURING = ("bench", "sweep")
+
+
+def run_cli_measured(
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
+    tries: int = 3,
+) -> subprocess.CompletedProcess[str]:
+    """``run_cli``, but a bench or sweep that came out NOT VALID is measured again (up to ``tries``
+    times), as a user would before taking it as evidence; for a test's setup, never for the test's
+    own subject."""
+    for _ in range(tries):
+        r = run_cli(*args, env=env, timeout=timeout, cwd=cwd)
+        if r.returncode != NOT_VALID or not args or args[0] not in MEASURING:
+            return r
+    return r
+
+
 def start_service(*args: str, cwd: str | Path | None = None) -> subprocess.Popen[str]:
     """``tokenpace ARGS`` (a gateway, a served simulator) started as a service manager starts it:
     its own process, real signals, stderr piped as text and unbuffered (lines arrive as written),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tokenpace.testing.procs import run_cli
+from tokenpace.testing.procs import run_cli, run_cli_measured
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "selection.md"
 
@@ -31,7 +31,7 @@ def example(tmp_path_factory) -> dict[str, object]:
     (cwd / "team.toml").write_text(_block("toml"), encoding="utf-8")
     outputs, codes = {}, {}
     for args in _doc_commands():
-        r = run_cli(*args, cwd=str(cwd), timeout=180)
+        r = run_cli_measured(*args, cwd=str(cwd), timeout=180)  # a NOT VALID sweep: measured again
         # select: 1 when every candidate fails, 5 when none passes but some is undecided
         assert r.returncode == 0 or (args[0] == "select" and r.returncode in (1, 5)), (args, r.stderr)
         outputs[shlex.join(args)] = r.stdout
