@@ -32,7 +32,7 @@ class Sample:
 COMMANDS: tuple[str, ...] = (
     "bench", "sweep", "plan", "report", "runs list", "runs show", "runs label", "runs delete",
     "runs export", "runs import", "compare", "check", "history", "baseline set", "baseline unset",
-    "baseline list", "ab", "arms", "gateway", "sim", "scenarios", "select",
+    "baseline list", "ab", "arms", "gateway", "sim", "scenarios", "select", "ui",
 )  # fmt: skip
 CLI_REFERENCE = "docs/cli-reference.md"
 
