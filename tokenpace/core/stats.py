@@ -9,11 +9,17 @@ window (the first lag M with M >= 4 tau(M)), each lag over its own pairs, and ta
 the bias of a mean estimated from the same series (a factor 1 / (1 - 2M/n)); a tau within two
 standard errors of 1 is taken as 1 (independent); otherwise tau is raised by (t/z)^2, t the 97.5 %
 quantile at the estimate's degrees of freedom 2n / (4M + 2): n_eff is a conservative count.
+
+What decides the interval is the dependence at the TRUE percentile, which may lie anywhere in the
+interval: a run whose few stall episodes sit just past its own P95 shows little dependence at that
+cut and much at the next. So the design effect of a percentile is the largest tau over cut levels
+spanning its 99 % interval at the n_eff found so far, repeated until it stops growing
+(``band_correlation``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -37,6 +43,14 @@ WINDOW_C = 4.0
 NOISE_SES = 2.0
 # A series shorter than this has no serial correlation estimated (taken as independent).
 MIN_SERIES = 20
+# The cut levels whose dependence a percentile's design effect takes: its interval at this confidence,
+# at this many evenly spaced ranks, widened at most this many times (the band grows with tau).
+BAND_CONFIDENCE = 0.99
+BAND_CUTS = 7
+BAND_ROUNDS = 4
+# A cut of the band counts as dependent only this many SEs above 1: the worst of several cuts of an
+# independent series exceeds NOISE_SES more often than one cut does (Bonferroni over BAND_CUTS).
+BAND_NOISE_SES = 2.7
 
 
 @dataclass(slots=True)
@@ -153,9 +167,10 @@ def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
     return lo - 1, hi - 1
 
 
-def serial_correlation(series: np.ndarray) -> tuple[float, np.ndarray]:
+def serial_correlation(series: np.ndarray, noise_ses: float = NOISE_SES) -> tuple[float, np.ndarray]:
     """The integrated autocorrelation time tau >= 1 of a series (1: independent; see the module) and
-    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series)."""
+    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series).
+    ``noise_ses``: how many standard errors above 1 a tau must lie to count as dependence."""
     x = np.asarray(series, dtype=np.float64)
     n = len(x)
     y = x - x.mean() if n else x
@@ -168,7 +183,7 @@ def serial_correlation(series: np.ndarray) -> tuple[float, np.ndarray]:
     inside = np.nonzero(np.arange(n) >= WINDOW_C * taus)[0]
     m = int(inside[0]) if len(inside) else n - 1
     tau = float(taus[m]) / max(1 - 2 * m / n, 0.25)
-    if tau < 1 + NOISE_SES * np.sqrt((4 * m + 2) / n):
+    if tau < 1 + noise_ses * np.sqrt((4 * m + 2) / n):
         return 1.0, np.ones(1)  # within the estimate's own noise of independence
     tau *= (_t975(2 * n / (4 * m + 2)) / _Z975) ** 2  # the estimate's own uncertainty
     return float(min(tau, n)), rho[: m + 1]
@@ -194,13 +209,35 @@ def cut_indicator(ordered: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-def design_effects(ordered: np.ndarray, qs: Sequence[float]) -> list[float]:
+def design_effects(ordered: np.ndarray, qs: Sequence[float], band: bool = False) -> list[float]:
     """Per percentile (0-100): tau of the indicator "at or under the sample percentile" of values in
-    send order, the factor by which serial dependence inflates the percentile's variance."""
+    send order, the factor by which serial dependence inflates the percentile's variance. ``band``:
+    the largest over the cut levels the true percentile may sit at (``band_correlation``)."""
     x = np.asarray(ordered, dtype=np.float64)
     if len(x) < MIN_SERIES:
         return [1.0] * len(qs)
+    if band:
+        return [band_correlation(lambda c: cut_indicator(x, c), len(x), q)[0] for q in qs]
     return [serial_time(cut_indicator(x, q)) for q in qs]
+
+
+def band_correlation(
+    series_at: Callable[[float], np.ndarray], n: int, q: float
+) -> tuple[float, np.ndarray]:
+    """serial_correlation of ``series_at(c)`` (the indicator, per request, of values at or under
+    the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests:
+    the cuts span the BAND_CONFIDENCE interval at n / tau, tau the worst so far (see the module)."""
+    tau, rho = serial_correlation(series_at(q))
+    alpha = (1 - BAND_CONFIDENCE) / 2
+    for _ in range(BAND_ROUNDS):
+        lo, hi = dependent_rank_bounds(n, q / 100, alpha, tau)
+        cuts = np.unique(np.linspace(lo, hi, BAND_CUTS) / max(n - 1, 1) * 100)
+        fits = [serial_correlation(series_at(float(c)), BAND_NOISE_SES) for c in cuts if 0 < c < 100]
+        worst = max(fits, key=lambda f: f[0], default=(tau, rho))
+        if worst[0] <= tau:
+            break
+        tau, rho = worst
+    return tau, rho
 
 
 def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:
@@ -224,12 +261,13 @@ def ordered_percentile_cis(
     ordered: np.ndarray, qs: Sequence[float], confidence: float = 0.95
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
-    interval at the effective sample size. Returns the intervals and each percentile's n_eff."""
+    interval at the effective sample size, the design effect taken over the cut levels the true
+    percentile may sit at. Returns the intervals and each percentile's n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
         return [], []
-    deffs = design_effects(x, qs)
+    deffs = design_effects(x, qs, band=True)
     arr = np.sort(x)
     alpha = (1 - confidence) / 2
     cis = []

@@ -4,13 +4,17 @@ Under a queue or a host stall, requests sent close together are slow together; r
 by one would treat a burst as many independent observations. The plan, per sample:
 
 - the serial dependence of each percentile: tau_q of the indicator "at or under P_q" along the
-  requests in send order (``core.stats.serial_correlation``; for ITL, each request's share of gaps
-  under it), and the effective sample size n / tau_q (for ITL: requests / tau_q);
+  requests in send order (for ITL, each request's share of gaps under it), the largest over the cut
+  levels the true P_q may sit at (``core.stats.band_correlation``), and the effective sample size
+  n / tau_q (for ITL: requests / tau_q);
 - the block length b = ceil(2 max tau_q) requests (1, the plain bootstrap, when max tau_q < 1.5),
   at most a quarter of the requests; blocks start anywhere and wrap around the end (circular);
 - the share of the dependence a block of b captures, 1 + 2 sum_k<b (1 - k/b) rho_k (Bartlett
   weights), against tau_q: each percentile's resampled spread around the sample's is widened by
-  sqrt(tau_q / captured) where blocks short of the dependence would understate it.
+  sqrt(tau_q / captured) where blocks short of the dependence would understate it;
+- a floor under that spread: the SD the distribution-free order-statistic interval at n_eff implies
+  (its width / 2 x 1.96). A tail percentile that rests on a few episodes (stalls) is resampled as
+  a handful of blocks whose spread understates it; the rank interval does not depend on its shape.
 
 Independent requests get tau near 1, blocks of 1 and the plain bootstrap's intervals.
 """
@@ -24,11 +28,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import cut_indicator, serial_correlation
+from tokenpace.core.stats import band_correlation, cut_indicator, dependent_rank_bounds
 
 BLOCK_FROM_TAU = 2.0  # block length in units of the integrated autocorrelation time
 PLAIN_BELOW_TAU = 1.5  # below it, blocks of one request (the plain bootstrap)
 MIN_BLOCKS = 4  # a block is at most 1/MIN_BLOCKS of the requests
+_Z = 1.959964  # the 97.5 % normal quantile: the floor's interval is a 95 % one
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +45,7 @@ class Dependence:
     widen: np.ndarray  # per percentile: spread factor for what blocks of ``block`` miss (>= 1)
     block: int  # requests per block
     n_eff: np.ndarray  # per percentile: effective sample size
+    floor_sd: np.ndarray  # per percentile: the least SD of its resampled values (0: none)
 
 
 def _captured(rho: np.ndarray, block: int) -> float:
@@ -59,13 +65,29 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     groups = samples.in_send_order()
     flat = samples.flat
     values = np.concatenate(groups) if groups else np.empty(0)
-    fits = [serial_correlation(_series(groups, flat, q, values)) for q in qs]
-    taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
     units = len(groups)
+    fits = [band_correlation(lambda c: _series(groups, flat, c, values), units, q) for q in qs]
+    taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
     block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
     base = len(values) if flat else units
-    return Dependence(groups, taus, widen, block, base / np.maximum(taus, 1.0))
+    n_eff = base / np.maximum(taus, 1.0)
+    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, n_eff))
+
+
+def _floor_sd(values: np.ndarray, qs: Sequence[float], n_eff: np.ndarray) -> np.ndarray:
+    """Per percentile: the SD implied by its order-statistic interval at n_eff (0 where independent)."""
+    n = len(values)
+    out = np.zeros(len(qs))
+    if n < 2:
+        return out
+    ordered = np.sort(values)
+    for j, q in enumerate(qs):
+        if n_eff[j] >= n:
+            continue
+        lo, hi = dependent_rank_bounds(n, q / 100, 0.025, n / n_eff[j])
+        out[j] = (ordered[hi] - ordered[lo]) / (2 * _Z)
+    return out
 
 
 def block_length(taus: np.ndarray | Sequence[float], units: int) -> int:
