@@ -15,6 +15,11 @@ interval: a run whose few stall episodes sit just past its own P95 shows little 
 cut and much at the next. So the design effect of a percentile is the largest tau over cut levels
 spanning its 99 % interval at the n_eff found so far, repeated until it stops growing
 (``band_correlation``).
+
+Requests of one user or session may move together instead (one user's long prompts, one session's
+growing context): ``cluster_design_effect`` measures that inflation from the clusters' sums,
+sum_c (S_c - m_c p)^2 / (n p (1 - p)) x C / (C - 1) for C clusters, taken as 1 within its noise of
+1 and raised by (t/z)^2 at C - 1 degrees of freedom, as tau is.
 """
 
 from __future__ import annotations
@@ -51,6 +56,11 @@ BAND_ROUNDS = 4
 # A cut of the band counts as dependent only this many SEs above 1: the worst of several cuts of an
 # independent series exceeds NOISE_SES more often than one cut does (Bonferroni over BAND_CUTS).
 BAND_NOISE_SES = 2.7
+# ... and only where its tau rests on at least this many degrees of freedom (2n / (4M + 2)): over a
+# short run the window of a cut far from the percentile can run away with the whole series.
+BAND_MIN_DF = 8.0
+# Fewer clusters than this give no cluster design effect (too few to estimate a variance between).
+MIN_CLUSTERS = 10
 
 
 @dataclass(slots=True)
@@ -221,23 +231,74 @@ def design_effects(ordered: np.ndarray, qs: Sequence[float], band: bool = False)
     return [serial_time(cut_indicator(x, q)) for q in qs]
 
 
-def band_correlation(
-    series_at: Callable[[float], np.ndarray], n: int, q: float
-) -> tuple[float, np.ndarray]:
+def band_correlation(series_at: Callable[[float], np.ndarray], n: int, q: float) -> tuple[float, np.ndarray]:
     """serial_correlation of ``series_at(c)`` (the indicator, per request, of values at or under
-    the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests:
-    the cuts span the BAND_CONFIDENCE interval at n / tau, tau the worst so far (see the module)."""
-    tau, rho = serial_correlation(series_at(q))
+    the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests
+    (see ``_worst_in_band``)."""
+
+    def measure(c: float, ses: float) -> _Fit:
+        tau, rho = serial_correlation(series_at(c), ses)
+        # a band cut whose window leaves its tau few degrees of freedom is no evidence of its own
+        steady = 2 * n / (4 * (len(rho) - 1) + 2) >= BAND_MIN_DF or c == q
+        return (tau if steady else 1.0), rho
+
+    return _worst_in_band(measure, n, q)
+
+
+_Fit = tuple[float, Any]
+
+
+def _worst_in_band(measure: Callable[[float, float], _Fit], n: int, q: float) -> _Fit:
+    """The largest design effect ``measure(c, noise_ses)[0]`` over cut levels c the true q-th
+    percentile may sit at: the cuts span the BAND_CONFIDENCE interval at the worst effect so far,
+    and a cut counts only where it lies inside that interval at its own effect (a cut far out in
+    the tail does not widen a median's band by its own dependence alone)."""
+    best = measure(q, NOISE_SES)
     alpha = (1 - BAND_CONFIDENCE) / 2
     for _ in range(BAND_ROUNDS):
-        lo, hi = dependent_rank_bounds(n, q / 100, alpha, tau)
-        cuts = np.unique(np.linspace(lo, hi, BAND_CUTS) / max(n - 1, 1) * 100)
-        fits = [serial_correlation(series_at(float(c)), BAND_NOISE_SES) for c in cuts if 0 < c < 100]
-        worst = max(fits, key=lambda f: f[0], default=(tau, rho))
-        if worst[0] <= tau:
+        lo, hi = dependent_rank_bounds(n, q / 100, alpha, best[0])
+        grown = best
+        for rank in np.unique(np.linspace(lo, hi, BAND_CUTS).round()):
+            c = float(rank) / max(n - 1, 1) * 100
+            if not 0 < c < 100:
+                continue
+            fit = measure(c, BAND_NOISE_SES)
+            own_lo, own_hi = dependent_rank_bounds(n, q / 100, alpha, fit[0])
+            if fit[0] > grown[0] and own_lo <= rank <= own_hi:
+                grown = fit
+        if grown[0] <= best[0]:
             break
-        tau, rho = worst
-    return tau, rho
+        best = grown
+    return best
+
+
+def cluster_design_effect(indicator: np.ndarray, cluster: np.ndarray, noise_ses: float = NOISE_SES) -> float:
+    """Variance inflation of the mean of ``indicator`` (per request) when the requests of one
+    cluster (``cluster``: an integer id per request) move together; 1 where independent (module)."""
+    x = np.asarray(indicator, dtype=np.float64)
+    n = len(x)
+    codes = np.unique(cluster, return_inverse=True)[1]
+    count = int(codes.max()) + 1 if n else 0
+    p = float(x.mean()) if n else 0.0
+    if count < MIN_CLUSTERS or not 0 < p < 1:
+        return 1.0
+    var = float(np.mean((x - p) ** 2))  # p (1 - p) for an indicator; less for shares (ITL)
+    if var <= 0:
+        return 1.0
+    resid = np.bincount(codes, weights=x - p, minlength=count)
+    deff = count / (count - 1) * float(np.sum(resid**2)) / (n * var)
+    if deff < 1 + noise_ses * np.sqrt(2 / (count - 1)):
+        return 1.0
+    deff *= (_t975(count - 1) / _Z975) ** 2
+    return float(min(deff, n))
+
+
+def band_cluster_effect(series_at: Callable[[float], np.ndarray], cluster: np.ndarray, q: float) -> float:
+    """cluster_design_effect at the worst cut of percentile q's band (as band_correlation)."""
+    fit = _worst_in_band(
+        lambda c, ses: (cluster_design_effect(series_at(c), cluster, ses), None), len(cluster), q
+    )
+    return float(fit[0])
 
 
 def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:

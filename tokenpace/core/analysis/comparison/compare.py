@@ -49,6 +49,9 @@ class PercentileRow:
     # effective sample sizes: the requests worth as many independent ones (ITL: requests, not gaps)
     n_eff_a: float | None = None
     n_eff_b: float | None = None
+    # what each side's bootstrap resampled: "requests", "time blocks", or whole "user"s / "session"s
+    resampled_by_a: str | None = None
+    resampled_by_b: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k not in ("noise", "change")}
@@ -71,6 +74,8 @@ class MetricResult:
     rows: list[PercentileRow] = field(default_factory=list)
     n_eff_a: float | None = None  # at the median, whose row decides the metric
     n_eff_b: float | None = None
+    resampled_by_a: str | None = None
+    resampled_by_b: str | None = None
 
     def row(self, percentile: str) -> PercentileRow | None:
         return next((r for r in self.rows if r.percentile == percentile), None)
@@ -85,6 +90,8 @@ class MetricResult:
             "n_b": self.n_b,
             "n_eff_a": self.n_eff_a,
             "n_eff_b": self.n_eff_b,
+            "resampled_by_a": self.resampled_by_a,
+            "resampled_by_b": self.resampled_by_b,
             "rank_test_p": self.rank_p,
             "prob_b_greater": self.prob_b_greater,
             "verdict": self.verdict.value,
@@ -238,6 +245,7 @@ def compare_samples(
         verdict = decide_interval(ch.rel_lo, ch.rel_hi, enough, info.higher_is_better, min_effect)
         rows[q] = row_from_change(metric, q, n_a, n_b, ch, verdict, noise)
         rows[q].n_eff_a, rows[q].n_eff_b = round(side_a.n_eff(j), 1), round(side_b.n_eff(j), 1)
+        rows[q].resampled_by_a, rows[q].resampled_by_b = side_a.resampled_by, side_b.resampled_by
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))
     if rank is not None:
@@ -245,6 +253,7 @@ def compare_samples(
         result.prob_b_greater = rank.prob_b_greater
     result.verdict = rows[50.0].verdict  # the median's: its interval counts the noise between runs
     result.n_eff_a, result.n_eff_b = rows[50.0].n_eff_a, rows[50.0].n_eff_b
+    result.resampled_by_a, result.resampled_by_b = side_a.resampled_by, side_b.resampled_by
     return result
 
 

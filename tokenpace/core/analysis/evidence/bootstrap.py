@@ -52,7 +52,7 @@ def resample_percentiles(
     values = np.concatenate(groups)
     qs_arr = np.asarray(qs, dtype=np.float64)
     units = len(groups)
-    if samples.flat:
+    if all(len(g) == 1 for g in groups):
         batch = max(1, _BATCH_ELEMENTS // units)
         out = []
         for start in range(0, resamples, batch):

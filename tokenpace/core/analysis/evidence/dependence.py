@@ -16,6 +16,10 @@ by one would treat a burst as many independent observations. The plan, per sampl
   (its width / 2 x 1.96). A tail percentile that rests on a few episodes (stalls) is resampled as
   a handful of blocks whose spread understates it; the rank interval does not depend on its shape.
 
+Where requests carry a user or session (``Samples.cluster``), the same is measured for whole
+clusters (``core.stats.band_cluster_effect``); when it is the larger design effect, the plan
+resamples whole users or sessions instead of blocks of time, and ``by`` says which was used.
+
 Independent requests get tau near 1, blocks of 1 and the plain bootstrap's intervals.
 """
 
@@ -28,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import band_correlation, cut_indicator, dependent_rank_bounds
+from tokenpace.core.stats import band_cluster_effect, band_correlation, cut_indicator, dependent_rank_bounds
 
 BLOCK_FROM_TAU = 2.0  # block length in units of the integrated autocorrelation time
 PLAIN_BELOW_TAU = 1.5  # below it, blocks of one request (the plain bootstrap)
@@ -40,12 +44,13 @@ _Z = 1.959964  # the 97.5 % normal quantile: the floor's interval is a 95 % one
 class Dependence:
     """How one sample's requests move together, per asked percentile."""
 
-    groups: list[np.ndarray]  # the requests' values, in send order
-    taus: np.ndarray  # per percentile: variance inflation from serial dependence (>= 1)
+    groups: list[np.ndarray]  # the resampled units' values: requests in send order, or clusters
+    taus: np.ndarray  # per percentile: variance inflation from the dependence resampled (>= 1)
     widen: np.ndarray  # per percentile: spread factor for what blocks of ``block`` miss (>= 1)
     block: int  # requests per block
     n_eff: np.ndarray  # per percentile: effective sample size
     floor_sd: np.ndarray  # per percentile: the least SD of its resampled values (0: none)
+    by: str = "requests"  # what is resampled: "requests", "time blocks", "user", "session"
 
 
 def _captured(rho: np.ndarray, block: int) -> float:
@@ -68,24 +73,38 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     units = len(groups)
     fits = [band_correlation(lambda c: _series(groups, flat, c, values), units, q) for q in qs]
     taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
+    base = len(values) if flat else units
+    keyed = samples.clusters_in_send_order()
+    if keyed is not None and len(qs):
+        kind, codes = keyed
+        deffs = np.array(
+            [band_cluster_effect(lambda c: _series(groups, flat, c, values), codes, q) for q in qs]
+        )
+        if float(np.max(deffs)) > max(1.0, float(np.max(taus))):
+            clusters = [
+                np.concatenate([groups[i] for i in np.nonzero(codes == c)[0]]) for c in np.unique(codes)
+            ]
+            floor = _floor_sd(values, qs, deffs)
+            return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind)
     block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
-    base = len(values) if flat else units
     n_eff = base / np.maximum(taus, 1.0)
-    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, n_eff))
+    by = "time blocks" if block > 1 else "requests"
+    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, taus), by)
 
 
-def _floor_sd(values: np.ndarray, qs: Sequence[float], n_eff: np.ndarray) -> np.ndarray:
-    """Per percentile: the SD implied by its order-statistic interval at n_eff (0 where independent)."""
+def _floor_sd(values: np.ndarray, qs: Sequence[float], deffs: np.ndarray) -> np.ndarray:
+    """Per percentile: the SD implied by its order-statistic interval at the values' count / deff
+    (0 where independent)."""
     n = len(values)
     out = np.zeros(len(qs))
     if n < 2:
         return out
     ordered = np.sort(values)
     for j, q in enumerate(qs):
-        if n_eff[j] >= n:
+        if deffs[j] <= 1:
             continue
-        lo, hi = dependent_rank_bounds(n, q / 100, 0.025, n / n_eff[j])
+        lo, hi = dependent_rank_bounds(n, q / 100, 0.025, float(deffs[j]))
         out[j] = (ordered[hi] - ordered[lo]) / (2 * _Z)
     return out
 
