@@ -59,6 +59,9 @@ BAND_NOISE_SES = 2.7
 # ... and only where its tau rests on at least this many degrees of freedom (2n / (4M + 2)): over a
 # short run the window of a cut far from the percentile can run away with the whole series.
 BAND_MIN_DF = 8.0
+# A window longer than this share of the series means its requests moved together over much of the
+# run (a trend, or waves as long as the run): the dependence is not identified by the run itself.
+MAX_WINDOW_SHARE = 0.25
 # Fewer clusters than this give no cluster design effect (too few to estimate a variance between).
 MIN_CLUSTERS = 10
 
@@ -206,6 +209,12 @@ def _t975(df: float) -> float:
     """Student's t 97.5 % quantile (Cornish-Fisher from the normal's; within 1 % from 3 df)."""
     z = _Z975
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
+
+
+def window_closed(rho: np.ndarray, n: int) -> bool:
+    """Whether serial_correlation's window (``len(rho) - 1`` lags) closed within MAX_WINDOW_SHARE of
+    a series of n: otherwise no tau from within the run is to be trusted (say so, do not predict)."""
+    return len(rho) - 1 <= MAX_WINDOW_SHARE * n
 
 
 def serial_time(series: np.ndarray) -> float:

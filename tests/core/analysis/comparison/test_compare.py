@@ -166,10 +166,10 @@ def test_runs_whose_users_move_together_are_compared_by_user() -> None:
         for r, u in zip(recs, who[0], strict=True):
             r.labels["user"] = f"u{u}"
         sides.append(recs)
-    keyed = compare_records(*sides, learned=_quiet(), metrics=["ttft"])
+    keyed = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
     for r in (r for s in sides for r in s):
         del r.labels["user"]
-    plain = compare_records(*sides, learned=_quiet(), metrics=["ttft"])
+    plain = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
     row, flat = keyed.metric("ttft").row("p50"), plain.metric("ttft").row("p50")
     assert row is not None and flat is not None and row.rel_ci and flat.rel_ci
     assert row.resampled_by_a == row.resampled_by_b == "user" and flat.resampled_by_a == "requests"

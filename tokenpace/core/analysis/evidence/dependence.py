@@ -20,6 +20,12 @@ Where requests carry a user or session (``Samples.cluster``), the same is measur
 clusters (``core.stats.band_cluster_effect``); when it is the larger design effect, the plan
 resamples whole users or sessions instead of blocks of time, and ``by`` says which was used.
 
+A percentile whose window did not close within a quarter of the requests (``core.stats.
+window_closed``) is marked not ``identified``: its requests moved together over much of the run, and
+a verdict resting on that run alone is undecided (``comparison.compare``). So is every percentile
+where the median's window did not close: the bulk of the run drifting is no steady state whose tail
+one run could measure either.
+
 Independent requests get tau near 1, blocks of 1 and the plain bootstrap's intervals.
 """
 
@@ -32,7 +38,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import band_cluster_effect, band_correlation, cut_indicator, dependent_rank_bounds
+from tokenpace.core.stats import (
+    band_cluster_effect,
+    band_correlation,
+    cut_indicator,
+    dependent_rank_bounds,
+    serial_correlation,
+    window_closed,
+)
 
 BLOCK_FROM_TAU = 2.0  # block length in units of the integrated autocorrelation time
 PLAIN_BELOW_TAU = 1.5  # below it, blocks of one request (the plain bootstrap)
@@ -51,6 +64,7 @@ class Dependence:
     n_eff: np.ndarray  # per percentile: effective sample size
     floor_sd: np.ndarray  # per percentile: the least SD of its resampled values (0: none)
     by: str = "requests"  # what is resampled: "requests", "time blocks", "user", "session"
+    identified: np.ndarray | None = None  # per percentile: the run itself identified its dependence
 
 
 def _captured(rho: np.ndarray, block: int) -> float:
@@ -85,12 +99,15 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
                 np.concatenate([groups[i] for i in np.nonzero(codes == c)[0]]) for c in np.unique(codes)
             ]
             floor = _floor_sd(values, qs, deffs)
-            return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind)
+            known = np.ones(len(qs), dtype=bool)
+            return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known)
     block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
     n_eff = base / np.maximum(taus, 1.0)
     by = "time blocks" if block > 1 else "requests"
-    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, taus), by)
+    steady = window_closed(serial_correlation(_series(groups, flat, 50.0, values))[1], units)
+    known = np.array([steady and window_closed(rho, units) for _, rho in fits], dtype=bool)
+    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, taus), by, known)
 
 
 def _floor_sd(values: np.ndarray, qs: Sequence[float], deffs: np.ndarray) -> np.ndarray:
