@@ -73,10 +73,13 @@ def _captured(rho: np.ndarray, block: int) -> float:
 
 
 def _series(groups: list[np.ndarray], flat: bool, q: float, values: np.ndarray) -> np.ndarray:
+    """Per request: 1.0 at or under the values' q-th percentile, or (ITL) its share of gaps there."""
     if flat:
         return cut_indicator(values, q)
-    cut = np.percentile(values, q)
-    return np.array([float(np.mean(g <= cut)) for g in groups])
+    sizes = np.array([len(g) for g in groups])
+    under = (values <= np.percentile(values, q)).astype(np.float64)
+    out: np.ndarray = np.bincount(np.repeat(np.arange(len(groups)), sizes), weights=under) / sizes
+    return out
 
 
 def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:

@@ -60,13 +60,15 @@ class Samples:
         return self.groups if order is None else [self.groups[i] for i in order]
 
     def clusters_in_send_order(self) -> tuple[str, np.ndarray] | None:
-        """(what the keys are, an integer id per group in send order), where at least one group has
-        a key; a group without one is a cluster of its own."""
+        """(what the keys are, an integer id per group in send order), where some key is shared by
+        two or more groups; a group without one is a cluster of its own."""
         if self.cluster is None or len(self.cluster) != len(self.groups) or not any(self.cluster):
             return None
         order = self._order()
         keys = self.cluster if order is None else [self.cluster[i] for i in order]
         named = sorted({k for k in keys if k})
+        if len(named) == sum(1 for k in keys if k):
+            return None  # every key once (a user per request): nothing moves together by key
         ids = {k: i for i, k in enumerate(named)}
         loose = iter(range(len(named), len(named) + len(keys)))
         codes = np.array([ids[k] if k else next(loose) for k in keys], dtype=np.int64)
