@@ -189,8 +189,9 @@ def serial_correlation(series: np.ndarray, noise_ses: float = NOISE_SES) -> tupl
     y = x - x.mean() if n else x
     if n < MIN_SERIES or not np.any(y):
         return 1.0, np.ones(1)
-    spectrum = np.fft.rfft(y, 2 * n)
-    cov = np.fft.irfft(spectrum * np.conj(spectrum), 2 * n)[:n] / (n - np.arange(n))
+    size = 1 << (2 * n - 1).bit_length()  # zero padding past 2n - 1 lags; a power of two is fast
+    spectrum = np.fft.rfft(y, size)
+    cov = np.fft.irfft(spectrum * np.conj(spectrum), size)[:n] / (n - np.arange(n))
     rho = cov / cov[0]
     taus = 2 * np.cumsum(rho) - 1
     inside = np.nonzero(np.arange(n) >= WINDOW_C * taus)[0]
