@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from tokenpace.adapters.store import connect
-from tokenpace.core.live_figures import ClientNow, LiveFigures
+from tokenpace.core.analysis.diagnosis.live_figures import ClientNow, LiveFigures
 from tokenpace.core.record import RequestRecord, Status
 
 MS = 1_000_000
