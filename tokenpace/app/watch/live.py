@@ -3,10 +3,10 @@ console) and to whoever shows the run (the terminal's live line).
 
 Off the hot path: a record is only appended to a pending list on the event loop (O(1)); once every
 ``PUBLISH_S`` a timer on the loop hands the pending records to one worker thread, which folds them
-into ``core.analysis.diagnosis.live_figures`` and writes the store. At most one fold is in flight: a timer that finds
+into ``live_figures`` and writes the store. At most one fold is in flight: a timer that finds
 the last one still running leaves its records for the next. Bounds: ``MAX_PENDING`` records wait
 between two folds (past it they are counted in the figures' ``skipped``, not folded); the snapshot
-is bounded by ``core.analysis.diagnosis.live_figures``. A store that fails is not written again for this run (the run
+is bounded by ``live_figures``. A store that fails is not written again for this run (the run
 itself goes on; the problem is kept in ``problem``). ``finish`` publishes the final figures and
 state, also when the run was stopped by Ctrl-C or failed.
 """
