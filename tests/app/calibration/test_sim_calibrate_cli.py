@@ -66,7 +66,7 @@ def test_calibrate_writes_a_profile_that_every_tool_can_serve(measured: Path) ->
     assert set(profile.provenance) >= {"created_at", "engine", "fitted", "identified", "residuals", "holds"}
 
     val = run_cli("sim", "--validate", str(prof), str(measured / "held.json"))
-    # the exit status is the profile's verdict: 0 holds, 1 fails, 2 undecided (24 requests decide little)
+    # the exit status is the profile's verdict: 0 holds, 1 fails, 5 undecided (24 requests decide little)
     verdict = re.search(r"^profile mine: (HOLDS|FAILS|UNDECIDED) ", val.stdout, re.M)
     assert verdict and val.returncode == {"HOLDS": 0, "FAILS": 1, "UNDECIDED": 5}[verdict[1]], val.stdout
     rows = [ln for ln in val.stdout.splitlines() if ln.startswith("c=8") and "%" in ln]

@@ -38,7 +38,7 @@ def test_the_calibration_walkthrough_runs_as_documented(tmp_path: Path) -> None:
                 assert proc.wait(timeout=30) == 0, cmd.where
                 continue
             done = run_cli(*args, cwd=str(tmp_path), timeout=180)
-            # --validate's exit status is its verdict: on the docs' few requests, undecided (2) is fair
-            finished = (0, 2) if "--validate" in args else (0, 3)
+            # --validate's exit status is its verdict: on the docs' few requests, undecided (5) is fair
+            finished = (0, 5) if "--validate" in args else (0, 3)
             assert done.returncode in finished, (cmd.where, args, done.stdout[-2000:], done.stderr[-2000:])
     assert "PREDICTED by the simulator" in done.stdout  # the last command: plan on the predicted sweep

@@ -39,7 +39,9 @@ from tokenpace.testing.procs import free_port
 )
 def test_exit_status_of_a_bench_run(interrupted, stop_reason, saved, status, client_valid, ok):
     outcome_of_run = RunOutcome(interrupted, stop_reason, client_valid, 3, ok)
-    result = SimpleNamespace(interrupted=interrupted, stop_reason=stop_reason, outcome=outcome_of_run)
+    result = SimpleNamespace(
+        interrupted=interrupted, stop_reason=stop_reason, outcome=outcome_of_run, fail_on=None
+    )  # no --fail-on: the run's own status
     outcome = BenchOutcome(result, None, None, saved)  # type: ignore[arg-type]
     assert outcome.exit_status is status
     codes = {"OK": 0, "ABORTED": 1, "REFUSED": 2, "NOT_VALID": 3, "NO_SUCCESS": 4, "INTERRUPTED": 130}

@@ -64,7 +64,7 @@ def test_arms_html_writes_one_offline_page(rollout, tmp_path: Path) -> None:
         "arms", "--store", str(path), "--since", "1d", "--session", SESSION, "--guard", "ttft.p95=+50%",
         "--resamples", "50", "--html", str(out),
     )  # fmt: skip
-    assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (0, 1, 5) and "Traceback" not in done.stderr, done.stderr
     assert f"wrote {out}" in done.stderr
     page = out.read_text()
     assert page.count('id="tp-fig-') == 7 and "Traffic share by arm" in page and "epoch 1" in page
