@@ -178,8 +178,19 @@ def test_stop_reaches_every_worker_and_keeps_what_was_measured():
     async def go():
         async with ScriptedServer(slow) as srv:
             run = WorkerRun(config(srv.url, concurrency=4, duration_s=30.0, workers=2), None, "stop")
-            asyncio.get_running_loop().call_later(1.5, run.stop)  # as Ctrl-C does
-            return await run.run(), srv
+
+            async def stop_mid_stream() -> None:  # as Ctrl-C does, once requests are streaming
+                for _ in range(600):  # workers start slowly on a busy host: wait for traffic
+                    if len(srv.stats.truth) >= 4:
+                        break
+                    await asyncio.sleep(0.05)
+                await asyncio.sleep(0.1)
+                run.stop()
+
+            stopper = asyncio.get_running_loop().create_task(stop_mid_stream())
+            result = await run.run()
+            await stopper
+            return result, srv
 
     result, srv = asyncio.run(go())
     assert result.interrupted and result.stop_reason == "interrupted by the user"
