@@ -18,6 +18,9 @@ from tokenpace.gateway.lifecycle.serve import RunningGateway
 from tokenpace.gateway.recording.store_writer import StoreRecordWriter, _safe_url
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
+# enough requests an arm that one run measures its own noise (a short run whose requests drift
+# together is rightly undecided)
+USERS = 240
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 3, "stream": True}
 
 
@@ -57,9 +60,9 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
             writer = StoreRecordWriter(store, config, "sess1", {"team": "x"})
             gw = RunningGateway(config, writer=writer)
             async with gw:
-                await _traffic(gw.url, 60)
+                await _traffic(gw.url, USERS)
             assert gw.gateway.sink.dropped == 0
-            assert gw.gateway.sink.written == 60
+            assert gw.gateway.sink.written == USERS
             return writer
 
     writer_box = [asyncio.run(main())]
@@ -70,7 +73,7 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
     assert by_arm["b"].kind == "gateway"
     assert by_arm["b"].labels["version"] == "v2" and by_arm["b"].labels["team"] == "x"
     assert by_arm["b"].labels["gateway_session"] == "sess1"
-    assert sum(r.record_count for r in runs) == 60
+    assert sum(r.record_count for r in runs) == USERS
     for run in runs:
         assert run.record_count > 5  # sticky hashing put users on both arms
         records = store.load_records(run.id)
@@ -89,7 +92,11 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
 
     rc = compare_runs(store, "source=gateway,arm=a", "source=gateway,arm=b", resamples=200)
     ttft = next(m for m in rc.comparison.metrics if m.metric == "ttft")
-    assert ttft.verdict.value == "slower"
+    # b is 16x slower: never faster or equal; undecided only with the reason (one short run a side
+    # whose requests drifted together cannot measure its own noise)
+    p50 = next(r for r in ttft.rows if r.percentile == "p50")
+    assert ttft.verdict.value == "slower" or (ttft.verdict.value == "undecided" and p50.dependence_note)
+    assert p50.ci[0] > 0  # the interval itself lies wholly on the slower side
     rows = {row["name"]: row for row in rc.run_level}  # whole-run rows are filled
     assert rows["request_throughput"]["a"] > 0 and rows["request_throughput"]["b"] > 0
     assert rows["error_rate"]["a"] == 0 and rows["error_rate"]["b"] == 0
@@ -101,7 +108,7 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
     assert result.exit_code == 0, result.output
     data = orjson.loads(result.output)
     assert data["a"]["labels"]["arm"] == "a" and data["b"]["labels"]["arm"] == "b"
-    assert next(m for m in data["metrics"] if m["metric"] == "ttft")["verdict"] == "slower"
+    assert next(m for m in data["metrics"] if m["metric"] == "ttft")["verdict"] in ("slower", "undecided")
     store.close()
 
 
