@@ -96,7 +96,7 @@ def test_ab_traffic_is_stored_per_arm_and_compare_shows_b_slower(tmp_path: Path)
     # whose requests drifted together cannot measure its own noise)
     p50 = next(r for r in ttft.rows if r.percentile == "p50")
     assert ttft.verdict.value == "slower" or (ttft.verdict.value == "undecided" and p50.dependence_note)
-    assert p50.ci[0] > 0  # the interval itself lies wholly on the slower side
+    assert p50.ci is not None and p50.ci[0] > 0  # the interval lies wholly on the slower side
     rows = {row["name"]: row for row in rc.run_level}  # whole-run rows are filled
     assert rows["request_throughput"]["a"] > 0 and rows["request_throughput"]["b"] > 0
     assert rows["error_rate"]["a"] == 0 and rows["error_rate"]["b"] == 0
