@@ -123,7 +123,12 @@ def test_the_silent_regression_is_found_by_history_and_by_the_gate(playbook_run)
     out = {key: body for (key, _), (_, body) in zip(EXPECTED, results, strict=True)}
     shift = re.search(r"shift \+(\d+\.\d)%", out["tokenpace history"])
     assert shift and 4.0 <= float(shift.group(1)) <= 12.0, out["tokenpace history"]
-    assert "REGRESSED" in out["GIT_SHA=1.2"] and "gate exit 1" in out["GIT_SHA=1.2"], out["GIT_SHA=1.2"]
+    gate = out["GIT_SHA=1.2"]
+    # the 8 % slowdown against a 5 % gate: regressed, or (an interval reaching back over 5 % on a
+    # noisy run) undecided with how many runs would decide; never a pass
+    regressed = "REGRESSED" in gate and "gate exit 1" in gate
+    undecided = "UNDECIDED" in gate and "gate exit 5" in gate and "would decide" in gate
+    assert regressed or undecided, gate
 
 
 def test_the_playbooks_samples_have_the_shape_of_its_own_run(playbook_run):

@@ -131,6 +131,7 @@ def _weights(admin_url: str) -> dict[str, float]:
     return {u["arm"]: u["weight"] for u in asyncio.run(_config(admin_url))["split"]}
 
 
+@pytest.mark.timing  # live arms on two shared cores: their loads at dispatch may not match once
 def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
     text = DOCS.read_text()
     for command in (START, CURL_REQUEST, CURL_USER, APPLY, SET_50, CHANGES):
