@@ -166,7 +166,7 @@ def test_emitted_dashboard_splits_p95_by_each_label_key(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     board = orjson.loads((tmp_path / "tokenpace-gateway-dashboard.json").read_bytes())
     names = [v["name"] for v in board["templating"]["list"]]
-    assert names == ["datasource", "model", "upstream", "arm", "region", "zone"]
+    assert names == ["datasource", "model", "upstream", "arm", "region", "gateway_fleet", "zone"]
     ttft = next(p for p in board["panels"] if p["title"] == "TTFT (gateway)")
     p95 = ttft["targets"][1]["expr"]
     assert 'zone=~"$zone"' in p95 and "sum by (model, upstream, arm, api, zone, le)" in p95, p95

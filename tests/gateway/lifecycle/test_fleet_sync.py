@@ -100,6 +100,10 @@ def test_a_change_through_one_replica_runs_on_all(tmp_path: Path) -> None:
                         assert {r.labels["config_epoch"] for rs in records[:3] for r in rs[-40:]} == {
                             str(epoch)
                         }
+                    for gw in gws:  # the dashboard's fleet variable: every sample names the fleet
+                        async with s.get(gw.admin_url + "/metrics", headers=AUTH) as r:
+                            samples = [ln for ln in (await r.text()).splitlines() if ln and ln[0] != "#"]
+                        assert samples and all('gateway_fleet="prod"' in ln for ln in samples)
                     late = await replica(urls, 3, records[3]).start()  # its own file says a=99, b=1
                     gws.append(late)
                     page = await _page(s, late)
@@ -147,6 +151,66 @@ def test_a_file_swapped_behind_a_symlink_is_applied(tmp_path: Path) -> None:
                 assert (await _page(s, gw))["epoch"] == 1
 
     asyncio.run(main())
+
+
+def _configmap(root: Path, weight: float) -> str:
+    """A ConfigMap volume: gateway.toml -> ..data/gateway.toml, ..data -> a timestamped dir."""
+    (root / "v1").mkdir(parents=True)
+    (root / "v1" / "gateway.toml").write_text(f"{weight}\n")
+    (root / "..data").symlink_to("v1")
+    (root / "gateway.toml").symlink_to("..data/gateway.toml")
+    return str(root / "gateway.toml")
+
+
+def _update(root: Path, weight: float) -> None:
+    """The kubelet's update: a new dir, then ``..data`` swapped to it in one rename."""
+    (root / "v2").mkdir()
+    (root / "v2" / "gateway.toml").write_text(f"{weight}\n")
+    (root / "..tmp").symlink_to("v2")
+    os.replace(root / "..tmp", root / "..data")
+
+
+def test_a_configmap_update_reaches_the_whole_fleet_as_one_epoch(tmp_path: Path) -> None:
+    """Each replica watches its own copy of the ConfigMap (as each pod mounts it); the update lands on
+    all three with no signal: one change, one epoch, every replica routing each user to the same arm."""
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    roots = [tmp_path / f"pod{i}" for i in range(3)]
+    paths = [_configmap(root, 0) for root in roots]
+
+    async def main() -> None:
+        async with ScriptedServer(Script()) as a, ScriptedServer(Script()) as b:
+            urls = {"a": a.url, "b": b.url}
+            records: list[list[RequestRecord]] = [[], [], []]
+            gws = []
+            for i, path in enumerate(paths):
+
+                def load(path: str = path) -> GatewayConfig:
+                    return _config(urls, {"a": 100, "b": float(Path(path).read_text())})
+
+                link = FleetLink(connect(url), "prod", f"session{i}", f"r{i}")
+                gw = RunningGateway(load(), load=load, on_record=records[i].append, follow=Follow(path, link))
+                gws.append(await gw.start())
+            try:
+                async with aiohttp.ClientSession() as s:
+                    await _until_epoch(s, gws, 0)
+                    for root in roots:
+                        _update(root, 50)
+                    await _until_epoch(s, gws, 1)
+                    for gw in gws:
+                        page = await _page(s, gw)
+                        assert {u["arm"]: u["weight"] for u in page["split"]} == {"a": 100, "b": 50}
+                    seen = [await _arms(s, gw, records[i]) for i, gw in enumerate(gws)]
+                    assert seen[0] == seen[1] == seen[2] and set(seen[0].values()) == {"a", "b"}
+                    await asyncio.sleep(2.5)  # each replica looked at its file again: nothing new
+                    assert [(await _page(s, gw))["epoch"] for gw in gws] == [1, 1, 1]
+            finally:
+                for gw in gws:
+                    await gw.stop()
+
+    asyncio.run(main())
+    store = connect(url)
+    assert [c.epoch for c in store.load_config_changes(0)] == [1]  # made by one replica, once
+    store.close()
 
 
 def test_two_changes_at_once_through_two_replicas_both_apply_one_after_the_other(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ from tokenpace.app.baseline.run_store import open_for_run
 from tokenpace.app.run.run_loop import run_event_loop
 from tokenpace.app.watch.heap import freeze_startup_heap
 from tokenpace.gateway.config.config import GatewayConfig
+from tokenpace.gateway.config.static_labels import MAX_VALUE_CHARS
 from tokenpace.gateway.lifecycle.fleet_sync import POLL_S, FleetLink, Follow
 from tokenpace.gateway.recording.spool import Spool
 from tokenpace.gateway.recording.spool_thread import SpoolThread
@@ -50,7 +51,7 @@ def serve_gateway(
     Raises GatewayRefused or ``run_store.RunStoreError`` before listening."""
     fleet, replica, spool_dir = terms or ReplicaTerms()
     check_otlp(config)
-    check_fleet(config, fleet, save)
+    check_fleet(config, fleet, save, replica)
     if config.scrape_upstream_metrics:
         for line in upstream_metrics_warnings(config):  # scraping goes on and picks engines up later
             say(line)
@@ -133,7 +134,7 @@ def compare_hint(config: GatewayConfig) -> str:
     )
 
 
-def check_fleet(config: GatewayConfig, fleet: str | None, save: bool) -> None:
+def check_fleet(config: GatewayConfig, fleet: str | None, save: bool, replica: str | None = None) -> None:
     """A fleet shares its configuration and records through the store: it needs one, and one
     process per replica (run more replicas, not --workers)."""
     if not fleet:
@@ -142,8 +143,9 @@ def check_fleet(config: GatewayConfig, fleet: str | None, save: bool) -> None:
         raise GatewayRefused("--fleet shares the configuration through the store: drop --no-store")
     if config.workers > 1:
         raise GatewayRefused("--fleet runs one process per replica: drop --workers (run more replicas)")
-    if len(fleet) > 200 or not fleet.isprintable():
-        raise GatewayRefused("--fleet: a printable name of at most 200 characters")
+    for flag, name in (("--fleet", fleet), ("--replica", replica or "r")):  # label values: bounded
+        if not 0 < len(name) <= MAX_VALUE_CHARS or not name.isprintable():
+            raise GatewayRefused(f"{flag}: a printable name of 1 to {MAX_VALUE_CHARS} characters")
 
 
 class ReplicaTerms(NamedTuple):

@@ -21,6 +21,7 @@ RESERVED = frozenset(
     {
         "model", "upstream", "arm", "api", "outcome", "gen_ai_token_type", "reason", "event",
         "shadow", "mirror_of", "user", "client_request_id", "source", "gateway_session",
+        "gateway_fleet", "gateway_replica",
         "le", "quantile", "job", "instance", "trace_id", "config_epoch",
     }
 )  # fmt: skip

@@ -56,6 +56,8 @@ class RunningGateway:
         self._admin_runner: web.AppRunner | None = None
         self._listeners: list[asyncio.AbstractServer] = []
         self.follow = follow or Follow()  # the file watched, the fleet's store (fleet_sync.py)
+        if self.follow.link is not None:  # every /metrics sample names the fleet
+            self.gateway.admin.fleet_labels = {"gateway_fleet": self.follow.link.fleet}
         self.reloader = self.follow.reloader(self.gateway, load, say)  # SIGHUP, POST /tokenpace/config
         self.gateway.control.changer = self.reloader
         self.gateway.control.readiness.in_flight = self._in_flight

@@ -1,6 +1,7 @@
 """A Grafana dashboard (JSON model) on the gateway's metric names, with SLO lines from the same SLOs,
-and a variable for each of model, upstream, arm, region and the gateway's other static labels that
-every panel's series are filtered by."""
+and a variable for each of model, upstream, arm, region, fleet and the gateway's other static labels
+that every panel's series are filtered by. Every series is summed over the pods scraped: a fleet's
+replicas are judged together."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from tokenpace.gateway.observability.engine_watch import ENGINE_WAITING, GPU_UTI
 from tokenpace.gateway.observability.rules import _le
 
 BY = "model, upstream, arm, api"  # api: an embeddings TTFT (its E2E) never mixes with a chat TTFT
-# The dashboard's variables, always there: region a static label (``--label region=...``); a series
-# without the label still matches its default (all: ".*" matches the empty value).
-VARIABLES = ("model", "upstream", "arm", "region")
+# The dashboard's variables, always there: region a static label (``--label region=...``),
+# gateway_fleet on every sample of a fleet's replica (``--fleet``); a series without the label still
+# matches its default (all: ".*" matches the empty value).
+VARIABLES = ("model", "upstream", "arm", "region", "gateway_fleet")
+_ALWAYS = ("region", "gateway_fleet")  # on every series that has them
 # The labels a metric carries beside the static ones: a variable filters only the series that have it.
 _METRIC_KEYS = {
     prom.TTFT: ("model", "upstream", "arm"),
@@ -187,7 +190,7 @@ def dashboard(slo: Slo, split_by: tuple[str, ...] = ()) -> dict[str, Any]:
         )
     panels += arm_panels(_panel, 8, 32)  # the gray release, arm by arm
     panels.append(gpu_panel(panels))
-    statics = tuple(dict.fromkeys(("region", *split_by)))
+    statics = tuple(dict.fromkeys((*_ALWAYS, *split_by)))
     for panel in panels:
         for target in panel["targets"]:
             target["expr"] = filtered(target["expr"], statics)

@@ -58,6 +58,9 @@ class AdminPages:
     ) -> None:
         self.registry = registry
         self.static_labels = dict(static_labels or {})  # --label: on every sample, at scrape time
+        # a fleet's replica: gateway_fleet on every sample (the dashboard's fleet variable); set at
+        # start from --fleet, never by a live change
+        self.fleet_labels: dict[str, str] = {}
         # the config's epoch (live changes since the start): on every sample once the config has
         # changed (epoch 0, the start's config, adds no label: the series stay as they were)
         self.epoch = "0"
@@ -91,8 +94,8 @@ class AdminPages:
     @property
     def labels(self) -> dict[str, str]:
         if self.epoch == "0":
-            return self.static_labels
-        return {**self.static_labels, "config_epoch": self.epoch}
+            return {**self.static_labels, **self.fleet_labels}
+        return {**self.static_labels, **self.fleet_labels, "config_epoch": self.epoch}
 
     def allow(self, request: web.Request) -> web.Response | None:
         """None when /tokenpace/* may be served: the admin keys, else the client keys, else open."""
