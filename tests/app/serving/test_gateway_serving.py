@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tokenpace.app.serving.gateway_serving import GatewayRefused, check_fleet
+from tokenpace.app.serving.gateway_serving import MAX_REPLICA_CHARS, GatewayRefused, check_fleet
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.config.static_labels import MAX_VALUE_CHARS
 from tokenpace.testing.procs import run_cli
@@ -38,6 +38,7 @@ def test_a_fleets_terms_are_refused_with_the_reason(
 
 def test_a_fleet_and_replica_within_the_bounds_pass() -> None:
     check_fleet(CONFIG, "p" * MAX_VALUE_CHARS, True, "gateway-prod-7d9f-x2k4")
+    check_fleet(CONFIG, "prod", True, "r" * MAX_REPLICA_CHARS)  # the longest pod name
     check_fleet(CONFIG, None, False, None)  # not a fleet: nothing to check
 
 

@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tokenpace.gateway.lifecycle.workers import WorkerPool
 
 
+MAX_REPLICA_CHARS = 253  # any Kubernetes pod's name
+
+
 class GatewayRefused(Exception):
     """The gateway cannot serve as configured (said before it listens)."""
 
@@ -143,9 +146,13 @@ def check_fleet(config: GatewayConfig, fleet: str | None, save: bool, replica: s
         raise GatewayRefused("--fleet shares the configuration through the store: drop --no-store")
     if config.workers > 1:
         raise GatewayRefused("--fleet runs one process per replica: drop --workers (run more replicas)")
-    for flag, name in (("--fleet", fleet), ("--replica", replica or "r")):  # label values: bounded
-        if not 0 < len(name) <= MAX_VALUE_CHARS or not name.isprintable():
-            raise GatewayRefused(f"{flag}: a printable name of 1 to {MAX_VALUE_CHARS} characters")
+    # label values, bounded: the fleet's on every /metrics sample, the replica's on its stored runs
+    for flag, name, most in (
+        ("--fleet", fleet, MAX_VALUE_CHARS),
+        ("--replica", replica or "r", MAX_REPLICA_CHARS),
+    ):
+        if not 0 < len(name) <= most or not name.isprintable():
+            raise GatewayRefused(f"{flag}: a printable name of 1 to {most} characters")
 
 
 class ReplicaTerms(NamedTuple):
