@@ -96,6 +96,9 @@ UP = '[[upstream]]\nname = "a"\nurl = "http://127.0.0.1:1/v1"\n'
         ("slo-objective = nan\n" + UP, r"--slo-objective must be a share between 0 and 1, not nan"),
         ("workers = 9223372036854775807\n" + UP, r"--workers must be at most 1,024"),
         ("events-rate = inf\n" + UP, r"--events-rate must be at most"),
+        (UP + "weight = 1e308\n", r"upstream 'a': weight must be at most 1,000,000, not 1e\+308"),
+        ('fleet = "' + "f" * 129 + '"\n' + UP, r"--fleet: a printable name of 1 to 128 characters"),
+        ('fleet = "prod"\nno-store = true\n' + UP, r"--fleet shares the configuration through the store"),
     ],
 )
 def test_a_bad_file_is_refused_one_line_a_problem_exit_2(tmp_path: Path, text: str, said: str) -> None:
@@ -115,3 +118,21 @@ def test_two_problems_two_lines(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 2, done.stderr
     assert all(line.startswith(f"tokenpace gateway: {path}: ") for line in lines)
+
+
+def test_every_whole_file_problem_its_own_line(tmp_path: Path) -> None:
+    """Checks of the whole configuration (ranges, label sizes) list every problem, not the first."""
+    path = tmp_path / "gw.toml"
+    name = "n" * 129  # a label value too long, as its name and as its arm
+    text = "max-body = 9999999999999\nworkers = 5000\nslo-objective = 2\n"
+    path.write_text(text + f'[[upstream]]\nname = "{name}"\nurl = "http://127.0.0.1:1/v1"\n')
+    checked = run_cli("gateway", "--check-config", str(path), timeout=30)
+    lines = [
+        line.removeprefix(f"tokenpace gateway: {path}: ") for line in checked.stderr.strip().splitlines()
+    ]
+    assert checked.returncode == 2 and len(lines) == 5, checked.stderr
+    assert any(line.startswith("--max-body must be at most") for line in lines), lines
+    assert sum("must be at most 128 characters (a label value)" in line for line in lines) == 2, lines
+    started = run_cli("gateway", "--config", str(path), timeout=30)  # a start: the same, in one line
+    assert started.returncode == 2 and started.stderr.count("\n") == 1, started.stderr
+    assert all(line in started.stderr for line in lines) and "Traceback" not in started.stderr

@@ -21,6 +21,7 @@ __all__ = [
     "ConfigFileError",
     "Flag",
     "GatewayConfig",
+    "check_fleet_terms",
     "emit",
     "every_problem",
     "fit_to_open_files",
@@ -32,3 +33,13 @@ __all__ = [
     "read_key_file",
     "to_defaults",
 ]
+
+
+def check_fleet_terms(config: GatewayConfig, fleet: str | None, save: bool, replica: str | None) -> None:
+    """What a start refuses of a fleet's terms, as a ValueError (``--check-config`` lists it)."""
+    from tokenpace.app.serving.gateway_serving import GatewayRefused, check_fleet
+
+    try:
+        check_fleet(config, fleet, save, replica)
+    except GatewayRefused as exc:
+        raise ValueError(str(exc)) from None

@@ -267,9 +267,13 @@ def gateway(
 
 def _check(path: str, o: dict[str, Any]) -> None:
     """--check-config: each value parsed as a start would, every problem said (gateway_config.check)."""
-    from tokenpace.app.serving.gateway_terms import parse_static_labels
+    from tokenpace.app.serving.gateway_terms import check_fleet_terms, parse_static_labels
 
-    build = lambda: _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))  # noqa: E731
+    def build() -> Any:
+        config = _build({**o, "static_labels": parse_static_labels(o["labels"])}, parse_slo(o["slo_text"]))
+        check_fleet_terms(config, o["fleet"], not o["no_store"], o["replica"])  # as the start would
+        return config
+
     check(path, build, value_parts(o))
 
 

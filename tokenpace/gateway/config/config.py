@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 from tokenpace.core.credentials import has_control, redact_userinfo
 from tokenpace.core.metrics import Slo
 from tokenpace.gateway.config.secrets import known_secrets, upstream_key
-from tokenpace.gateway.config.static_labels import check_labels, parse_labels
+from tokenpace.gateway.config.static_labels import MAX_VALUE_CHARS, check_labels, parse_labels
 from tokenpace.wire.endpoint import Endpoint, EndpointError, parse_endpoint
 from tokenpace.wire.keepalive import GATEWAY_LOOK_S
 from tokenpace.wire.pool import Pool
@@ -215,8 +215,9 @@ class GatewayConfig:
         for up in (*self.upstreams, *(m.upstream for m in self.mirrors)):
             for key in up.labels.keys() & self.static_labels.keys():
                 raise ValueError(f"--label {key}: also upstream {up.name}'s {key}=; give one of them")
-        for problem in _out_of_range(self):
-            raise ValueError(problem)
+        problems = _out_of_range(self)
+        if problems:  # every one of them listed (--check-config, a refused reload)
+            raise ConfigProblems(problems)
         if self.workers > 1 and self.scrape_upstream_metrics:
             raise ValueError(
                 "--scrape-upstream-metrics works with one worker only (one scraper per upstream)"
@@ -235,9 +236,29 @@ LIMITS = {
 }
 
 
+MAX_WEIGHT = 1_000_000  # weights are relative: any split fits, and their sum stays exact enough
+
+
+class ConfigProblems(ValueError):
+    """Several problems of one configuration, each its own line (``errors``)."""
+
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors))
+        self.errors = list(errors)
+
+
 def _out_of_range(config: GatewayConfig) -> list[str]:
-    """A line per number setting past its bound (LIMITS), or not finite."""
+    """A line per number setting past its bound (LIMITS), or not finite; per upstream or mirror
+    whose weight is past MAX_WEIGHT (their sum would lose the split) or whose name, arm or label
+    is longer than a label value may be."""
     out = []
+    for up in (*config.upstreams, *(m.upstream for m in config.mirrors)):
+        who = f"upstream {up.name[:40]!r}"
+        if not up.weight <= MAX_WEIGHT:
+            out.append(f"{who}: weight must be at most {MAX_WEIGHT:,}, not {up.weight!r}")
+        for what, value in (("name", up.name), ("arm", up.arm), *up.labels.items()):
+            if len(value) > MAX_VALUE_CHARS:
+                out.append(f"{who}: its {what} must be at most {MAX_VALUE_CHARS} characters (a label value)")
     if not 0 < config.slo_objective < 1:  # also refuses nan
         out.append(f"--slo-objective must be a share between 0 and 1, not {config.slo_objective!r}")
     for name, (flag, highest) in LIMITS.items():

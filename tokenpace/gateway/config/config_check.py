@@ -20,10 +20,16 @@ def every_problem(
         try:
             part()
         except ValueError as exc:
-            problems.append(str(exc))
+            problems += _lines(exc)
     if problems:
         return None, problems
     try:
         return build(), []
     except ValueError as exc:
-        return None, [str(exc)]
+        return None, _lines(exc)
+
+
+def _lines(exc: ValueError) -> list[str]:
+    """A problem's lines: one, or each of several found together (an ``errors`` list)."""
+    errors = getattr(exc, "errors", None)
+    return [str(e) for e in errors] if isinstance(errors, list) and errors else [str(exc)]
