@@ -162,17 +162,19 @@ def _configmap(root: Path, weight: float) -> str:
     return str(root / "gateway.toml")
 
 
-def _update(root: Path, weight: float) -> None:
+def _update(root: Path, weight: float, version: str = "v2") -> None:
     """The kubelet's update: a new dir, then ``..data`` swapped to it in one rename."""
-    (root / "v2").mkdir()
-    (root / "v2" / "gateway.toml").write_text(f"{weight}\n")
-    (root / "..tmp").symlink_to("v2")
+    (root / version).mkdir()
+    (root / version / "gateway.toml").write_text(f"{weight}\n")
+    (root / "..tmp").symlink_to(version)
     os.replace(root / "..tmp", root / "..data")
 
 
 def test_a_configmap_update_reaches_the_whole_fleet_as_one_epoch(tmp_path: Path) -> None:
     """Each replica watches its own copy of the ConfigMap (as each pod mounts it); the update lands on
-    all three with no signal: one change, one epoch, every replica routing each user to the same arm."""
+    all three with no signal: one change, one epoch, every replica routing each user to the same arm.
+    A pod that starts with a file newer than the fleet's (changed while it was replaced) applies it
+    to the whole fleet."""
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     roots = [tmp_path / f"pod{i}" for i in range(3)]
     paths = [_configmap(root, 0) for root in roots]
@@ -182,14 +184,18 @@ def test_a_configmap_update_reaches_the_whole_fleet_as_one_epoch(tmp_path: Path)
             urls = {"a": a.url, "b": b.url}
             records: list[list[RequestRecord]] = [[], [], []]
             gws = []
-            for i, path in enumerate(paths):
 
-                def load(path: str = path) -> GatewayConfig:
-                    return _config(urls, {"a": 100, "b": float(Path(path).read_text())})
+            def pod(i: int) -> RunningGateway:
+                def load() -> GatewayConfig:
+                    return _config(urls, {"a": 100, "b": float(Path(paths[i]).read_text())})
 
-                link = FleetLink(connect(url), "prod", f"session{i}", f"r{i}")
-                gw = RunningGateway(load(), load=load, on_record=records[i].append, follow=Follow(path, link))
-                gws.append(await gw.start())
+                link = FleetLink(connect(url), "prod", f"session{i}-{len(gws)}", f"r{i}")
+                return RunningGateway(
+                    load(), load=load, on_record=records[i].append, follow=Follow(paths[i], link)
+                )
+
+            for i in range(3):
+                gws.append(await pod(i).start())
             try:
                 async with aiohttp.ClientSession() as s:
                     await _until_epoch(s, gws, 0)
@@ -203,13 +209,20 @@ def test_a_configmap_update_reaches_the_whole_fleet_as_one_epoch(tmp_path: Path)
                     assert seen[0] == seen[1] == seen[2] and set(seen[0].values()) == {"a", "b"}
                     await asyncio.sleep(2.5)  # each replica looked at its file again: nothing new
                     assert [(await _page(s, gw))["epoch"] for gw in gws] == [1, 1, 1]
+                    await gws.pop().stop()  # pod 2 replaced while its ConfigMap moved on
+                    _update(roots[2], 70, "v3")
+                    gws.append(await pod(2).start())
+                    await _until_epoch(s, gws, 2)
+                    for gw in gws:
+                        page = await _page(s, gw)
+                        assert {u["arm"]: u["weight"] for u in page["split"]} == {"a": 100, "b": 70}
             finally:
                 for gw in gws:
                     await gw.stop()
 
     asyncio.run(main())
     store = connect(url)
-    assert [c.epoch for c in store.load_config_changes(0)] == [1]  # made by one replica, once
+    assert [c.epoch for c in store.load_config_changes(0)] == [1, 2]  # each made by one replica, once
     store.close()
 
 
