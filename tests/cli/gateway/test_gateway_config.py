@@ -96,6 +96,7 @@ UP = '[[upstream]]\nname = "a"\nurl = "http://127.0.0.1:1/v1"\n'
         ("slo-objective = nan\n" + UP, r"--slo-objective must be a share between 0 and 1, not nan"),
         ("workers = 9223372036854775807\n" + UP, r"--workers must be at most 1,024"),
         ("events-rate = inf\n" + UP, r"--events-rate must be at most"),
+        ("events-rate = 1" + "0" * 400 + "\n" + UP, r"events-rate: a number expected, got an integer of 401"),
         (UP + "weight = 1e308\n", r"upstream 'a': weight must be at most 1,000,000, not 1e\+308"),
         ('fleet = "' + "f" * 129 + '"\n' + UP, r"--fleet: a printable name of 1 to 128 characters"),
         ('fleet = "prod"\nno-store = true\n' + UP, r"--fleet shares the configuration through the store"),

@@ -72,3 +72,27 @@ def test_hostile_files_reloaded_live_are_answered_with_every_problem(
             assert status == 422 and answer["errors"] == lines, (doc, answer, lines)
         elif status == 422:  # a good file asking what cannot change live: said, never silently
             assert answer["errors"] and all("cannot change" in e or "workers" in e for e in answer["errors"])
+
+
+def test_a_reload_refused_for_the_whole_file_lists_each_problem(tmp_path: Path) -> None:
+    """Checks of the configuration as a whole (ranges, weights, label sizes) are listed one by one
+    too, as --check-config lists them, not only the first."""
+    path = tmp_path / "gateway.toml"
+    path.write_text(GOOD)
+    ctx = gateway.make_context("gateway", ["--config", str(path)])
+    load = reader(ctx, lambda o: _from_values(o, None), value_parts)
+    assert load is not None
+    bad = HEAD.replace("max-connections = 64", "max-connections = 9999999999") + "slo-objective = 2\n"
+    bad += '\n[[upstream]]\nname = "a"\nurl = "http://127.0.0.1:1/v1"\nweight = 1e308\n'
+
+    async def main() -> tuple[int, dict[str, Any]]:
+        async with RunningGateway(load(), load=load) as gw, aiohttp.ClientSession() as s:
+            path.write_text(bad)
+            headers = {"Authorization": f"Bearer {KEY}"}
+            async with s.post(gw.admin_url + "/tokenpace/config", headers=headers) as r:
+                return r.status, await r.json()
+
+    status, answer = asyncio.run(main())
+    code, lines = _checked(path)
+    assert code == 2 and len(lines) == 3, lines
+    assert status == 422 and answer["errors"] == lines, answer

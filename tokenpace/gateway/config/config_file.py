@@ -123,7 +123,14 @@ def _value(name: str, value: Any, flag: Flag) -> Any:
         raise ValueError(f"{name}: a number expected, got {value!r}")
     if flag.kind is int and isinstance(value, float):
         raise ValueError(f"{name}: a whole number expected, got {value!r}")
-    return value if flag.kind in (int, float) else _scalar(name, value)
+    if flag.kind is float:  # as the flag would take it: a live reload's config is the start's
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            raise ValueError(
+                f"{name}: a number expected, got an integer of {len(str(value))} digits"
+            ) from None
+    return value if flag.kind is int else _scalar(name, value)
 
 
 def _scalar(name: str, value: Any) -> str:
