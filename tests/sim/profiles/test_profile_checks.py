@@ -28,6 +28,8 @@ def _edit(text: str, key: str, value: str) -> str:
         ("block_size", "0", "engine.block_size = 0 is not a whole number from 1"),
         ("block_size", "-5", "engine.block_size = -5 is not a whole number from 1"),
         ("params_b", "1e308", "model.params_b = 1e+308 is not a number from"),
+        ("params_b", "1" + "0" * 400, "model.params_b = 1000"),  # an int past any float
+        ("gpus", "1" + "0" * 400, "hardware.gpus = 1000"),
         ("gpu_memory_utilization", "inf", "engine.gpu_memory_utilization = inf"),
         ("step_overhead_ms", "1e300", "efficiency.step_overhead_ms = 1e+300"),
         ("layers", '"many"', "model.layers = 'many' is not a whole number"),

@@ -96,7 +96,7 @@ def _problem(value: Any, kind: str, lo: float, hi: float) -> str:
     whole = kind == INT
     if isinstance(value, bool) or not isinstance(value, int if whole else int | float):
         return f"is not {kind}"
-    if not math.isfinite(value) or not lo <= value <= hi:
+    if not lo <= value <= hi or not math.isfinite(value):  # range first: an int of any size compares
         return f"is not {kind} from {lo:g} to {hi:g}"
     return ""
 
