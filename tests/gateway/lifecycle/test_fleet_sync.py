@@ -183,7 +183,7 @@ def test_a_configmap_update_reaches_the_whole_fleet_as_one_epoch(tmp_path: Path)
         async with ScriptedServer(Script()) as a, ScriptedServer(Script()) as b:
             urls = {"a": a.url, "b": b.url}
             records: list[list[RequestRecord]] = [[], [], []]
-            gws = []
+            gws: list[RunningGateway] = []
 
             def pod(i: int) -> RunningGateway:
                 def load() -> GatewayConfig:
