@@ -19,16 +19,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import sqlite3
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
 from tokenpace.adapters.store import Store, connect
 from tokenpace.app.console.server import build_app
+from tokenpace.core.analysis.comparison.stored_levels import RunLevel, run_levels
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
 
@@ -47,9 +52,8 @@ def _record(i: int, ttft_ms: float, itl_ms: float, tokens: int) -> RequestRecord
     )  # fmt: skip
 
 
-def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
+def _sets(per_run: int, seed: int) -> dict[tuple[int, int], RecordSet]:
     rng = np.random.default_rng(seed)
-    per_run = max(1, records // runs)
     sets = {}
     for t in range(TESTS):
         for s in range(SETS):
@@ -58,11 +62,34 @@ def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
                 _record(i, 80 * speed * rng.lognormal(0, 0.2), 12 * speed * rng.lognormal(0, 0.1), 16)
                 for i in range(per_run)
             ]
-            sets[t, s] = (recs, summarize(recs).to_dict())
+            rows = [
+                (i, r.request_id, r.status.value, int(r.warmup), orjson.dumps(r.to_dict()).decode())
+                for i, r in enumerate(recs)
+            ]  # the records table's rows, as save_run writes them (less the run id)
+            sets[t, s] = RecordSet(summarize(recs).to_dict(), run_levels(recs), rows)
+    return sets
+
+
+@dataclass
+class RecordSet:
+    summary: dict[str, Any]
+    levels: list[RunLevel]  # what saving a run stores of it (app/baseline/store_ops.save_result)
+    rows: list[tuple[int, str, str, int, str]]
+
+
+def build(path: Path, runs: int, records: int, seed: int = 0) -> None:
+    """Runs (their rows, labels and stored figures) through the store's own methods; records bulk
+    inserted beside them as the rows ``save_run`` writes (the same JSON), journal off: building
+    10 million records through ``save_run`` would take hours on a small host, and the pages read
+    the table, not how it was filled."""
+    per_run = max(1, records // runs)
+    sets = _sets(per_run, seed)
     started = time.perf_counter()
+    store = connect(f"sqlite:///{path}")
+    chosen = []
     for n in range(runs):
         t, day = n % TESTS, n // TESTS
-        recs, summary = sets[t, (day * SETS // max(1, runs // TESTS)) % SETS]
+        chosen.append(sets[t, (day * SETS // max(1, runs // TESTS)) % SETS])
         conditions = {
             "model": "bench-model", "endpoint": "http://127.0.0.1:9/v1", "api": "openai-chat",
             "load": {"mode": "closed_loop", "concurrency": 2 ** (t % 8) * (1 + t // 8), "requests": per_run},
@@ -72,16 +99,33 @@ def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
         conditions["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(unix))
         labels = {"test": f"t{t}", "version": f"1.{day // 100}", "team": "bench"}
         store.save_run(
-            f"run{n:06d}", conditions, summary, recs, labels=labels, valid=n % 50 != 7,
+            f"run{n:06d}", conditions, chosen[-1].summary, [], labels=labels, valid=n % 50 != 7,
             extra={} if n % 50 != 7 else {"invalid_reasons": ["the client fell behind"]},
         )  # fmt: skip
-        if n % 1000 == 0:
-            took = time.perf_counter() - started
-            print(f"  built {n:,} runs, {n * per_run:,} records in {took:.0f} s", file=sys.stderr)
+        store.save_levels(f"run{n:06d}", chosen[-1].levels)
     store.set_baseline("prod", f"run{TESTS * 10:06d}")
     store.save_repeat_group(
         "grp", [f"run{runs - TESTS * i - 1:06d}" for i in range(3)], {}, "bench-model", []
     )
+    store.close()
+    print(f"  built {runs:,} runs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    for n, chosen_set in enumerate(chosen):
+        run_id = f"run{n:06d}"
+        db.executemany(
+            "INSERT INTO records (run_id, seq, request_id, status, warmup, data) VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, *row) for row in chosen_set.rows],
+        )
+        if n % 100 == 99:
+            db.commit()
+        if n % 1000 == 999:
+            took = time.perf_counter() - started
+            print(f"  {n + 1:,} runs' records, {(n + 1) * per_run:,} in {took:.0f} s", file=sys.stderr)
+    db.execute("UPDATE runs SET record_count = ?", (per_run,))
+    db.commit()
+    db.close()
 
 
 Result = tuple[str, float, list[float], list[float], int]
@@ -113,11 +157,9 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=10)
     args = ap.parse_args()
-    fresh = not args.store.exists()
-    store = connect(f"sqlite:///{args.store}")
-    if fresh:
+    if not args.store.exists():
         t0 = time.perf_counter()
-        build(store, args.runs, args.records)
+        build(args.store, args.runs, args.records)
         took = time.perf_counter() - t0
         size = os.path.getsize(args.store)
         print(
@@ -125,6 +167,7 @@ def main() -> None:
             f"({took / max(1, args.records) * 1e6:.1f} us a record); {size / 1e9:.2f} GB "
             f"({size / max(1, args.records):.0f} bytes a record)"
         )
+    store = connect(f"sqlite:///{args.store}")
     newest = store.list_runs(limit=1)[0].id
     n = int(newest[3:])
     older = f"run{n - TESTS:06d}"

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches
+from tokenpace.core.analysis.comparison.stored_levels import levels_noise
 from tokenpace.core.analysis.evidence.gate_noise import current_host, summary_host, with_host
 from tokenpace.core.analysis.evidence.repeats import repeat_noise
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
@@ -86,3 +87,17 @@ def learned_noise(
         *store.learned_noise(like.conditions, like.model, list(groups)),
         *library_noise(store, like, runs),
     ]
+
+
+def stored_library_noise(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> list[GroupNoise] | None:
+    """``library_noise`` from the same runs' stored figures (no record read); None where one of
+    them has none (saved before figures were kept, or by the gateway)."""
+    groups = library_groups(store, like, exclude)
+    ids = [i for g in groups.values() for i in g]
+    levels = store.run_levels(ids)
+    if any(i not in levels for i in ids):
+        return None
+    out: list[GroupNoise] = []
+    for key, g in groups.items():
+        out += with_host(levels_noise([levels[i] for i in g]), key[2])
+    return out
