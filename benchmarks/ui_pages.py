@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
 import sqlite3
 import statistics
 import sys
 import time
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ from tokenpace.app.console.server import build_app
 from tokenpace.core.analysis.comparison.stored_levels import RunLevel, run_levels
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 
 TESTS = 10  # distinct tests (concurrency levels)
 SETS = 8  # prepared record sets per test
@@ -128,7 +132,56 @@ def build(path: Path, runs: int, records: int, seed: int = 0) -> None:
     db.close()
 
 
-Result = tuple[str, float, list[float], list[float], int]
+SWEEP = "bench-sweep"  # eight steps of a saturating server, 1,000 records each
+SESSION = "bench-gw"  # a gateway session: two arms, ARM_RECORDS records each
+
+
+def add_sweep_and_session(store: Store, arm_records: int, seed: int = 1) -> None:
+    """A sweep through ``save_run`` and a gateway session through the gateway's own store writer
+    (as ``tokenpace gateway`` stores it), when the store has none yet."""
+    if store.list_runs({"kind": "sweep"}, limit=1):
+        return
+    rng = np.random.default_rng(seed)
+    for n, c in enumerate((1, 2, 4, 8, 16, 32, 64, 128), start=1):
+        ttft = 80.0 * (1 + (c / 24) ** 2)
+        recs = [
+            _record(i, ttft * rng.lognormal(0, 0.1), 12 * rng.lognormal(0, 0.05), 16) for i in range(1000)
+        ]
+        rps = c / ((ttft + 200) / 1000)  # Little's law: each request about TTFT + 200 ms
+        summary = summarize(recs).to_dict() | {"request_throughput": rps, "window_s": 60.0}
+        conditions = {
+            "model": "bench-model", "endpoint": "http://127.0.0.1:9/v1", "api": "openai-chat",
+            "load": {"mode": "closed_loop", "concurrency": c, "requests": 1000}, "slo": {"ttft_ms": 300.0},
+            "started_at": f"2026-06-01T00:{n:02d}:00+00:00",
+        }  # fmt: skip
+        labels = {"sweep_id": SWEEP, "sweep_step": str(n)}
+        store.save_run(f"{SWEEP}-{n:02d}", conditions, summary, recs, kind="sweep", labels=labels)
+    ups = (parse_upstream("a=http://127.0.0.1:9,weight=90"), parse_upstream("b=http://127.0.0.1:9,weight=10"))
+    writer = StoreRecordWriter(store, GatewayConfig(upstreams=ups, port=0), SESSION)
+    span_ns = arm_records * 100_000_000 + 1_000_000_000  # the session began this long ago
+    writer.started -= timedelta(microseconds=span_ns // 1000)
+    writer.anchor = {k: v - span_ns for k, v in writer.anchor.items()}
+    base = writer.anchor["perf_ns"]
+    for arm, slower in (("a", 1.0), ("b", 1.1)):
+        recs = []
+        for i in range(arm_records):
+            r = _record(i, 80 * slower * rng.lognormal(0, 0.2), 12 * rng.lognormal(0, 0.1), 16)
+            shift = base + i * 100_000_000 - r.sent_ns
+            recs.append(
+                dataclasses.replace(
+                    r, request_id=f"{arm}{i}", scheduled_ns=r.scheduled_ns + shift,
+                    dispatched_ns=r.sent_ns + shift,
+                    sent_ns=r.sent_ns + shift, first_token_ns=(r.first_token_ns or 0) + shift,
+                    token_ns=[x + shift for x in r.token_ns], end_ns=(r.end_ns or 0) + shift,
+                    labels={"upstream": arm, "arm": arm, "config_epoch": "0"},
+                )
+            )  # fmt: skip
+        for start in range(0, len(recs), 1000):
+            writer(list(recs[start : start + 1000]))
+    writer.finish()
+
+
+Result = tuple[str, float, float, list[float], list[float], int]
 
 
 async def measure(store: Store, paths: list[str], repeats: int) -> list[Result]:
@@ -146,7 +199,7 @@ async def measure(store: Store, paths: list[str], repeats: int) -> list[Result]:
                 cpu.append((time.process_time() - c0) * 1000)
                 assert resp.status == 200, (path, resp.status, body[:300])
                 size = len(body)
-            out.append((path, times[0], times[1:], cpu[1:], size))
+            out.append((path, times[0], cpu[0], times[1:], cpu[1:], size))
     return out
 
 
@@ -156,6 +209,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--arm-records", type=int, default=2000, help="records of each gateway arm")
     args = ap.parse_args()
     if not args.store.exists():
         t0 = time.perf_counter()
@@ -168,21 +222,25 @@ def main() -> None:
             f"({size / max(1, args.records):.0f} bytes a record)"
         )
     store = connect(f"sqlite:///{args.store}")
-    newest = store.list_runs(limit=1)[0].id
+    add_sweep_and_session(store, args.arm_records)
+    newest = store.list_runs({"kind": "bench"}, limit=1)[0].id
     n = int(newest[3:])
-    older = f"run{n - TESTS:06d}"
+    older, oldest = f"run{n - TESTS:06d}", f"run{n - 2 * TESTS:06d}"
     paths = [
         "/runs", "/api/runs", "/runs?label=test=t3&valid=yes", "/runs?cond=load.concurrency=8",
         "/runs?page=150", f"/runs/{newest}", f"/api/runs/{newest}", f"/history?run={newest}",
         f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
-        f"/compare?a={older}&b={newest}", f"/api/compare?a={older}&b={newest}",
+        f"/compare?a={older}&b={newest}", f"/api/compare?a={oldest}&b={newest}",
+        f"/compare?a={older}&b={newest}&exact=1", "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts",
+        f"/rollouts/{SESSION}", f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
     ]  # fmt: skip
     results = asyncio.run(measure(store, paths, args.repeats))
-    print(f"\n{'page':<44} {'first':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
-    for path, first, times, cpu, size in results:
+    print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
+    for path, first, first_cpu, times, cpu, size in results:
         q = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
         med = statistics.median(times)
-        print(f"{path[:44]:<44} {first:7.0f} {med:7.0f} {q:7.0f} {statistics.median(cpu):7.0f} {size:9,}")
+        mid = statistics.median(cpu)
+        print(f"{path[:44]:<44} {first:7.0f} {first_cpu:7.0f} {med:7.0f} {q:7.0f} {mid:7.0f} {size:9,}")
     load = os.getloadavg()[0]
     print(f"(ms; {args.repeats} repeats after the first; host: {os.cpu_count()} CPUs, load {load:.1f})")
     store.close()

@@ -236,6 +236,14 @@ class Store(Protocol):
         """The stored figures of each run that has them, by run id and key."""
         ...
 
+    def run_summaries(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored summaries of the runs still stored, by run id."""
+        ...
+
+    def grouped_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of ``run_ids`` that belong to a repeat group."""
+        ...
+
 
 PAGE_ROWS_MAX = 500  # runs in one page of page_runs
 SCAN_MAX = 20_000  # newest runs whose conditions are read to match condition filters
