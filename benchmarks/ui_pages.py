@@ -225,14 +225,14 @@ def main() -> None:
     add_sweep_and_session(store, args.arm_records)
     newest = store.list_runs({"kind": "bench"}, limit=1)[0].id
     n = int(newest[3:])
-    older, oldest = f"run{n - TESTS:06d}", f"run{n - 2 * TESTS:06d}"
+    # the newest three runs of the newest run's test form a repeat group: compare the runs before them
+    b, a1, a2 = (f"run{n - k * TESTS:06d}" for k in (3, 4, 5))
     paths = [
         "/runs", "/api/runs", "/runs?label=test=t3&valid=yes", "/runs?cond=load.concurrency=8",
         "/runs?page=150", f"/runs/{newest}", f"/api/runs/{newest}", f"/history?run={newest}",
         f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
-        f"/compare?a={older}&b={newest}", f"/api/compare?a={oldest}&b={newest}",
-        f"/compare?a={older}&b={newest}&exact=1", "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts",
-        f"/rollouts/{SESSION}", f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
+        f"/compare?a={a1}&b={b}", f"/api/compare?a={a2}&b={b}", f"/compare?a={a1}&b={b}&exact=1",
+        "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}", f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
     ]  # fmt: skip
     results = asyncio.run(measure(store, paths, args.repeats))
     print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")

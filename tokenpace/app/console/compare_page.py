@@ -9,6 +9,7 @@ says which it used (``method_used``, ``method``)."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import plotly.graph_objects as go
@@ -18,11 +19,11 @@ from tokenpace.adapters.store import RunInfo, Store, StoreError
 from tokenpace.app.baseline.compare import RunComparison, RunNotJudgeable, compare_runs, side_runs
 from tokenpace.app.baseline.stored_compare import compare_stored
 from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
-from tokenpace.app.console.run_page import RECORDS_MAX as CHART_RECORDS
 
 RECORDS_MAX = 200_000  # records of one side (all its runs) a comparison reads
 RESAMPLES = 1000  # bootstrap resamples, as `tokenpace compare`
-STEPS_KEY = "_steps"  # each side's sampled records, for the charts only
+CHART_RECORDS = 1000  # records a side the CDFs draw (evenly spaced in each run's finishing order)
+STEPS_KEY = "_steps"  # reads each side's sampled records, for the charts only
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
 
 
@@ -72,20 +73,24 @@ def compare_data(store: Store, ask: Ask) -> dict[str, Any]:
         raise BadAsk(f"{exc} (on this page: add allow_invalid=1)") from None
     data = rc.to_dict()
     judged = (("A", a, rc.runs_a or [a.id]), ("B", b, rc.runs_b or [b.id]))  # NOT VALID members left out
-    per_run = max(1, CHART_RECORDS // max(len(ids) for _, _, ids in judged))
-    steps = [
-        F.Step(f"{side}: {run.id}" + (f" (+{len(ids) - 1} runs)" if len(ids) > 1 else ""), {}, recs)
-        for side, run, ids in judged
-        for recs in [[r for i in ids for r in store.sample_records(i, per_run)]]
-    ]
     return data | {
         "method_used": method,
         "exact_asked": exact,
         "single": single,
         "allow_invalid": allow_invalid,
         "verdicts": {m["metric"]: m["verdict"] for m in data["metrics"]},
-        STEPS_KEY: steps,
+        STEPS_KEY: partial(_samples, store, judged),  # read for the charts only, never the JSON
     }
+
+
+def _samples(store: Store, judged: tuple[tuple[str, RunInfo, list[str]], ...]) -> list[F.Step]:
+    """Each side's records for the CDFs: an even sample of every run, ``CHART_RECORDS`` a side."""
+    per_run = max(1, CHART_RECORDS // max(len(ids) for _, _, ids in judged))
+    return [
+        F.Step(f"{side}: {run.id}" + (f" (+{len(ids) - 1} runs)" if len(ids) > 1 else ""), {}, recs)
+        for side, run, ids in judged
+        for recs in [[r for i in ids for r in store.sample_records(i, per_run)]]
+    ]
 
 
 def _bound(row: dict[str, Any], i: int) -> float:
@@ -123,6 +128,6 @@ def _differences(data: dict[str, Any]) -> go.Figure:
 
 
 def compare_charts(data: dict[str, Any]) -> list[Chart]:
-    steps: list[F.Step] = data[STEPS_KEY]
+    steps: list[F.Step] = data[STEPS_KEY]()
     figures = [_differences(data)] + [F.cdf(steps, key, name) for key, name in CDF_METRICS]
     return [Chart(str(f.layout.title.text), f) for f in figures]
