@@ -1,17 +1,20 @@
 """How fast the web console's pages answer over a large store (`tokenpace ui`).
 
 Builds (once; reused when the file is there) a SQLite store of ``--runs`` runs holding ``--records``
-records in all, through the store's own ``save_run``: a nightly test and nine others, labels,
-a NOT VALID run in 50, baselines and repeat groups, each run's records drawn from one of a few
-prepared sets (so that building costs the store's writes, not the drawing). Then serves the console
-in this process (aiohttp's test server on 127.0.0.1) and asks each page and its JSON twin
-``--repeats`` times: printed the first answer's time, the repeats' median and P95, the CPU time
-of an answer (median; what it costs whatever else the host runs) and the answer's size.
+records in all: a nightly test and nine others, labels, a NOT VALID run in 50, a baseline and a
+repeat group, each run's records drawn from one of a few prepared sets (so that building costs the
+store's writes, not the drawing). The runs, their labels and their stored figures go through the
+store's own ``save_run`` and ``save_levels``; the records are bulk-inserted beside them as the rows
+``save_run`` writes (10 million in minutes, not hours). A sweep and a gateway session (through the
+gateway's store writer) are added when missing. Then serves the console in this process (aiohttp's
+test server on 127.0.0.1) and asks each page and its JSON twin ``--repeats`` times after a first:
+printed the first answer's wall and CPU time, the repeats' median and P95, their median CPU time
+(what an answer costs whatever else the host runs) and the answer's size.
 
-The compare page runs the same bootstrap as ``tokenpace compare`` (seconds); its first answer is
-shown apart from its repeats, which are answered from the console's cache.
+Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
+compare`` (seconds). Repeats of compare and history are answered from the console's cache.
 
-    .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-bench.db [--runs 10000] [--records 1000000]
+    .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """
 
 from __future__ import annotations
@@ -232,7 +235,8 @@ def main() -> None:
         "/runs?page=150", f"/runs/{newest}", f"/api/runs/{newest}", f"/history?run={newest}",
         f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
         f"/compare?a={a1}&b={b}", f"/api/compare?a={a2}&b={b}", f"/compare?a={a1}&b={b}&exact=1",
-        "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}", f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
+        "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}",
+        f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
     ]  # fmt: skip
     results = asyncio.run(measure(store, paths, args.repeats))
     print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")

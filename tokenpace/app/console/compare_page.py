@@ -22,7 +22,7 @@ from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
 
 RECORDS_MAX = 200_000  # records of one side (all its runs) a comparison reads
 RESAMPLES = 1000  # bootstrap resamples, as `tokenpace compare`
-CHART_RECORDS = 1000  # records a side the CDFs draw (evenly spaced in each run's finishing order)
+CHART_RECORDS = 500  # records a side the CDFs draw (evenly spaced in each run's finishing order)
 STEPS_KEY = "_steps"  # reads each side's sampled records, for the charts only
 CDF_METRICS = (("ttft", "TTFT"), ("tpot", "TPOT"), ("e2e", "E2E"))
 
