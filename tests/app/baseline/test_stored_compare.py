@@ -1,7 +1,7 @@
-"""Comparing stored runs from the figures saved with them: a saved run keeps its figures; the
-verdicts are those of ``compare_runs`` (the bootstrap over the records, the library's noise learned
-from records) on a regressed, an unchanged and an undecided pair; without a run's figures (a side
-or one of the library's reruns) there is no stored comparison."""
+"""Comparing stored runs from the figures saved with them: a saved or imported run keeps its
+figures; the verdicts are those of ``compare_runs`` (the bootstrap over the records, the library's
+noise learned from records) on a regressed, a faster, an unchanged and an undecided pair; without
+a run's figures (a side or one of the library's reruns) there is no stored comparison."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from bench_factory import bench_config
 from tokenpace.adapters.store import Store, connect
 from tokenpace.app.api import run_bench
 from tokenpace.app.baseline.compare import compare_runs
-from tokenpace.app.baseline.store_ops import open_store
+from tokenpace.app.baseline.store_ops import export_run, import_result, open_store
 from tokenpace.app.baseline.stored_compare import compare_stored
 from tokenpace.core.analysis.comparison.stored_levels import STORED_METHOD, run_levels
 from tokenpace.core.analysis.evidence.samples import metric_samples
@@ -97,3 +97,15 @@ def test_a_saved_bench_run_keeps_its_figures(threaded_server, tmp_path: Path) ->
     assert levels["ttft.p50"].n == len(ttfts) == 24
     assert levels["ttft.p50"].value == pytest.approx(float(np.percentile(ttfts, 50)))
     assert levels["e2e.p99"].n_eff <= 24
+
+
+def test_an_imported_run_gets_its_figures(tmp_path: Path) -> None:
+    old = connect(f"sqlite:///{tmp_path / 'old.db'}")
+    _save(old, "night01", 1, 100.0, 1, figures=False)  # stored before runs kept their figures
+    run = old.get_run("night01")
+    assert run is not None and old.run_levels(["night01"]) == {}
+    out, _, _ = export_run(old, run, tmp_path / "night01.json")
+    new = connect(f"sqlite:///{tmp_path / 'new.db'}")
+    import_result(new, out)
+    levels = new.run_levels(["night01"])["night01"]
+    assert levels == {v.key: v for v in run_levels(old.load_records("night01"))}
