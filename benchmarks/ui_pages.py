@@ -1,36 +1,48 @@
 """How fast the web console's pages answer over a large store (`tokenpace ui`).
 
 Builds (once; reused when the file is there) a SQLite store of ``--runs`` runs holding ``--records``
-records in all, through the store's own ``save_run``: a nightly test and nine others, labels,
-a NOT VALID run in 50, baselines and repeat groups, each run's records drawn from one of a few
-prepared sets (so that building costs the store's writes, not the drawing). Then serves the console
-in this process (aiohttp's test server on 127.0.0.1) and asks each page and its JSON twin
-``--repeats`` times: printed the first answer's time, the repeats' median and P95, the CPU time
-of an answer (median; what it costs whatever else the host runs) and the answer's size.
+records in all: a nightly test and nine others, labels, a NOT VALID run in 50, a baseline and a
+repeat group, each run's records drawn from one of a few prepared sets (so that building costs the
+store's writes, not the drawing). The runs, their labels and their stored figures go through the
+store's own ``save_run`` and ``save_levels``; the records are bulk-inserted beside them as the rows
+``save_run`` writes (10 million in minutes, not hours). A sweep and a gateway session (through the
+gateway's store writer) are added when missing. Then serves the console in this process (aiohttp's
+test server on 127.0.0.1) and asks each page and its JSON twin ``--repeats`` times after a first:
+printed the first answer's wall and CPU time, the repeats' median and P95, their median CPU time
+(what an answer costs whatever else the host runs) and the answer's size.
 
-The compare page runs the same bootstrap as ``tokenpace compare`` (seconds); its first answer is
-shown apart from its repeats, which are answered from the console's cache.
+Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
+compare`` (seconds). Repeats of compare and history are answered from the console's cache.
 
-    .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-bench.db [--runs 10000] [--records 1000000]
+    .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import os
+import sqlite3
 import statistics
 import sys
 import time
+from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
 from tokenpace.adapters.store import Store, connect
 from tokenpace.app.console.server import build_app
+from tokenpace.core.analysis.comparison.stored_levels import RunLevel, run_levels
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
+from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
+from tokenpace.gateway.recording.store_writer import StoreRecordWriter
 
 TESTS = 10  # distinct tests (concurrency levels)
 SETS = 8  # prepared record sets per test
@@ -47,9 +59,8 @@ def _record(i: int, ttft_ms: float, itl_ms: float, tokens: int) -> RequestRecord
     )  # fmt: skip
 
 
-def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
+def _sets(per_run: int, seed: int) -> dict[tuple[int, int], RecordSet]:
     rng = np.random.default_rng(seed)
-    per_run = max(1, records // runs)
     sets = {}
     for t in range(TESTS):
         for s in range(SETS):
@@ -58,11 +69,34 @@ def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
                 _record(i, 80 * speed * rng.lognormal(0, 0.2), 12 * speed * rng.lognormal(0, 0.1), 16)
                 for i in range(per_run)
             ]
-            sets[t, s] = (recs, summarize(recs).to_dict())
+            rows = [
+                (i, r.request_id, r.status.value, int(r.warmup), orjson.dumps(r.to_dict()).decode())
+                for i, r in enumerate(recs)
+            ]  # the records table's rows, as save_run writes them (less the run id)
+            sets[t, s] = RecordSet(summarize(recs).to_dict(), run_levels(recs), rows)
+    return sets
+
+
+@dataclass
+class RecordSet:
+    summary: dict[str, Any]
+    levels: list[RunLevel]  # what saving a run stores of it (app/baseline/store_ops.save_result)
+    rows: list[tuple[int, str, str, int, str]]
+
+
+def build(path: Path, runs: int, records: int, seed: int = 0) -> None:
+    """Runs (their rows, labels and stored figures) through the store's own methods; records bulk
+    inserted beside them as the rows ``save_run`` writes (the same JSON), journal off: building
+    10 million records through ``save_run`` would take hours on a small host, and the pages read
+    the table, not how it was filled."""
+    per_run = max(1, records // runs)
+    sets = _sets(per_run, seed)
     started = time.perf_counter()
+    store = connect(f"sqlite:///{path}")
+    chosen = []
     for n in range(runs):
         t, day = n % TESTS, n // TESTS
-        recs, summary = sets[t, (day * SETS // max(1, runs // TESTS)) % SETS]
+        chosen.append(sets[t, (day * SETS // max(1, runs // TESTS)) % SETS])
         conditions = {
             "model": "bench-model", "endpoint": "http://127.0.0.1:9/v1", "api": "openai-chat",
             "load": {"mode": "closed_loop", "concurrency": 2 ** (t % 8) * (1 + t // 8), "requests": per_run},
@@ -72,19 +106,85 @@ def build(store: Store, runs: int, records: int, seed: int = 0) -> None:
         conditions["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(unix))
         labels = {"test": f"t{t}", "version": f"1.{day // 100}", "team": "bench"}
         store.save_run(
-            f"run{n:06d}", conditions, summary, recs, labels=labels, valid=n % 50 != 7,
+            f"run{n:06d}", conditions, chosen[-1].summary, [], labels=labels, valid=n % 50 != 7,
             extra={} if n % 50 != 7 else {"invalid_reasons": ["the client fell behind"]},
         )  # fmt: skip
-        if n % 1000 == 0:
-            took = time.perf_counter() - started
-            print(f"  built {n:,} runs, {n * per_run:,} records in {took:.0f} s", file=sys.stderr)
+        store.save_levels(f"run{n:06d}", chosen[-1].levels)
     store.set_baseline("prod", f"run{TESTS * 10:06d}")
     store.save_repeat_group(
         "grp", [f"run{runs - TESTS * i - 1:06d}" for i in range(3)], {}, "bench-model", []
     )
+    store.close()
+    print(f"  built {runs:,} runs in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    db = sqlite3.connect(path)
+    db.execute("PRAGMA journal_mode=OFF")
+    db.execute("PRAGMA synchronous=OFF")
+    for n, chosen_set in enumerate(chosen):
+        run_id = f"run{n:06d}"
+        db.executemany(
+            "INSERT INTO records (run_id, seq, request_id, status, warmup, data) VALUES (?, ?, ?, ?, ?, ?)",
+            [(run_id, *row) for row in chosen_set.rows],
+        )
+        if n % 100 == 99:
+            db.commit()
+        if n % 1000 == 999:
+            took = time.perf_counter() - started
+            print(f"  {n + 1:,} runs' records, {(n + 1) * per_run:,} in {took:.0f} s", file=sys.stderr)
+    db.execute("UPDATE runs SET record_count = ?", (per_run,))
+    db.commit()
+    db.close()
 
 
-Result = tuple[str, float, list[float], list[float], int]
+SWEEP = "bench-sweep"  # eight steps of a saturating server, 1,000 records each
+SESSION = "bench-gw"  # a gateway session: two arms, ARM_RECORDS records each
+
+
+def add_sweep_and_session(store: Store, arm_records: int, seed: int = 1) -> None:
+    """A sweep through ``save_run`` and a gateway session through the gateway's own store writer
+    (as ``tokenpace gateway`` stores it), when the store has none yet."""
+    if store.list_runs({"kind": "sweep"}, limit=1):
+        return
+    rng = np.random.default_rng(seed)
+    for n, c in enumerate((1, 2, 4, 8, 16, 32, 64, 128), start=1):
+        ttft = 80.0 * (1 + (c / 24) ** 2)
+        recs = [
+            _record(i, ttft * rng.lognormal(0, 0.1), 12 * rng.lognormal(0, 0.05), 16) for i in range(1000)
+        ]
+        rps = c / ((ttft + 200) / 1000)  # Little's law: each request about TTFT + 200 ms
+        summary = summarize(recs).to_dict() | {"request_throughput": rps, "window_s": 60.0}
+        conditions = {
+            "model": "bench-model", "endpoint": "http://127.0.0.1:9/v1", "api": "openai-chat",
+            "load": {"mode": "closed_loop", "concurrency": c, "requests": 1000}, "slo": {"ttft_ms": 300.0},
+            "started_at": f"2026-06-01T00:{n:02d}:00+00:00",
+        }  # fmt: skip
+        labels = {"sweep_id": SWEEP, "sweep_step": str(n)}
+        store.save_run(f"{SWEEP}-{n:02d}", conditions, summary, recs, kind="sweep", labels=labels)
+    ups = (parse_upstream("a=http://127.0.0.1:9,weight=90"), parse_upstream("b=http://127.0.0.1:9,weight=10"))
+    writer = StoreRecordWriter(store, GatewayConfig(upstreams=ups, port=0), SESSION)
+    span_ns = arm_records * 100_000_000 + 1_000_000_000  # the session began this long ago
+    writer.started -= timedelta(microseconds=span_ns // 1000)
+    writer.anchor = {k: v - span_ns for k, v in writer.anchor.items()}
+    base = writer.anchor["perf_ns"]
+    for arm, slower in (("a", 1.0), ("b", 1.1)):
+        recs = []
+        for i in range(arm_records):
+            r = _record(i, 80 * slower * rng.lognormal(0, 0.2), 12 * rng.lognormal(0, 0.1), 16)
+            shift = base + i * 100_000_000 - r.sent_ns
+            recs.append(
+                dataclasses.replace(
+                    r, request_id=f"{arm}{i}", scheduled_ns=r.scheduled_ns + shift,
+                    dispatched_ns=r.sent_ns + shift,
+                    sent_ns=r.sent_ns + shift, first_token_ns=(r.first_token_ns or 0) + shift,
+                    token_ns=[x + shift for x in r.token_ns], end_ns=(r.end_ns or 0) + shift,
+                    labels={"upstream": arm, "arm": arm, "config_epoch": "0"},
+                )
+            )  # fmt: skip
+        for start in range(0, len(recs), 1000):
+            writer(list(recs[start : start + 1000]))
+    writer.finish()
+
+
+Result = tuple[str, float, float, list[float], list[float], int]
 
 
 async def measure(store: Store, paths: list[str], repeats: int) -> list[Result]:
@@ -102,7 +202,7 @@ async def measure(store: Store, paths: list[str], repeats: int) -> list[Result]:
                 cpu.append((time.process_time() - c0) * 1000)
                 assert resp.status == 200, (path, resp.status, body[:300])
                 size = len(body)
-            out.append((path, times[0], times[1:], cpu[1:], size))
+            out.append((path, times[0], cpu[0], times[1:], cpu[1:], size))
     return out
 
 
@@ -112,12 +212,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10_000)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--arm-records", type=int, default=2000, help="records of each gateway arm")
     args = ap.parse_args()
-    fresh = not args.store.exists()
-    store = connect(f"sqlite:///{args.store}")
-    if fresh:
+    if not args.store.exists():
         t0 = time.perf_counter()
-        build(store, args.runs, args.records)
+        build(args.store, args.runs, args.records)
         took = time.perf_counter() - t0
         size = os.path.getsize(args.store)
         print(
@@ -125,21 +224,27 @@ def main() -> None:
             f"({took / max(1, args.records) * 1e6:.1f} us a record); {size / 1e9:.2f} GB "
             f"({size / max(1, args.records):.0f} bytes a record)"
         )
-    newest = store.list_runs(limit=1)[0].id
+    store = connect(f"sqlite:///{args.store}")
+    add_sweep_and_session(store, args.arm_records)
+    newest = store.list_runs({"kind": "bench"}, limit=1)[0].id
     n = int(newest[3:])
-    older = f"run{n - TESTS:06d}"
+    # the newest three runs of the newest run's test form a repeat group: compare the runs before them
+    b, a1, a2 = (f"run{n - k * TESTS:06d}" for k in (3, 4, 5))
     paths = [
         "/runs", "/api/runs", "/runs?label=test=t3&valid=yes", "/runs?cond=load.concurrency=8",
         "/runs?page=150", f"/runs/{newest}", f"/api/runs/{newest}", f"/history?run={newest}",
         f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
-        f"/compare?a={older}&b={newest}", f"/api/compare?a={older}&b={newest}",
+        f"/compare?a={a1}&b={b}", f"/api/compare?a={a2}&b={b}", f"/compare?a={a1}&b={b}&exact=1",
+        "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}",
+        f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
     ]  # fmt: skip
     results = asyncio.run(measure(store, paths, args.repeats))
-    print(f"\n{'page':<44} {'first':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
-    for path, first, times, cpu, size in results:
+    print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
+    for path, first, first_cpu, times, cpu, size in results:
         q = statistics.quantiles(times, n=20)[-1] if len(times) > 1 else times[0]
         med = statistics.median(times)
-        print(f"{path[:44]:<44} {first:7.0f} {med:7.0f} {q:7.0f} {statistics.median(cpu):7.0f} {size:9,}")
+        mid = statistics.median(cpu)
+        print(f"{path[:44]:<44} {first:7.0f} {first_cpu:7.0f} {med:7.0f} {q:7.0f} {mid:7.0f} {size:9,}")
     load = os.getloadavg()[0]
     print(f"(ms; {args.repeats} repeats after the first; host: {os.cpu_count()} CPUs, load {load:.1f})")
     store.close()

@@ -1,6 +1,7 @@
 """Compare: the same statistics as `tokenpace compare` (each percentile's change with its interval,
 the verdicts), every condition that differs, a repeat group standing for its runs, NOT VALID
-refused unless allowed; in Chromium the overlaid CDFs hold both runs' stored TTFTs."""
+refused unless allowed; in Chromium the overlaid CDFs hold both runs' stored TTFTs. Runs saved with
+their figures are compared from them, with compare's verdicts, and the page says which method."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from app.console.browser import needs_chromium, visit
 from app.console.console_fixtures import HOSTILE, make_store
 from tokenpace.app.baseline.compare import compare_runs
 from tokenpace.app.console.server import build_app
+from tokenpace.core.analysis.comparison.stored_levels import STORED_METHOD, run_levels
 
 
 @pytest.fixture(scope="module")
@@ -77,3 +79,37 @@ def test_overlaid_cdfs_hold_both_runs_records(store) -> None:
     for run, xs in (("night03", xa), ("night10", xb)):
         stored = sorted((r.first_token_ns - r.sent_ns) / 1e6 for r in store.load_records(run))
         assert xs == pytest.approx(stored)
+
+
+def test_runs_saved_with_their_figures_are_compared_from_them_and_the_page_says_so(tmp_path) -> None:
+    store = make_store(tmp_path / "runs.db")
+    bare = asyncio.run(_json(store, "/api/compare?a=night03&b=night10"))[0][1]
+    assert bare["method_used"] == "exact"  # saved without figures: the bootstrap over the records
+    for run in store.list_runs():  # what saving a run keeps of it today
+        store.save_levels(run.id, run_levels(store.load_records(run.id)))
+    (s1, stored), (s2, exact), (s3, same) = asyncio.run(
+        _json(
+            store,
+            "/api/compare?a=night03&b=night10",
+            "/api/compare?a=night03&b=night10&exact=1",
+            "/api/compare?a=night02&b=night04",
+        )
+    )
+    assert s1 == s2 == s3 == 200
+    assert stored["method_used"] == "stored" and stored["method"] == STORED_METHOD
+    assert exact["method_used"] == "exact" and exact["method"] != STORED_METHOD
+    for a, b, page in (("night03", "night10", stored), ("night02", "night04", same)):
+        cli = compare_runs(store, a, b).to_dict()
+        assert page["verdicts"] == {m["metric"]: m["verdict"] for m in cli["metrics"]}
+        assert page["warnings"] == cli["warnings"]
+    assert stored["verdicts"]["ttft"] == exact["verdicts"]["ttft"]
+
+    async def html() -> list[str]:
+        async with TestClient(TestServer(build_app(store), host="127.0.0.1")) as client:
+            urls = ("/compare?a=night03&b=night10", "/compare?a=night03&b=night10&exact=1")
+            return [await (await client.get(u)).text() for u in urls]
+
+    fast, slow = asyncio.run(html())
+    assert "Method: the figures stored with each run" in fast and "exact=1" in fast
+    assert "Method: the bootstrap over the records" in slow and "the stored figures' view" in slow
+    store.close()

@@ -44,8 +44,12 @@ def _v7(conn: sa.Connection) -> None:
     schema.live_runs.create(conn, checkfirst=True)
 
 
+def _v8(conn: sa.Connection) -> None:
+    schema.run_levels.create(conn, checkfirst=True)
+
+
 STEPS: dict[int, Callable[[sa.Connection], None]] = {
-    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7,
+    1: _v1, 2: _v2, 3: _v3, 4: _v4, 5: _v5, 6: _v6, 7: _v7, 8: _v8,
 }  # fmt: skip
 assert max(STEPS) == schema.SCHEMA_VERSION
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from tokenpace.core.analysis.comparison.stored_levels import RunLevel
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
 from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
@@ -226,6 +227,22 @@ class Store(Protocol):
         ...
 
     def get_live(self, run_id: str) -> LiveRun | None: ...
+
+    def save_levels(self, run_id: str, levels: Sequence[RunLevel]) -> None:
+        """A stored run's figures (``comparison/stored_levels.py``), in place of any it had."""
+        ...
+
+    def run_levels(self, run_ids: Sequence[str]) -> dict[str, dict[str, RunLevel]]:
+        """The stored figures of each run that has them, by run id and key."""
+        ...
+
+    def run_summaries(self, run_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The stored summaries of the runs still stored, by run id."""
+        ...
+
+    def grouped_runs(self, run_ids: Sequence[str]) -> set[str]:
+        """Those of ``run_ids`` that belong to a repeat group."""
+        ...
 
 
 PAGE_ROWS_MAX = 500  # runs in one page of page_runs

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 metadata = sa.MetaData()
 
@@ -155,4 +155,19 @@ live_runs = sa.Table(
     sa.Column("ended", sa.Boolean, nullable=False),
     sa.Column("labels", sa.JSON, nullable=False),  # the run's labels, its sweep and step
     sa.Column("figures", sa.JSON, nullable=False),  # LiveSnapshot.to_dict()
+)
+
+# Added in schema version 8 (one new table; nothing else changes): each run's percentiles with their
+# bootstrap SEs, effective sizes and counts (``comparison/stored_levels.py``), computed when the run
+# was saved, so that a comparison can stand on them without reading records. Bounded by the runs:
+# 5 metrics x 4 percentiles a run. No foreign key: written after the run, removed with it.
+run_levels = sa.Table(
+    "run_levels",
+    metadata,
+    sa.Column("run_id", sa.String(64), primary_key=True),
+    sa.Column("key", sa.String(64), primary_key=True),  # metric.percentile: ttft.p95
+    sa.Column("n", sa.Integer, nullable=False),
+    sa.Column("value", sa.Float, nullable=False),
+    sa.Column("se", sa.Float),  # None: too few samples for one
+    sa.Column("n_eff", sa.Float, nullable=False),
 )

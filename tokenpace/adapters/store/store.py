@@ -17,6 +17,7 @@ from tokenpace.adapters.store import events as ev
 from tokenpace.adapters.store import schema as s
 from tokenpace.adapters.store.fleet import FleetConfigs
 from tokenpace.adapters.store.groups import RepeatGroups
+from tokenpace.adapters.store.levels import RunLevels, delete_levels
 from tokenpace.adapters.store.live import LiveRuns
 from tokenpace.adapters.store.migrations import migrate
 from tokenpace.adapters.store.pages import RunPages
@@ -41,7 +42,7 @@ def _dumps(obj: Any) -> str:
     return orjson.dumps(obj, option=_JSON_OPTS).decode()
 
 
-class SqlStore(RepeatGroups, FleetConfigs, RunPages, LiveRuns):
+class SqlStore(RepeatGroups, FleetConfigs, RunPages, LiveRuns, RunLevels):
     """The ``Store`` on SQLAlchemy Core (SQLite, PostgreSQL).
 
     ``SqlStore.open(url)`` connects and brings the schema up to date; every error is a StoreError."""
@@ -352,6 +353,7 @@ class SqlStore(RepeatGroups, FleetConfigs, RunPages, LiveRuns):
                 raise StoreError(f"run {run_id} is the baseline {', '.join(names)}: unset or move it first")
             conn.execute(sa.delete(s.records).where(s.records.c.run_id == run_id))
             conn.execute(sa.delete(s.run_labels).where(s.run_labels.c.run_id == run_id))
+            delete_levels(conn, run_id)
             conn.execute(sa.delete(s.runs).where(s.runs.c.id == run_id))
 
     # --- baselines ---

@@ -144,6 +144,57 @@ def noise_warning(comparison: Comparison) -> str | None:
     )
 
 
+@dataclass(slots=True)
+class Sides:
+    """Two resolved sides: the runs each stands for (NOT VALID members of a group left out)."""
+
+    a: RunInfo
+    b: RunInfo
+    group_a: str | None
+    group_b: str | None
+    ids_a: list[str]
+    ids_b: list[str]
+    left_out: list[str]  # a note per member left out
+    measured: int  # both sides' runs before any was left out
+
+    @property
+    def own_groups(self) -> list[str]:
+        return [g for g in (self.group_a, self.group_b) if g]
+
+
+def resolve_sides(store: Store, ref_a: str, ref_b: str, allow_invalid: bool, single: bool) -> Sides:
+    """The runs each side stands for; a run that cannot be judged refused (``RunNotJudgeable``)
+    unless ``allow_invalid``."""
+    a, b = store.resolve(ref_a), store.resolve(ref_b)
+    group_a, ids_a = side_runs(store, a, single)
+    group_b, ids_b = side_runs(store, b, single)
+    left_out: list[str] = []
+    measured = len(ids_a) + len(ids_b)
+    if not allow_invalid:  # a NOT VALID member of a group is left out; the rest decide
+        ids_a, out_a = judgeable_members(store, ids_a)
+        ids_b, out_b = judgeable_members(store, ids_b)
+        left_out = out_a + out_b
+    members = [("A", store.get_run(i) or a) for i in ids_a or [a.id]]
+    members += [("B", store.get_run(i) or b) for i in ids_b or [b.id]]
+    require_judgeable(members, allow_invalid)
+    return Sides(a, b, group_a, group_b, ids_a, ids_b, left_out, measured)
+
+
+def finish(sides: Sides, comparison: Comparison) -> RunComparison:
+    """The comparison with the sides' conditions, warnings and runs."""
+    a, b = sides.a, sides.b
+    differing = differing_fields(a.conditions, b.conditions)
+    warnings = condition_warnings(a, b, differing)
+    if a.id == b.id or (sides.group_a is not None and sides.group_a == sides.group_b):
+        warnings.insert(0, f"A and B are the same run{'s' if sides.group_a else ''} ({a.id})")
+    warnings += sides.left_out
+    if (note := noise_warning(comparison)) is not None:
+        warnings.append(note)
+    rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
+    rc.runs_a, rc.runs_b, rc.runs_measured = sides.ids_a, sides.ids_b, sides.measured
+    return rc
+
+
 def compare_runs(
     store: Store,
     ref_a: str,
@@ -160,41 +211,19 @@ def compare_runs(
     """B against A: positive differences mean B is larger (slower, for latencies). A run of a repeat
     group stands for its whole group (``single``: only itself). A run that is not valid or was
     interrupted is refused (``RunNotJudgeable``) unless ``allow_invalid``."""
-    a, b = store.resolve(ref_a), store.resolve(ref_b)
-    group_a, ids_a = side_runs(store, a, single)
-    group_b, ids_b = side_runs(store, b, single)
-    left_out: list[str] = []
-    measured = len(ids_a) + len(ids_b)
-    if not allow_invalid:  # a NOT VALID member of a group is left out; the rest decide
-        ids_a, out_a = judgeable_members(store, ids_a)
-        ids_b, out_b = judgeable_members(store, ids_b)
-        left_out = out_a + out_b
-    members = [("A", store.get_run(i) or a) for i in ids_a or [a.id]]
-    members += [("B", store.get_run(i) or b) for i in ids_b or [b.id]]
-    require_judgeable(members, allow_invalid)
-    own_groups = [g for g in (group_a, group_b) if g]
-    learned = learned_noise(store, a, own_groups, [*ids_a, *ids_b])
-    same_window = measured_together(a, b)
+    sides = resolve_sides(store, ref_a, ref_b, allow_invalid, single)
+    ids = [*sides.ids_a, *sides.ids_b]
     comparison = compare_runs_records(
-        [store.load_records(i) for i in ids_a],
-        [store.load_records(i) for i in ids_b],
+        [store.load_records(i) for i in sides.ids_a],
+        [store.load_records(i) for i in sides.ids_b],
         percentiles=percentiles,
         alpha=alpha,
         min_effect=min_effect,
         resamples=resamples,
         seed=seed,
-        learned=learned,
+        learned=learned_noise(store, sides.a, sides.own_groups, ids),
         one_sided=one_sided,
-        same_window=same_window,
-        host=runs_host(store, [*ids_a, *ids_b]),
+        same_window=measured_together(sides.a, sides.b),
+        host=runs_host(store, ids),
     )
-    differing = differing_fields(a.conditions, b.conditions)
-    warnings = condition_warnings(a, b, differing)
-    if a.id == b.id or (group_a is not None and group_a == group_b):
-        warnings.insert(0, f"A and B are the same run{'s' if group_a else ''} ({a.id})")
-    warnings += left_out
-    if (note := noise_warning(comparison)) is not None:
-        warnings.append(note)
-    rc = RunComparison(a, b, comparison, differing, run_level(a.summary, b.summary), warnings)
-    rc.runs_a, rc.runs_b, rc.runs_measured = ids_a, ids_b, measured
-    return rc
+    return finish(sides, comparison)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.core.analysis.comparison.conditions import gate_mismatches
+from tokenpace.core.analysis.comparison.stored_levels import levels_noise
 from tokenpace.core.analysis.evidence.gate_noise import current_host, summary_host, with_host
 from tokenpace.core.analysis.evidence.repeats import repeat_noise
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise
@@ -47,20 +48,26 @@ def library_groups(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> 
     ``like``, by target, labels and host condition; runs of an explicit repeat group are left to its
     stored estimate."""
     skip = set(exclude)
-    groups: dict[GroupKey, list[str]] = {}
-    taken = records = 0
-    for run in store.list_runs(limit=RUNS_SCANNED):
-        if taken >= MAX_LIBRARY_RUNS:
+    candidates = [
+        run
+        for run in store.list_runs(limit=RUNS_SCANNED)
+        if run.id not in skip and run.valid and not run.interrupted and run.model == like.model
+        and not gate_mismatches(like.conditions, run.conditions)
+    ]  # fmt: skip
+    grouped = store.grouped_runs([r.id for r in candidates])
+    taken: list[RunInfo] = []
+    records = 0
+    for run in candidates:
+        if len(taken) >= MAX_LIBRARY_RUNS:
             break
-        if records + run.record_count > MAX_LIBRARY_RECORDS:
+        if records + run.record_count > MAX_LIBRARY_RECORDS or run.id in grouped:
             continue
-        if run.id in skip or not run.valid or run.interrupted or run.model != like.model:
-            continue
-        if gate_mismatches(like.conditions, run.conditions) or store.repeat_group_of(run.id):
-            continue
-        groups.setdefault(_group_key(run, run_host(store, run.id)), []).append(run.id)
-        taken += 1
+        taken.append(run)
         records += run.record_count
+    summaries = store.run_summaries([r.id for r in taken])
+    groups: dict[GroupKey, list[str]] = {}
+    for run in taken:
+        groups.setdefault(_group_key(run, summary_host(summaries.get(run.id, {}))), []).append(run.id)
     return {key: ids for key, ids in groups.items() if len(ids) >= 2}
 
 
@@ -86,3 +93,17 @@ def learned_noise(
         *store.learned_noise(like.conditions, like.model, list(groups)),
         *library_noise(store, like, runs),
     ]
+
+
+def stored_library_noise(store: Store, like: RunInfo, exclude: Iterable[str] = ()) -> list[GroupNoise] | None:
+    """``library_noise`` from the same runs' stored figures (no record read); None where one of
+    them has none (saved before figures were kept, or by the gateway)."""
+    groups = library_groups(store, like, exclude)
+    ids = [i for g in groups.values() for i in g]
+    levels = store.run_levels(ids)
+    if any(i not in levels for i in ids):
+        return None
+    out: list[GroupNoise] = []
+    for key, g in groups.items():
+        out += with_host(levels_noise([levels[i] for i in g]), key[2])
+    return out

@@ -18,6 +18,7 @@ from tokenpace.adapters.store import (
 )
 from tokenpace.app.baseline.compare import not_judgeable_reasons
 from tokenpace.app.bench.bench import BenchResult
+from tokenpace.core.analysis.comparison.stored_levels import run_levels
 
 # What the commands use of the store: the protocol, its error, its run filter (KEY=VALUE), and these
 # use cases. The CLI reaches the store through here, never adapters/ directly.
@@ -70,6 +71,7 @@ def save_result(store: Store, result: BenchResult, kind: str = "bench") -> int:
         stop_reason=result.stop_reason,
         extra={k: data[k] for k in ("warnings", "invalid_reasons", "tokenpace_version") if k in data},
     )
+    store.save_levels(result.run_id, run_levels(result.records))
     return len(result.records)
 
 
@@ -103,6 +105,7 @@ def import_result(store: Store, path: Path, kind: str = "import") -> RunInfo:
         stop_reason=data.get("stop_reason"),
         extra={k: data[k] for k in ("warnings", "invalid_reasons", "tokenpace_version") if k in data},
     )
+    store.save_levels(data["run_id"], run_levels(records))
     info = store.get_run(data["run_id"])
     assert info is not None
     return info

@@ -28,7 +28,8 @@ def write_offline_page(
     check_output(path, "--html")
     store = open_store(store_url, existing=True)
     try:
-        data = page.data(store, Ask(list(query), {}))
+        asked = [*query, ("exact", "1")] if name == "compare" else list(query)  # a report: the bootstrap
+        data = page.data(store, Ask(asked, {}))
         text = render(page.template, data, page.charts(data), offline=True)
     except NotFound as exc:
         raise ValueError(str(exc.args[0] if exc.args else exc)) from None
