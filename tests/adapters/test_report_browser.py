@@ -65,10 +65,10 @@ async def open_in_chromium(page: Path, screenshot: Path, width: int = 1400, extr
     """``extra``: a JavaScript expression (JSON text) read once the figures drew: ``out["extra"]``."""
     async with open_page(width) as tab:
         await tab.open(page.as_uri())
-        state = await tab.value(FIGURES)
-        state["layout"] = await tab.value(LAYOUT_PROBE)
+        state = await tab.read(FIGURES)
+        state["layout"] = await tab.read(LAYOUT_PROBE)
         if extra is not None:
-            state["extra"] = await tab.value(extra)
+            state["extra"] = await tab.read(extra)
         await tab.screenshot(screenshot)
         return {"state": state, "errors": tab.problems(), "requests": tab.requests()}
 

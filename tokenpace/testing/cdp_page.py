@@ -77,9 +77,13 @@ class Page:
         return dict(data.get("result", {}))
 
     async def value(self, expression: str) -> Any:
-        """The expression's value; a JSON text (``JSON.stringify(...)``) comes back decoded."""
+        """The expression's value (what JSON can carry)."""
         res = await self.call("Runtime.evaluate", expression=expression, returnByValue=True)
-        value = res.get("result", {}).get("value")
+        return res.get("result", {}).get("value")
+
+    async def read(self, expression: str) -> Any:
+        """A probe's value, a JSON text (``JSON.stringify(...)``) decoded."""
+        value = await self.value(expression)
         return json.loads(value) if isinstance(value, str) else value
 
     async def wait_for(self, expression: str, what: str, tries: int = 600, pause_s: float = 0.05) -> None:
@@ -97,6 +101,17 @@ class Page:
         await self.call("Page.navigate", url=url)
         await self.wait_for(f"document.readyState === 'complete' && ({ready})", url)
         await asyncio.sleep(settle_s)
+
+    async def click(self, element: str, what: str, ready: str = FIGURES_DRAWN) -> None:
+        """Click the element the expression ``element`` names (a link) and wait for the page it opens
+        (its events only)."""
+        before = await self.value("location.href")
+        self.clear()
+        clicked = await self.value(f"(() => {{ const el = {element}; if (el) el.click(); return !!el; }})()")
+        if not clicked:
+            raise RuntimeError(f"{what}: nothing to click on {before}")
+        changed = f"location.href !== {json.dumps(before)} && document.readyState === 'complete'"
+        await self.wait_for(f"{changed} && ({ready})", what)
 
     async def screenshot(self, out: Path, clip: dict[str, float] | None = None) -> bytes:
         """A PNG of the viewport (or of ``clip``, in page coordinates), written to ``out``."""

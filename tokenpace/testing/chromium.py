@@ -17,7 +17,7 @@ __all__ = ["FLAGS", "capture_charts", "chromium_path"]
 _FIND = """(() => {
   const fig = [...document.querySelectorAll('div[id^="tp-fig-"]')]
     .find(d => [...d.querySelectorAll('.gtitle')].some(t => t.textContent === TITLE));
-  if (!fig) return 'missing';
+  if (!fig) return 'null';
   document.querySelectorAll('.modebar').forEach(m => m.style.display = 'none');
   fig.scrollIntoView();
   const r = fig.getBoundingClientRect();
@@ -26,8 +26,8 @@ _FIND = """(() => {
 
 
 async def _shoot(page: Page, title: str, out: Path, scale: float) -> None:
-    rect = await page.value(_FIND.replace("TITLE", json.dumps(title)))
-    if rect == "missing":
+    rect = await page.read(_FIND.replace("TITLE", json.dumps(title)))
+    if rect is None:
         raise RuntimeError(f"no chart titled {title!r}")
     await page.screenshot(out, clip=rect | {"scale": scale})
 

@@ -18,7 +18,7 @@ needs_chromium = pytest.mark.skipif(
 
 
 async def _read(page: Page, probe: str) -> dict[str, Any]:
-    return {"value": await page.value(probe), "errors": page.problems(), "requests": page.requests()}
+    return {"value": await page.read(probe), "errors": page.problems(), "requests": page.requests()}
 
 
 async def visit(urls: list[str], probe: str) -> list[dict]:
