@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ def test_a_page_is_opened_read_clicked_and_shot(tmp_path: Path) -> None:
     (tmp_path / "first.html").write_text(FIRST)
     (tmp_path / "second.html").write_text(SECOND)
 
-    async def go():
+    async def go() -> tuple[list[Any], Any, Any, list[dict[str, Any]], bytes]:
         async with open_page(640, 480) as page:
             await page.open((tmp_path / "first.html").as_uri())
             errors = [e.get("exceptionDetails", e.get("args", e)) for e in page.problems()]
