@@ -46,7 +46,7 @@ EXPECTED = [
     ("tokenpace history", [r"shift \+"]),
     ("GIT_SHA=1.2", ["ttft.p95"]),
     # the console leaves NOT VALID runs out of the fit: a busy host's stalled night leaves too few
-    ("tokenpace ui", [r"P50 TTFT (shifted \+\d.* \(run \w+\)|: too few valid runs)"]),
+    ("tokenpace ui", [r"P50 TTFT( shifted \+\d.* \(run \w+\)|: too few valid runs)"]),
     ("tokenpace scenarios", ["voice", "batch-summarisation"]),
     ("tokenpace select", ["assistant", "recommendation"]),
     ("tokenpace ab", ["TTFT", "per block"]),

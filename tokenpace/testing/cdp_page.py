@@ -44,7 +44,7 @@ def chromium_path() -> str | None:
 
 class Page:
     """A browser tab: ``call`` sends a CDP command to it; events (console, log, network) pile up in
-    ``events`` until ``clear``."""
+    ``events`` until ``clear`` (done by ``open`` and ``click``: one page's events at a time)."""
 
     def __init__(self, ws: aiohttp.ClientWebSocketResponse[bool]) -> None:
         self.ws, self.n, self.session = ws, 0, ""
