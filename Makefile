@@ -62,8 +62,9 @@ engines: $(DEV)
 test-vllm: $(DEV)
 	scripts/test-vllm.sh
 
-## playbook-images: rerun the playbook's sweep on the simulator and capture its report's charts in
-## headless Chromium (the tests' Debian chromium) into docs/img
+## playbook-images: rerun the playbook's sweep and nightly runs on the simulator, then capture the
+## report's charts and the web console's pages (`tokenpace ui`, reached by clicks) in headless
+## Chromium (the tests' Debian chromium) into docs/img
 playbook-images: $(DEV) $(VENV)/.system-deps
 	$(BIN)/python scripts/playbook_images.py docs/img
 

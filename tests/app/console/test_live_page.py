@@ -12,9 +12,8 @@ from urllib.parse import quote
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from app.console.browser import needs_chromium
+from app.console.browser import follow, needs_chromium
 from app.console.console_fixtures import HOSTILE
-from app.console.live_browser import follow
 from tokenpace.adapters.store import connect
 from tokenpace.app.console.live_page import STALE_S
 from tokenpace.app.console.server import build_app
