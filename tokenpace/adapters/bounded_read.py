@@ -5,7 +5,7 @@ result, its records, spans, scenario files, the scraper's output, key files, wor
 huge, endless (``/dev/zero``, a FIFO) or not text. Each read here takes at most its bound plus one
 byte, and past it stops with ``FileBoundError``: one line naming the file, the line where there is
 one, and the bound, never a traceback or a gigabyte in memory. The bounds themselves live beside
-their readers and are listed in docs (docs/gateway-reference.md "Bounds", docs/workloads.md,
+their readers and are listed in docs (docs/gateway-reference.md "Bounds", docs/workloads-reference.md,
 docs/sim-reference.md).
 OSError (no such file, a folder, no permission) is left to the caller, which words it for its flag.
 """

@@ -1,6 +1,6 @@
 """`tokenpace bench` in place of `vllm bench serve`: the command lines of docs/vllm.md (vLLM's own
 documentation's, program name changed) run against the simulator on datasets made here in vLLM's
-formats; every flag of vLLM's list is in the doc's table and accepted or refused by name."""
+formats; every flag of vLLM's list is in docs/vllm-reference.md's table and accepted or refused by name."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.cli.bench.bench_cmd import bench
 from tokenpace.testing.procs import run_cli
 
-DOC = Path(__file__).resolve().parents[3] / "docs" / "vllm.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "vllm-reference.md"  # its table of every flag
 MAX_PROMPTS = "6"  # the documented counts, shrunk for a laptop-sized test
 
 # Every flag of `vllm bench serve` 0.11 (serve.py and datasets.py), by name only.
