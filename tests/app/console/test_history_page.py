@@ -49,6 +49,22 @@ def test_a_shift_is_found_and_said_with_its_run_and_size(store) -> None:
     assert "too few valid runs" in other["headline"]
 
 
+def test_compare_with_previous_skips_a_not_valid_night(store) -> None:
+    """Compare refuses a NOT VALID run, so the link on the night after one goes to the last valid."""
+    [(status, data)] = asyncio.run(_json(store, "/api/history?label=test=nightly"))
+    nightly = next(s for s in data["series"] if len(s["points"]) > 1)
+    points = {p["run_id"]: p for p in nightly["points"]}
+    assert status == 200 and points["night06"]["previous_valid"] == "night04"
+    assert points["night04"]["previous_valid"] == "night03" and points["night01"]["previous_valid"] is None
+    html = asyncio.run(_html(store, "/history?label=test=nightly"))
+    assert "a=night04&amp;b=night06" in html and "b=night05" not in html
+
+
+async def _html(store, path: str) -> str:
+    async with TestClient(TestServer(build_app(store), host="127.0.0.1")) as client:
+        return await (await client.get(path)).text()
+
+
 def test_a_run_picks_its_test_and_bad_filters_are_refused(store) -> None:
     (s1, test), (s2, bad), (s3, _), (s4, tput) = asyncio.run(
         _json(

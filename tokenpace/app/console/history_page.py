@@ -115,6 +115,11 @@ def _series(
             }
         )
     valid = [p for p in points if p["valid"]]
+    last_valid = None  # compare refuses a NOT VALID run, so "previous" means the previous valid one
+    for p in points:
+        p["previous_valid"] = last_valid
+        if p["valid"]:
+            last_valid = p["run_id"]
     by_id = {r.id: r for r in runs}
     notes = []
     try:
