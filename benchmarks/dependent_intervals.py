@@ -12,6 +12,11 @@ over ``--trials`` seeded series each:
 - how often the percentile is decided (at least 5 effective observations beyond it) and the
   coverage among those decided.
 
+A second table: requests of 20 or 100 users with a per-user latency factor
+(``dependent_series.per_user``), the bootstrap over requests against the one that sees each
+request's user (``evidence.dependence``: whole users resampled when their design effect is the
+larger one), with the mean n_eff and how often users were chosen.
+
 ``--timing``: the CPU time (best of 3; steadier than the wall clock on a busy host) of
 ``compare_records`` on two 10,000-request runs (independent, and AR(1) rho 0.9) and of
 ``summarize`` of one; run it under each tree to compare before and after.
@@ -96,6 +101,38 @@ def coverage(trials: int, resamples: int) -> None:
                 print(f"| {name} | {n} | {row} |")
 
 
+def users(trials: int, resamples: int) -> None:
+    from tokenpace.core.analysis.evidence.dependence import dependence
+
+    print("| users | n | percentile | bootstrap over requests | bootstrap seeing users | n_eff | by user |")
+    print("|---|---|---|---|---|---|---|")
+    for count in (20, 100):
+        n = 1000
+        rng = np.random.default_rng([9, count])
+        series, who = ds.per_user(rng, trials, n, count)
+        truth = [ds.per_user_truth(q) for q in QS]
+        hits, width, n_eff = np.zeros((2, len(QS))), np.zeros((2, len(QS))), np.zeros(len(QS))
+        by_user = 0
+        for x, w in zip(series, who, strict=True):
+            plain = Samples([np.array([v]) for v in x])
+            keyed = Samples(plain.groups, None, [f"user:{u}" for u in w])
+            plan = dependence(keyed, QS)
+            by_user += plan.by == "user"
+            n_eff += plan.n_eff
+            point = np.percentile(x, QS)
+            for k, s in enumerate((plain, keyed)):
+                sd = resample_percentiles(s, QS, resamples, rng).std(axis=0, ddof=1)
+                for j, t in enumerate(truth):
+                    hits[k, j] += point[j] - Z * sd[j] <= t <= point[j] + Z * sd[j]
+                    width[k, j] += 2 * Z * sd[j] / t
+        for j, q in enumerate(QS):
+            cov = [f"{hits[k, j] / trials:.0%} ({width[k, j] / trials:.1%})" for k in range(2)]
+            print(
+                f"| {count} | {n} | P{q:g} | {' | '.join(cov)} | {n_eff[j] / trials:.0f} "
+                f"| {by_user / trials:.0%} |"
+            )
+
+
 def timing() -> None:
     from tokenpace.core.analysis.comparison.compare import compare_records
     from tokenpace.core.metrics import summarize
@@ -137,6 +174,8 @@ def main() -> None:
         timing()
     else:
         coverage(args.trials, args.resamples)
+        print()
+        users(args.trials, args.resamples)
 
 
 if __name__ == "__main__":

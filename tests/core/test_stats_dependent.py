@@ -43,11 +43,28 @@ def test_queue_bursts_are_covered() -> None:
     assert np.all(dep >= 0.93), dep
 
 
-def test_stalls_are_covered_better_than_independence_allows() -> None:
+def test_stalls_are_covered_where_independence_misses() -> None:
+    # P95 sits in the gap between normal and stalled latencies: the run's own P95 cut may fall in
+    # the normal tail, where its few stall episodes barely show, so the band of cuts decides.
     series = ds.stalls(np.random.default_rng(7), 300, 2000)
     dep, iid = _coverage(series, [ds.stalls_truth(q) for q in QS])
-    assert dep[0] >= 0.9 and iid[1] < 0.5
-    assert dep[1] > iid[1] + 0.3  # P95 in the stalls' gap: still short of 95 % (see BENCHMARKS.md)
+    assert np.all(dep >= 0.93), dep
+    assert iid[1] < 0.5, iid
+
+
+def test_the_design_effect_is_the_worst_over_the_cuts_the_truth_may_sit_at() -> None:
+    # One stall episode just past the run's P95: at its own cut it barely shows, one cut further
+    # it is the whole tail.
+    rng = np.random.default_rng(12)
+    x = 100 * rng.lognormal(0, 0.3, 1000)
+    x[500:510] *= 4
+    at_cut = design_effects(x, [95])[0]
+    banded = design_effects(x, [95], band=True)[0]
+    assert banded > 2 * at_cut
+    cis, n_eff = ordered_percentile_cis(x, [95])
+    assert n_eff[0] == 1000 / banded
+    assert cis[0][1] >= np.sort(x)[990]  # reaches into the stall, as the plain interval does not
+    assert percentile_cis(np.sort(x), [95])[0][1] < np.sort(x)[975]
 
 
 def test_independent_requests_keep_the_plain_intervals() -> None:

@@ -9,11 +9,22 @@ window (the first lag M with M >= 4 tau(M)), each lag over its own pairs, and ta
 the bias of a mean estimated from the same series (a factor 1 / (1 - 2M/n)); a tau within two
 standard errors of 1 is taken as 1 (independent); otherwise tau is raised by (t/z)^2, t the 97.5 %
 quantile at the estimate's degrees of freedom 2n / (4M + 2): n_eff is a conservative count.
+
+What decides the interval is the dependence at the TRUE percentile, which may lie anywhere in the
+interval: a run whose few stall episodes sit just past its own P95 shows little dependence at that
+cut and much at the next. So the design effect of a percentile is the largest tau over cut levels
+spanning its 99 % interval at the n_eff found so far, repeated until it stops growing
+(``band_correlation``).
+
+Requests of one user or session may move together instead (one user's long prompts, one session's
+growing context): ``cluster_design_effect`` measures that inflation from the clusters' sums,
+sum_c (S_c - m_c p)^2 / (n p (1 - p)) x C / (C - 1) for C clusters, taken as 1 within its noise of
+1 and raised by (t/z)^2 at C - 1 degrees of freedom, as tau is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -37,6 +48,22 @@ WINDOW_C = 4.0
 NOISE_SES = 2.0
 # A series shorter than this has no serial correlation estimated (taken as independent).
 MIN_SERIES = 20
+# The cut levels whose dependence a percentile's design effect takes: its interval at this confidence,
+# at this many evenly spaced ranks, widened at most this many times (the band grows with tau).
+BAND_CONFIDENCE = 0.99
+BAND_CUTS = 7
+BAND_ROUNDS = 4
+# A cut of the band counts as dependent only this many SEs above 1: the worst of several cuts of an
+# independent series exceeds NOISE_SES more often than one cut does (Bonferroni over BAND_CUTS).
+BAND_NOISE_SES = 2.7
+# ... and only where its tau rests on at least this many degrees of freedom (2n / (4M + 2)): over a
+# short run the window of a cut far from the percentile can run away with the whole series.
+BAND_MIN_DF = 8.0
+# A window longer than this share of the series means its requests moved together over much of the
+# run (a trend, or waves as long as the run): the dependence is not identified by the run itself.
+MAX_WINDOW_SHARE = 0.25
+# Fewer clusters than this give no cluster design effect (too few to estimate a variance between).
+MIN_CLUSTERS = 10
 
 
 @dataclass(slots=True)
@@ -153,22 +180,24 @@ def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
     return lo - 1, hi - 1
 
 
-def serial_correlation(series: np.ndarray) -> tuple[float, np.ndarray]:
+def serial_correlation(series: np.ndarray, noise_ses: float = NOISE_SES) -> tuple[float, np.ndarray]:
     """The integrated autocorrelation time tau >= 1 of a series (1: independent; see the module) and
-    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series)."""
+    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series).
+    ``noise_ses``: how many standard errors above 1 a tau must lie to count as dependence."""
     x = np.asarray(series, dtype=np.float64)
     n = len(x)
     y = x - x.mean() if n else x
     if n < MIN_SERIES or not np.any(y):
         return 1.0, np.ones(1)
-    spectrum = np.fft.rfft(y, 2 * n)
-    cov = np.fft.irfft(spectrum * np.conj(spectrum), 2 * n)[:n] / (n - np.arange(n))
+    size = 1 << (2 * n - 1).bit_length()  # zero padding past 2n - 1 lags; a power of two is fast
+    spectrum = np.fft.rfft(y, size)
+    cov = np.fft.irfft(spectrum * np.conj(spectrum), size)[:n] / (n - np.arange(n))
     rho = cov / cov[0]
     taus = 2 * np.cumsum(rho) - 1
     inside = np.nonzero(np.arange(n) >= WINDOW_C * taus)[0]
     m = int(inside[0]) if len(inside) else n - 1
     tau = float(taus[m]) / max(1 - 2 * m / n, 0.25)
-    if tau < 1 + NOISE_SES * np.sqrt((4 * m + 2) / n):
+    if tau < 1 + noise_ses * np.sqrt((4 * m + 2) / n):
         return 1.0, np.ones(1)  # within the estimate's own noise of independence
     tau *= (_t975(2 * n / (4 * m + 2)) / _Z975) ** 2  # the estimate's own uncertainty
     return float(min(tau, n)), rho[: m + 1]
@@ -183,6 +212,12 @@ def _t975(df: float) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
 
 
+def window_closed(rho: np.ndarray, n: int) -> bool:
+    """Whether serial_correlation's window (``len(rho) - 1`` lags) closed within MAX_WINDOW_SHARE of
+    a series of n: otherwise no tau from within the run is to be trusted (say so, do not predict)."""
+    return len(rho) - 1 <= MAX_WINDOW_SHARE * n
+
+
 def serial_time(series: np.ndarray) -> float:
     """tau of serial_correlation alone."""
     return serial_correlation(series)[0]
@@ -194,13 +229,86 @@ def cut_indicator(ordered: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-def design_effects(ordered: np.ndarray, qs: Sequence[float]) -> list[float]:
+def design_effects(ordered: np.ndarray, qs: Sequence[float], band: bool = False) -> list[float]:
     """Per percentile (0-100): tau of the indicator "at or under the sample percentile" of values in
-    send order, the factor by which serial dependence inflates the percentile's variance."""
+    send order, the factor by which serial dependence inflates the percentile's variance. ``band``:
+    the largest over the cut levels the true percentile may sit at (``band_correlation``)."""
     x = np.asarray(ordered, dtype=np.float64)
     if len(x) < MIN_SERIES:
         return [1.0] * len(qs)
+    if band:
+        return [band_correlation(lambda c: cut_indicator(x, c), len(x), q)[0] for q in qs]
     return [serial_time(cut_indicator(x, q)) for q in qs]
+
+
+def band_correlation(series_at: Callable[[float], np.ndarray], n: int, q: float) -> tuple[float, np.ndarray]:
+    """serial_correlation of ``series_at(c)`` (the indicator, per request, of values at or under
+    the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests
+    (see ``_worst_in_band``)."""
+
+    def measure(c: float, ses: float) -> _Fit:
+        tau, rho = serial_correlation(series_at(c), ses)
+        # a band cut whose window leaves its tau few degrees of freedom is no evidence of its own
+        steady = 2 * n / (4 * (len(rho) - 1) + 2) >= BAND_MIN_DF or c == q
+        return (tau if steady else 1.0), rho
+
+    return _worst_in_band(measure, n, q)
+
+
+_Fit = tuple[float, Any]
+
+
+def _worst_in_band(measure: Callable[[float, float], _Fit], n: int, q: float) -> _Fit:
+    """The largest design effect ``measure(c, noise_ses)[0]`` over cut levels c the true q-th
+    percentile may sit at: the cuts span the BAND_CONFIDENCE interval at the worst effect so far,
+    and a cut counts only where it lies inside that interval at its own effect (a cut far out in
+    the tail does not widen a median's band by its own dependence alone)."""
+    best = measure(q, NOISE_SES)
+    alpha = (1 - BAND_CONFIDENCE) / 2
+    for _ in range(BAND_ROUNDS):
+        lo, hi = dependent_rank_bounds(n, q / 100, alpha, best[0])
+        grown = best
+        for rank in np.unique(np.linspace(lo, hi, BAND_CUTS).round()):
+            c = float(rank) / max(n - 1, 1) * 100
+            if not 0 < c < 100:
+                continue
+            fit = measure(c, BAND_NOISE_SES)
+            own_lo, own_hi = dependent_rank_bounds(n, q / 100, alpha, fit[0])
+            if fit[0] > grown[0] and own_lo <= rank <= own_hi:
+                grown = fit
+        if grown[0] <= best[0]:
+            break
+        best = grown
+    return best
+
+
+def cluster_design_effect(indicator: np.ndarray, cluster: np.ndarray, noise_ses: float = NOISE_SES) -> float:
+    """Variance inflation of the mean of ``indicator`` (per request) when the requests of one
+    cluster (``cluster``: an integer id per request) move together; 1 where independent (module)."""
+    x = np.asarray(indicator, dtype=np.float64)
+    n = len(x)
+    codes = np.unique(cluster, return_inverse=True)[1]
+    count = int(codes.max()) + 1 if n else 0
+    p = float(x.mean()) if n else 0.0
+    if count < MIN_CLUSTERS or not 0 < p < 1:
+        return 1.0
+    var = float(np.mean((x - p) ** 2))  # p (1 - p) for an indicator; less for shares (ITL)
+    if var <= 0:
+        return 1.0
+    resid = np.bincount(codes, weights=x - p, minlength=count)
+    deff = count / (count - 1) * float(np.sum(resid**2)) / (n * var)
+    if deff < 1 + noise_ses * np.sqrt(2 / (count - 1)):
+        return 1.0
+    deff *= (_t975(count - 1) / _Z975) ** 2
+    return float(min(deff, n))
+
+
+def band_cluster_effect(series_at: Callable[[float], np.ndarray], cluster: np.ndarray, q: float) -> float:
+    """cluster_design_effect at the worst cut of percentile q's band (as band_correlation)."""
+    fit = _worst_in_band(
+        lambda c, ses: (cluster_design_effect(series_at(c), cluster, ses), None), len(cluster), q
+    )
+    return float(fit[0])
 
 
 def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:
@@ -224,12 +332,13 @@ def ordered_percentile_cis(
     ordered: np.ndarray, qs: Sequence[float], confidence: float = 0.95
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
-    interval at the effective sample size. Returns the intervals and each percentile's n_eff."""
+    interval at the effective sample size, the design effect taken over the cut levels the true
+    percentile may sit at. Returns the intervals and each percentile's n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
         return [], []
-    deffs = design_effects(x, qs)
+    deffs = design_effects(x, qs, band=True)
     arr = np.sort(x)
     alpha = (1 - confidence) / 2
     cis = []

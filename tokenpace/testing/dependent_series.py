@@ -78,3 +78,17 @@ def _mixture_quantile(q: float, scales: np.ndarray, weights: np.ndarray) -> floa
         f = sum(w * cdf(np.log(mid / s) / _SIGMA) for s, w in zip(scales, weights, strict=True))
         lo, hi = (mid, hi) if f < q / 100 else (lo, mid)
     return (lo + hi) / 2
+
+
+def per_user(
+    rng: np.random.Generator, trials: int, n: int, users: int = 20, spread: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latencies, each request's user id), both of shape (trials, n)."""
+    who = rng.integers(0, users, size=(trials, n))
+    factor = np.exp(spread * rng.standard_normal((trials, users)))
+    noise = np.exp(_SIGMA * rng.standard_normal((trials, n)))
+    return 100 * noise * np.take_along_axis(factor, who, axis=1), who
+
+
+def per_user_truth(q: float, spread: float = 0.5) -> float:
+    return float(100 * np.exp(np.hypot(spread, _SIGMA) * NormalDist().inv_cdf(q / 100)))

@@ -16,6 +16,7 @@ from tokenpace.core.analysis.evidence.runnoise import GroupNoise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import Verdict
 from tokenpace.core.record import Status
+from tokenpace.testing import dependent_series as ds
 
 
 def test_rankdata_averages_ties() -> None:
@@ -153,3 +154,26 @@ def test_gate_regresses_only_when_the_interval_clears_the_threshold() -> None:
     )
     item = evaluate(noisy, parse_thresholds("ttft.p50=5%"))[0]
     assert item.outcome == "undecided" and "holds the 5% allowed" in item.reason  # maybe, not shown
+
+
+def test_runs_whose_users_move_together_are_compared_by_user() -> None:
+    # 20 users a run, each with its own speed: a run is worth about 20 users, not 400 requests.
+    rng = np.random.default_rng(31)
+    sides = []
+    for factor in (1.0, 1.1):
+        x, who = ds.per_user(rng, 1, 400, users=20)
+        recs = _run(factor * x[0])
+        for r, u in zip(recs, who[0], strict=True):
+            r.labels["user"] = f"u{u}"
+        sides.append(recs)
+    keyed = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
+    for r in (r for s in sides for r in s):
+        del r.labels["user"]
+    plain = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
+    row, flat = keyed.metric("ttft").row("p50"), plain.metric("ttft").row("p50")
+    assert row is not None and flat is not None and row.rel_ci and flat.rel_ci
+    assert row.resampled_by_a == row.resampled_by_b == "user" and flat.resampled_by_a == "requests"
+    assert row.n_eff_a is not None and row.n_eff_a < 400 / 5 and flat.n_eff_a == 400
+    width = row.rel_ci[1] - row.rel_ci[0]  # type: ignore[operator]
+    assert width > 2 * (flat.rel_ci[1] - flat.rel_ci[0])  # type: ignore[operator]
+    assert keyed.to_dict()["metrics"][0]["resampled_by_b"] == "user"

@@ -37,6 +37,17 @@ class SideLevels:
     ses: np.ndarray
     counts: list[int]
     n_effs: np.ndarray | None = None
+    by: list[str] = dataclasses.field(default_factory=list)  # per run: what its bootstrap resampled
+    identified: np.ndarray | None = None  # per run and percentile: the run identified its dependence
+
+    def unidentified(self, column: int) -> bool:
+        """Every run of the side left the percentile's dependence unidentified (see dependence)."""
+        return self.identified is not None and not bool(np.any(self.identified[:, column]))
+
+    @property
+    def resampled_by(self) -> str:
+        """What the side's runs were resampled by ("time blocks", "user", ...; several: joined)."""
+        return ", ".join(dict.fromkeys(self.by)) or "requests"
 
     def n_eff(self, column: int) -> float:
         """The side's effective sample size at one percentile: its runs' together."""
@@ -53,14 +64,17 @@ def side_levels(
     runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator
 ) -> SideLevels:
     """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty."""
-    values, ses, n_effs = [], [], []
+    values, ses, n_effs, by, known = [], [], [], [], []
     for s in runs:
         values.append(np.percentile(s.values, qs))
         plan = dependence(s, qs)
         boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng, plan)
         ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
         n_effs.append(np.minimum(plan.n_eff, s.n))
-    return SideLevels(np.array(values), np.array(ses), [s.n for s in runs], np.array(n_effs))
+        by.append(plan.by)
+        known.append(plan.identified if plan.identified is not None else np.ones(len(qs), dtype=bool))
+    counts = [s.n for s in runs]
+    return SideLevels(np.array(values), np.array(ses), counts, np.array(n_effs), by, np.array(known))
 
 
 @dataclass(frozen=True, slots=True)
