@@ -14,12 +14,10 @@ What decides the interval is the dependence at the TRUE percentile, which may li
 interval: a run whose few stall episodes sit just past its own P95 shows little dependence at that
 cut and much at the next. So the design effect of a percentile is the largest tau over cut levels
 spanning its 99 % interval at the n_eff found so far, repeated until it stops growing
-(``band_correlation``).
+(``band_correlation``). A cut whose value ties with the percentile's own (within TIE_RESOLUTION)
+is no other level: on near-constant latencies it would measure the jitter's drift, not latency.
 
-Requests of one user or session may move together instead (one user's long prompts, one session's
-growing context): ``cluster_design_effect`` measures that inflation from the clusters' sums,
-sum_c (S_c - m_c p)^2 / (n p (1 - p)) x C / (C - 1) for C clusters, taken as 1 within its noise of
-1 and raised by (t/z)^2 at C - 1 degrees of freedom, as tau is.
+Requests of one user or session may move together instead: ``evidence.clusters`` measures that.
 """
 
 from __future__ import annotations
@@ -62,8 +60,12 @@ BAND_MIN_DF = 8.0
 # A window longer than this share of the series means its requests moved together over much of the
 # run (a trend, or waves as long as the run): the dependence is not identified by the run itself.
 MAX_WINDOW_SHARE = 0.25
-# Fewer clusters than this give no cluster design effect (too few to estimate a variance between).
-MIN_CLUSTERS = 10
+# Values within this share of each other are one level (a tie): no verdict resolves a difference so
+# small, and a cut between them orders a timer's jitter, not latencies.
+TIE_RESOLUTION = 0.005
+# The neighbourhood of a percentile q whose spread says whether it sits on a tie: the percentiles
+# q -/+ this many points (at most halfway to either end).
+TIE_NEIGHBOURHOOD = 5.0
 
 
 @dataclass(slots=True)
@@ -199,16 +201,16 @@ def serial_correlation(series: np.ndarray, noise_ses: float = NOISE_SES) -> tupl
     tau = float(taus[m]) / max(1 - 2 * m / n, 0.25)
     if tau < 1 + noise_ses * np.sqrt((4 * m + 2) / n):
         return 1.0, np.ones(1)  # within the estimate's own noise of independence
-    tau *= (_t975(2 * n / (4 * m + 2)) / _Z975) ** 2  # the estimate's own uncertainty
+    tau *= (t975(2 * n / (4 * m + 2)) / Z975) ** 2  # the estimate's own uncertainty
     return float(min(tau, n)), rho[: m + 1]
 
 
-_Z975 = NormalDist().inv_cdf(0.975)
+Z975 = NormalDist().inv_cdf(0.975)
 
 
-def _t975(df: float) -> float:
+def t975(df: float) -> float:
     """Student's t 97.5 % quantile (Cornish-Fisher from the normal's; within 1 % from 3 df)."""
-    z = _Z975
+    z = Z975
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
 
 
@@ -237,14 +239,33 @@ def design_effects(ordered: np.ndarray, qs: Sequence[float], band: bool = False)
     if len(x) < MIN_SERIES:
         return [1.0] * len(qs)
     if band:
-        return [band_correlation(lambda c: cut_indicator(x, c), len(x), q)[0] for q in qs]
+        arr = np.sort(x)
+        return [band_correlation(lambda c: cut_indicator(x, c), len(x), q, arr)[0] for q in qs]
     return [serial_time(cut_indicator(x, q)) for q in qs]
 
 
-def band_correlation(series_at: Callable[[float], np.ndarray], n: int, q: float) -> tuple[float, np.ndarray]:
+def same_level(a: float, b: float) -> bool:
+    """Whether two values are one level: within TIE_RESOLUTION of the larger."""
+    return abs(a - b) <= TIE_RESOLUTION * max(abs(a), abs(b))
+
+
+def near_constant(sorted_values: np.ndarray, q: float) -> bool:
+    """Whether the q-th percentile (0-100) sits on a tie: the values of its neighbourhood (the
+    percentiles q -/+ TIE_NEIGHBOURHOOD) are one level."""
+    if len(sorted_values) == 0:
+        return True
+    d = min(TIE_NEIGHBOURHOOD, q / 2, (100 - q) / 2)
+    lo, hi = np.percentile(sorted_values, [q - d, q + d])
+    return same_level(float(lo), float(hi))
+
+
+def band_correlation(
+    series_at: Callable[[float], np.ndarray], n: int, q: float, sorted_values: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """serial_correlation of ``series_at(c)`` (the indicator, per request, of values at or under
     the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests
-    (see ``_worst_in_band``)."""
+    (see ``worst_in_band``; ``sorted_values``: the values cut, whose ties with the percentile's
+    own are skipped)."""
 
     def measure(c: float, ses: float) -> _Fit:
         tau, rho = serial_correlation(series_at(c), ses)
@@ -252,19 +273,23 @@ def band_correlation(series_at: Callable[[float], np.ndarray], n: int, q: float)
         steady = 2 * n / (4 * (len(rho) - 1) + 2) >= BAND_MIN_DF or c == q
         return (tau if steady else 1.0), rho
 
-    return _worst_in_band(measure, n, q)
+    return worst_in_band(measure, n, q, sorted_values)
 
 
 _Fit = tuple[float, Any]
 
 
-def _worst_in_band(measure: Callable[[float, float], _Fit], n: int, q: float) -> _Fit:
+def worst_in_band(
+    measure: Callable[[float, float], _Fit], n: int, q: float, sorted_values: np.ndarray | None = None
+) -> _Fit:
     """The largest design effect ``measure(c, noise_ses)[0]`` over cut levels c the true q-th
     percentile may sit at: the cuts span the BAND_CONFIDENCE interval at the worst effect so far,
     and a cut counts only where it lies inside that interval at its own effect (a cut far out in
-    the tail does not widen a median's band by its own dependence alone)."""
+    the tail does not widen a median's band by its own dependence alone) and, given the values,
+    where its value is a level other than the percentile's (``same_level``)."""
     best = measure(q, NOISE_SES)
     alpha = (1 - BAND_CONFIDENCE) / 2
+    own = None if sorted_values is None or not len(sorted_values) else float(np.percentile(sorted_values, q))
     for _ in range(BAND_ROUNDS):
         lo, hi = dependent_rank_bounds(n, q / 100, alpha, best[0])
         grown = best
@@ -272,6 +297,8 @@ def _worst_in_band(measure: Callable[[float, float], _Fit], n: int, q: float) ->
             c = float(rank) / max(n - 1, 1) * 100
             if not 0 < c < 100:
                 continue
+            if own is not None and same_level(float(np.percentile(sorted_values, c)), own):
+                continue  # a tie with the percentile's own value, not another level
             fit = measure(c, BAND_NOISE_SES)
             own_lo, own_hi = dependent_rank_bounds(n, q / 100, alpha, fit[0])
             if fit[0] > grown[0] and own_lo <= rank <= own_hi:
@@ -280,35 +307,6 @@ def _worst_in_band(measure: Callable[[float, float], _Fit], n: int, q: float) ->
             break
         best = grown
     return best
-
-
-def cluster_design_effect(indicator: np.ndarray, cluster: np.ndarray, noise_ses: float = NOISE_SES) -> float:
-    """Variance inflation of the mean of ``indicator`` (per request) when the requests of one
-    cluster (``cluster``: an integer id per request) move together; 1 where independent (module)."""
-    x = np.asarray(indicator, dtype=np.float64)
-    n = len(x)
-    codes = np.unique(cluster, return_inverse=True)[1]
-    count = int(codes.max()) + 1 if n else 0
-    p = float(x.mean()) if n else 0.0
-    if count < MIN_CLUSTERS or not 0 < p < 1:
-        return 1.0
-    var = float(np.mean((x - p) ** 2))  # p (1 - p) for an indicator; less for shares (ITL)
-    if var <= 0:
-        return 1.0
-    resid = np.bincount(codes, weights=x - p, minlength=count)
-    deff = count / (count - 1) * float(np.sum(resid**2)) / (n * var)
-    if deff < 1 + noise_ses * np.sqrt(2 / (count - 1)):
-        return 1.0
-    deff *= (_t975(count - 1) / _Z975) ** 2
-    return float(min(deff, n))
-
-
-def band_cluster_effect(series_at: Callable[[float], np.ndarray], cluster: np.ndarray, q: float) -> float:
-    """cluster_design_effect at the worst cut of percentile q's band (as band_correlation)."""
-    fit = _worst_in_band(
-        lambda c, ses: (cluster_design_effect(series_at(c), cluster, ses), None), len(cluster), q
-    )
-    return float(fit[0])
 
 
 def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:

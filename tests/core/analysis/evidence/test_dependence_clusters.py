@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles
+from tokenpace.core.analysis.evidence.clusters import cluster_design_effect
 from tokenpace.core.analysis.evidence.dependence import dependence
 from tokenpace.core.analysis.evidence.samples import Samples, cluster_key, metric_samples
 from tokenpace.core.record import RequestRecord, Status
-from tokenpace.core.stats import cluster_design_effect
 from tokenpace.testing import dependent_series as ds
 
 QS = [50.0, 95.0]

@@ -3,6 +3,7 @@ requests and between runs, verdicts against a practical threshold, the rank test
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -26,6 +27,10 @@ from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples, samples_needed
 
 DEFAULT_PERCENTILES = (50.0, 95.0, 99.0)
+# A run's half-to-half drift is one draw of how far its level wanders: a verdict resting on runs whose
+# dependence is not measured stands only where this many such drifts (both sides' together) cannot
+# carry the change across the threshold.
+DRIFT_REACH = 2.0
 DEFAULT_ALPHA = 0.05
 
 
@@ -251,7 +256,9 @@ def compare_samples(
         rows[q].n_eff_a, rows[q].n_eff_b = round(side_a.n_eff(j), 1), round(side_b.n_eff(j), 1)
         rows[q].resampled_by_a, rows[q].resampled_by_b = side_a.resampled_by, side_b.resampled_by
         note = dependence_caveat(q, j, side_a, side_b)
-        if note and verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE):
+        drift = DRIFT_REACH * (side_a.drift(j) + side_b.drift(j))
+        decided = verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE)
+        if note and decided and not beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect):
             rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, note
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))
@@ -262,6 +269,19 @@ def compare_samples(
     result.n_eff_a, result.n_eff_b = rows[50.0].n_eff_a, rows[50.0].n_eff_b
     result.resampled_by_a, result.resampled_by_b = side_a.resampled_by, side_b.resampled_by
     return result
+
+
+def beyond_drift(
+    ch: Change, drift: float, verdict: Verdict, higher_is_better: bool, min_effect: float
+) -> bool:
+    """Whether the change keeps its verdict moved either way by ``drift`` (log scale: DRIFT_REACH x
+    the sides' own half-to-half drifts): a difference the runs' drift cannot carry across the
+    threshold is decided however long their requests moved together."""
+    if ch.rel is None or not math.isfinite(drift):
+        return False
+    log_r = math.log1p(ch.rel)
+    lo, hi = math.expm1(log_r - drift), math.expm1(log_r + drift)
+    return decide_interval(lo, hi, True, higher_is_better, min_effect) is verdict
 
 
 def dependence_caveat(q: float, column: int, *sides: SideLevels) -> str | None:

@@ -15,9 +15,11 @@ by one would treat a burst as many independent observations. The plan, per sampl
 - a floor under that spread: the SD the distribution-free order-statistic interval at n_eff implies
   (its width / 2 x 1.96). A tail percentile that rests on a few episodes (stalls) is resampled as
   a handful of blocks whose spread understates it; the rank interval does not depend on its shape.
+  No floor where the percentile sits on a tie (``core.stats.near_constant``): there the ranks of a
+  few effective requests reach the run's outliers while the level itself barely moves.
 
 Where requests carry a user or session (``Samples.cluster``), the same is measured for whole
-clusters (``core.stats.band_cluster_effect``); when it is the larger design effect, the plan
+clusters (``evidence.clusters.band_cluster_effect``); when it is the larger design effect, the plan
 resamples whole users or sessions instead of blocks of time, and ``by`` says which was used.
 
 A percentile whose window did not close within a quarter of the requests (``core.stats.
@@ -37,12 +39,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenpace.core.analysis.evidence.clusters import band_cluster_effect
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.stats import (
-    band_cluster_effect,
     band_correlation,
     cut_indicator,
     dependent_rank_bounds,
+    near_constant,
     serial_correlation,
     window_closed,
 )
@@ -88,20 +91,21 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     flat = samples.flat
     values = np.concatenate(groups) if groups else np.empty(0)
     units = len(groups)
-    fits = [band_correlation(lambda c: _series(groups, flat, c, values), units, q) for q in qs]
+    ordered = np.sort(values)
+    fits = [band_correlation(lambda c: _series(groups, flat, c, values), units, q, ordered) for q in qs]
     taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
     base = len(values) if flat else units
     keyed = samples.clusters_in_send_order()
     if keyed is not None and len(qs):
         kind, codes = keyed
         deffs = np.array(
-            [band_cluster_effect(lambda c: _series(groups, flat, c, values), codes, q) for q in qs]
+            [band_cluster_effect(lambda c: _series(groups, flat, c, values), codes, q, ordered) for q in qs]
         )
         if float(np.max(deffs)) > max(1.0, float(np.max(taus))):
             clusters = [
                 np.concatenate([groups[i] for i in np.nonzero(codes == c)[0]]) for c in np.unique(codes)
             ]
-            floor = _floor_sd(values, qs, deffs)
+            floor = _floor_sd(ordered, qs, deffs)
             known = np.ones(len(qs), dtype=bool)
             return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known)
     block = block_length(taus, units)
@@ -110,19 +114,19 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     by = "time blocks" if block > 1 else "requests"
     steady = window_closed(serial_correlation(_series(groups, flat, 50.0, values))[1], units)
     known = np.array([steady and window_closed(rho, units) for _, rho in fits], dtype=bool)
-    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(values, qs, taus), by, known)
+    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(ordered, qs, taus), by, known)
 
 
-def _floor_sd(values: np.ndarray, qs: Sequence[float], deffs: np.ndarray) -> np.ndarray:
-    """Per percentile: the SD implied by its order-statistic interval at the values' count / deff
-    (0 where independent)."""
-    n = len(values)
+def _floor_sd(ordered: np.ndarray, qs: Sequence[float], deffs: np.ndarray) -> np.ndarray:
+    """Per percentile: the SD implied by its order-statistic interval at the sorted values' count /
+    deff (0 where independent, or where the percentile sits on a tie: ranks away from a near-constant
+    level reach the run's outliers, while the level itself barely moves)."""
+    n = len(ordered)
     out = np.zeros(len(qs))
     if n < 2:
         return out
-    ordered = np.sort(values)
     for j, q in enumerate(qs):
-        if deffs[j] <= 1:
+        if deffs[j] <= 1 or near_constant(ordered, q):
             continue
         lo, hi = dependent_rank_bounds(n, q / 100, 0.025, float(deffs[j]))
         out[j] = (ordered[hi] - ordered[lo]) / (2 * _Z)
