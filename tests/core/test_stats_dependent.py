@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from tokenpace.core.stats import (
+    band_correlation,
     dependent_rank_bounds,
     describe,
     design_effects,
     enough_samples,
+    near_constant,
     ordered_percentile_cis,
     percentile_cis,
 )
@@ -99,3 +101,27 @@ def test_an_interval_at_a_tiny_effective_size_still_holds_its_percentile() -> No
         assert lo <= point <= hi
     assert dependent_rank_bounds(1000, 0.95, 0.025, 250.0)[1] == 999
     assert dependent_rank_bounds(1000, 0.05, 0.025, 250.0)[0] == 0
+
+
+def test_a_percentile_on_a_near_constant_level_sits_on_a_tie() -> None:
+    x = np.sort(ds.near_constant(np.random.default_rng(13), 1, 1000)[0])
+    assert near_constant(x, 50) and not near_constant(x, 95)  # the slow share is no tie
+    stalls = np.sort(ds.stalls(np.random.default_rng(14), 1, 2000)[0])
+    assert not near_constant(stalls, 50) and not near_constant(stalls, 95)
+
+
+def test_a_band_cut_tied_with_the_percentile_is_no_other_level() -> None:
+    # At the percentile the indicator is independent; every other cut moves in runs of 10. Over
+    # spread latencies the band takes the waves; where all cuts tie with the percentile's value, a
+    # cut between them orders jitter, not latency, and the band stays at the percentile's own tau.
+    rng = np.random.default_rng(15)
+    independent = (rng.random(1000) < 0.5).astype(np.float64)
+    waves = np.repeat(rng.random(100) < 0.5, 10).astype(np.float64)
+
+    def series_at(c: float) -> np.ndarray:
+        return independent if c == 50.0 else waves
+
+    spread = np.sort(100 * rng.lognormal(0, 0.3, 1000))
+    tied = np.sort(100 * (1 + 0.002 * rng.random(1000)))
+    assert band_correlation(series_at, 1000, 50.0, spread)[0] > 5
+    assert band_correlation(series_at, 1000, 50.0, tied)[0] == 1.0

@@ -9,6 +9,9 @@ shape (trials, n), every row stationary from its first request.
   lognormal noise. Truth: the mixture over the period's phases.
 - ``stalls``: a host that stalls now and then (a two-state chain: on average every ``every``
   requests a stall begins, lasting ``lasting`` requests on average), latency 4x during a stall.
+- ``near_constant``: a simulator's latency, one level within a fraction of a percent that drifts
+  slowly through the run (its median's indicator moves together over the whole run), with a share
+  of slower requests; no truth: what a verdict on it must not do is widen past the level's drift.
 """
 
 from __future__ import annotations
@@ -92,3 +95,20 @@ def per_user(
 
 def per_user_truth(q: float, spread: float = 0.5) -> float:
     return float(100 * np.exp(np.hypot(spread, _SIGMA) * NormalDist().inv_cdf(q / 100)))
+
+
+def near_constant(
+    rng: np.random.Generator,
+    trials: int,
+    n: int,
+    level: float = 36.9,
+    drift: float = 0.003,
+    tail: float = 0.08,
+) -> np.ndarray:
+    """Shape (trials, n): ``level`` x (1 + ``drift`` x t / n + 0.05 % noise), a ``tail`` share of
+    requests 5-40 % slower."""
+    t = np.arange(n) / n
+    x = level * (1 + drift * t + 0.0005 * rng.standard_normal((trials, n)))
+    slow = rng.random((trials, n)) < tail
+    out: np.ndarray = np.where(slow, x * (1 + rng.uniform(0.05, 0.4, (trials, n))), x)
+    return out

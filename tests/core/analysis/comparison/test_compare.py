@@ -177,3 +177,38 @@ def test_runs_whose_users_move_together_are_compared_by_user() -> None:
     width = row.rel_ci[1] - row.rel_ci[0]  # type: ignore[operator]
     assert width > 2 * (flat.rel_ci[1] - flat.rel_ci[0])  # type: ignore[operator]
     assert keyed.to_dict()["metrics"][0]["resampled_by_b"] == "user"
+
+
+def test_a_slowdown_on_near_constant_latencies_keeps_its_narrow_interval() -> None:
+    # A simulator's TTFT: one level within 0.3 % that drifts through the run, a slow share; B 5.8 %
+    # slower. The median's indicator moves together over each whole run, yet the level barely moves:
+    # the interval stays the level's (no floor reaching the outliers) and the verdict is decided.
+    rng = np.random.default_rng(41)
+    a = ds.near_constant(rng, 1, 98)[0]
+    b = ds.near_constant(rng, 1, 102, level=36.9 * 1.058)[0]
+    row = compare_records(_run(a), _run(b), metrics=["ttft"], same_window=True).metric("ttft").row("p50")
+    assert row is not None and row.rel_ci is not None and row.n_eff_a is not None and row.n_eff_a < 5
+    lo, hi = row.rel_ci
+    assert lo is not None and hi is not None and lo > 0.04 and hi < 0.08, row.rel_ci
+    assert row.verdict is Verdict.SLOWER and row.dependence_note is None
+
+
+def test_a_difference_beyond_the_runs_own_drift_is_decided_whatever_the_dependence_window() -> None:
+    # Side A's TTFT climbs 15 % through its run (its window never closes: not identified). B is 13x
+    # slower: no drift of A's carries that across the threshold, so it is decided. B 30 % slower on
+    # the same climb is not, though its interval alone clears 5 %: twice the halves' drifts reach it.
+    rng = np.random.default_rng(42)
+    climb = 5.5 * (1 + 0.15 * np.arange(120) / 120) * (1 + 0.02 * rng.standard_normal(120))
+    far = 13 * 5.5 * (1 + 0.003 * rng.standard_normal(120))
+    near = 1.3 * 5.5 * (1 + 0.15 * np.arange(120) / 120) * (1 + 0.02 * rng.standard_normal(120))
+    decided = compare_records(_run(climb), _run(far), metrics=["ttft"], learned=_quiet()).metric("ttft")
+    assert decided.verdict is Verdict.SLOWER
+    p50 = decided.row("p50")
+    assert p50 is not None and p50.dependence_note is None and p50.n_eff_a is not None and p50.n_eff_a < 5
+    held = (
+        compare_records(_run(climb), _run(near), metrics=["ttft"], learned=_quiet()).metric("ttft").row("p50")
+    )
+    assert (
+        held is not None and held.rel_ci is not None and held.rel_ci[0] is not None and held.rel_ci[0] > 0.05
+    )
+    assert held.verdict is Verdict.UNDECIDED and "moved together" in (held.dependence_note or "")

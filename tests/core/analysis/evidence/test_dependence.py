@@ -62,3 +62,19 @@ def test_circular_blocks_are_runs_of_consecutive_requests() -> None:
     for row in idx:
         for start in (0, 4):
             assert list(row[start : start + 4]) == [(row[start] + k) % 10 for k in range(4)]
+
+
+def test_no_floor_where_the_percentile_sits_on_a_near_constant_level() -> None:
+    # The median's indicator moves together over the whole run (its level drifts by 0.3 %): few
+    # effective requests, whose order-statistic interval would reach the slow share's outliers.
+    x = ds.near_constant(np.random.default_rng(16), 1, 100)[0]
+    plan = dependence(_flat(x), [50, 95])
+    assert plan.n_eff[0] < 5 and plan.floor_sd[0] == 0.0
+    sd = resample_percentiles(_flat(x), [50], 300, np.random.default_rng(17), plan)[:, 0].std(ddof=1)
+    assert sd < 0.005 * np.median(x)  # the level's own spread, not the outliers'
+
+
+def test_a_tail_resting_on_stall_episodes_keeps_its_floor() -> None:
+    x = ds.stalls(np.random.default_rng(18), 1, 2000)[0]
+    plan = dependence(_flat(x), [95])
+    assert plan.taus[0] > 1 and plan.floor_sd[0] > 0
