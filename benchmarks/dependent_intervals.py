@@ -10,7 +10,7 @@ over ``--trials`` seeded series each:
   and sweep steps judge on), and the block bootstrap of ``evidence.bootstrap.resample_percentiles``
   (what compare, check and arms guards take their SE from);
 - how often the percentile is decided (at least 5 effective observations beyond it) and the
-  coverage among those decided.
+  coverage among those decided, for both (compare calls a percentile with fewer undecided).
 
 A second table: requests of 20 or 100 users with a per-user latency factor
 (``dependent_series.per_user``), the bootstrap over requests against the one that sees each
@@ -33,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles
+from tokenpace.core.analysis.evidence.dependence import dependence
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.stats import enough_samples, ordered_percentile_cis, percentile_cis
 from tokenpace.testing import dependent_series as ds
@@ -60,10 +61,12 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
     width = np.zeros((4, len(QS)))
     decided = np.zeros(len(QS))
     decided_hits = np.zeros(len(QS))
+    block_decided, block_hits = np.zeros(len(QS)), np.zeros(len(QS))
     for x in series:
         dep, n_eff = ordered_percentile_cis(x, QS)
         plain = percentile_cis(np.sort(x), QS)
-        block = resample_percentiles(_flat(x), QS, resamples, rng)
+        plan = dependence(_flat(x), QS)
+        block = resample_percentiles(_flat(x), QS, resamples, rng, plan)
         iid = np.percentile(x[rng.integers(0, n, (resamples, n))], QS, axis=1).T
         point = np.percentile(x, QS)
         for j, t in enumerate(truth):
@@ -79,20 +82,25 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
             if enough_samples(n_eff[j], QS[j]):
                 decided[j] += 1
                 decided_hits[j] += dep[j][0] <= t <= dep[j][1]
+            if enough_samples(float(plan.n_eff[j]), QS[j]):  # what compare decides on (else undecided)
+                block_decided[j] += 1
+                block_hits[j] += ivs[3][0] <= t <= ivs[3][1]
     rows = []
     for j, q in enumerate(QS):
         cov = [f"{hits[k, j] / trials:.0%} ({width[k, j] / trials:.1%})" for k in range(4)]
         cond = f"{decided_hits[j] / decided[j]:.0%}" if decided[j] else "-"
-        rows.append(f"P{q:g} | " + " | ".join(cov) + f" | {decided[j] / trials:.0%} | {cond}")
+        block_cond = f"{block_hits[j] / block_decided[j]:.0%}" if block_decided[j] else "-"
+        rows.append(f"P{q:g} | " + " | ".join(cov) + f" | {decided[j] / trials:.0%} | {cond} | {block_cond}")
     return rows
 
 
 def coverage(trials: int, resamples: int) -> None:
     print(
         "| series | n | percentile | order-statistic, independent | bootstrap, independent "
-        "| order-statistic at n_eff | block bootstrap | decided | coverage when decided |"
+        "| order-statistic at n_eff | block bootstrap | decided | coverage when decided "
+        "| block bootstrap when decided |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for seed, (name, make, truth_of) in enumerate(CASES):
         for n in (200, 1000):
             rng = np.random.default_rng([seed, n])
@@ -102,8 +110,6 @@ def coverage(trials: int, resamples: int) -> None:
 
 
 def users(trials: int, resamples: int) -> None:
-    from tokenpace.core.analysis.evidence.dependence import dependence
-
     print("| users | n | percentile | bootstrap over requests | bootstrap seeing users | n_eff | by user |")
     print("|---|---|---|---|---|---|---|")
     for count in (20, 100):
