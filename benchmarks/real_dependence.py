@@ -12,6 +12,9 @@ once in send order (dependence-aware) and once with the requests shuffled (what 
 independent gives). A half whose dependence the run did not identify is reported as such: the
 dependence-aware method declines to give it an interval (undecided), and is not scored.
 
+Then the same halves through ``compare``: as measured (A/A: nothing to decide), and with the
+second half scaled by 1.3 and by 13 (a difference to decide beside the run's own drift).
+
     .venv/bin/python benchmarks/real_dependence.py [--min-requests 100]
 """
 
@@ -23,14 +26,19 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenpace.core.analysis.comparison.compare import compare_samples
 from tokenpace.core.analysis.evidence.bootstrap import percentile_differences
 from tokenpace.core.analysis.evidence.dependence import dependence
+from tokenpace.core.analysis.evidence.runnoise import GroupNoise, noise_key
 from tokenpace.core.analysis.evidence.samples import Samples, metric_samples
 from tokenpace.core.record import RequestRecord
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "engines" / "h200"
 QS = (50.0, 95.0)
 METRICS = ("ttft", "tpot", "e2e")
+SHIFTS = (1.0, 1.3, 13.0)
+# Repeated runs that barely moved: the interval is the requests' noise alone (the strictest case).
+QUIET = [GroupNoise(noise_key(m, q), 30, 1e-6, 0.01, 1.0) for m in METRICS for q in (50.0, 90.0, 95.0, 99.0)]
 
 
 def _runs(min_requests: int) -> dict[str, list[RequestRecord]]:
@@ -98,6 +106,32 @@ def main() -> None:
         f"A/A intervals holding 0: independent {score[0, 0]}/{score[0, 1]}; dependence-aware "
         f"{score[1, 0]}/{score[1, 1]}, and {unfit} declined (dependence not identified)"
     )
+    print()
+    through_compare(_runs(args.min_requests))
+
+
+def through_compare(runs: dict[str, list[RequestRecord]]) -> None:
+    """Half against half through ``compare_samples`` (a quiet learned noise: the requests' noise
+    alone decides), the second half as measured and scaled by 1.3 and by 13: per run and metric,
+    the verdicts of P50 / P95 / P99 (s slower, f faster, n negligible, u undecided, - too few)."""
+    print("| run | metric | A/A | second half x 1.3 | second half x 13 |")
+    print("|---|---|---|---|---|")
+    short = {"slower": "s", "faster": "f", "negligible": "n", "undecided": "u", "too few samples": "-"}
+    totals: dict[float, dict[str, int]] = {f: {} for f in SHIFTS}
+    for name, recs in runs.items():
+        for m in METRICS:
+            first, second = _halves(metric_samples(recs, m))
+            cells = []
+            for f in SHIFTS:
+                scaled = Samples([g * f for g in second.groups])
+                rows = compare_samples(m, [first], [scaled], learned=QUIET, resamples=300).rows
+                for r in rows:
+                    totals[f][r.verdict.value] = totals[f].get(r.verdict.value, 0) + 1
+                cells.append(" / ".join(short[r.verdict.value] for r in rows))
+            print(f"| {name} | {m} | {' | '.join(cells)} |")
+    print()
+    for f, counts in totals.items():
+        print(f"x {f:g}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
 
 
 if __name__ == "__main__":
