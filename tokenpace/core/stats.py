@@ -289,7 +289,8 @@ def worst_in_band(
     where its value is a level other than the percentile's (``same_level``)."""
     best = measure(q, NOISE_SES)
     alpha = (1 - BAND_CONFIDENCE) / 2
-    own = None if sorted_values is None or not len(sorted_values) else float(np.percentile(sorted_values, q))
+    levels = sorted_values if sorted_values is not None and len(sorted_values) else None
+    own = None if levels is None else float(np.percentile(levels, q))
     for _ in range(BAND_ROUNDS):
         lo, hi = dependent_rank_bounds(n, q / 100, alpha, best[0])
         grown = best
@@ -297,7 +298,7 @@ def worst_in_band(
             c = float(rank) / max(n - 1, 1) * 100
             if not 0 < c < 100:
                 continue
-            if own is not None and same_level(float(np.percentile(sorted_values, c)), own):
+            if levels is not None and own is not None and same_level(float(np.percentile(levels, c)), own):
                 continue  # a tie with the percentile's own value, not another level
             fit = measure(c, BAND_NOISE_SES)
             own_lo, own_hi = dependent_rank_bounds(n, q / 100, alpha, fit[0])
