@@ -240,7 +240,11 @@ def compare_samples(
         result.rows = [row_from_estimate(metric, q, n_a, n_b, None, Verdict.TOO_FEW) for q in percentiles]
         return result
     rng = np.random.default_rng([seed, 7])
-    side_a, side_b = side_levels(runs_a, qs, resamples, rng), side_levels(runs_b, qs, resamples, rng)
+    # Interleaved in one window (arms), both sides share the host's stalls: no floor for episodes
+    # that move both alike.
+    floor = not same_window
+    side_a = side_levels(runs_a, qs, resamples, rng, floor)
+    side_b = side_levels(runs_b, qs, resamples, rng, floor)
     rows = {}
     for j, q in enumerate(qs):
         key = noise_key(metric, q)

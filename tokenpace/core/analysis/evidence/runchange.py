@@ -66,14 +66,17 @@ class SideLevels:
 
 
 def side_levels(
-    runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator
+    runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator, floor: bool = True
 ) -> SideLevels:
-    """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty."""
+    """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty.
+    ``floor``: the spread floored at the order-statistic interval's at n_eff (``dependence``); not
+    where both sides were measured interleaved in one window, whose stalls and queues they share."""
     values, ses, n_effs, by, known = [], [], [], [], []
     drifts = [half_drift(s, qs) for s in runs]
     for s in runs:
         values.append(np.percentile(s.values, qs))
         plan = dependence(s, qs)
+        plan = plan if floor else dataclasses.replace(plan, floor_sd=np.zeros(len(qs)))
         boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng, plan)
         ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
         n_effs.append(np.minimum(plan.n_eff, s.n))
