@@ -10,7 +10,12 @@ over ``--trials`` seeded series each:
   and sweep steps judge on), and the block bootstrap of ``evidence.bootstrap.resample_percentiles``
   (what compare, check and arms guards take their SE from);
 - how often the percentile is decided (at least 5 effective observations beyond it) and the
-  coverage among those decided.
+  coverage among those decided, for both (compare calls a percentile with fewer undecided).
+
+A second table: requests of 20 or 100 users with a per-user latency factor
+(``dependent_series.per_user``), the bootstrap over requests against the one that sees each
+request's user (``evidence.dependence``: whole users resampled when their design effect is the
+larger one), with the mean n_eff and how often users were chosen.
 
 ``--timing``: the CPU time (best of 3; steadier than the wall clock on a busy host) of
 ``compare_records`` on two 10,000-request runs (independent, and AR(1) rho 0.9) and of
@@ -28,6 +33,7 @@ from collections.abc import Callable
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles
+from tokenpace.core.analysis.evidence.dependence import dependence
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.stats import enough_samples, ordered_percentile_cis, percentile_cis
 from tokenpace.testing import dependent_series as ds
@@ -55,10 +61,12 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
     width = np.zeros((4, len(QS)))
     decided = np.zeros(len(QS))
     decided_hits = np.zeros(len(QS))
+    block_decided, block_hits = np.zeros(len(QS)), np.zeros(len(QS))
     for x in series:
         dep, n_eff = ordered_percentile_cis(x, QS)
         plain = percentile_cis(np.sort(x), QS)
-        block = resample_percentiles(_flat(x), QS, resamples, rng)
+        plan = dependence(_flat(x), QS)
+        block = resample_percentiles(_flat(x), QS, resamples, rng, plan)
         iid = np.percentile(x[rng.integers(0, n, (resamples, n))], QS, axis=1).T
         point = np.percentile(x, QS)
         for j, t in enumerate(truth):
@@ -74,26 +82,61 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
             if enough_samples(n_eff[j], QS[j]):
                 decided[j] += 1
                 decided_hits[j] += dep[j][0] <= t <= dep[j][1]
+            if enough_samples(float(plan.n_eff[j]), QS[j]):  # what compare decides on (else undecided)
+                block_decided[j] += 1
+                block_hits[j] += ivs[3][0] <= t <= ivs[3][1]
     rows = []
     for j, q in enumerate(QS):
         cov = [f"{hits[k, j] / trials:.0%} ({width[k, j] / trials:.1%})" for k in range(4)]
         cond = f"{decided_hits[j] / decided[j]:.0%}" if decided[j] else "-"
-        rows.append(f"P{q:g} | " + " | ".join(cov) + f" | {decided[j] / trials:.0%} | {cond}")
+        block_cond = f"{block_hits[j] / block_decided[j]:.0%}" if block_decided[j] else "-"
+        rows.append(f"P{q:g} | " + " | ".join(cov) + f" | {decided[j] / trials:.0%} | {cond} | {block_cond}")
     return rows
 
 
 def coverage(trials: int, resamples: int) -> None:
     print(
         "| series | n | percentile | order-statistic, independent | bootstrap, independent "
-        "| order-statistic at n_eff | block bootstrap | decided | coverage when decided |"
+        "| order-statistic at n_eff | block bootstrap | decided | coverage when decided "
+        "| block bootstrap when decided |"
     )
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for seed, (name, make, truth_of) in enumerate(CASES):
         for n in (200, 1000):
             rng = np.random.default_rng([seed, n])
             series = make(rng, trials, n)
             for row in _case(series, [truth_of(q) for q in QS], resamples, rng):
                 print(f"| {name} | {n} | {row} |")
+
+
+def users(trials: int, resamples: int) -> None:
+    print("| users | n | percentile | bootstrap over requests | bootstrap seeing users | n_eff | by user |")
+    print("|---|---|---|---|---|---|---|")
+    for count in (20, 100):
+        n = 1000
+        rng = np.random.default_rng([9, count])
+        series, who = ds.per_user(rng, trials, n, count)
+        truth = [ds.per_user_truth(q) for q in QS]
+        hits, width, n_eff = np.zeros((2, len(QS))), np.zeros((2, len(QS))), np.zeros(len(QS))
+        by_user = 0
+        for x, w in zip(series, who, strict=True):
+            plain = Samples([np.array([v]) for v in x])
+            keyed = Samples(plain.groups, None, [f"user:{u}" for u in w])
+            plan = dependence(keyed, QS)
+            by_user += plan.by == "user"
+            n_eff += plan.n_eff
+            point = np.percentile(x, QS)
+            for k, s in enumerate((plain, keyed)):
+                sd = resample_percentiles(s, QS, resamples, rng).std(axis=0, ddof=1)
+                for j, t in enumerate(truth):
+                    hits[k, j] += point[j] - Z * sd[j] <= t <= point[j] + Z * sd[j]
+                    width[k, j] += 2 * Z * sd[j] / t
+        for j, q in enumerate(QS):
+            cov = [f"{hits[k, j] / trials:.0%} ({width[k, j] / trials:.1%})" for k in range(2)]
+            print(
+                f"| {count} | {n} | P{q:g} | {' | '.join(cov)} | {n_eff[j] / trials:.0f} "
+                f"| {by_user / trials:.0%} |"
+            )
 
 
 def timing() -> None:
@@ -137,6 +180,8 @@ def main() -> None:
         timing()
     else:
         coverage(args.trials, args.resamples)
+        print()
+        users(args.trials, args.resamples)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from tokenpace.core.stats import (
+    band_correlation,
     dependent_rank_bounds,
     describe,
     design_effects,
     enough_samples,
+    near_constant,
     ordered_percentile_cis,
     percentile_cis,
 )
@@ -43,11 +45,28 @@ def test_queue_bursts_are_covered() -> None:
     assert np.all(dep >= 0.93), dep
 
 
-def test_stalls_are_covered_better_than_independence_allows() -> None:
+def test_stalls_are_covered_where_independence_misses() -> None:
+    # P95 sits in the gap between normal and stalled latencies: the run's own P95 cut may fall in
+    # the normal tail, where its few stall episodes barely show, so the band of cuts decides.
     series = ds.stalls(np.random.default_rng(7), 300, 2000)
     dep, iid = _coverage(series, [ds.stalls_truth(q) for q in QS])
-    assert dep[0] >= 0.9 and iid[1] < 0.5
-    assert dep[1] > iid[1] + 0.3  # P95 in the stalls' gap: still short of 95 % (see BENCHMARKS.md)
+    assert np.all(dep >= 0.93), dep
+    assert iid[1] < 0.5, iid
+
+
+def test_the_design_effect_is_the_worst_over_the_cuts_the_truth_may_sit_at() -> None:
+    # One stall episode just past the run's P95: at its own cut it barely shows, one cut further
+    # it is the whole tail.
+    rng = np.random.default_rng(12)
+    x = 100 * rng.lognormal(0, 0.3, 1000)
+    x[500:510] *= 4
+    at_cut = design_effects(x, [95])[0]
+    banded = design_effects(x, [95], band=True)[0]
+    assert banded > 2 * at_cut
+    cis, n_eff = ordered_percentile_cis(x, [95])
+    assert n_eff[0] == 1000 / banded
+    assert cis[0][1] >= np.sort(x)[990]  # reaches into the stall, as the plain interval does not
+    assert percentile_cis(np.sort(x), [95])[0][1] < np.sort(x)[975]
 
 
 def test_independent_requests_keep_the_plain_intervals() -> None:
@@ -82,3 +101,27 @@ def test_an_interval_at_a_tiny_effective_size_still_holds_its_percentile() -> No
         assert lo <= point <= hi
     assert dependent_rank_bounds(1000, 0.95, 0.025, 250.0)[1] == 999
     assert dependent_rank_bounds(1000, 0.05, 0.025, 250.0)[0] == 0
+
+
+def test_a_percentile_on_a_near_constant_level_sits_on_a_tie() -> None:
+    x = np.sort(ds.near_constant(np.random.default_rng(13), 1, 1000)[0])
+    assert near_constant(x, 50) and not near_constant(x, 95)  # the slow share is no tie
+    stalls = np.sort(ds.stalls(np.random.default_rng(14), 1, 2000)[0])
+    assert not near_constant(stalls, 50) and not near_constant(stalls, 95)
+
+
+def test_a_band_cut_tied_with_the_percentile_is_no_other_level() -> None:
+    # At the percentile the indicator is independent; every other cut moves in runs of 10. Over
+    # spread latencies the band takes the waves; where all cuts tie with the percentile's value, a
+    # cut between them orders jitter, not latency, and the band stays at the percentile's own tau.
+    rng = np.random.default_rng(15)
+    independent = (rng.random(1000) < 0.5).astype(np.float64)
+    waves = np.repeat(rng.random(100) < 0.5, 10).astype(np.float64)
+
+    def series_at(c: float) -> np.ndarray:
+        return independent if c == 50.0 else waves
+
+    spread = np.sort(100 * rng.lognormal(0, 0.3, 1000))
+    tied = np.sort(100 * (1 + 0.002 * rng.random(1000)))
+    assert band_correlation(series_at, 1000, 50.0, spread)[0] > 5
+    assert band_correlation(series_at, 1000, 50.0, tied)[0] == 1.0

@@ -9,11 +9,20 @@ window (the first lag M with M >= 4 tau(M)), each lag over its own pairs, and ta
 the bias of a mean estimated from the same series (a factor 1 / (1 - 2M/n)); a tau within two
 standard errors of 1 is taken as 1 (independent); otherwise tau is raised by (t/z)^2, t the 97.5 %
 quantile at the estimate's degrees of freedom 2n / (4M + 2): n_eff is a conservative count.
+
+What decides the interval is the dependence at the TRUE percentile, which may lie anywhere in the
+interval: a run whose few stall episodes sit just past its own P95 shows little dependence at that
+cut and much at the next. So the design effect of a percentile is the largest tau over cut levels
+spanning its 99 % interval at the n_eff found so far, repeated until it stops growing
+(``band_correlation``). A cut whose value ties with the percentile's own (within TIE_RESOLUTION)
+is no other level: on near-constant latencies it would measure the jitter's drift, not latency.
+
+Requests of one user or session may move together instead: ``evidence.clusters`` measures that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
@@ -37,6 +46,26 @@ WINDOW_C = 4.0
 NOISE_SES = 2.0
 # A series shorter than this has no serial correlation estimated (taken as independent).
 MIN_SERIES = 20
+# The cut levels whose dependence a percentile's design effect takes: its interval at this confidence,
+# at this many evenly spaced ranks, widened at most this many times (the band grows with tau).
+BAND_CONFIDENCE = 0.99
+BAND_CUTS = 7
+BAND_ROUNDS = 4
+# A cut of the band counts as dependent only this many SEs above 1: the worst of several cuts of an
+# independent series exceeds NOISE_SES more often than one cut does (Bonferroni over BAND_CUTS).
+BAND_NOISE_SES = 2.7
+# ... and only where its tau rests on at least this many degrees of freedom (2n / (4M + 2)): over a
+# short run the window of a cut far from the percentile can run away with the whole series.
+BAND_MIN_DF = 8.0
+# A window longer than this share of the series means its requests moved together over much of the
+# run (a trend, or waves as long as the run): the dependence is not identified by the run itself.
+MAX_WINDOW_SHARE = 0.25
+# Values within this share of each other are one level (a tie): no verdict resolves a difference so
+# small, and a cut between them orders a timer's jitter, not latencies.
+TIE_RESOLUTION = 0.005
+# The neighbourhood of a percentile q whose spread says whether it sits on a tie: the percentiles
+# q -/+ this many points (at most halfway to either end).
+TIE_NEIGHBOURHOOD = 5.0
 
 
 @dataclass(slots=True)
@@ -153,34 +182,42 @@ def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
     return lo - 1, hi - 1
 
 
-def serial_correlation(series: np.ndarray) -> tuple[float, np.ndarray]:
+def serial_correlation(series: np.ndarray, noise_ses: float = NOISE_SES) -> tuple[float, np.ndarray]:
     """The integrated autocorrelation time tau >= 1 of a series (1: independent; see the module) and
-    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series)."""
+    its autocorrelations rho_0..rho_M over the window (just [1.0] for a short or constant series).
+    ``noise_ses``: how many standard errors above 1 a tau must lie to count as dependence."""
     x = np.asarray(series, dtype=np.float64)
     n = len(x)
     y = x - x.mean() if n else x
     if n < MIN_SERIES or not np.any(y):
         return 1.0, np.ones(1)
-    spectrum = np.fft.rfft(y, 2 * n)
-    cov = np.fft.irfft(spectrum * np.conj(spectrum), 2 * n)[:n] / (n - np.arange(n))
+    size = 1 << (2 * n - 1).bit_length()  # zero padding past 2n - 1 lags; a power of two is fast
+    spectrum = np.fft.rfft(y, size)
+    cov = np.fft.irfft(spectrum * np.conj(spectrum), size)[:n] / (n - np.arange(n))
     rho = cov / cov[0]
     taus = 2 * np.cumsum(rho) - 1
     inside = np.nonzero(np.arange(n) >= WINDOW_C * taus)[0]
     m = int(inside[0]) if len(inside) else n - 1
     tau = float(taus[m]) / max(1 - 2 * m / n, 0.25)
-    if tau < 1 + NOISE_SES * np.sqrt((4 * m + 2) / n):
+    if tau < 1 + noise_ses * np.sqrt((4 * m + 2) / n):
         return 1.0, np.ones(1)  # within the estimate's own noise of independence
-    tau *= (_t975(2 * n / (4 * m + 2)) / _Z975) ** 2  # the estimate's own uncertainty
+    tau *= (t975(2 * n / (4 * m + 2)) / Z975) ** 2  # the estimate's own uncertainty
     return float(min(tau, n)), rho[: m + 1]
 
 
-_Z975 = NormalDist().inv_cdf(0.975)
+Z975 = NormalDist().inv_cdf(0.975)
 
 
-def _t975(df: float) -> float:
+def t975(df: float) -> float:
     """Student's t 97.5 % quantile (Cornish-Fisher from the normal's; within 1 % from 3 df)."""
-    z = _Z975
+    z = Z975
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df * df)
+
+
+def window_closed(rho: np.ndarray, n: int) -> bool:
+    """Whether serial_correlation's window (``len(rho) - 1`` lags) closed within MAX_WINDOW_SHARE of
+    a series of n: otherwise no tau from within the run is to be trusted (say so, do not predict)."""
+    return len(rho) - 1 <= MAX_WINDOW_SHARE * n
 
 
 def serial_time(series: np.ndarray) -> float:
@@ -194,13 +231,83 @@ def cut_indicator(ordered: np.ndarray, q: float) -> np.ndarray:
     return out
 
 
-def design_effects(ordered: np.ndarray, qs: Sequence[float]) -> list[float]:
+def design_effects(ordered: np.ndarray, qs: Sequence[float], band: bool = False) -> list[float]:
     """Per percentile (0-100): tau of the indicator "at or under the sample percentile" of values in
-    send order, the factor by which serial dependence inflates the percentile's variance."""
+    send order, the factor by which serial dependence inflates the percentile's variance. ``band``:
+    the largest over the cut levels the true percentile may sit at (``band_correlation``)."""
     x = np.asarray(ordered, dtype=np.float64)
     if len(x) < MIN_SERIES:
         return [1.0] * len(qs)
+    if band:
+        arr = np.sort(x)
+        return [band_correlation(lambda c: cut_indicator(x, c), len(x), q, arr)[0] for q in qs]
     return [serial_time(cut_indicator(x, q)) for q in qs]
+
+
+def same_level(a: float, b: float) -> bool:
+    """Whether two values are one level: within TIE_RESOLUTION of the larger."""
+    return abs(a - b) <= TIE_RESOLUTION * max(abs(a), abs(b))
+
+
+def near_constant(sorted_values: np.ndarray, q: float) -> bool:
+    """Whether the q-th percentile (0-100) sits on a tie: the values of its neighbourhood (the
+    percentiles q -/+ TIE_NEIGHBOURHOOD) are one level."""
+    if len(sorted_values) == 0:
+        return True
+    d = min(TIE_NEIGHBOURHOOD, q / 2, (100 - q) / 2)
+    lo, hi = np.percentile(sorted_values, [q - d, q + d])
+    return same_level(float(lo), float(hi))
+
+
+def band_correlation(
+    series_at: Callable[[float], np.ndarray], n: int, q: float, sorted_values: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
+    """serial_correlation of ``series_at(c)`` (the indicator, per request, of values at or under
+    the c-th percentile) at the worst cut c in the band around percentile q (0-100) of n requests
+    (see ``worst_in_band``; ``sorted_values``: the values cut, whose ties with the percentile's
+    own are skipped)."""
+
+    def measure(c: float, ses: float) -> _Fit:
+        tau, rho = serial_correlation(series_at(c), ses)
+        # a band cut whose window leaves its tau few degrees of freedom is no evidence of its own
+        steady = 2 * n / (4 * (len(rho) - 1) + 2) >= BAND_MIN_DF or c == q
+        return (tau if steady else 1.0), rho
+
+    return worst_in_band(measure, n, q, sorted_values)
+
+
+_Fit = tuple[float, Any]
+
+
+def worst_in_band(
+    measure: Callable[[float, float], _Fit], n: int, q: float, sorted_values: np.ndarray | None = None
+) -> _Fit:
+    """The largest design effect ``measure(c, noise_ses)[0]`` over cut levels c the true q-th
+    percentile may sit at: the cuts span the BAND_CONFIDENCE interval at the worst effect so far,
+    and a cut counts only where it lies inside that interval at its own effect (a cut far out in
+    the tail does not widen a median's band by its own dependence alone) and, given the values,
+    where its value is a level other than the percentile's (``same_level``)."""
+    best = measure(q, NOISE_SES)
+    alpha = (1 - BAND_CONFIDENCE) / 2
+    levels = sorted_values if sorted_values is not None and len(sorted_values) else None
+    own = None if levels is None else float(np.percentile(levels, q))
+    for _ in range(BAND_ROUNDS):
+        lo, hi = dependent_rank_bounds(n, q / 100, alpha, best[0])
+        grown = best
+        for rank in np.unique(np.linspace(lo, hi, BAND_CUTS).round()):
+            c = float(rank) / max(n - 1, 1) * 100
+            if not 0 < c < 100:
+                continue
+            if levels is not None and own is not None and same_level(float(np.percentile(levels, c)), own):
+                continue  # a tie with the percentile's own value, not another level
+            fit = measure(c, BAND_NOISE_SES)
+            own_lo, own_hi = dependent_rank_bounds(n, q / 100, alpha, fit[0])
+            if fit[0] > grown[0] and own_lo <= rank <= own_hi:
+                grown = fit
+        if grown[0] <= best[0]:
+            break
+        best = grown
+    return best
 
 
 def dependent_rank_bounds(n: int, p: float, alpha: float, deff: float) -> tuple[int, int]:
@@ -224,12 +331,13 @@ def ordered_percentile_cis(
     ordered: np.ndarray, qs: Sequence[float], confidence: float = 0.95
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
-    interval at the effective sample size. Returns the intervals and each percentile's n_eff."""
+    interval at the effective sample size, the design effect taken over the cut levels the true
+    percentile may sit at. Returns the intervals and each percentile's n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
         return [], []
-    deffs = design_effects(x, qs)
+    deffs = design_effects(x, qs, band=True)
     arr = np.sort(x)
     alpha = (1 - confidence) / 2
     cis = []

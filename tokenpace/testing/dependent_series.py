@@ -9,6 +9,9 @@ shape (trials, n), every row stationary from its first request.
   lognormal noise. Truth: the mixture over the period's phases.
 - ``stalls``: a host that stalls now and then (a two-state chain: on average every ``every``
   requests a stall begins, lasting ``lasting`` requests on average), latency 4x during a stall.
+- ``near_constant``: a simulator's latency, one level within a fraction of a percent that drifts
+  slowly through the run (its median's indicator moves together over the whole run), with a share
+  of slower requests; no truth: what a verdict on it must not do is widen past the level's drift.
 """
 
 from __future__ import annotations
@@ -78,3 +81,34 @@ def _mixture_quantile(q: float, scales: np.ndarray, weights: np.ndarray) -> floa
         f = sum(w * cdf(np.log(mid / s) / _SIGMA) for s, w in zip(scales, weights, strict=True))
         lo, hi = (mid, hi) if f < q / 100 else (lo, mid)
     return (lo + hi) / 2
+
+
+def per_user(
+    rng: np.random.Generator, trials: int, n: int, users: int = 20, spread: float = 0.5
+) -> tuple[np.ndarray, np.ndarray]:
+    """(latencies, each request's user id), both of shape (trials, n)."""
+    who = rng.integers(0, users, size=(trials, n))
+    factor = np.exp(spread * rng.standard_normal((trials, users)))
+    noise = np.exp(_SIGMA * rng.standard_normal((trials, n)))
+    return 100 * noise * np.take_along_axis(factor, who, axis=1), who
+
+
+def per_user_truth(q: float, spread: float = 0.5) -> float:
+    return float(100 * np.exp(np.hypot(spread, _SIGMA) * NormalDist().inv_cdf(q / 100)))
+
+
+def near_constant(
+    rng: np.random.Generator,
+    trials: int,
+    n: int,
+    level: float = 36.9,
+    drift: float = 0.003,
+    tail: float = 0.08,
+) -> np.ndarray:
+    """Shape (trials, n): ``level`` x (1 + ``drift`` x t / n + 0.05 % noise), a ``tail`` share of
+    requests 5-40 % slower."""
+    t = np.arange(n) / n
+    x = level * (1 + drift * t + 0.0005 * rng.standard_normal((trials, n)))
+    slow = rng.random((trials, n)) < tail
+    out: np.ndarray = np.where(slow, x * (1 + rng.uniform(0.05, 0.4, (trials, n))), x)
+    return out

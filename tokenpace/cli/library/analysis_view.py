@@ -111,12 +111,14 @@ def _rel_ci(ci: tuple[float | None, float | None] | None) -> str:
 
 
 def undecided_line(c: Comparison) -> str | None:
-    """What would decide the undecided rows: runs a side, from the noise they showed."""
+    """What would decide the undecided rows: runs a side, from the noise they showed, or what the
+    requests' moving together asks for (the row's dependence note)."""
     parts = []
     for m in c.metrics:
         for r in m.rows:
             if r.verdict is Verdict.UNDECIDED:
                 need = f"about {r.runs_needed} runs a side" if r.runs_needed else "too close to call"
+                need = r.dependence_note or need
                 parts.append(f"{m.metric}.{r.percentile} ({need})")
     if not parts:
         return None

@@ -16,6 +16,7 @@ from tokenpace.core.analysis.evidence.runnoise import GroupNoise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import Verdict
 from tokenpace.core.record import Status
+from tokenpace.testing import dependent_series as ds
 
 
 def test_rankdata_averages_ties() -> None:
@@ -153,3 +154,79 @@ def test_gate_regresses_only_when_the_interval_clears_the_threshold() -> None:
     )
     item = evaluate(noisy, parse_thresholds("ttft.p50=5%"))[0]
     assert item.outcome == "undecided" and "holds the 5% allowed" in item.reason  # maybe, not shown
+
+
+def test_runs_whose_users_move_together_are_compared_by_user() -> None:
+    # 20 users a run, each with its own speed: a run is worth about 20 users, not 400 requests.
+    rng = np.random.default_rng(31)
+    sides = []
+    for factor in (1.0, 1.1):
+        x, who = ds.per_user(rng, 1, 400, users=20)
+        recs = _run(factor * x[0])
+        for r, u in zip(recs, who[0], strict=True):
+            r.labels["user"] = f"u{u}"
+        sides.append(recs)
+    keyed = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
+    for r in (r for s in sides for r in s):
+        del r.labels["user"]
+    plain = compare_records(sides[0], sides[1], learned=_quiet(), metrics=["ttft"])
+    row, flat = keyed.metric("ttft").row("p50"), plain.metric("ttft").row("p50")
+    assert row is not None and flat is not None and row.rel_ci and flat.rel_ci
+    assert row.resampled_by_a == row.resampled_by_b == "user" and flat.resampled_by_a == "requests"
+    assert row.n_eff_a is not None and row.n_eff_a < 400 / 5 and flat.n_eff_a == 400
+    width = row.rel_ci[1] - row.rel_ci[0]  # type: ignore[operator]
+    assert width > 2 * (flat.rel_ci[1] - flat.rel_ci[0])  # type: ignore[operator]
+    assert keyed.to_dict()["metrics"][0]["resampled_by_b"] == "user"
+
+
+def test_a_slowdown_on_near_constant_latencies_keeps_its_narrow_interval() -> None:
+    # A simulator's TTFT: one level within 0.3 % that drifts through the run, a slow share; B 5.8 %
+    # slower (judged against 3 %, as the playbook's guard), each a run of its own. The median's
+    # indicator moves together over each whole run, yet the level barely moves: the interval stays
+    # the level's (no floor reaching the outliers) and the verdict is decided.
+    rng = np.random.default_rng(41)
+    a = ds.near_constant(rng, 1, 98)[0]
+    b = ds.near_constant(rng, 1, 102, level=36.9 * 1.058)[0]
+    c = compare_records(_run(a), _run(b), min_effect=0.03, metrics=["ttft"], learned=_quiet())
+    row = c.metric("ttft").row("p50")
+    assert row is not None and row.rel_ci is not None and row.n_eff_a is not None and row.n_eff_a < 5
+    lo, hi = row.rel_ci
+    assert lo is not None and hi is not None and lo > 0.04 and hi < 0.08, row.rel_ci
+    assert row.verdict is Verdict.SLOWER and row.dependence_note is None
+
+
+def test_a_difference_beyond_the_runs_own_drift_is_decided_whatever_the_dependence_window() -> None:
+    # Side A's TTFT climbs 15 % through its run (its window never closes: not identified). B is 13x
+    # slower: no drift of A's carries that across the threshold, so it is decided. B 30 % slower on
+    # the same climb is not, though its interval alone clears 5 %: twice the halves' drifts reach it.
+    rng = np.random.default_rng(42)
+    climb = 5.5 * (1 + 0.15 * np.arange(120) / 120) * (1 + 0.02 * rng.standard_normal(120))
+    far = 13 * 5.5 * (1 + 0.003 * rng.standard_normal(120))
+    near = 1.3 * 5.5 * (1 + 0.15 * np.arange(120) / 120) * (1 + 0.02 * rng.standard_normal(120))
+    decided = compare_records(_run(climb), _run(far), metrics=["ttft"], learned=_quiet()).metric("ttft")
+    assert decided.verdict is Verdict.SLOWER
+    p50 = decided.row("p50")
+    assert p50 is not None and p50.dependence_note is None and p50.n_eff_a is not None and p50.n_eff_a < 5
+    held = (
+        compare_records(_run(climb), _run(near), metrics=["ttft"], learned=_quiet()).metric("ttft").row("p50")
+    )
+    assert (
+        held is not None and held.rel_ci is not None and held.rel_ci[0] is not None and held.rel_ci[0] > 0.05
+    )
+    assert held.verdict is Verdict.UNDECIDED and "moved together" in (held.dependence_note or "")
+
+
+def test_arms_interleaved_in_one_window_share_their_stalls_and_get_no_floor() -> None:
+    # Both sides saw the same host stall (interleaved in one window): the floor for a tail resting
+    # on a few episodes would count it twice; as separate runs it counts.
+    rng = np.random.default_rng(43)
+    x = 26 * rng.lognormal(0, 0.05, (2, 400))
+    x[:, 200:210] *= 1.6
+    apart = (
+        compare_records(_run(x[0]), _run(x[1]), metrics=["ttft"], learned=_quiet()).metric("ttft").row("p95")
+    )
+    shared = (
+        compare_records(_run(x[0]), _run(x[1]), metrics=["ttft"], same_window=True).metric("ttft").row("p95")
+    )
+    assert apart is not None and shared is not None and apart.change is not None and shared.change is not None
+    assert shared.change.se_log < apart.change.se_log

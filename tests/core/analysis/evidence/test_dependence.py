@@ -3,6 +3,8 @@ are drawn in blocks of send time, and the spread of a percentile matches its tru
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles
@@ -62,3 +64,34 @@ def test_circular_blocks_are_runs_of_consecutive_requests() -> None:
     for row in idx:
         for start in (0, 4):
             assert list(row[start : start + 4]) == [(row[start] + k) % 10 for k in range(4)]
+
+
+def test_no_floor_where_the_percentile_sits_on_a_near_constant_level() -> None:
+    # The median's indicator moves together over the whole run (its level drifts by 0.3 %): few
+    # effective requests, whose order-statistic interval would reach the slow share's outliers.
+    x = ds.near_constant(np.random.default_rng(16), 1, 100)[0]
+    plan = dependence(_flat(x), [50, 95])
+    assert plan.n_eff[0] < 5 and plan.floor_sd[0] == 0.0
+    sd = resample_percentiles(_flat(x), [50], 300, np.random.default_rng(17), plan)[:, 0].std(ddof=1)
+    assert sd < 0.005 * np.median(x)  # the level's own spread, not the outliers'
+
+
+def test_a_tail_resting_on_stall_episodes_keeps_its_floor() -> None:
+    x = ds.stalls(np.random.default_rng(18), 1, 2000)[0]
+    plan = dependence(_flat(x), [95])
+    assert plan.taus[0] > 1 and plan.floor_sd[0] > 0
+
+
+def test_one_host_stall_far_past_a_tail_widens_it_to_at_most_its_own_level() -> None:
+    # 400 requests near 26 ms, then a host stall of a few requests at 380 ms: the P95's spread is
+    # wide, but an SD beyond the level itself would only say "anything from zero up"
+    rng = np.random.default_rng(19)
+    x = 26 * rng.lognormal(0, 0.05, 400)
+    x[200:206] = 380.0
+    x[100:130] *= 1.2
+    plan = dependence(_flat(x), [95])
+    assert plan.floor_sd[0] > np.percentile(x, 95)  # the rank interval at n_eff reaches the stall
+    boot = resample_percentiles(_flat(x), [95], 500, np.random.default_rng(20), plan)[:, 0]
+    bare = dataclasses.replace(plan, widen=np.ones(1), floor_sd=np.zeros(1))
+    blocks = resample_percentiles(_flat(x), [95], 500, np.random.default_rng(20), bare)[:, 0]
+    assert boot.std(ddof=1) <= max(np.percentile(x, 95), blocks.std(ddof=1)) * 1.001

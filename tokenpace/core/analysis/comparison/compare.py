@@ -3,6 +3,7 @@ requests and between runs, verdicts against a practical threshold, the rank test
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ import numpy as np
 from tokenpace.core.analysis.evidence.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
 from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.ranktest import mann_whitney
-from tokenpace.core.analysis.evidence.runchange import Change, change, side_levels
+from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, change, side_levels
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, concurrent, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import (
@@ -23,8 +24,13 @@ from tokenpace.core.analysis.evidence.verdict import (
     enough_in_every_run,
 )
 from tokenpace.core.record import RequestRecord
+from tokenpace.core.stats import enough_samples, samples_needed
 
 DEFAULT_PERCENTILES = (50.0, 95.0, 99.0)
+# A run's half-to-half drift is one draw of how far its level wanders: a verdict resting on runs whose
+# dependence is not measured stands only where this many such drifts (both sides' together) cannot
+# carry the change across the threshold.
+DRIFT_REACH = 2.0
 DEFAULT_ALPHA = 0.05
 
 
@@ -49,6 +55,12 @@ class PercentileRow:
     # effective sample sizes: the requests worth as many independent ones (ITL: requests, not gaps)
     n_eff_a: float | None = None
     n_eff_b: float | None = None
+    # what each side's bootstrap resampled: "requests", "time blocks", or whole "user"s / "session"s
+    resampled_by_a: str | None = None
+    resampled_by_b: str | None = None
+    # why a verdict the interval alone would have made is undecided: too few effective requests, or
+    # a run whose requests moved together over much of it; and what would decide
+    dependence_note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in asdict(self).items() if k not in ("noise", "change")}
@@ -71,6 +83,8 @@ class MetricResult:
     rows: list[PercentileRow] = field(default_factory=list)
     n_eff_a: float | None = None  # at the median, whose row decides the metric
     n_eff_b: float | None = None
+    resampled_by_a: str | None = None
+    resampled_by_b: str | None = None
 
     def row(self, percentile: str) -> PercentileRow | None:
         return next((r for r in self.rows if r.percentile == percentile), None)
@@ -85,6 +99,8 @@ class MetricResult:
             "n_b": self.n_b,
             "n_eff_a": self.n_eff_a,
             "n_eff_b": self.n_eff_b,
+            "resampled_by_a": self.resampled_by_a,
+            "resampled_by_b": self.resampled_by_b,
             "rank_test_p": self.rank_p,
             "prob_b_greater": self.prob_b_greater,
             "verdict": self.verdict.value,
@@ -224,7 +240,11 @@ def compare_samples(
         result.rows = [row_from_estimate(metric, q, n_a, n_b, None, Verdict.TOO_FEW) for q in percentiles]
         return result
     rng = np.random.default_rng([seed, 7])
-    side_a, side_b = side_levels(runs_a, qs, resamples, rng), side_levels(runs_b, qs, resamples, rng)
+    # Interleaved in one window (arms), both sides share the host's stalls: no floor for episodes
+    # that move both alike.
+    floor = not same_window
+    side_a = side_levels(runs_a, qs, resamples, rng, floor)
+    side_b = side_levels(runs_b, qs, resamples, rng, floor)
     rows = {}
     for j, q in enumerate(qs):
         key = noise_key(metric, q)
@@ -238,6 +258,12 @@ def compare_samples(
         verdict = decide_interval(ch.rel_lo, ch.rel_hi, enough, info.higher_is_better, min_effect)
         rows[q] = row_from_change(metric, q, n_a, n_b, ch, verdict, noise)
         rows[q].n_eff_a, rows[q].n_eff_b = round(side_a.n_eff(j), 1), round(side_b.n_eff(j), 1)
+        rows[q].resampled_by_a, rows[q].resampled_by_b = side_a.resampled_by, side_b.resampled_by
+        note = dependence_caveat(q, j, side_a, side_b)
+        drift = DRIFT_REACH * (side_a.drift(j) + side_b.drift(j))
+        decided = verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE)
+        if note and decided and not beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect):
+            rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, note
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))
     if rank is not None:
@@ -245,7 +271,43 @@ def compare_samples(
         result.prob_b_greater = rank.prob_b_greater
     result.verdict = rows[50.0].verdict  # the median's: its interval counts the noise between runs
     result.n_eff_a, result.n_eff_b = rows[50.0].n_eff_a, rows[50.0].n_eff_b
+    result.resampled_by_a, result.resampled_by_b = side_a.resampled_by, side_b.resampled_by
     return result
+
+
+def beyond_drift(
+    ch: Change, drift: float, verdict: Verdict, higher_is_better: bool, min_effect: float
+) -> bool:
+    """Whether the change keeps its verdict moved either way by ``drift`` (log scale: DRIFT_REACH x
+    the sides' own half-to-half drifts): a difference the runs' drift cannot carry across the
+    threshold is decided however long their requests moved together."""
+    if ch.rel is None or not math.isfinite(drift):
+        return False
+    log_r = math.log1p(ch.rel)
+    lo, hi = math.expm1(log_r - drift), math.expm1(log_r + drift)
+    return decide_interval(lo, hi, True, higher_is_better, min_effect) is verdict
+
+
+def dependence_caveat(q: float, column: int, *sides: SideLevels) -> str | None:
+    """Why one percentile's verdict cannot rest on the sides' requests, counting how they moved
+    together: too few effective requests beyond it, or a single run whose dependence lasted too long
+    to be measured within it. None when neither."""
+    for name, side in zip("AB", sides, strict=True):
+        n, n_eff = float(sum(side.counts)), side.n_eff(column)
+        if side.runs == 1 and side.unidentified(column):
+            return (
+                f"side {name}'s requests moved together over much of its run (a trend, or waves as long "
+                f"as the run): the run cannot measure its own noise at {pct_name(q)}; more runs a side "
+                "(their spread is the noise) or a longer steady run would decide"
+            )
+        if not enough_samples(n_eff, q):
+            longer = samples_needed(q) * n / max(n_eff, 1.0)
+            return (
+                f"side {name} holds {n_eff:.0f} effective requests of {n:.0f} (requests moved together): "
+                f"too few beyond {pct_name(q)}; about {longer:.0f} requests at this dependence, or more "
+                "runs, would decide"
+            )
+    return None
 
 
 def compare_runs_records(

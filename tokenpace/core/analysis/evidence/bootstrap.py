@@ -52,7 +52,7 @@ def resample_percentiles(
     values = np.concatenate(groups)
     qs_arr = np.asarray(qs, dtype=np.float64)
     units = len(groups)
-    if samples.flat:
+    if all(len(g) == 1 for g in groups):
         batch = max(1, _BATCH_ELEMENTS // units)
         out = []
         for start in range(0, resamples, batch):
@@ -68,10 +68,22 @@ def resample_percentiles(
             counts = np.bincount(block_draws(units, plan.block, 1, rng)[0], minlength=units)
             drawn = np.repeat(values, counts[group_of])
             boot[i] = np.percentile(drawn, qs_arr) if len(drawn) else np.nan
-    if np.any(plan.widen > 1):
+    if np.any(plan.widen > 1) or np.any(plan.floor_sd > 0):
         centre = np.percentile(values, qs_arr)
-        boot = centre + (boot - centre) * plan.widen
+        boot = centre + (boot - centre) * _spread_factor(boot, plan, centre)
     return boot
+
+
+def _spread_factor(boot: np.ndarray, plan: Dependence, centre: np.ndarray) -> np.ndarray:
+    """Per percentile: widen by what blocks miss, and at least up to the plan's floor SD; the SD so
+    widened at most the level itself (more says only "anything from zero up", as one host stall far
+    past the percentile does, and an interval on the log scale cannot hold it)."""
+    raw = np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.zeros(len(plan.widen))
+    sd = raw * plan.widen
+    floor = np.where(sd > 0, plan.floor_sd / np.where(sd > 0, sd, 1.0), 1.0)
+    cap = np.where(raw > 0, np.abs(centre) / np.where(raw > 0, raw, 1.0), np.inf)
+    out: np.ndarray = np.minimum(plan.widen * np.maximum(1.0, floor), np.maximum(cap, 1.0))
+    return out
 
 
 def resamples_for(n_values: int, wanted: int) -> int:

@@ -4,13 +4,29 @@ Under a queue or a host stall, requests sent close together are slow together; r
 by one would treat a burst as many independent observations. The plan, per sample:
 
 - the serial dependence of each percentile: tau_q of the indicator "at or under P_q" along the
-  requests in send order (``core.stats.serial_correlation``; for ITL, each request's share of gaps
-  under it), and the effective sample size n / tau_q (for ITL: requests / tau_q);
+  requests in send order (for ITL, each request's share of gaps under it), the largest over the cut
+  levels the true P_q may sit at (``core.stats.band_correlation``), and the effective sample size
+  n / tau_q (for ITL: requests / tau_q);
 - the block length b = ceil(2 max tau_q) requests (1, the plain bootstrap, when max tau_q < 1.5),
   at most a quarter of the requests; blocks start anywhere and wrap around the end (circular);
 - the share of the dependence a block of b captures, 1 + 2 sum_k<b (1 - k/b) rho_k (Bartlett
   weights), against tau_q: each percentile's resampled spread around the sample's is widened by
-  sqrt(tau_q / captured) where blocks short of the dependence would understate it.
+  sqrt(tau_q / captured) where blocks short of the dependence would understate it;
+- a floor under that spread: the SD the distribution-free order-statistic interval at n_eff implies
+  (its width / 2 x 1.96). A tail percentile that rests on a few episodes (stalls) is resampled as
+  a handful of blocks whose spread understates it; the rank interval does not depend on its shape.
+  No floor where the percentile sits on a tie (``core.stats.near_constant``): there the ranks of a
+  few effective requests reach the run's outliers while the level itself barely moves.
+
+Where requests carry a user or session (``Samples.cluster``), the same is measured for whole
+clusters (``evidence.clusters.band_cluster_effect``); when it is the larger design effect, the plan
+resamples whole users or sessions instead of blocks of time, and ``by`` says which was used.
+
+A percentile whose window did not close within a quarter of the requests (``core.stats.
+window_closed``) is marked not ``identified``: its requests moved together over much of the run, and
+a verdict resting on that run alone is undecided (``comparison.compare``). So is every percentile
+where the median's window did not close: the bulk of the run drifting is no steady state whose tail
+one run could measure either.
 
 Independent requests get tau near 1, blocks of 1 and the plain bootstrap's intervals.
 """
@@ -23,23 +39,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenpace.core.analysis.evidence.clusters import band_cluster_effect
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import cut_indicator, serial_correlation
+from tokenpace.core.stats import (
+    band_correlation,
+    cut_indicator,
+    dependent_rank_bounds,
+    near_constant,
+    serial_correlation,
+    window_closed,
+)
 
 BLOCK_FROM_TAU = 2.0  # block length in units of the integrated autocorrelation time
 PLAIN_BELOW_TAU = 1.5  # below it, blocks of one request (the plain bootstrap)
 MIN_BLOCKS = 4  # a block is at most 1/MIN_BLOCKS of the requests
+_Z = 1.959964  # the 97.5 % normal quantile: the floor's interval is a 95 % one
 
 
 @dataclass(frozen=True, slots=True)
 class Dependence:
     """How one sample's requests move together, per asked percentile."""
 
-    groups: list[np.ndarray]  # the requests' values, in send order
-    taus: np.ndarray  # per percentile: variance inflation from serial dependence (>= 1)
+    groups: list[np.ndarray]  # the resampled units' values: requests in send order, or clusters
+    taus: np.ndarray  # per percentile: variance inflation from the dependence resampled (>= 1)
     widen: np.ndarray  # per percentile: spread factor for what blocks of ``block`` miss (>= 1)
     block: int  # requests per block
     n_eff: np.ndarray  # per percentile: effective sample size
+    floor_sd: np.ndarray  # per percentile: the least SD of its resampled values (0: none)
+    by: str = "requests"  # what is resampled: "requests", "time blocks", "user", "session"
+    identified: np.ndarray | None = None  # per percentile: the run itself identified its dependence
 
 
 def _captured(rho: np.ndarray, block: int) -> float:
@@ -48,10 +76,13 @@ def _captured(rho: np.ndarray, block: int) -> float:
 
 
 def _series(groups: list[np.ndarray], flat: bool, q: float, values: np.ndarray) -> np.ndarray:
+    """Per request: 1.0 at or under the values' q-th percentile, or (ITL) its share of gaps there."""
     if flat:
         return cut_indicator(values, q)
-    cut = np.percentile(values, q)
-    return np.array([float(np.mean(g <= cut)) for g in groups])
+    sizes = np.array([len(g) for g in groups])
+    under = (values <= np.percentile(values, q)).astype(np.float64)
+    out: np.ndarray = np.bincount(np.repeat(np.arange(len(groups)), sizes), weights=under) / sizes
+    return out
 
 
 def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
@@ -59,13 +90,47 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
     groups = samples.in_send_order()
     flat = samples.flat
     values = np.concatenate(groups) if groups else np.empty(0)
-    fits = [serial_correlation(_series(groups, flat, q, values)) for q in qs]
-    taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
     units = len(groups)
+    ordered = np.sort(values)
+    fits = [band_correlation(lambda c: _series(groups, flat, c, values), units, q, ordered) for q in qs]
+    taus = np.array([t for t, _ in fits]) if fits else np.ones(0)
+    base = len(values) if flat else units
+    keyed = samples.clusters_in_send_order()
+    if keyed is not None and len(qs):
+        kind, codes = keyed
+        deffs = np.array(
+            [band_cluster_effect(lambda c: _series(groups, flat, c, values), codes, q, ordered) for q in qs]
+        )
+        if float(np.max(deffs)) > max(1.0, float(np.max(taus))):
+            clusters = [
+                np.concatenate([groups[i] for i in np.nonzero(codes == c)[0]]) for c in np.unique(codes)
+            ]
+            floor = _floor_sd(ordered, qs, deffs)
+            known = np.ones(len(qs), dtype=bool)
+            return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known)
     block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
-    base = len(values) if flat else units
-    return Dependence(groups, taus, widen, block, base / np.maximum(taus, 1.0))
+    n_eff = base / np.maximum(taus, 1.0)
+    by = "time blocks" if block > 1 else "requests"
+    steady = window_closed(serial_correlation(_series(groups, flat, 50.0, values))[1], units)
+    known = np.array([steady and window_closed(rho, units) for _, rho in fits], dtype=bool)
+    return Dependence(groups, taus, widen, block, n_eff, _floor_sd(ordered, qs, taus), by, known)
+
+
+def _floor_sd(ordered: np.ndarray, qs: Sequence[float], deffs: np.ndarray) -> np.ndarray:
+    """Per percentile: the SD implied by its order-statistic interval at the sorted values' count /
+    deff (0 where independent, or where the percentile sits on a tie: ranks away from a near-constant
+    level reach the run's outliers, while the level itself barely moves)."""
+    n = len(ordered)
+    out = np.zeros(len(qs))
+    if n < 2:
+        return out
+    for j, q in enumerate(qs):
+        if deffs[j] <= 1 or near_constant(ordered, q):
+            continue
+        lo, hi = dependent_rank_bounds(n, q / 100, 0.025, float(deffs[j]))
+        out[j] = (ordered[hi] - ordered[lo]) / (2 * _Z)
+    return out
 
 
 def block_length(taus: np.ndarray | Sequence[float], units: int) -> int:

@@ -37,6 +37,22 @@ class SideLevels:
     ses: np.ndarray
     counts: list[int]
     n_effs: np.ndarray | None = None
+    by: list[str] = dataclasses.field(default_factory=list)  # per run: what its bootstrap resampled
+    identified: np.ndarray | None = None  # per run and percentile: the run identified its dependence
+    drifts: np.ndarray | None = None  # per run and percentile: |log| of its second half over its first
+
+    def drift(self, column: int) -> float:
+        """The largest drift of one percentile between a run's halves, over the side's runs (log)."""
+        return 0.0 if self.drifts is None else float(np.max(self.drifts[:, column]))
+
+    def unidentified(self, column: int) -> bool:
+        """Every run of the side left the percentile's dependence unidentified (see dependence)."""
+        return self.identified is not None and not bool(np.any(self.identified[:, column]))
+
+    @property
+    def resampled_by(self) -> str:
+        """What the side's runs were resampled by ("time blocks", "user", ...; several: joined)."""
+        return ", ".join(dict.fromkeys(self.by)) or "requests"
 
     def n_eff(self, column: int) -> float:
         """The side's effective sample size at one percentile: its runs' together."""
@@ -50,17 +66,42 @@ class SideLevels:
 
 
 def side_levels(
-    runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator
+    runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator, floor: bool = True
 ) -> SideLevels:
-    """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty."""
-    values, ses, n_effs = [], [], []
+    """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty.
+    ``floor``: the spread floored at the order-statistic interval's at n_eff (``dependence``); not
+    where both sides were measured interleaved in one window, whose stalls and queues they share."""
+    values, ses, n_effs, by, known = [], [], [], [], []
+    drifts = [half_drift(s, qs) for s in runs]
     for s in runs:
         values.append(np.percentile(s.values, qs))
         plan = dependence(s, qs)
+        plan = plan if floor else dataclasses.replace(plan, floor_sd=np.zeros(len(qs)))
         boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng, plan)
         ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
         n_effs.append(np.minimum(plan.n_eff, s.n))
-    return SideLevels(np.array(values), np.array(ses), [s.n for s in runs], np.array(n_effs))
+        by.append(plan.by)
+        known.append(plan.identified if plan.identified is not None else np.ones(len(qs), dtype=bool))
+    counts = [s.n for s in runs]
+    return SideLevels(
+        np.array(values), np.array(ses), counts, np.array(n_effs), by, np.array(known), np.array(drifts)
+    )
+
+
+def half_drift(s: Samples, qs: Sequence[float]) -> np.ndarray:
+    """Per percentile: |log(P_q of the run's second half / P_q of its first)|, halves in send order;
+    infinite where a half is empty or not positive (no drift measured: none to rely on)."""
+    groups = s.in_send_order()
+    mid = len(groups) // 2
+    if mid < 1:
+        return np.full(len(qs), np.inf)
+    first = np.percentile(np.concatenate(groups[:mid]), qs)
+    second = np.percentile(np.concatenate(groups[mid:]), qs)
+    ok = (first > 0) & (second > 0)
+    out: np.ndarray = np.where(
+        ok, np.abs(np.log(np.where(ok, second, 1.0) / np.where(ok, first, 1.0))), np.inf
+    )
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Only measured (non-warm-up), successful requests count, as in ``core.metrics.summarize``. ITL gaps
 are kept grouped by request: gaps of one stream are correlated, so resampling is over requests.
 Each group carries its request's send time: requests sent close in time move together (a queue, a
-stall), and the resampler draws them in blocks of time (``evidence.dependence``).
+stall), and the resampler draws them in blocks of time (``evidence.dependence``). Each group also
+carries its request's user or session (``cluster_key``), whose requests may move together instead.
 """
 
 from __future__ import annotations
@@ -45,11 +46,34 @@ class Samples:
     groups: list[np.ndarray]
     # send time (ns) of each group's request; None: the groups are already in send order
     sent_ns: np.ndarray | None = None
+    # each group's user or session ("" where the request had none); None: no such keys
+    cluster: list[str] | None = None
+
+    def _order(self) -> np.ndarray | None:
+        if self.sent_ns is None or len(self.sent_ns) != len(self.groups):
+            return None
+        out: np.ndarray = np.argsort(self.sent_ns, kind="stable")
+        return out
 
     def in_send_order(self) -> list[np.ndarray]:
-        if self.sent_ns is None or len(self.sent_ns) != len(self.groups):
-            return self.groups
-        return [self.groups[i] for i in np.argsort(self.sent_ns, kind="stable")]
+        order = self._order()
+        return self.groups if order is None else [self.groups[i] for i in order]
+
+    def clusters_in_send_order(self) -> tuple[str, np.ndarray] | None:
+        """(what the keys are, an integer id per group in send order), where some key is shared by
+        two or more groups; a group without one is a cluster of its own."""
+        if self.cluster is None or len(self.cluster) != len(self.groups) or not any(self.cluster):
+            return None
+        order = self._order()
+        keys = self.cluster if order is None else [self.cluster[i] for i in order]
+        named = sorted({k for k in keys if k})
+        if len(named) == sum(1 for k in keys if k):
+            return None  # every key once (a user per request): nothing moves together by key
+        ids = {k: i for i, k in enumerate(named)}
+        loose = iter(range(len(named), len(named) + len(keys)))
+        codes = np.array([ids[k] if k else next(loose) for k in keys], dtype=np.int64)
+        kind = " or ".join(sorted({k.split(":", 1)[0] for k in named}))
+        return kind, codes
 
     @property
     def values(self) -> np.ndarray:
@@ -67,14 +91,31 @@ class Samples:
         return all(len(g) == 1 for g in self.groups)
 
 
+def cluster_key(record: RequestRecord) -> str:
+    """The unit whose requests may move together: the gateway's user, else the workload's session
+    (its turns share a growing context), else a "session" label; "" when none."""
+    if user := record.labels.get("user"):
+        return f"user:{user}"
+    if record.session is not None:
+        return f"session:{record.session}"
+    if session := record.labels.get("session"):
+        return f"session:{session}"
+    return ""
+
+
 def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if not r.warmup and r.status is Status.OK]
 
 
 def _single(ok: Sequence[RequestRecord], values: Iterable[float | None]) -> Samples:
-    kept = [(r.sent_ns, v) for r, v in zip(ok, values, strict=True) if v is not None]
+    kept = [(r, v) for r, v in zip(ok, values, strict=True) if v is not None]
     groups = [np.array([v], dtype=np.float64) for _, v in kept]
-    return Samples(groups, np.array([t for t, _ in kept], dtype=np.int64))
+    return Samples(groups, np.array([r.sent_ns for r, _ in kept], dtype=np.int64), _keys(r for r, _ in kept))
+
+
+def _keys(records: Iterable[RequestRecord]) -> list[str] | None:
+    keys = [cluster_key(r) for r in records]
+    return keys if any(keys) else None
 
 
 def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
@@ -89,7 +130,11 @@ def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
     if metric == "throughput":
         return _single(ok, (None if not (tp := tpot_ns(r)) else 1e9 / tp for r in ok))
     if metric == "itl":
-        pairs = [(r.sent_ns, np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS) for r in ok]
-        kept = [(t, g) for t, g in pairs if len(g)]
-        return Samples([g for _, g in kept], np.array([t for t, _ in kept], dtype=np.int64))
+        pairs = [(r, np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS) for r in ok]
+        kept = [(r, g) for r, g in pairs if len(g)]
+        return Samples(
+            [g for _, g in kept],
+            np.array([r.sent_ns for r, _ in kept], dtype=np.int64),
+            _keys(r for r, _ in kept),
+        )
     raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")
