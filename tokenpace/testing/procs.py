@@ -49,6 +49,13 @@ def run_cli(
 
 NOT_VALID = 3  # a run the client itself called NOT VALID (it fell behind: a busy host)
 MEASURING = ("bench", "sweep")
+# A setup's runs are judged by their figures: a stall that could move a headline percentile out of
+# its interval still makes one NOT VALID, but on a busy test machine (two CPU-bound processes on two
+# cores) a low-concurrency step has 10-40 % of its requests held a few ms, past the 10 % a user's
+# run tolerates by default. A test's own subject never runs with this (BENCHMARKS.md, the client's
+# self-check on a busy host).
+STALL_TOLERANCE_ENV = "TOKENPACE_STALL_TOLERANCE"
+SETUP_STALL_TOLERANCE = "50%"
 
 
 def run_cli_measured(
@@ -58,9 +65,11 @@ def run_cli_measured(
     cwd: str | None = None,
     tries: int = 3,
 ) -> subprocess.CompletedProcess[str]:
-    """``run_cli``, but a bench or sweep that came out NOT VALID is measured again (up to ``tries``
-    times), as a user would before taking it as evidence; for a test's setup, never for the test's
-    own subject."""
+    """``run_cli`` for a test's setup, never for the test's own subject: a bench or sweep tolerates
+    stalls on ``SETUP_STALL_TOLERANCE`` of its requests (unless ``env`` names a tolerance), and one
+    that still came out NOT VALID is measured again (up to ``tries`` times), as a user would before
+    taking it as evidence."""
+    env = {STALL_TOLERANCE_ENV: SETUP_STALL_TOLERANCE} | (env or {})
     for _ in range(tries):
         r = run_cli(*args, env=env, timeout=timeout, cwd=cwd)
         if r.returncode != NOT_VALID or not args or args[0] not in MEASURING:
