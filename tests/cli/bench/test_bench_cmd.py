@@ -106,7 +106,6 @@ def test_bad_input_gives_one_clear_line_and_exit_2(args, message):
     assert "Traceback" not in p.stderr + p.stdout
 
 
-
 def test_the_stall_tolerance_default_comes_from_the_environment_and_the_flag_wins(threaded_server, tmp_path):
     """A CI runner sets it once for every run; a bad value is bad input like the flag's."""
     args = ("bench", "--url", threaded_server.url, "--model", "ok", "-n", "4", "--output-len", "4")
@@ -117,6 +116,7 @@ def test_the_stall_tolerance_default_comes_from_the_environment_and_the_flag_win
         assert json.loads(out.read_text())["summary"]["client"]["stalls"]["impact"]["tolerance"] == tolerance
     bad = run_cli(*args, "--no-store", env={"TOKENPACE_STALL_TOLERANCE": "most"}, timeout=60)
     assert bad.returncode == 2 and "'most': give a share" in bad.stderr and "Traceback" not in bad.stderr
+
 
 def test_ctrl_c_stops_the_run_and_still_writes_what_was_measured(threaded_server, tmp_path):
     out = tmp_path / "r.json"
