@@ -24,7 +24,9 @@ def _recorded(monkeypatch: pytest.MonkeyPatch, codes: list[int]) -> list[dict[st
     return calls
 
 
-def test_a_not_valid_bench_is_measured_again_ahead_of_its_neighbours_and_tolerating_stalls(monkeypatch):
+def test_a_not_valid_bench_is_measured_again_ahead_of_its_neighbours_and_tolerating_stalls(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     calls = _recorded(monkeypatch, [3, 3, 0])
     assert procs.run_cli_measured("bench", "-n", "20").returncode == 0
     assert len(calls) == 3
@@ -32,19 +34,19 @@ def test_a_not_valid_bench_is_measured_again_ahead_of_its_neighbours_and_tolerat
     assert all(c["env"][procs.STALL_TOLERANCE_ENV] == procs.SETUP_STALL_TOLERANCE for c in calls)
 
 
-def test_a_tolerance_the_caller_names_wins_and_tries_are_bounded(monkeypatch):
+def test_a_tolerance_the_caller_names_wins_and_tries_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _recorded(monkeypatch, [3, 3])
     r = procs.run_cli_measured("sweep", env={procs.STALL_TOLERANCE_ENV: "10%"}, tries=2)
     assert r.returncode == 3 and len(calls) == 2 and calls[0]["env"][procs.STALL_TOLERANCE_ENV] == "10%"
 
 
-def test_other_commands_run_once_and_as_they_are(monkeypatch):
+def test_other_commands_run_once_and_as_they_are(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _recorded(monkeypatch, [3])
     assert procs.run_cli_measured("check", "--run", "x").returncode == 3
     assert len(calls) == 1 and calls[0]["nice"] == 0
 
 
-def test_a_renice_the_host_refuses_leaves_the_child_running_as_it_is():
+def test_a_renice_the_host_refuses_leaves_the_child_running_as_it_is() -> None:
     # allowed (root with CAP_SYS_NICE): the child's niceness drops; refused: ignored, the child runs
     allowed = subprocess.run(
         [sys.executable, "-c", "import os; os.nice(-1)"], capture_output=True, timeout=60
@@ -53,7 +55,7 @@ def test_a_renice_the_host_refuses_leaves_the_child_running_as_it_is():
         [sys.executable, "-c", "import os; print(os.nice(0))"],
         capture_output=True,
         text=True,
-        preexec_fn=lambda: procs._renice(-1),
+        preexec_fn=lambda: procs.renice(-1),
         timeout=60,
     )
     assert done.returncode == 0, done.stderr

@@ -55,11 +55,11 @@ def run_cli(
         timeout=timeout,
         env=full_env,
         cwd=cwd,
-        preexec_fn=(lambda: _renice(nice)) if nice else None,
+        preexec_fn=(lambda: renice(nice)) if nice else None,
     )
 
 
-def _renice(by: int) -> None:
+def renice(by: int) -> None:
     """In the child before exec: one syscall, no lock taken. Refused (no CAP_SYS_NICE, as for most
     users but root): the child runs as it is."""
     with contextlib.suppress(OSError):
