@@ -3,6 +3,7 @@ run as a user runs it (real signals, real exit codes), and whether a process sti
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -38,17 +39,44 @@ def cli_command(*args: str) -> list[str]:
 
 
 def run_cli(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: str | None = None
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 120,
+    cwd: str | None = None,
+    nice: int = 0,
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``tokenpace ARGS`` in a child process; wide columns unless ``env`` says otherwise."""
+    """Run ``tokenpace ARGS`` in a child process; wide columns unless ``env`` says otherwise.
+    ``nice``: added to the child's niceness where the host allows it (lower: ahead of others)."""
     full_env = dict(os.environ) | {"COLUMNS": "200"} | (env or {})
     return subprocess.run(
-        cli_command(*args), capture_output=True, text=True, timeout=timeout, env=full_env, cwd=cwd
+        cli_command(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=cwd,
+        preexec_fn=(lambda: renice(nice)) if nice else None,
     )
+
+
+def renice(by: int) -> None:
+    """In the child before exec: one syscall, no lock taken. Refused (no CAP_SYS_NICE, as for most
+    users but root): the child runs as it is."""
+    with contextlib.suppress(OSError):
+        os.nice(by)
 
 
 NOT_VALID = 3  # a run the client itself called NOT VALID (it fell behind: a busy host)
 MEASURING = ("bench", "sweep")
+# A setup measures what a test then judges, so it measures as on a quieter host: ahead of CPU-bound
+# neighbours where the host allows (its simulator, a child, too), and judged by its figures: a stall
+# that could move a headline percentile out of its interval still makes it NOT VALID, but on a busy
+# test machine (two CPU-bound processes on two cores) a low-concurrency step has 10-60 % of its
+# requests held a few ms, past the 10 % a user's run tolerates by default. A test's own subject never
+# runs with these (BENCHMARKS.md, the client's self-check on a busy host).
+STALL_TOLERANCE_ENV = "TOKENPACE_STALL_TOLERANCE"
+SETUP_STALL_TOLERANCE = "50%"
+SETUP_NICE = -10
 
 
 def run_cli_measured(
@@ -58,12 +86,15 @@ def run_cli_measured(
     cwd: str | None = None,
     tries: int = 3,
 ) -> subprocess.CompletedProcess[str]:
-    """``run_cli``, but a bench or sweep that came out NOT VALID is measured again (up to ``tries``
-    times), as a user would before taking it as evidence; for a test's setup, never for the test's
-    own subject."""
+    """``run_cli`` for a test's setup, never for the test's own subject: a bench or sweep runs at
+    ``SETUP_NICE`` where allowed and tolerates stalls on ``SETUP_STALL_TOLERANCE`` of its requests
+    (unless ``env`` names a tolerance), and one that still came out NOT VALID is measured again (up to
+    ``tries`` times), as a user would before taking it as evidence."""
+    measuring = bool(args) and args[0] in MEASURING
+    env = {STALL_TOLERANCE_ENV: SETUP_STALL_TOLERANCE} | (env or {})
     for _ in range(tries):
-        r = run_cli(*args, env=env, timeout=timeout, cwd=cwd)
-        if r.returncode != NOT_VALID or not args or args[0] not in MEASURING:
+        r = run_cli(*args, env=env, timeout=timeout, cwd=cwd, nice=SETUP_NICE if measuring else 0)
+        if r.returncode != NOT_VALID or not measuring:
             return r
     return r
 

@@ -106,6 +106,18 @@ def test_bad_input_gives_one_clear_line_and_exit_2(args, message):
     assert "Traceback" not in p.stderr + p.stdout
 
 
+def test_the_stall_tolerance_default_comes_from_the_environment_and_the_flag_wins(threaded_server, tmp_path):
+    """A CI runner sets it once for every run; a bad value is bad input like the flag's."""
+    args = ("bench", "--url", threaded_server.url, "--model", "ok", "-n", "4", "--output-len", "4")
+    for env, flag, tolerance in (("30%", (), 0.3), ("30%", ("--stall-tolerance", "20%"), 0.2), ("", (), 0.1)):
+        out = tmp_path / f"{tolerance}.json"  # "": unset
+        p = run_cli(*args, *flag, "--out", str(out), "--no-store", env={"TOKENPACE_STALL_TOLERANCE": env})
+        assert p.returncode in FINISHED, p.stderr
+        assert json.loads(out.read_text())["summary"]["client"]["stalls"]["impact"]["tolerance"] == tolerance
+    bad = run_cli(*args, "--no-store", env={"TOKENPACE_STALL_TOLERANCE": "most"}, timeout=60)
+    assert bad.returncode == 2 and "'most': give a share" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_ctrl_c_stops_the_run_and_still_writes_what_was_measured(threaded_server, tmp_path):
     out = tmp_path / "r.json"
     proc = subprocess.Popen(

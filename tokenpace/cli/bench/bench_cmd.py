@@ -158,8 +158,10 @@ class VllmArgs(click.Command):
     "--stall-tolerance",
     default="10%",
     show_default=True,
-    help="Share of requests the client's own stalls may hold before the run is NOT VALID (a stall "
-    "that could move a headline percentile out of its 95% interval always is).",
+    envvar="TOKENPACE_STALL_TOLERANCE",
+    show_envvar=True,
+    help="Share of requests the client's own stalls may hold (over 3 ms each) before the run is NOT "
+    "VALID (a stall that could move a headline percentile out of its 95% interval always is).",
 )
 @click.option("--request-id-prefix", help="Prefix of each x-request-id (default tp-RUNID-).")
 @click.option(

@@ -3,7 +3,13 @@ stands unless the stalls could move a headline percentile out of its interval or
 
 from __future__ import annotations
 
-from tokenpace.core.analysis.diagnosis.client_stalls import HOLD_SLACK_NS, Stalls, request_holds, stall_impact
+from tokenpace.core.analysis.diagnosis.client_stalls import (
+    HOLD_SLACK_NS,
+    MIN_HELD_NS,
+    Stalls,
+    request_holds,
+    stall_impact,
+)
 from tokenpace.core.record import RequestRecord, Status
 
 MS = 1_000_000
@@ -137,8 +143,8 @@ def test_a_move_under_one_percent_is_no_move_even_past_a_degenerate_interval() -
     # every TPOT is 10 ms (an interval of [10, 10]); 0.5 ms off 8 first tokens lifts TPOT P99 by 0.6 %
     run = [_request(i, i * 1000.0) for i in range(600)]
     stalls = [(_first(r) - MS // 2, _first(r) + MS) for r in run[-8:]]
-    impact, _ = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
-    assert impact.held == 8 and not impact.moved
+    impact, holds = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
+    assert sum(1 for h in holds if h.added_ns) == 8 and not impact.moved
     bigger = [(_first(r) - 5 * MS, _first(r) + MS) for r in run[-8:]]  # 5.6 %: moved
     moved, _ = stall_impact({0: Stalls([a for a, _ in bigger], [b for _, b in bigger])}, run)
     assert [m.split(" from")[0] for m in moved.moved] == ["TPOT P99"]
@@ -155,3 +161,16 @@ def test_a_percentile_on_too_few_requests_is_no_figure_to_move() -> None:
     stall = Stalls([_first(r) - 400 * MS], [_first(r) + MS])
     impact, _ = stall_impact({0: stall}, run)
     assert impact.held == 1 and not impact.moved
+
+
+def test_a_hold_within_the_monitors_own_precision_is_not_counted_toward_the_share() -> None:
+    # 30 of 200 held (15 %): by 2.5 ms each, under the lateness the monitor does not call a stall, the
+    # run stands (the records still carry their holds); by 3.5 ms each, it is NOT VALID
+    run = _run()
+    for held_ms, valid in ((2.5, True), (3.5, False)):
+        stalls = [(_first(r) - int(held_ms * MS), _first(r) + MS) for r in run[:30]]
+        impact, holds = stall_impact({0: Stalls([a for a, _ in stalls], [b for _, b in stalls])}, run)
+        assert sum(1 for h in holds if h.added_ns) == 30
+        assert impact.held == (0 if valid else 30) and (not impact.reasons) == valid, impact.reasons
+        assert (held_ms * MS > MIN_HELD_NS) != valid
+    assert "each by over 3 ms" in impact.reasons[0]
