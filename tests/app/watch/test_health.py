@@ -96,3 +96,21 @@ def test_the_tolerance_sets_the_share_of_held_requests_allowed(monkeypatch) -> N
     result = _run(monkeypatch, lambda records: _on_ends(records[::2]), stall_tolerance=0.6)
     assert not any("tolerated" in r for r in result.invalid_reasons)
     assert result.to_dict()["summary"]["client"]["stalls"]["impact"]["tolerance"] == 0.6
+
+
+def _dispatch_reasons(lags_ms: list[float]) -> list[str]:
+    monitor = HealthMonitor()  # never started: no probes, no CPU, only the dispatch rule speaks
+    return [r for r in monitor.report(0, lags_ms, open_loop=True).invalid_reasons if "late" in r]
+
+
+def test_one_late_request_in_a_short_open_loop_step_is_not_the_load_sent_lower() -> None:
+    # 48 requests: the sample P99 is the latest one (8 ms), but one late of 48 does not show that
+    # more than 1 % of the load went out late
+    assert _dispatch_reasons([0.2] * 47 + [8.0]) == []
+
+
+def test_requests_late_beyond_one_percent_at_95_percent_make_the_run_not_valid() -> None:
+    [reason] = _dispatch_reasons([0.2] * 44 + [8.0] * 4)
+    assert "4 of 48 late" in reason and "lower than asked" in reason
+    # at 10,000 requests, 2 % late is beyond 1 % whatever the sampling
+    assert _dispatch_reasons([0.2] * 9_800 + [6.0] * 200)
