@@ -50,15 +50,25 @@ class Hostile:
     outcomes: Counter[str] = field(default_factory=Counter)
 
 
+LONG_NAME = b"m" * 250_000
+JSON = {"Content-Type": "application/json"}
+
+
+def chat_body(model: str, i: int) -> bytes:
+    """The request; a "names" lane's model is a new 250 KB name each time, joined from a prebuilt
+    buffer (a copy, not an encoding of 250 KB in the loop that also times the healthy lanes)."""
+    name = model.encode() if model != "names" else b"%d-" % i + LONG_NAME
+    return b'{"model":"' + name + b'","messages":[{"role":"user","content":"x"}],"stream":true}'
+
+
 async def http_lane(s: aiohttp.ClientSession, url: str, model: str, until: float, out: Hostile) -> None:
     i = 0
     while time.perf_counter() < until:
-        name = model if model != "names" else f"{i}-" + "m" * 250_000
+        body = chat_body(model, i)
         i += 1
-        chat = {"model": name, "messages": [{"role": "user", "content": "x"}], "stream": True}
         t0, tail = time.perf_counter(), b""
         try:
-            async with s.post(url + "/chat/completions", json=chat) as r:
+            async with s.post(url + "/chat/completions", data=body, headers=JSON) as r:
                 async for piece in r.content.iter_any():
                     tail = (tail + piece)[-64:]
         except aiohttp.ClientError:

@@ -4,13 +4,21 @@ request (and from an upstream's model list), and eight 250 KB names once made a 
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import aiohttp
+import pytest
 
 from tokenpace.core.record import RequestRecord
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.lifecycle.serve import RunningGateway
-from tokenpace.gateway.observability.prom import MAX_LABEL_BYTES, ModelLabels, bounded_label
+from tokenpace.gateway.observability import prom
+from tokenpace.gateway.observability.prom import (
+    HASH_ON_LOOP_CHARS,
+    MAX_LABEL_BYTES,
+    ModelLabels,
+    bounded_label,
+)
 from tokenpace.testing.scripted_server import Script, ScriptedServer
 
 
@@ -57,3 +65,20 @@ def test_eight_huge_model_names_make_a_small_metrics_page() -> None:
     assert max(len(line) for line in page.splitlines()) < 1024
     models = {r.labels["model"] for r in records}
     assert len(models) == 8 and all(len(m.encode()) <= MAX_LABEL_BYTES for m in models)
+
+
+def test_a_body_sized_name_is_bounded_off_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    threads: list[int] = []
+
+    def spy(value: str) -> str:
+        threads.append(threading.get_ident())
+        return bounded_label(value)
+
+    monkeypatch.setattr(prom, "bounded_label", spy)
+    long = "m" * (HASH_ON_LOOP_CHARS + 1)
+    got = asyncio.run(prom.model_label(long))
+    assert got == bounded_label(long) and threads and threading.get_ident() not in threads
+    threads.clear()
+    short = "m" * HASH_ON_LOOP_CHARS  # kept as it is: ModelLabels bounds it on the loop (cheap)
+    assert asyncio.run(prom.model_label(short)) == short and asyncio.run(prom.model_label(None)) is None
+    assert not threads

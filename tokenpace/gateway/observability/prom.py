@@ -7,6 +7,7 @@ wire.dialects.APIS), outcome. Never a user, key or path.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Callable, Iterable
 
@@ -54,6 +55,20 @@ def bounded_label(value: str) -> str:
     digest = hashlib.blake2b(raw, digest_size=_HASH_HEX // 2).hexdigest()
     head = raw[: MAX_LABEL_BYTES - _HASH_HEX - 1].decode("utf-8", "ignore")
     return f"{head}~{digest}"
+
+
+# A value longer than this (in characters) is bounded on a worker thread (``model_label``): its hash
+# grows with its size, up to the body limit (--max-body, 4 MiB: ~9 ms of blake2b), and blake2b lets
+# the loop run meanwhile (it releases the GIL on large buffers). Shorter: a few microseconds here.
+HASH_ON_LOOP_CHARS = 16 * 1024
+
+
+async def model_label(model: str | None) -> str | None:
+    """``bounded_label(model)`` (None stays None), a long value hashed off the loop; what a record's
+    ``ModelLabels`` then takes unchanged (a bounded value is its own bound)."""
+    if model is None or len(model) <= HASH_ON_LOOP_CHARS:
+        return model
+    return await asyncio.to_thread(bounded_label, model)
 
 
 class ModelLabels:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -46,6 +47,47 @@ def bearer_ok(request: web.Request, keys: Iterable[str]) -> bool:
     return ok
 
 
+# A rendered page is served again for REST x its render time (CPU) after it, when that was over
+# MIN_RENDER_S: the renderer is pure Python and holds the GIL throughout (~110 ms with 32 model
+# slots filled), so scrapes back to back would leave the loop only the interpreter's switch
+# intervals. Rendering then holds the GIL at most 1/(1 + REST) of the time, however many scrape.
+REST = 4
+MIN_RENDER_S = 0.010
+
+
+class RenderedPages:
+    """The latest page per content type; one render at a time, shared by the scrapes that wait."""
+
+    def __init__(self) -> None:
+        self.latest: dict[str, tuple[float, bytes]] = {}  # content type -> (served until, page)
+        self.rendering: dict[str, asyncio.Future[tuple[float, bytes]]] = {}  # one per content type
+
+    async def get(self, content_type: str, render: Callable[[], bytes]) -> bytes:
+        until, page = self.latest.get(content_type, (0.0, b""))
+        if time.monotonic() < until:
+            return page
+        running = self.rendering.get(content_type)
+        if running is None:
+            running = asyncio.ensure_future(asyncio.to_thread(_timed, render))
+            self.rendering[content_type] = running
+            running.add_done_callback(lambda f: self._done(content_type, f))
+        return (await asyncio.shield(running))[1]
+
+    def _done(self, content_type: str, fut: asyncio.Future[tuple[float, bytes]]) -> None:
+        del self.rendering[content_type]
+        if not fut.cancelled() and fut.exception() is None:
+            took, page = fut.result()
+            if took > MIN_RENDER_S:
+                self.latest[content_type] = (time.monotonic() + REST * took, page)
+
+
+def _timed(render: Callable[[], bytes]) -> tuple[float, bytes]:
+    """The page and the CPU time this thread spent rendering it."""
+    t0 = time.thread_time()
+    page = render()
+    return time.thread_time() - t0, page
+
+
 class AdminPages:
     def __init__(
         self,
@@ -68,6 +110,7 @@ class AdminPages:
         self.client_keys = client_keys
         self._upstreams = upstreams
         self.guard = guard  # the listener's guard counts the 401s
+        self.pages = RenderedPages()
 
     def add_to(self, app: web.Application) -> None:
         app.router.add_get("/metrics", self.prometheus)
@@ -86,7 +129,9 @@ class AdminPages:
         # ids). Rendered in a thread: tens of ms for a big registry, which on the loop would be
         # added to the TTFT of every stream in flight (the metrics take their own locks).
         encode, content_type = choose_encoder(request.headers.get("Accept", ""))
-        body = await asyncio.to_thread(encode, with_labels(exposed(self.registry), self.labels))
+        body = await self.pages.get(
+            content_type, lambda: encode(with_labels(exposed(self.registry), self.labels))
+        )
         resp = web.Response(body=body)
         resp.headers["Content-Type"] = content_type
         return resp

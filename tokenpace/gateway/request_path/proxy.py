@@ -39,7 +39,7 @@ from tokenpace.gateway.observability.arm_watch import COMPLAINT_EVENT
 from tokenpace.gateway.observability.engine_watch import EngineWatch
 from tokenpace.gateway.observability.hop_spans import HopTimes
 from tokenpace.gateway.observability.otlp import Traces, join_trace, with_traceparent
-from tokenpace.gateway.observability.prom import GatewayMetrics, GuardMetrics, ModelLabels
+from tokenpace.gateway.observability.prom import GatewayMetrics, GuardMetrics, ModelLabels, model_label
 from tokenpace.gateway.observability.ratelog import RateLimitedLog
 from tokenpace.gateway.observability.shadow_metrics import ShadowMetrics
 from tokenpace.gateway.operations.admin import AdminPages, bearer_ok, upstreams_view
@@ -253,7 +253,8 @@ class Gateway:
         upstream = self.router.choose(model, key)
         record, hops = None, None
         if dialect is not None:
-            record = self.new_record(request, upstream, dialect, model, key, start)
+            label = await model_label(model)  # a body-sized name is hashed off the loop
+            record = self.new_record(request, upstream, dialect, label, key, start)
             opened.append(record)  # from here a fault of ours is recorded (``handle``)
             shape = prompt_shape(parsed, self.config.keep_prompts)
             record.prompt_chars, record.prefix_hashes = shape.chars, list(shape.block_hashes)
