@@ -54,10 +54,13 @@ def test_check_until_decided_runs_the_candidate_again_only_while_undecided(tmp_p
     assert "UNDECIDED after 1 stored candidate run(s)" in one and "and 0 added" in one
     assert "to decide: ttft.p50: its always-valid interval" in one
     assert "candidate run" in one and ("more baseline run(s)" in one or "no number of baseline runs" in one)
-    # a budget of 4: runs added (at most 3), never a regression of the same server
+    # a budget of 4: runs added (at most 3) while candidate runs can decide, never a regression of the
+    # same server
     text = " ".join(again.stdout.split())
     assert again.returncode in (0, 5), (text[-2000:], again.stderr)
-    assert 1 <= runs_added <= 3 and f"and {runs_added} added" in text, text[-3000:]
+    assert runs_added <= 3 and f"and {runs_added} added" in text, text[-3000:]
+    if runs_added == 0:  # the 3-run baseline's own noise bound is what is too wide: said, not rerun
+        assert again.returncode == 5 and "the baseline side limits the decision" in text, text[-3000:]
     assert ("PASS after" in text) == (again.returncode == 0)
     # a true +50 %: the stored run decides alone, nothing is run
     stext = " ".join(slow.stdout.split())
