@@ -68,7 +68,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--custom-skip-chat-template",
         is_flag=True,
-        help="vLLM custom: send prompts as written (tokenpace always does; docs/vllm.md).",
+        help="vLLM custom: send prompts as written (tokenpace always does; docs/vllm-reference.md).",
     ),
     click.option("--sonnet-input-len", type=_TOKENS, help="vLLM sonnet: prompt tokens (default 550)."),
     click.option("--sonnet-output-len", type=_TOKENS, help="vLLM sonnet: output tokens (default 150)."),

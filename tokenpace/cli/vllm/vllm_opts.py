@@ -1,6 +1,6 @@
 """`vllm bench serve` flags accepted by `tokenpace bench` with vLLM's meaning (load, SLOs, result
 saving here; target and refusals in cli.vllm_target; datasets in cli.vllm_data), and ``--vllm-json``
-(the result with `--save-result` keys). docs/vllm.md maps every flag."""
+(the result with `--save-result` keys). docs/vllm-reference.md maps every flag."""
 
 from __future__ import annotations
 

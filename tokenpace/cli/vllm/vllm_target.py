@@ -1,7 +1,7 @@
 """`vllm bench serve`'s target, identity and HTTP flags on `tokenpace bench`, with vLLM's meaning:
 where the requests go (--base-url/--host/--port/--endpoint/--backend), which model name is sent
 (--served-model-name), the result label, headers and sampling, and the flags whose meaning tokenpace
-cannot honour, refused by name with the reason. docs/vllm.md lists every flag."""
+cannot honour, refused by name with the reason. docs/vllm-reference.md lists every flag."""
 
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option(
         "--tokenizer-mode",
         hidden=True,
-        help="vLLM: how its client loads the tokenizer; accepted, no effect here (docs/vllm.md).",
+        help="vLLM: how its client loads the tokenizer; accepted, no effect here (docs/vllm-reference.md).",
     ),
     click.option(
         "--trust-remote-code",
