@@ -207,6 +207,8 @@ def main() -> None:
     p.add_argument("--resamples", type=int, default=1000)
     p.add_argument("--dump", help="a folder for each rollout's arms JSON")
     a = p.parse_args()
+    if a.dump:
+        Path(a.dump).mkdir(parents=True, exist_ok=True)
     for s in a.scenarios.split(","):
         t = run_scenario(s, a)
         row = {"scenario": s, "rollouts": a.rollouts, **t.verdicts, "wrong": t.wrong}
