@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
@@ -15,12 +17,23 @@ from app.console.browser import needs_chromium, visit
 from app.rollout.arms_traffic import SESSION, store_rollout
 from tokenpace.adapters.store import Store, connect
 from tokenpace.app.console.server import build_app
+from tokenpace.app.rollout.arms import ArmsQuery, arms_report
+from tokenpace.core.analysis.rollout.guards import parse_guards
+from tokenpace.testing.procs import run_cli
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    s = connect(f"sqlite:///{tmp_path_factory.mktemp('rollouts') / 'runs.db'}")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rollouts") / "runs.db"
+    s = connect(f"sqlite:///{path}")
     store_rollout(s)
+    s.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(db: Path) -> Iterator[Store]:
+    s = connect(f"sqlite:///{db}")
     yield s
     s.close()
 
@@ -53,6 +66,29 @@ def test_the_json_twins_list_the_session_and_its_arms_over_time(store: Store) ->
     assert len(one["steps"]) == 2 and len(one["steps_table"]["rows"]) == 2
     assert {g["guard"] for s in one["steps"] for g in s["guards"]} == {"ttft.p95=+50%", "complaint=+5pp"}
     assert s3 == 404 and s4 == 400 and bad["error"].startswith("guard:")
+
+
+def test_each_steps_verdict_is_the_one_arms_gives_on_that_window(db: Path, store: Store) -> None:
+    text = "ttft.p95=+50%,e2e.p99=+50%,complaint=+5pp,error_rate=+1pp"
+    ((status, one),) = _get(store, f"/api/rollouts/{SESSION}?guard={quote(text)}")
+    assert status == 200 and len(one["steps"]) == 2
+    first, newest = one["steps"]
+    # the newest step is what `tokenpace arms` judges (since the split's last move), with its defaults
+    done = run_cli(
+        "arms", "--store", str(db), "--since", "1d", "--session", SESSION, "--guard", text, "--json"
+    )
+    assert done.returncode in (0, 1, 5) and "Traceback" not in done.stderr, done.stderr
+    cli = orjson.loads(done.stdout)
+    assert (newest["verdict"], newest["reason"], newest["reference"]) == (
+        cli["verdict"], cli["reason"], cli["reference"],
+    )  # fmt: skip
+    assert newest["guards"] == cli["guards"] and len(cli["guards"]) == 4  # the same intervals, to the digit
+    assert any(g["ci"] for g in cli["guards"])  # judged on measured intervals
+    # the step before the move: what arms gives on that window (the call the CLI makes)
+    query = ArmsQuery(first["since_unix"], first["until_unix"], tuple(parse_guards(text)), session=SESSION)
+    _, report = arms_report(store, query)
+    assert (first["verdict"], first["reason"]) == (report.verdict, report.reason)
+    assert first["guards"] == [g.to_dict() for g in report.guards]
 
 
 @needs_chromium

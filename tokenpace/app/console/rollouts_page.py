@@ -11,12 +11,12 @@ from typing import Any
 from tokenpace.adapters.report.arms_html import arms_figures, iso, steps_table
 from tokenpace.adapters.store import RunQuery, Store
 from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
+from tokenpace.app.rollout.arms import ArmsQuery
 from tokenpace.app.rollout.arms_timeline import arms_over_time
 from tokenpace.app.rollout.terms import parse_guards
 
 SCAN_MAX = 5000  # newest gateway runs read to list the sessions
 RUNS_MAX = 500  # runs of one session read (one per arm, config epoch and upstream)
-RESAMPLES = 400  # bootstrap resamples of each step's verdict (arms uses 1000 by default)
 
 
 def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -53,7 +53,8 @@ def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
         raise BadAsk(f"guard: {exc}") from None
     since = ask.when("since") or min(r.started_unix for r in found.runs)
     try:
-        over = arms_over_time(store, since, ask.when("until"), guards, session=session, resamples=RESAMPLES)
+        # arms' own defaults (alpha, resamples, seed): each step's verdict is the one ``arms`` gives
+        over = arms_over_time(store, ArmsQuery(since, ask.when("until"), tuple(guards), session=session))
     except ValueError as exc:
         raise NotFound(str(exc)) from None
     doc = over.to_dict()
