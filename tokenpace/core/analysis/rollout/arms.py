@@ -346,8 +346,8 @@ def analyse_arms(
     other arm; ``expected``: per unit (users, requests), the expected share of each arm when the
     window spans sessions with different splits; ``known_events``: every event name ever reported
     (default: those in ``events``); ``metrics``: the latency metrics compared between the arms
-    (``guarded_metrics``: only what the guards read, the same verdict). Raises ValueError on a reference or candidate with no arm, or
-    a guard on an event name nobody reported."""
+    (``guarded_metrics``: only what the guards read, the same verdict). Raises ValueError on a
+    reference or candidate with no arm, or a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
     known = ", ".join(order) or "none"
