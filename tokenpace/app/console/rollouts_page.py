@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.adapters.report.arms_html import arms_figures, iso, steps_table
-from tokenpace.adapters.store import RunInfo, RunQuery, Store
+from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
 from tokenpace.app.rollout.arms import ArmsQuery
 from tokenpace.app.rollout.arms_timeline import arms_over_time
@@ -43,8 +43,7 @@ def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
 
 def _session_runs(store: Store, ask: Ask) -> tuple[str, list[RunInfo]]:
     session = ask.path("session") or ask.text("session")  # the query's: report --arms, offline
-    found = store.page_runs(RunQuery(labels={"gateway_session": session}, kinds=("gateway",), limit=RUNS_MAX))
-    return session, found.runs
+    return session, store.list_runs({"kind": "gateway", "gateway_session": session}, limit=RUNS_MAX)
 
 
 def session_stamp(store: Store, ask: Ask) -> tuple[tuple[str, int], ...]:
