@@ -128,6 +128,7 @@ def test_comparing_only_the_guarded_metrics_gives_the_whole_reports_verdict_and_
     lean = analyse_arms(records, [], {"a": 1, "b": 1}, guards, resamples=200, seed=3, metrics=("ttft", "e2e"))
     assert [m.metric for m in whole.diffs[0].latency.metrics] == list(LATENCY)
     assert [m.metric for m in lean.diffs[0].latency.metrics] == ["ttft", "e2e"]
+    assert list(lean.arms[0].latency) == ["ttft", "e2e"] and list(whole.arms[0].latency) == list(LATENCY)
     assert (lean.verdict, lean.reason) == (whole.verdict, whole.reason)
     assert [g.to_dict() for g in lean.guards] == [g.to_dict() for g in whole.guards]
     for m in ("ttft", "e2e"):  # each metric drawn with its own seed: the same intervals

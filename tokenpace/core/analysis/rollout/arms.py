@@ -181,6 +181,7 @@ def arm_stats(
     names: Sequence[str],
     weight: float | None,
     alpha: float,
+    metrics: Sequence[str] = LATENCY,
 ) -> ArmStats:
     sent = [r for r in records if not r.warmup]
     request_ids = {r.request_id for r in sent}
@@ -195,7 +196,7 @@ def arm_stats(
         rates[name] = EventRates(
             len(mine), share(len(by_request), len(sent), alpha), share(len(by_user), len(users), alpha)
         )
-    latency = {m: describe(metric_samples(sent, m).values) for m in LATENCY}
+    latency = {m: describe(metric_samples(sent, m).values) for m in metrics}
     errors, cuts = share(failed, len(sent), alpha), share(cut, len(sent), alpha)
     return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates, arm_load(sent))
 
@@ -345,7 +346,7 @@ def analyse_arms(
     reference (the canary against its baseline; the other arms shown, not judged), else every
     other arm; ``expected``: per unit (users, requests), the expected share of each arm when the
     window spans sessions with different splits; ``known_events``: every event name ever reported
-    (default: those in ``events``); ``metrics``: the latency metrics compared between the arms
+    (default: those in ``events``); ``metrics``: the latency metrics described and compared
     (``guarded_metrics``: only what the guards read, the same verdict). Raises ValueError on a
     reference or candidate with no arm, or a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
@@ -362,7 +363,7 @@ def analyse_arms(
     check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
     guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
     names = sorted({e.event for e in joined} | guarded)
-    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
+    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha, metrics) for a in order}
     srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
     diffs = [
