@@ -12,7 +12,8 @@ printed the first answer's wall and CPU time, the repeats' median and P95, their
 (what an answer costs whatever else the host runs) and the answer's size.
 
 Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
-compare`` (seconds). Repeats of compare and history are answered from the console's cache.
+compare`` (seconds). Repeats of compare, history and a rollout are answered from the console's
+cache. ``--only /rollouts/``: only the pages whose path holds it (after the store is built).
 
     .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """
