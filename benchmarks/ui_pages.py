@@ -12,7 +12,8 @@ printed the first answer's wall and CPU time, the repeats' median and P95, their
 (what an answer costs whatever else the host runs) and the answer's size.
 
 Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
-compare`` (seconds). Repeats of compare and history are answered from the console's cache.
+compare`` (seconds). Repeats of compare, history and a rollout are answered from the console's
+cache. ``--only /rollouts/``: only the pages whose path holds it (after the store is built).
 
     .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """
@@ -213,6 +214,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--repeats", type=int, default=10)
     ap.add_argument("--arm-records", type=int, default=2000, help="records of each gateway arm")
+    ap.add_argument("--only", default="", help="only the pages whose path holds this, e.g. /rollouts/")
     args = ap.parse_args()
     if not args.store.exists():
         t0 = time.perf_counter()
@@ -236,8 +238,9 @@ def main() -> None:
         f"/api/history?run={newest}", "/history?label=test=t3&metric=e2e.p99",
         f"/compare?a={a1}&b={b}", f"/api/compare?a={a2}&b={b}", f"/compare?a={a1}&b={b}&exact=1",
         "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}",
-        f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25",
+        f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25", f"/rollouts/{SESSION}?guard=ttft.p95=%2B20%25",
     ]  # fmt: skip
+    paths = [p for p in paths if args.only in p]
     results = asyncio.run(measure(store, paths, args.repeats))
     print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
     for path, first, first_cpu, times, cpu, size in results:

@@ -13,6 +13,7 @@ from app.rollout.arms_traffic import store_rollout
 from adapters.test_report_browser import CHROMIUM, open_in_chromium
 from tokenpace.adapters.report.arms_html import render_arms_html
 from tokenpace.adapters.store import connect
+from tokenpace.app.rollout.arms import ArmsQuery
 from tokenpace.app.rollout.arms_timeline import arms_over_time
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
@@ -27,7 +28,7 @@ PROBE = (
 def test_the_arms_page_draws_the_stored_shares_with_no_error(tmp_path: Path) -> None:
     store = connect(str(tmp_path / "runs.db"))
     started = store_rollout(store)
-    doc = arms_over_time(store, started, resamples=50).to_dict()
+    doc = arms_over_time(store, ArmsQuery(started, resamples=50)).to_dict()
     page = tmp_path / "arms.html"
     page.write_text(render_arms_html(json.loads(json.dumps(doc))), encoding="utf-8")
     out = asyncio.run(open_in_chromium(page, tmp_path / "arms.png", extra=PROBE))

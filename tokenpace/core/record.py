@@ -172,7 +172,11 @@ class RequestRecord:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
-        names = {f.name for f in fields(cls)}
-        kwargs = {k: v for k, v in data.items() if k in names}
+        # Keyword names as the class's own string objects: a decoder's fresh keys would be matched
+        # by comparing strings, not identity, the most of a stored record's decoding time.
+        kwargs = {_FIELD_NAMES[k]: v for k, v in data.items() if k in _FIELD_NAMES}
         kwargs["status"] = Status(kwargs.get("status", "ok"))
         return cls(**kwargs)
+
+
+_FIELD_NAMES = {f.name: f.name for f in fields(RequestRecord)}

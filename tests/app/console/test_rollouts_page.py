@@ -1,26 +1,45 @@
 """The gateway sessions and rollouts pages over a rollout a real gateway stored (a split moved live,
 complaints reported): the session listed, its arms over time and each step's verdict in the JSON
-twin, 404 and 400; in Chromium, no console error and the charts hold the stored points."""
+twin (the verdict `tokenpace arms` gives on that step), 404 and 400; the answer kept until the
+session gains records; in Chromium, no console error and the charts hold the stored points."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import quote
 
+import orjson
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from app.console.browser import needs_chromium, visit
 from app.rollout.arms_traffic import SESSION, store_rollout
 from tokenpace.adapters.store import Store, connect
-from tokenpace.app.console.server import build_app
+from tokenpace.app.console.page import Ask
+from tokenpace.app.console.rollouts_page import rollout_data
+from tokenpace.app.console.routes import PAGES
+from tokenpace.app.console.server import Console, build_app
+from tokenpace.app.rollout.arms import ArmsQuery, arms_report
+from tokenpace.core.analysis.rollout.guards import parse_guards
+from tokenpace.testing.procs import run_cli
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
-    s = connect(f"sqlite:///{tmp_path_factory.mktemp('rollouts') / 'runs.db'}")
+def db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("rollouts") / "runs.db"
+    s = connect(f"sqlite:///{path}")
     store_rollout(s)
+    s.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def store(db: Path) -> Iterator[Store]:
+    s = connect(f"sqlite:///{db}")
     yield s
     s.close()
 
@@ -55,6 +74,29 @@ def test_the_json_twins_list_the_session_and_its_arms_over_time(store: Store) ->
     assert s3 == 404 and s4 == 400 and bad["error"].startswith("guard:")
 
 
+def test_each_steps_verdict_is_the_one_arms_gives_on_that_window(db: Path, store: Store) -> None:
+    text = "ttft.p95=+50%,e2e.p99=+50%,complaint=+5pp,error_rate=+1pp"
+    ((status, one),) = _get(store, f"/api/rollouts/{SESSION}?guard={quote(text)}")
+    assert status == 200 and len(one["steps"]) == 2
+    first, newest = one["steps"]
+    # the newest step is what `tokenpace arms` judges (since the split's last move), with its defaults
+    done = run_cli(
+        "arms", "--store", str(db), "--since", "1d", "--session", SESSION, "--guard", text, "--json"
+    )
+    assert done.returncode in (0, 1, 5) and "Traceback" not in done.stderr, done.stderr
+    cli = orjson.loads(done.stdout)
+    assert (newest["verdict"], newest["reason"], newest["reference"]) == (
+        cli["verdict"], cli["reason"], cli["reference"],
+    )  # fmt: skip
+    assert newest["guards"] == cli["guards"] and len(cli["guards"]) == 4  # the same intervals, to the digit
+    assert any(g["ci"] for g in cli["guards"])  # judged on measured intervals
+    # the step before the move: what arms gives on that window (the call the CLI makes)
+    query = ArmsQuery(first["since_unix"], first["until_unix"], tuple(parse_guards(text)), session=SESSION)
+    _, report = arms_report(store, query)
+    assert (first["verdict"], first["reason"]) == (report.verdict, report.reason)
+    assert first["guards"] == [g.to_dict() for g in report.guards]
+
+
 @needs_chromium
 def test_the_rollout_page_draws_the_stored_points_with_no_error(store: Store) -> None:
     probe = (
@@ -79,3 +121,25 @@ def test_the_rollout_page_draws_the_stored_points_with_no_error(store: Store) ->
         drawn = {t["name"]: t["y"] for t in charts[title]["traces"]}
         assert drawn == {arm: s[key] for arm, s in one["timeline"]["arms"].items()}, title
         assert charts[title]["shapes"] == 1  # the split's move, marked
+
+
+def test_the_rollout_answer_is_kept_until_the_session_gains_records(db: Path, tmp_path: Path) -> None:
+    shutil.copy(db, tmp_path / "runs.db")
+    store = connect(f"sqlite:///{tmp_path / 'runs.db'}")
+    calls: list[int] = []
+
+    def counted(store: Store, ask: Ask) -> dict:
+        calls.append(1)
+        return rollout_data(store, ask)
+
+    page = dataclasses.replace(next(p for p in PAGES if p.name == "rollout"), data=counted)
+    console = Console(store)
+    first = console._answer(page, Ask([], {"session": SESSION}), api=True)
+    assert console._answer(page, Ask([], {"session": SESSION}), api=False) and len(calls) == 1  # kept
+    run = store.list_runs({"gateway_session": SESSION, "arm": "b"})[0]  # a running gateway appends
+    late = dataclasses.replace(store.load_records(run.id)[-1], request_id="late")
+    store.append_records(run.id, [late], run.record_count)
+    again = orjson.loads(console._answer(page, Ask([], {"session": SESSION}), api=True))
+    assert len(calls) == 2 and again != orjson.loads(first)
+    assert sum(sum(a["requests"]) for a in again["timeline"]["arms"].values()) == 401
+    store.close()

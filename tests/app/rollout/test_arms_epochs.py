@@ -11,7 +11,7 @@ from pathlib import Path
 import aiohttp
 
 from tokenpace.adapters.store import connect
-from tokenpace.app.rollout.arms import arms_report, change_lines
+from tokenpace.app.rollout.arms import ArmsQuery, arms_report, change_lines
 from tokenpace.core.analysis.rollout.guards import parse_guards
 from tokenpace.gateway.config.config import GatewayConfig, parse_upstream
 from tokenpace.gateway.lifecycle.serve import RunningGateway
@@ -58,7 +58,8 @@ def test_each_epoch_is_stored_apart_and_arms_judges_since_the_last_move(tmp_path
     assert sum(r.record_count for r in runs) == 400
     (change,) = store.load_config_changes(started)
     assert change.session == "sess1" and change.epoch == 1 and "a test" in change.who
-    window, report = arms_report(store, started, guards=parse_guards("ttft.p95=+50%"), resamples=50)
+    query = ArmsQuery(started, guards=tuple(parse_guards("ttft.p95=+50%")), resamples=50)
+    window, report = arms_report(store, query)
     assert window.weights == {"a": 50, "b": 50}  # the epoch judged is the newest
     assert sum(len(v) for v in window.records.values()) == 200  # only the traffic since the move
     assert (

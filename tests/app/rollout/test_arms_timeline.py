@@ -11,7 +11,7 @@ import pytest
 
 from app.rollout.arms_traffic import SESSION, store_rollout
 from tokenpace.adapters.store import connect
-from tokenpace.app.rollout.arms import load_window
+from tokenpace.app.rollout.arms import ArmsQuery, load_window
 from tokenpace.app.rollout.arms_timeline import arms_over_time, write_arms_html
 from tokenpace.core.analysis.rollout.guards import parse_guards
 from tokenpace.testing.procs import run_cli
@@ -27,7 +27,9 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, float]:
 def test_every_stored_request_is_in_a_bucket_and_the_change_is_a_marker(rollout) -> None:
     path, started = rollout
     store = connect(str(path))
-    doc = arms_over_time(store, started, guards=parse_guards("ttft.p95=+50%"), resamples=50).to_dict()
+    doc = arms_over_time(
+        store, ArmsQuery(started, guards=tuple(parse_guards("ttft.p95=+50%")), resamples=50)
+    ).to_dict()
     timeline = doc["timeline"]
     arms = timeline["arms"]
     assert set(arms) == {"a", "b"}
@@ -35,7 +37,7 @@ def test_every_stored_request_is_in_a_bucket_and_the_change_is_a_marker(rollout)
     (change,) = timeline["changes"]
     assert change["epoch"] == 1 and change["split_after"] == {"a": 50.0, "b": 50.0}
     # the shares drawn are the stored records' own, bucket by bucket
-    window = load_window(store, started)
+    window = load_window(store, ArmsQuery(started))
     width, start = timeline["bucket_s"], timeline["start_unix"]
     for arm, times in window.sent_unix.items():
         counts = [0] * len(timeline["t"])
@@ -54,7 +56,7 @@ def test_every_stored_request_is_in_a_bucket_and_the_change_is_a_marker(rollout)
 def test_an_empty_window_is_one_clear_line(tmp_path: Path) -> None:
     store = connect(str(tmp_path / "runs.db"))
     with pytest.raises(ValueError, match="no gateway traffic stored in this window"):
-        arms_over_time(store, 0.0)
+        arms_over_time(store, ArmsQuery(0.0))
 
 
 def test_arms_html_writes_one_offline_page(rollout, tmp_path: Path) -> None:
@@ -75,7 +77,7 @@ def test_arms_html_writes_one_offline_page(rollout, tmp_path: Path) -> None:
 
 def test_write_arms_html_refuses_a_folder(rollout, tmp_path: Path) -> None:
     path, started = rollout
-    doc = arms_over_time(connect(str(path)), started, resamples=50).to_dict()
+    doc = arms_over_time(connect(str(path)), ArmsQuery(started, resamples=50)).to_dict()
     with pytest.raises(Exception, match="--html"):
         write_arms_html(tmp_path, doc)
 

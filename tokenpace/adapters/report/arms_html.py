@@ -5,6 +5,8 @@ The figures are plain plotly (also drawn by the web console's rollout page)."""
 
 from __future__ import annotations
 
+import copy
+import functools
 import html
 from datetime import datetime, timezone
 from typing import Any
@@ -43,24 +45,34 @@ def _markers(fig: go.Figure, timeline: dict[str, Any]) -> None:
         )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=1)
+def _base_layout() -> dict[str, Any]:
+    """LAYOUT (its template) as plotly validated it, once: plotly validates and copies the template
+    again for every figure otherwise, most of the time drawing these figures takes."""
+    layout: dict[str, Any] = go.Layout(**LAYOUT).to_plotly_json()
+    return layout
+
+
+def _figure(title: str, yaxis: str) -> go.Figure:
+    layout = copy.deepcopy(_base_layout())
+    layout |= {"title": {"text": title}, "xaxis": {"title": {"text": "time (UTC)"}}}
+    layout["yaxis"] = {"title": {"text": yaxis}}
+    return go.Figure(layout=layout, _validate=False)  # the layout validated once; each trace as made
+
+
 def arms_figures(timeline: dict[str, Any]) -> list[go.Figure]:
     """One figure per panel, a line per arm (per arm and event for business events)."""
     xs = [iso(t) for t in timeline["t"]]
     figs = []
     for title, key, yaxis, tickformat in _PANELS:
-        fig = go.Figure()
-        fig.update_layout(title=title, xaxis_title="time (UTC)", yaxis_title=yaxis, **LAYOUT)
+        fig = _figure(title, yaxis)
         if tickformat:
             fig.update_yaxes(tickformat=tickformat)
         for arm, series in timeline["arms"].items():
             fig.add_trace(go.Scatter(x=xs, y=series[key], name=arm, mode="lines+markers", connectgaps=False))
         _markers(fig, timeline)
         figs.append(fig)
-    events = go.Figure()
-    events.update_layout(
-        title="Business events per request by arm", xaxis_title="time (UTC)", yaxis_title="per request",
-        **LAYOUT,
-    )  # fmt: skip
+    events = _figure("Business events per request by arm", "per request")
     for arm, series in timeline["arms"].items():
         for name, ys in series["events"].items():
             events.add_trace(go.Scatter(x=xs, y=ys, name=f"{name} {arm}", mode="lines+markers"))

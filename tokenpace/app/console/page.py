@@ -113,6 +113,7 @@ def _bounded(name: str, value: str) -> str:
 
 DataFn = Callable[[Store, Ask], dict[str, Any]]
 ChartsFn = Callable[[dict[str, Any]], list[Chart]]
+StampFn = Callable[[Store, Ask], Any]
 
 
 def no_charts(data: dict[str, Any]) -> list[Chart]:
@@ -124,7 +125,8 @@ class Page:
     """``GET path`` renders ``template`` with ``data(store, ask)`` and ``charts(data)``; ``GET
     /api`` + ``path`` answers ``data(store, ask)`` as JSON. ``title`` names it in the menu ("" keeps
     it out: a page reached by a link, such as one run). ``cached``: answers are kept (a few, until the
-    store gains or loses a run) for a page whose statistics take seconds."""
+    store gains or loses a run) for a page whose statistics take seconds; ``stamp(store, ask)``: what
+    else a kept answer depends on (a live gateway session's records), asked before each answer."""
 
     name: str
     path: str
@@ -133,3 +135,4 @@ class Page:
     title: str = ""
     charts: ChartsFn = field(default=no_charts)
     cached: bool = False
+    stamp: StampFn | None = None

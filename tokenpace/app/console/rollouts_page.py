@@ -9,14 +9,14 @@ from __future__ import annotations
 from typing import Any
 
 from tokenpace.adapters.report.arms_html import arms_figures, iso, steps_table
-from tokenpace.adapters.store import RunQuery, Store
+from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
+from tokenpace.app.rollout.arms import ArmsQuery
 from tokenpace.app.rollout.arms_timeline import arms_over_time
 from tokenpace.app.rollout.terms import parse_guards
 
 SCAN_MAX = 5000  # newest gateway runs read to list the sessions
 RUNS_MAX = 500  # runs of one session read (one per arm, config epoch and upstream)
-RESAMPLES = 400  # bootstrap resamples of each step's verdict (arms uses 1000 by default)
 
 
 def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -41,19 +41,30 @@ def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
     return {"sessions": rows}
 
 
-def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
+def _session_runs(store: Store, ask: Ask) -> tuple[str, list[RunInfo]]:
     session = ask.path("session") or ask.text("session")  # the query's: report --arms, offline
-    found = store.page_runs(RunQuery(labels={"gateway_session": session}, kinds=("gateway",), limit=RUNS_MAX))
-    if not found.runs:
+    return session, store.list_runs({"kind": "gateway", "gateway_session": session}, limit=RUNS_MAX)
+
+
+def session_stamp(store: Store, ask: Ask) -> tuple[tuple[str, int], ...]:
+    """What a kept answer depends on besides the store's runs: the session's records so far (a
+    running gateway appends to its runs)."""
+    return tuple((r.id, r.record_count) for r in _session_runs(store, ask)[1])
+
+
+def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
+    session, runs = _session_runs(store, ask)
+    if not runs:
         raise NotFound(f"no stored gateway session {session!r}")
     guard_text = ask.text("guard")
     try:
         guards = parse_guards(guard_text) if guard_text else []
     except ValueError as exc:
         raise BadAsk(f"guard: {exc}") from None
-    since = ask.when("since") or min(r.started_unix for r in found.runs)
+    since = ask.when("since") or min(r.started_unix for r in runs)
     try:
-        over = arms_over_time(store, since, ask.when("until"), guards, session=session, resamples=RESAMPLES)
+        # arms' own defaults (alpha, resamples, seed): each step's verdict is the one ``arms`` gives
+        over = arms_over_time(store, ArmsQuery(since, ask.when("until"), tuple(guards), session=session))
     except ValueError as exc:
         raise NotFound(str(exc)) from None
     doc = over.to_dict()

@@ -7,7 +7,7 @@ from tokenpace.app.console.history_chart import history_charts
 from tokenpace.app.console.history_page import history_data
 from tokenpace.app.console.live_page import live_data, live_run_charts, live_run_data
 from tokenpace.app.console.page import Page
-from tokenpace.app.console.rollouts_page import rollout_charts, rollout_data, sessions_data
+from tokenpace.app.console.rollouts_page import rollout_charts, rollout_data, session_stamp, sessions_data
 from tokenpace.app.console.run_page import run_charts, run_data
 from tokenpace.app.console.runs_page import runs_data
 from tokenpace.app.console.sweeps_page import sweep_charts, sweep_data, sweeps_data
@@ -22,5 +22,14 @@ PAGES: list[Page] = [
     Page("sweeps", "/sweeps", "sweeps.html", sweeps_data, "Sweeps"),
     Page("sweep", "/sweeps/{sweep_id}", "sweep.html", sweep_data, "", sweep_charts),
     Page("rollouts", "/rollouts", "rollouts.html", sessions_data, "Gateway"),
-    Page("rollout", "/rollouts/{session}", "rollout.html", rollout_data, "", rollout_charts),
+    Page(
+        "rollout",
+        "/rollouts/{session}",
+        "rollout.html",
+        rollout_data,
+        "",
+        rollout_charts,
+        cached=True,
+        stamp=session_stamp,
+    ),
 ]

@@ -1,7 +1,8 @@
 """The console's aiohttp server: each page at its path (HTML) and under /api (JSON), static files,
 access and headers (``access``). The store is read in worker threads, ``WORKERS`` at a time, with
 at most ``QUEUE_MAX`` requests waiting (more: 503); no answer is larger than ``RESPONSE_MAX``; the
-pages that cache keep ``CACHE_MAX`` answers, dropped once a run is added or deleted."""
+pages that cache keep ``CACHE_MAX`` answers, dropped once a run is added or deleted (or what the
+page's ``stamp`` says it depends on changes)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from tokenpace.app.console.routes import PAGES
 from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 
 WORKERS = 4  # pages computed at once (threads reading the store)
-CACHE_MAX = 64  # answers kept (JSON and HTML) of the pages that cache (compare, history)
+CACHE_MAX = 64  # answers kept (JSON and HTML) of the pages that cache (compare, history, rollout)
 CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
@@ -79,7 +80,7 @@ class Console:
         if not page.cached:
             data = page.data(self.store, ask)
             return _json(data) if api else _html(page, data)
-        key = (page.name, ask.key(), self._state())
+        key = (page.name, ask.key(), self._state(), page.stamp(self.store, ask) if page.stamp else None)
         now = time.monotonic()
         with self.cache_lock:
             hit = self.cache.get(key)

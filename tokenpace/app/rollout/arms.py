@@ -5,20 +5,40 @@ upstream), keeps the records sent within the window (each record's time from its
 anchor; the window starts no earlier than the split's last live change, so each step of a rollout
 is judged on its own, in one gateway session), the outcome events received within it, and the
 split each epoch was configured with; the analysis is ``tokenpace.core.analysis.rollout.arms``.
+The window is read once (``read_traffic``); a step of it is cut from what was read (``cut``), so
+the timeline and every step's verdict (``arms_timeline``) cost one read of the session.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from tokenpace.adapters.store import RunInfo, Store
-from tokenpace.core.analysis.rollout.arms import ArmsReport, analyse_arms
+from tokenpace.core.analysis.rollout.arms import LATENCY, ArmsReport, analyse_arms, guarded_metrics
 from tokenpace.core.analysis.rollout.guards import Guard
 from tokenpace.core.events import ConfigChange, OutcomeEvent
 from tokenpace.core.record import RequestRecord
+
+
+@dataclass(frozen=True, slots=True)
+class ArmsQuery:
+    """What ``tokenpace arms`` judges (the console's rollout page and ``report --arms`` ask the same):
+    the window, which traffic, the guard rails, and the bootstrap behind the intervals.
+    ``fleet``: only the replicas of that fleet (all of them), else every gateway session;
+    ``candidate``: the one arm judged against ``reference`` (a canary against its baseline)."""
+
+    since_unix: float
+    until_unix: float | None = None
+    guards: tuple[Guard, ...] = ()
+    reference: str | None = None
+    session: str | None = None
+    alpha: float = 0.05
+    resamples: int = 1000
+    seed: int = 0
+    fleet: str | None = None
+    candidate: str | None = None
 
 
 @dataclass(slots=True)
@@ -32,6 +52,25 @@ class ArmsWindow:
     expected: dict[str, dict[str, float]] = field(default_factory=dict)  # unit -> arm -> share
     warnings: list[str] = field(default_factory=list)
     sent_unix: dict[str, list[float]] = field(default_factory=dict)  # by arm, beside ``records``
+
+
+@dataclass(slots=True)
+class StoredRun:
+    info: RunInfo
+    sent_unix: list[float]  # beside ``records``
+    records: list[RequestRecord]  # measured (no warm-up), sent within the query's window, in order
+
+
+@dataclass(slots=True)
+class Traffic:
+    """A query's window as stored, read once: each gateway run's records sent within it (newest run
+    first), the outcome events and configuration changes within it, every event name known."""
+
+    query: ArmsQuery
+    runs: list[StoredRun]
+    events: list[OutcomeEvent]
+    changes: list[ConfigChange]
+    event_names: list[str]
 
 
 def _sent_unix(rec: RequestRecord, clock: dict[str, Any]) -> float | None:
@@ -57,34 +96,55 @@ def _ramping(run: RunInfo, since_unix: float) -> list[str]:
     ]
 
 
-def load_window(
-    store: Store,
-    since_unix: float,
-    until_unix: float | None = None,
-    session: str | None = None,
-    fleet: str | None = None,
-) -> ArmsWindow:
-    where = {"kind": "gateway", "source": "gateway", **({"gateway_session": session} if session else {})}
-    if fleet:  # every replica's session of that fleet
-        where["gateway_fleet"] = fleet
-    window = ArmsWindow(since_unix, until_unix)
-    # a session's config epoch (its split) -> arm -> users, requests
-    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}
-    splits: dict[str, dict[str, float]] = {}
-    ramping: set[str] = set()
+def _within(t: float, since_unix: float, until_unix: float | None) -> bool:
+    return t >= since_unix and (until_unix is None or t < until_unix)
+
+
+def _outside(run: RunInfo, since_unix: float, until_unix: float | None) -> bool:
+    """Stored for the last time before the window, or started after it."""
+    return run.stored_unix < since_unix or (until_unix is not None and run.started_unix >= until_unix)
+
+
+def read_traffic(store: Store, query: ArmsQuery) -> Traffic:
+    """The one read of the store behind a report, a timeline and its steps."""
+    since, until = query.since_unix, query.until_unix
+    where = {"kind": "gateway", "source": "gateway"}
+    where |= {"gateway_session": query.session} if query.session else {}
+    if query.fleet:  # every replica's session of that fleet
+        where["gateway_fleet"] = query.fleet
+    runs = []
     for run in store.list_runs(where):
-        if run.stored_unix < since_unix or (until_unix is not None and run.started_unix >= until_unix):
-            continue
-        if run.labels.get("shadow") == "true":  # a mirror's copies: no user saw them, no split holds them
+        if _outside(run, since, until) or run.labels.get("shadow") == "true":  # a mirror's: no user saw them
             continue
         clock = run.conditions.get("clock", {})
         timed = [
             (t, r)
             for r in store.load_records(run.id)
-            if not r.warmup
-            and (t := _sent_unix(r, clock)) is not None
-            and t >= since_unix
-            and (until_unix is None or t < until_unix)
+            if not r.warmup and (t := _sent_unix(r, clock)) is not None and _within(t, since, until)
+        ]
+        if timed:
+            runs.append(StoredRun(run, [t for t, _ in timed], [r for _, r in timed]))
+    sessions = _sessions(store, query.session, query.fleet)
+    events = store.load_events(since, until, sessions)
+    changes = store.load_config_changes(since, until, sessions)
+    return Traffic(query, runs, events, changes, store.event_names())
+
+
+def cut(traffic: Traffic, since_unix: float, until_unix: float | None) -> ArmsWindow:
+    """The window [since, until) of what was read (within the query's own window)."""
+    window = ArmsWindow(since_unix, until_unix)
+    # a session's config epoch (its split) -> arm -> users, requests
+    per_session: dict[str, dict[str, dict[str, set[Any] | int]]] = {}
+    splits: dict[str, dict[str, float]] = {}
+    ramping: set[str] = set()
+    for stored in traffic.runs:
+        run = stored.info
+        if _outside(run, since_unix, until_unix):
+            continue
+        timed = [
+            (t, r)
+            for t, r in zip(stored.sent_unix, stored.records, strict=True)
+            if _within(t, since_unix, until_unix)
         ]
         kept = [r for _, r in timed]
         if not kept:
@@ -117,8 +177,12 @@ def load_window(
             f"arm(s) {', '.join(sorted(ramping))} were ramping within the window: the sample-ratio check "
             "assumes full weight; start the window after the ramp (--since)"
         )
-    window.events = store.load_events(since_unix, until_unix, _sessions(store, session, fleet))
+    window.events = [e for e in traffic.events if _within(e.unix_s, since_unix, until_unix)]
     return window
+
+
+def load_window(store: Store, query: ArmsQuery) -> ArmsWindow:
+    return cut(read_traffic(store, query), query.since_unix, query.until_unix)
 
 
 def _sessions(store: Store, session: str | None, fleet: str | None) -> list[str] | None:
@@ -149,26 +213,26 @@ def _expected(
 
 
 def arms_report(
-    store: Store,
-    since_unix: float,
-    until_unix: float | None = None,
-    guards: Sequence[Guard] = (),
-    reference: str | None = None,
-    session: str | None = None,
-    alpha: float = 0.05,
-    resamples: int = 1000,
-    seed: int = 0,
-    fleet: str | None = None,
-    candidate: str | None = None,
+    store: Store, query: ArmsQuery, traffic: Traffic | None = None
 ) -> tuple[ArmsWindow, ArmsReport]:
     """Raises ValueError (one line for the user) when the window holds no gateway traffic. The
     window starts at the split's last live change, when one falls inside it (said in a warning).
-    ``fleet``: only the replicas of that fleet (all of them), else every gateway session.
-    ``candidate``: the one arm judged against ``reference`` (a canary against its baseline)."""
-    change = last_split_change(store, since_unix, until_unix, session, fleet)
+    ``traffic``: the query's window already read (``read_traffic``), else read here."""
+    return judge(traffic or read_traffic(store, query), query.since_unix, query.until_unix)
+
+
+def judge(
+    traffic: Traffic, since_unix: float, until_unix: float | None, guarded_only: bool = False
+) -> tuple[ArmsWindow, ArmsReport]:
+    """The report on [since, until) of what was read, from the split's last move within it.
+    ``guarded_only``: the arms' latency compared only where a guard reads it (each metric's rows
+    and the verdict as the whole report's: the same seed a metric), for a step's verdict."""
+    query = traffic.query
+    moved = [c for c in traffic.changes if _within(c.unix_s, since_unix, until_unix) and _moves(c)]
+    change = moved[-1] if moved else None
     if change is not None:
         since_unix = change.unix_s
-    window = load_window(store, since_unix, until_unix, session, fleet)
+    window = cut(traffic, since_unix, until_unix)
     if change is not None:
         window.warnings.insert(0, change_note(change))
     if not window.records:
@@ -179,26 +243,23 @@ def arms_report(
         window.records,
         window.events,
         window.weights,
-        guards,
-        reference,
-        alpha,
-        resamples,
-        seed,
+        query.guards,
+        query.reference,
+        query.alpha,
+        query.resamples,
+        query.seed,
         window.expected,
-        store.event_names(),
-        candidate,
+        traffic.event_names,
+        query.candidate,
+        guarded_metrics(query.guards) if guarded_only else LATENCY,
     )
     report.warnings = window.warnings + report.warnings
     return window, report
 
 
-def last_split_change(
-    store: Store, since_unix: float, until_unix: float | None, session: str | None, fleet: str | None = None
-) -> ConfigChange | None:
-    """The newest change within the window that moved the split (weights or arms), else None."""
-    changes = store.load_config_changes(since_unix, until_unix, _sessions(store, session, fleet))
-    moved = [c for c in changes if ConfigChange.weights(c.before) != ConfigChange.weights(c.after)]
-    return moved[-1] if moved else None
+def _moves(change: ConfigChange) -> bool:
+    """The change moved the split (weights or arms)."""
+    return ConfigChange.weights(change.before) != ConfigChange.weights(change.after)
 
 
 def change_note(change: ConfigChange) -> str:

@@ -1,24 +1,22 @@
 """Use case: a gateway session's arms over time (``tokenpace arms --html``, the console's rollout
-page): the window's records per arm with their send times (``arms.load_window``), bucketed by
-``core.analysis.rollout.timeline``, each configuration change a marker, and the guards' verdict on
-each step of the rollout (each stretch between two moves of the split, ``arms.arms_report``; the
-newest ``MAX_SEGMENTS`` of them)."""
+page): the window's records per arm with their send times (``arms.read_traffic``, one read of the
+store), bucketed by ``core.analysis.rollout.timeline``, each configuration change a marker, and the
+guards' verdict on each step of the rollout (each stretch between two moves of the split, cut from
+the same read and judged as ``arms`` judges it: ``arms.judge``; the newest ``MAX_SEGMENTS`` of them)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenpace.adapters.safe_files import check_output
 from tokenpace.adapters.store import Store
-from tokenpace.app.rollout.arms import _sessions, arms_report, load_window
-from tokenpace.core.analysis.rollout.guards import Guard
+from tokenpace.app.rollout.arms import ArmsQuery, Traffic, cut, judge, read_traffic
 from tokenpace.core.analysis.rollout.timeline import arms_timeline
 from tokenpace.core.events import ConfigChange
 
-MAX_SEGMENTS = 6  # rollout steps judged (each one reads its window again)
+MAX_SEGMENTS = 6  # rollout steps judged (each one bootstraps the latency its guards read)
 
 
 @dataclass(slots=True)
@@ -43,26 +41,18 @@ def _step(lo: float, hi: float | None, verdict: Any = None, reason: str = "") ->
     return {"since_unix": lo, "until_unix": hi, "verdict": verdict, "reason": reason, "guards": []}
 
 
-def arms_over_time(
-    store: Store,
-    since_unix: float,
-    until_unix: float | None = None,
-    guards: Sequence[Guard] = (),
-    reference: str | None = None,
-    session: str | None = None,
-    alpha: float = 0.05,
-    resamples: int = 1000,
-    seed: int = 0,
-    fleet: str | None = None,
-    candidate: str | None = None,
-) -> ArmsOverTime:
-    """Raises ValueError (one line for the user) when the window holds no gateway traffic."""
-    window = load_window(store, since_unix, until_unix, session, fleet)
+def arms_over_time(store: Store, query: ArmsQuery, traffic: Traffic | None = None) -> ArmsOverTime:
+    """Raises ValueError (one line for the user) when the window holds no gateway traffic.
+    ``traffic``: the query's window already read (``read_traffic``), else read here: once for the
+    timeline and every step."""
+    traffic = traffic or read_traffic(store, query)
+    since_unix, until_unix = query.since_unix, query.until_unix
+    window = cut(traffic, since_unix, until_unix)
     if not window.records:
         raise ValueError(
             "no gateway traffic stored in this window (tokenpace gateway stores it; widen --since)"
         )
-    changes = store.load_config_changes(since_unix, until_unix, _sessions(store, session, fleet))
+    changes = traffic.changes
     # the view ends with the window, or (open) just after the newest request or event in it
     seen = [t for times in window.sent_unix.values() for t in times] + [e.unix_s for e in window.events]
     end = until_unix if until_unix is not None else max(seen) + 1.0
@@ -77,9 +67,7 @@ def arms_over_time(
         out.warnings.append(f"the split moved {len(moved)} times: the newest {MAX_SEGMENTS} steps are judged")
     for lo, hi in spans:
         try:
-            _, report = arms_report(
-                store, lo, hi, guards, reference, session, alpha, resamples, seed, fleet, candidate
-            )
+            _, report = judge(traffic, lo, hi, guarded_only=True)  # a step shows its guards only
         except ValueError as exc:  # no traffic in that step
             out.steps.append(_step(lo, hi, None, str(exc)))
             continue

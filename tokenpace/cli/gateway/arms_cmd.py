@@ -13,7 +13,7 @@ import click
 import orjson
 from rich.console import Console
 
-from tokenpace.app.rollout.arms import arms_report
+from tokenpace.app.rollout.arms import ArmsQuery, arms_report, read_traffic
 from tokenpace.app.rollout.terms import DEFAULT_LADDER, parse_guards, parse_ladder
 from tokenpace.cli.gateway.arms_view import render, verdict_line, verdict_style
 from tokenpace.cli.library.store_opts import (
@@ -142,19 +142,17 @@ def arms(
     start = parse_when(since)
     assert start is not None
     store = open_or_fail("arms", store_url)
-    _window, report = arms_report(
-        store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet, candidate
+    query = ArmsQuery(
+        start, parse_when(until), tuple(guards), reference, session, alpha, resamples, seed, fleet, candidate
     )
+    traffic = read_traffic(store, query)  # once, for the report and --html's timeline
+    _window, report = arms_report(store, query, traffic)
     if out:
         write_report(out, report.to_dict())
     if html_out:
         from tokenpace.app.rollout.arms_timeline import arms_over_time, write_arms_html
 
-        over_time = arms_over_time(
-            store, start, parse_when(until), guards, reference, session, alpha, resamples, seed, fleet,
-            candidate,
-        )  # fmt: skip
-        write_arms_html(html_out, over_time.to_dict())
+        write_arms_html(html_out, arms_over_time(store, query, traffic).to_dict())
         click.echo(f"wrote {html_out}", err=True)
     if as_json:
         click.echo(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2).decode())

@@ -8,7 +8,15 @@ import math
 import pytest
 
 from tokenpace.core.analysis.evidence.rates import share, share_diff, wilson
-from tokenpace.core.analysis.rollout.arms import HOLD, PROMOTE, ROLL_BACK, analyse_arms, resolve_events
+from tokenpace.core.analysis.rollout.arms import (
+    HOLD,
+    LATENCY,
+    PROMOTE,
+    ROLL_BACK,
+    analyse_arms,
+    guarded_metrics,
+    resolve_events,
+)
 from tokenpace.core.analysis.rollout.guards import parse_guards
 from tokenpace.core.analysis.rollout.srm import chi2_sf, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
@@ -108,6 +116,25 @@ def test_a_slower_arm_with_more_complaints_is_rolled_back() -> None:
     assert (a.requests, a.users, b.users) == (400, 200, 200)
     assert a.events["complaint"].per_user.k == 4 and b.events["complaint"].per_user.k == 50
     assert report.diffs[0].events["complaint"][1].diff == pytest.approx(0.25 - 0.02)
+
+
+def test_comparing_only_the_guarded_metrics_gives_the_whole_reports_verdict_and_rows() -> None:
+    records = {"a": arm_records("a", 100, 2, 20), "b": arm_records("b", 100, 2, 23)}
+    guards = parse_guards("e2e.p95=+10%,ttft.p90=+10%,error_rate=+5pp")
+    assert (
+        guarded_metrics(guards) == ("ttft", "e2e") and guarded_metrics(parse_guards("error_rate=+1pp")) == ()
+    )
+    whole = analyse_arms(records, [], {"a": 1, "b": 1}, guards, resamples=200, seed=3)
+    lean = analyse_arms(records, [], {"a": 1, "b": 1}, guards, resamples=200, seed=3, metrics=("ttft", "e2e"))
+    assert [m.metric for m in whole.diffs[0].latency.metrics] == list(LATENCY)
+    assert [m.metric for m in lean.diffs[0].latency.metrics] == ["ttft", "e2e"]
+    assert list(lean.arms[0].latency) == ["ttft", "e2e"] and list(whole.arms[0].latency) == list(LATENCY)
+    assert (lean.verdict, lean.reason) == (whole.verdict, whole.reason)
+    assert [g.to_dict() for g in lean.guards] == [g.to_dict() for g in whole.guards]
+    for m in ("ttft", "e2e"):  # each metric drawn with its own seed: the same intervals
+        assert lean.diffs[0].latency.metric(m).to_dict() == whole.diffs[0].latency.metric(m).to_dict()
+    bare = analyse_arms(records, [], {"a": 1, "b": 1}, parse_guards("error_rate=+5pp"), metrics=())
+    assert bare.diffs[0].latency.metrics == [] and bare.guards[0].outcome == whole.guards[2].outcome
 
 
 def test_an_equal_arm_is_promoted_and_a_broken_split_holds_everything() -> None:

@@ -181,6 +181,7 @@ def arm_stats(
     names: Sequence[str],
     weight: float | None,
     alpha: float,
+    metrics: Sequence[str] = LATENCY,
 ) -> ArmStats:
     sent = [r for r in records if not r.warmup]
     request_ids = {r.request_id for r in sent}
@@ -195,7 +196,7 @@ def arm_stats(
         rates[name] = EventRates(
             len(mine), share(len(by_request), len(sent), alpha), share(len(by_user), len(users), alpha)
         )
-    latency = {m: describe(metric_samples(sent, m).values) for m in LATENCY}
+    latency = {m: describe(metric_samples(sent, m).values) for m in metrics}
     errors, cuts = share(failed, len(sent), alpha), share(cut, len(sent), alpha)
     return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates, arm_load(sent))
 
@@ -208,21 +209,20 @@ def arm_diff(
     alpha: float,
     resamples: int,
     seed: int,
+    metrics: Sequence[str] = LATENCY,
 ) -> ArmDiff:
     # Arms share one window: no noise between runs to count. The table calls a change faster or
     # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
     # guards judge against their own limits. Both at matched load (load_match), where recorded.
-    latency = compare_records(
-        records[ref.arm],
-        records[cand.arm],
-        percentiles,
-        alpha,
-        DEFAULT_MIN_EFFECT,
-        LATENCY,
-        resamples,
-        seed,
-        same_window=True,
-    )
+    # Each metric drawn with its own seed (its place in LATENCY): a subset's rows are the table's.
+    compared = [
+        compare_records(
+            records[ref.arm], records[cand.arm], percentiles, alpha, DEFAULT_MIN_EFFECT, (m,), resamples,
+            seed + LATENCY.index(m), same_window=True,
+        ).metrics[0]
+        for m in metrics
+    ]  # fmt: skip
+    latency = Comparison(alpha, DEFAULT_MIN_EFFECT, compared)
     events = {
         name: (
             share_diff(ref.events[name].per_request, cand.events[name].per_request, alpha),
@@ -242,6 +242,12 @@ def arm_diff(
         load=load,
         matched=at_matched_load(latency, load),
     )
+
+
+def guarded_metrics(guards: Sequence[Guard]) -> tuple[str, ...]:
+    """The latency metrics a guard reads a percentile of, in LATENCY's order."""
+    read = {g.percentile[0] for g in guards if g.percentile}
+    return tuple(m for m in LATENCY if m in read)
 
 
 def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
@@ -333,14 +339,16 @@ def analyse_arms(
     expected: Mapping[str, Mapping[str, float]] | None = None,
     known_events: Sequence[str] | None = None,
     candidate: str | None = None,
+    metrics: Sequence[str] = LATENCY,
 ) -> ArmsReport:
     """``weights``: the configured split per arm (arm order = config order; the first is the
     reference unless ``reference`` names another); ``candidate``: the one arm judged against the
     reference (the canary against its baseline; the other arms shown, not judged), else every
     other arm; ``expected``: per unit (users, requests), the expected share of each arm when the
     window spans sessions with different splits; ``known_events``: every event name ever reported
-    (default: those in ``events``). Raises ValueError on a reference or candidate with no arm, or
-    a guard on an event name nobody reported."""
+    (default: those in ``events``); ``metrics``: the latency metrics described and compared
+    (``guarded_metrics``: only what the guards read, the same verdict). Raises ValueError on a
+    reference or candidate with no arm, or a guard on an event name nobody reported."""
     order = list(dict.fromkeys([*weights, *records_by_arm]))
     reference = reference or (order[0] if order else None)
     known = ", ".join(order) or "none"
@@ -355,11 +363,11 @@ def analyse_arms(
     check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
     guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
     names = sorted({e.event for e in joined} | guarded)
-    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha) for a in order}
+    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha, metrics) for a in order}
     srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
     diffs = [
-        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed)
+        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed, metrics)
         for a in order
         if a != reference and stats[a].requests > 0 and candidate in (None, a)
     ]
@@ -380,14 +388,6 @@ def analyse_arms(
         others = ", ".join(a for a in order if a not in (reference, candidate))
         warnings.append(f"judged: {candidate} against {reference} only; {others} shown, not judged")
     return ArmsReport(
-        reference,
-        [stats[a] for a in order],
-        diffs,
-        srm,
-        items,
-        verdict,
-        reason,
-        unmatched,
-        warnings,
+        reference, [stats[a] for a in order], diffs, srm, items, verdict, reason, unmatched, warnings,
         candidate,
-    )
+    )  # fmt: skip

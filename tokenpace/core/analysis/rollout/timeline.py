@@ -33,8 +33,24 @@ def bucket_seconds(span_s: float, buckets: int = MAX_BUCKETS) -> float:
     return 86400.0 * math.ceil(raw / 86400.0)
 
 
-def _pct(values: list[float], q: float) -> float | None:
-    return float(np.percentile(values, q)) if len(values) >= MIN_BUCKET_N else None
+def _percentiles(values: list[float], buckets: list[int], n: int, q: float) -> list[float | None]:
+    """Per bucket, ``np.percentile`` of its values at ``q`` (its linear interpolation, to the last
+    bit), all buckets from one sort; None below ``MIN_BUCKET_N`` values."""
+    v, b = np.asarray(values, dtype=np.float64), np.asarray(buckets, dtype=np.int64)
+    v = v[np.lexsort((v, b))]
+    counts = np.bincount(b, minlength=n)
+    drawn = counts >= MIN_BUCKET_N
+    at = (counts[drawn] - 1) * (q / 100)  # numpy's virtual index for "linear"
+    below = np.floor(at)
+    gamma, k = at - below, below.astype(np.int64)
+    start = (np.cumsum(counts) - counts)[drawn]
+    lo, hi = v[start + k], v[start + np.minimum(k + 1, counts[drawn] - 1)]
+    diff = hi - lo
+    value = np.where(gamma >= 0.5, hi - diff * (1 - gamma), lo + diff * gamma)  # numpy's lerp
+    out: list[float | None] = [None] * n
+    for i, x in zip(np.flatnonzero(drawn).tolist(), value.tolist(), strict=True):
+        out[i] = x
+    return out
 
 
 def _arm_series(
@@ -47,17 +63,21 @@ def _arm_series(
             per[i].append(r)
     out: dict[str, list[Any]] = {k: [] for k in ("requests", "inflight_mean", "ttft_p50", "ttft_p95")}
     out |= {"e2e_p95": [], "error_rate": []}
-    for bucket in per:
+    ttft: tuple[list[float], list[int]] = ([], [])  # values, their buckets
+    e2e: tuple[list[float], list[int]] = ([], [])
+    for i, bucket in enumerate(per):
         ok = [r for r in bucket if r.status is Status.OK]
-        ttft = [v / NS_PER_MS for r in ok if (v := ttft_ns(r)) is not None]
-        e2e = [v / NS_PER_MS for r in ok if (v := e2e_ns(r)) is not None]
+        for (values, at), fn in ((ttft, ttft_ns), (e2e, e2e_ns)):
+            got = [v / NS_PER_MS for r in ok if (v := fn(r)) is not None]
+            values.extend(got)
+            at.extend([i] * len(got))
         load = [r.upstream_inflight for r in bucket if r.upstream_inflight is not None]
         out["requests"].append(len(bucket))
         out["inflight_mean"].append(float(np.mean(load)) if load else None)
-        out["ttft_p50"].append(_pct(ttft, 50))
-        out["ttft_p95"].append(_pct(ttft, 95))
-        out["e2e_p95"].append(_pct(e2e, 95))
         out["error_rate"].append((len(bucket) - len(ok)) / len(bucket) if bucket else None)
+    out["ttft_p50"] = _percentiles(*ttft, n, 50)
+    out["ttft_p95"] = _percentiles(*ttft, n, 95)
+    out["e2e_p95"] = _percentiles(*e2e, n, 95)
     return out
 
 
