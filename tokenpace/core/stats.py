@@ -22,6 +22,7 @@ Requests of one user or session may move together instead: ``evidence.clusters``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -81,6 +82,8 @@ class Distribution:
     p90: float | None = None
     p95: float | None = None
     p99: float | None = None
+    # a side the data cannot bound (too few effective observations beyond the percentile) is -inf or
+    # inf here, None in ``to_dict`` (JSON has no infinity)
     ci95: dict[str, tuple[float, float]] = field(default_factory=dict)
     low_sample: list[str] = field(default_factory=list)  # percentiles resting on too few samples
     # effective sample size per percentile, where the samples were in send order and moved together
@@ -100,10 +103,24 @@ class Distribution:
         }
         for p in PERCENTILES:
             out[f"p{p}"] = getattr(self, f"p{p}")
-        out["ci95"] = {k: list(v) for k, v in self.ci95.items()}
+        out["ci95"] = {k: ci_to_json(v) for k, v in self.ci95.items()}
         out["low_sample"] = list(self.low_sample)
         out["n_eff"] = dict(self.n_eff)
         return out
+
+
+def ci_to_json(ci: Sequence[float]) -> list[float | None]:
+    """An interval as stored and sent: a side the data cannot bound (infinite) as None."""
+    return [float(v) if math.isfinite(v) else None for v in ci]
+
+
+def ci_from_json(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
+    """An interval read back (``ci_to_json``): a None side unbounded (-inf below, inf above); None
+    when there is no interval (missing, or neither side bounded)."""
+    if not ci or len(ci) != 2 or (ci[0] is None and ci[1] is None):
+        return None
+    lo, hi = ci
+    return (-math.inf if lo is None else float(lo)), (math.inf if hi is None else float(hi))
 
 
 def robust_sd(values: Sequence[float] | np.ndarray) -> float:
@@ -153,7 +170,20 @@ def percentile_cis(
 
 
 def rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
-    """0-based ranks (l, u) with P(X_(l) <= percentile <= X_(u)) >= 1 - 2 alpha, as equal tails."""
+    """0-based ranks (l, u) with P(X_(l) <= percentile <= X_(u)) >= 1 - 2 alpha, as equal tails,
+    clamped to the sample (``open_sides`` says where that clamping made a side no bound)."""
+    lo, hi = _raw_rank_bounds(n, p, alpha)
+    return int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))
+
+
+def open_sides(n: int, p: float, alpha: float) -> tuple[bool, bool]:
+    """Whether the lower and upper rank of ``rank_bounds`` lie beyond the sample of n: no value of
+    it bounds the percentile on that side with the asked confidence (P95 of fewer than 72)."""
+    lo, hi = _raw_rank_bounds(n, p, alpha)
+    return lo < 0, hi > n - 1
+
+
+def _raw_rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
     if n * p * (1 - p) > 0 and n > _EXACT_BINOMIAL_N:
         z = NormalDist().inv_cdf(1 - alpha)
         half = z * np.sqrt(n * p * (1 - p))
@@ -161,7 +191,7 @@ def rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
         hi = int(np.ceil(n * p + half))
     else:
         lo, hi = _binomial_ranks(n, p, alpha)
-    return int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))
+    return lo, hi
 
 
 def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
@@ -332,7 +362,9 @@ def ordered_percentile_cis(
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
     interval at the effective sample size, the design effect taken over the cut levels the true
-    percentile may sit at. Returns the intervals and each percentile's n_eff."""
+    percentile may sit at. A side whose rank at n_eff lies beyond the sample is unbounded (-inf or
+    inf): with so few effective observations even the sample's extreme is no bound (all of a run
+    that moved together may sit low). Returns the intervals and each percentile's n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -343,7 +375,8 @@ def ordered_percentile_cis(
     cis = []
     for q, d in zip(qs, deffs, strict=True):
         lo, hi = dependent_rank_bounds(n, q / 100, alpha, d)
-        cis.append((float(arr[lo]), float(arr[hi])))
+        below, above = open_sides(max(1, int(n / max(d, 1.0))), q / 100, alpha)
+        cis.append((-math.inf if below else float(arr[lo]), math.inf if above else float(arr[hi])))
     return cis, [n / d for d in deffs]
 
 
