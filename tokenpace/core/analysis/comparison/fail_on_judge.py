@@ -26,7 +26,7 @@ from typing import Any
 
 from tokenpace.core.analysis.comparison.fail_on import ERROR_RATE, LATENCIES, FailOnLine
 from tokenpace.core.analysis.evidence.rates import wilson, z_for
-from tokenpace.core.stats import ci_from_json, ci_to_json, enough_samples, samples_needed
+from tokenpace.core.stats import ci_from_json, enough_samples, samples_needed
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "undecided"
 _Z = z_for(0.05)
@@ -46,7 +46,8 @@ class LineVerdict:
             **self.line.to_dict(),
             "outcome": self.outcome,
             "value": self.value,
-            "ci95": ci_to_json(self.interval) if self.interval else None,
+            # a side the run cannot bound: None (JSON has no infinity)
+            "ci95": [v if math.isfinite(v) else None for v in self.interval] if self.interval else None,
             "reason": self.reason,
         }
 
