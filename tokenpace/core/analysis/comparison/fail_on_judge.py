@@ -7,7 +7,9 @@ when the interval straddles the line, when the run is too short for the percenti
 still fail, on its interval's lower bound, never pass), or when no interval can be formed. The
 intervals are the ones the summary carries: a percentile's order-statistic interval (at the
 effective sample size where requests sent close in time moved together: core/stats.py), the asked
-percentiles' (``--percentiles``) for other pNN. Formed here:
+percentiles' (``--percentiles``) for other pNN; a side the summary leaves unbounded (None: too few
+effective samples beyond the percentile) is infinite, so it never passes and its other bound may
+still fail. Formed here:
 a mean's, mean +- 1.96 sd / sqrt(n_e) (n_e the smallest effective count the summary gives); the
 error rate's, Wilson's score interval over requests sent; a throughput's, the Poisson score interval
 of its count over the measurement window (output tokens: the requests' count, scaled by the tokens
