@@ -111,6 +111,7 @@ class GuardItem:
     outcome: str  # pass, hold, breached, undecided
     reason: str
     needed: int | None = None  # samples per arm at which the anytime interval decides (or decided)
+    effective: tuple[int, int] | None = None  # too few to estimate: effective samples (now, needed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -121,6 +122,9 @@ class GuardItem:
             "outcome": self.outcome,
             "reason": self.reason,
             "needed_per_arm": self.needed,
+            "effective_per_arm": (
+                {"now": self.effective[0], "needed": self.effective[1]} if self.effective else None
+            ),
             "interval": "anytime (normal mixture)",
         }
 
@@ -234,12 +238,10 @@ def _more_needed(need: int | None, guard: Guard, ev: Evidence) -> str:
     if ev.per_s is None or ev.per_s <= 0:
         return head
     wait = max(need - ev.n, 0) / ev.per_s
-    return (
-        f"{head}: about {_duration(wait)} more at the current {ev.per_s:.3g} {ev.unit}/s on the smaller arm"
-    )
+    return f"{head}: about {duration(wait)} more at the current {ev.per_s:.3g} {ev.unit}/s on the smaller arm"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 120:
         return f"{math.ceil(seconds)} s"  # never "0 s" for more traffic still to come
     if seconds < 7200:
