@@ -234,7 +234,7 @@ def _more_needed(need: int | None, guard: Guard, ev: Evidence) -> str:
         return "the change sits at the limit: no finite traffic decides it"
     if need is None:
         return "no estimate of its noise yet"
-    head = f"about {need:,} {ev.unit} per arm would decide it (n {ev.n:,} now)"
+    head = f"about {need:,} {ev.unit} per arm would decide it (n {ev.n:,} now) if the estimate held"
     if ev.per_s is None or ev.per_s <= 0:
         return head
     wait = max(need - ev.n, 0) / ev.per_s
