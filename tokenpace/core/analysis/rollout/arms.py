@@ -30,6 +30,7 @@ from tokenpace.core.analysis.rollout.load_match import (
     match_load,
     unmatched_item,
 )
+from tokenpace.core.analysis.rollout.sample_size import too_few_item
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
 from tokenpace.core.exit_codes import verdict_code
@@ -261,7 +262,9 @@ def guard_item(guard: Guard, diff: ArmDiff, alpha: float = 0.05) -> GuardItem:
             per_s = diff.per_s(shared[0].n if shared else diff.requests)
             return unmatched_item(guard, diff.arm, diff.load, shared, per_s, alpha)
         if row is None or row.verdict is Verdict.TOO_FEW or row.change is None:
-            return judge(guard, diff.arm, Evidence(None, None), alpha)
+            # at matched load, the requests an arm would take before the percentile can be estimated
+            short = too_few_item(guard, diff.arm, diff.load, diff.span_s) if row is not None else None
+            return short or judge(guard, diff.arm, Evidence(None, None), alpha)
         if state == MATCHED:
             mc, mc_se = diff.matched[f"{metric}.{row.percentile}"]
             ev = Evidence(mc.rel, mc_se, mc.n, "requests at matched load", diff.per_s(mc.n))

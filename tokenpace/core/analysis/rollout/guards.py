@@ -22,10 +22,12 @@ at all). r, fixed before any traffic, is the information at which a change of th
 limit is seen by a fixed-sample test: ``r = (z / limit)^2`` -- the interval is tightest near where
 it decides (a limit of 0 tunes it at 5 % or 5 pp instead).
 
-Each guard says how much traffic per arm decides it: the n at which the interval's half-width falls
-under half the limit (so that arms truly equal pass and a candidate worse by twice the limit is
-breached, with room for the estimate's own wander), from the SE now scaled as 1 / sqrt(n), and the
-time that means at the smaller arm's traffic in the window.
+An undecided guard says how much traffic per arm would decide it if the estimate held: the n at
+which the anytime interval's half-width falls under the estimate's distance from the limit, with
+the SE now scaled as 1 / sqrt(n) (so the information grows as n) and the mixture's own log term
+(the interval narrows a little slower than 1 / sqrt(n)); never fewer than one more than now. An
+estimate on the limit has no such n. With the time that means at the smaller arm's traffic in the
+window.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ class GuardItem:
     ci: tuple[float | None, float | None] | None
     outcome: str  # pass, hold, breached, undecided
     reason: str
-    needed: int | None = None  # samples per arm at which the anytime interval decides
+    needed: int | None = None  # samples per arm at which the anytime interval decides (or decided)
+    effective: tuple[int, int] | None = None  # too few to estimate: effective samples (now, needed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -119,6 +122,9 @@ class GuardItem:
             "outcome": self.outcome,
             "reason": self.reason,
             "needed_per_arm": self.needed,
+            "effective_per_arm": (
+                {"now": self.effective[0], "needed": self.effective[1]} if self.effective else None
+            ),
             "interval": "anytime (normal mixture)",
         }
 
@@ -163,22 +169,33 @@ def _expm1(x: float) -> float:
     return math.expm1(x) if x < 700 else math.inf
 
 
+MAX_MULTIPLE = 1e6  # traffic (a multiple of the window's) past which no count is given: at the limit
+
+
 def needed(guard: Guard, ev: Evidence, alpha: float) -> int | None:
-    """Samples per arm at which the anytime half-width falls under half the limit (None: no SE, or
-    a limit of 0): a truth at 0 (or at twice the limit) is then decided with room for the estimate's
-    own wander."""
+    """Samples per arm at which the anytime interval, where the estimate is now, would clear the
+    limit: its half-width under the estimate's distance from the limit (on the log scale for a
+    percentile), at least one more than now. None: no SE, a limit of 0 (equal arms never clear it),
+    or an estimate at the limit (no traffic within ``MAX_MULTIPLE`` of the window's decides it)."""
     scale = math.log1p(guard.limit) if guard.relative else guard.limit
-    if ev.se is None or not ev.se > 0 or ev.n <= 0 or scale <= 0:
+    if ev.change is None or ev.se is None or not ev.se > 0 or ev.n <= 0 or scale <= 0:
         return None
+    line = (1.0 if guard.higher_is_worse else -1.0) * guard.limit
+    if guard.relative:
+        dist = abs(math.log1p(max(ev.change, -1 + 1e-12)) - math.log1p(max(line, -1 + 1e-12)))
+    else:
+        dist = abs(ev.change - line)
     r = mixture_r(guard, alpha)
-    lo, hi = 1e-3, 1e9  # multiples of the traffic so far
+    if not mixture_half_width(MAX_MULTIPLE / ev.se**2, r, alpha) < dist:
+        return None
+    lo, hi = 1e-3, MAX_MULTIPLE  # multiples of the traffic so far; the half-width falls with it
     for _ in range(80):
         mid = math.sqrt(lo * hi)
-        if mixture_half_width(mid / ev.se**2, r, alpha) < scale / 2:
+        if mixture_half_width(mid / ev.se**2, r, alpha) < dist:
             hi = mid
         else:
             lo = mid
-    return max(math.ceil(hi * ev.n), 1)
+    return max(math.ceil(hi * ev.n), ev.n + 1)
 
 
 def judge(guard: Guard, arm: str, ev: Evidence, alpha: float = 0.05) -> GuardItem:
@@ -193,39 +210,40 @@ def judge(guard: Guard, arm: str, ev: Evidence, alpha: float = 0.05) -> GuardIte
     shown = _fmt(change, guard.relative)
     allowed = _fmt(sign * guard.limit, guard.relative)
     bounds = f"[{_fmt(ci[0], guard.relative)}, {_fmt(ci[1], guard.relative)}]"
-    need = needed(guard, ev, alpha)
     at = f" (decided at {ev.n:,} {ev.unit} per arm)" if ev.n else ""
+    done = ev.n or None
     if worse_lo > guard.limit:
         return GuardItem(
-            guard, arm, change, ci, "breached", f"{shown} {bounds}: all of it beyond {allowed}{at}", need
+            guard, arm, change, ci, "breached", f"{shown} {bounds}: all of it beyond {allowed}{at}", done
         )
     if worse_hi < guard.limit:
         return GuardItem(
-            guard, arm, change, ci, "pass", f"{shown} {bounds}: all of it within {allowed}{at}", need
+            guard, arm, change, ci, "pass", f"{shown} {bounds}: all of it within {allowed}{at}", done
         )
-    reason = f"{shown} {bounds} straddles {allowed}; {_more_needed(need, ev)}"
+    need = needed(guard, ev, alpha)
+    reason = f"{shown} {bounds} straddles {allowed}; {_more_needed(need, guard, ev)}"
     return GuardItem(guard, arm, change, ci, "undecided", reason, need)
 
 
-def _more_needed(need: int | None, ev: Evidence) -> str:
-    if need is None and ev.se:
+def _more_needed(need: int | None, guard: Guard, ev: Evidence) -> str:
+    if need is None and ev.se and guard.limit <= 0:
         return (
             "a limit of 0 passes only on a proven improvement: give a margin (e.g. +0.5pp) to pass equal arms"
         )
+    if need is None and ev.se and ev.n > 0:
+        return "the change sits at the limit: no finite traffic decides it"
     if need is None:
         return "no estimate of its noise yet"
-    head = f"about {need:,} {ev.unit} per arm would decide it (n {ev.n:,} now)"
+    head = f"about {need:,} {ev.unit} per arm would decide it (n {ev.n:,} now) if the estimate held"
     if ev.per_s is None or ev.per_s <= 0:
         return head
     wait = max(need - ev.n, 0) / ev.per_s
-    return (
-        f"{head}: about {_duration(wait)} more at the current {ev.per_s:.3g} {ev.unit}/s on the smaller arm"
-    )
+    return f"{head}: about {duration(wait)} more at the current {ev.per_s:.3g} {ev.unit}/s on the smaller arm"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     if seconds < 120:
-        return f"{seconds:.0f} s"
+        return f"{math.ceil(seconds)} s"  # never "0 s" for more traffic still to come
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
