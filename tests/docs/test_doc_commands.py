@@ -26,7 +26,14 @@ from typing import TYPE_CHECKING
 import pytest
 
 from docs.doc_commands import PROFILE, ROOT, Bed, DocCommand, doc_commands, substitute
-from tokenpace.testing.procs import MEASURING, cli_command, free_port, run_cli, run_cli_measured
+from tokenpace.testing.procs import (
+    MEASURING,
+    NOT_VALID,
+    cli_command,
+    free_port,
+    run_cli,
+    run_cli_measured,
+)
 
 if TYPE_CHECKING:  # imported when the bed is made: the otlp extra, needed by the traced commands
     from tokenpace.testing.otlp_receiver import OtlpReceiver
@@ -34,6 +41,7 @@ if TYPE_CHECKING:  # imported when the bed is made: the otlp extra, needed by th
 ALL_COMMANDS = doc_commands()
 COMMANDS = [c for c in ALL_COMMANDS if not c.run_elsewhere()]
 _LISTENING = re.compile(r"(http://127\.0\.0\.1:\d+)(/v1)?")
+SENT_LATE = "requests went out late"  # the open loop's dispatch rule (app/watch/health.py)
 
 
 class _Server:
@@ -240,6 +248,26 @@ def _base_env() -> dict[str, str]:
     return dict(os.environ) | {"COLUMNS": "200"}
 
 
+def _invalid_reasons(doc: object) -> Iterator[str]:
+    if isinstance(doc, dict):
+        for key, value in doc.items():
+            yield from (value if key == "invalid_reasons" else _invalid_reasons(value))
+    elif isinstance(doc, list):
+        for value in doc:
+            yield from _invalid_reasons(value)
+
+
+def _sent_late_only(cwd: Path, args: list[str]) -> bool:
+    """An open-loop run NOT VALID (each of its measured tries) only because requests went out over
+    5 ms late: a rule that no stall tolerance relaxes, which a busy host breaks even for a client
+    reniced ahead of it. The command ran as written: its result (``--out``) says why."""
+    if "--out" not in args or "--rate" not in args:
+        return False
+    out = cwd / args[args.index("--out") + 1]
+    reasons = list(_invalid_reasons(json.loads(out.read_text()))) if out.is_file() else []
+    return bool(reasons) and all(r.startswith(SENT_LATE) for r in reasons)
+
+
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
 def test_the_documented_command_runs(cmd: DocCommand, workspace: tuple[Bed, Path, dict[str, str]]):
     the_bed, cwd, env = workspace
@@ -253,6 +281,8 @@ def test_the_documented_command_runs(cmd: DocCommand, workspace: tuple[Bed, Path
     r = run(*args, env=env | {"COLUMNS": "80"}, cwd=str(cwd), timeout=300)
     # select's exit is its verdict (docs/exit-codes.md): 1 every candidate fails, 5 none passes yet
     finished = (0, 1, 5) if cmd.subcommand == "select" else (0,)
+    if r.returncode == NOT_VALID and _sent_late_only(cwd, args):
+        finished = (NOT_VALID,)
     assert r.returncode in finished, (cmd.where, args, r.stdout[-3000:], r.stderr[-3000:])
     assert "…" not in r.stdout, (cmd.where, "cut short at 80 columns", r.stdout)
     assert r.stdout.strip() or r.stderr.strip(), (cmd.where, "printed nothing")

@@ -12,6 +12,9 @@
   time the speed changes: TTFT and the gaps between tokens are multiplied by a factor drawn uniformly
   from 1 +- ``speed_jitter`` (``speed_seed``: the draws, repeatable). A sweep's steps each see their
   own speed, as runs on a real host do, and a step that spans a change sees a small step in latency.
+- ``ttft_spread_s``: each stream's first token comes a further uniform 0 to ``ttft_spread_s`` later,
+  drawn independently (``speed_seed``: the draws, repeatable): latency that varies request by request
+  more than a busy host moves it, so the requests stay independent evidence.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class Behaviour:
     speed_jitter: float = 0.0  # e.g. 0.03: +-3 % speed, redrawn every speed_period_s
     speed_period_s: float = 1.0
     speed_seed: int = 0
+    ttft_spread_s: float = 0.0
 
 
 @dataclass
@@ -46,6 +50,10 @@ class Timing:
     active: int = 0  # streams holding a slot
     waiting: deque[Callable[[], None]] = field(default_factory=deque)  # bounded by the client's load
     factors: dict[int, float] = field(default_factory=dict)  # speed per period; bounded below
+    spread: random.Random = field(init=False)  # ttft_spread_s's draws
+
+    def __post_init__(self) -> None:
+        self.spread = random.Random(self.behaviour.speed_seed)
 
     def speed(self, now: float) -> float:
         """The slowness factor at loop time ``now`` (1.0 without jitter)."""
@@ -67,6 +75,8 @@ class Timing:
         self.count += 1
         if b.slow_every and self.count % b.slow_every == 0:
             ttft_s = b.slow_ttft_s
+        if b.ttft_spread_s > 0:
+            ttft_s += self.spread.uniform(0, b.ttft_spread_s)
         return ttft_s * self.speed(now) + b.drift_ms_per_s / 1000 * (now - self.started)
 
     def after_freeze(self, due: float) -> float:

@@ -5,11 +5,13 @@ violation and network request it caused collected."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 
 from tokenpace.testing.cdp_page import Page, chromium_path, open_page
+from tokenpace.testing.procs import SETUP_NICE
 
 needs_chromium = pytest.mark.skipif(
     chromium_path() is None,
@@ -32,10 +34,15 @@ async def visit(urls: list[str], probe: str) -> list[dict]:
         return results
 
 
-async def follow(url: str, until: str, probe: str, deadline_s: float = 120.0) -> dict[str, Any]:
+async def follow(
+    start: Callable[[], Awaitable[str]], until: str, probe: str, deadline_s: float = 120.0
+) -> dict[str, Any]:
     """A page followed until ``until`` holds (a live run's page until its run ended: bounded by a
-    generous deadline, not timed), then ``probe`` read, with its errors and requests."""
-    async with open_page() as page:
+    generous deadline, not timed), then ``probe`` read, with its errors and requests. The browser is
+    up before ``start`` (which starts the run and gives its page's URL), so the page watches the run
+    from its start, not from whenever a busy host finished starting Chromium."""
+    async with open_page(nice=SETUP_NICE) as page:
+        url = await start()
         await page.call("Page.navigate", url=url)
         await page.wait_for(until, url, tries=int(deadline_s / 0.1), pause_s=0.1)
         await asyncio.sleep(0.3)  # late errors, if any, arrive as events

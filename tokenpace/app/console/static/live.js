@@ -1,6 +1,8 @@
 // A live run's page: asks its /api twin every data-poll-ms until the run has ended, and writes the
 // figures into the elements marked data-live="key.path", the charts redrawn. Each new publish seen
-// is counted on #tp-live (data-updates, and the "done" counts in data-seen, the newest 1000).
+// is counted on #tp-live (data-updates, and the "done" counts in data-seen, the newest 1000). A run
+// marks its figures ended a moment before its result is stored: the page asks on (at most
+// STORED_POLLS more times) until the stored run is there, then marks itself ended (data-ended).
 (function () {
   "use strict";
   var root = document.getElementById("tp-live");
@@ -10,6 +12,8 @@
   var last = root.dataset.updated;
   var updates = 0;
   var seen = [];
+  var STORED_POLLS = 40;
+  var afterEnd = 0;
 
   function fmt(v, digits) {
     if (v === null || v === undefined) return "-";
@@ -71,6 +75,7 @@
           root.dataset.seen = seen.join(",");
           show(d);
         }
+        if (d.run.ended && !d.stored && afterEnd < STORED_POLLS) { afterEnd += 1; show(d); schedule(); return; }
         if (d.run.ended) { root.dataset.ended = "1"; show(d); return; }
         schedule();
       })
