@@ -107,6 +107,9 @@ def test_one_late_request_in_a_short_open_loop_step_is_not_the_load_sent_lower()
     # 48 requests: the sample P99 is the latest one (8 ms), but one late of 48 does not show that
     # more than 1 % of the load went out late
     assert _dispatch_reasons([0.2] * 47 + [8.0]) == []
+    # nor in a step of 8 (the docs' open-loop sweeps); two of 8 are
+    assert _dispatch_reasons([0.2] * 7 + [8.0]) == []
+    assert _dispatch_reasons([0.2] * 6 + [8.0] * 2)
 
 
 def test_requests_late_beyond_one_percent_at_95_percent_make_the_run_not_valid() -> None:

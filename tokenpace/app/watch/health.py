@@ -21,7 +21,7 @@ import numpy as np
 
 from tokenpace.core.analysis.diagnosis.client_stalls import StallImpact, Stalls, stall_impact
 from tokenpace.core.analysis.evidence.gate_noise import host_class
-from tokenpace.core.analysis.evidence.rates import wilson
+from tokenpace.core.analysis.evidence.rates import exact_lower
 from tokenpace.core.record import RequestRecord
 
 # Limits beyond which the client's own delays distort what it measures.
@@ -202,17 +202,14 @@ class HealthMonitor:
                 f"{LOOP_LAG_P99_LIMIT_MS:g} ms: timestamps were taken late"
             )
         late = sum(1 for lag in dispatch_lags_ms if lag > DISPATCH_LAG_P99_LIMIT_MS)
-        bounds = wilson(late, len(dispatch_lags_ms))
-        if (
-            open_loop
-            and report.dispatch_lag_p99_ms is not None
-            and bounds
-            and bounds[0] > DISPATCH_LATE_SHARE
-        ):
+        # exact, not Wilson: one late request of a short step must not decide (Wilson's bound for
+        # 1 of 8 is 2.2 %)
+        late_at_least = exact_lower(late, len(dispatch_lags_ms))
+        if open_loop and report.dispatch_lag_p99_ms is not None and late_at_least > DISPATCH_LATE_SHARE:
             reasons.append(
                 f"requests went out late (dispatch lag P99 {report.dispatch_lag_p99_ms:.1f} ms"
                 f" > {DISPATCH_LAG_P99_LIMIT_MS:g} ms; {late} of {len(dispatch_lags_ms)} late, at least"
-                f" {bounds[0]:.1%} at 95 %): the load sent was lower than asked"
+                f" {late_at_least:.1%} at 95 %): the load sent was lower than asked"
             )
         # Stalls are judged against the records they held (judge_stalls), not here.
         if report.stall_share > STALL_SHARE_WARNING:

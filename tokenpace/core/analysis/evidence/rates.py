@@ -1,6 +1,8 @@
 """Shares with confidence intervals: Wilson score intervals for one arm, Newcombe's hybrid score
 interval for the difference between two arms (B - A). Both behave at 0 and at small counts, where
-the normal approximation gives empty or negative intervals. Pure."""
+the normal approximation gives empty or negative intervals. Where one event must not decide (a
+validity rule on a short step), the exact Clopper-Pearson lower bound, which Wilson's undercuts at
+small counts. Pure."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import math
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
+
+import numpy as np
 
 
 def z_for(alpha: float) -> float:
@@ -22,6 +26,36 @@ def wilson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float] | None:
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def exact_lower(k: int, n: int, alpha: float = 0.05) -> float:
+    """Clopper-Pearson's two-sided lower bound: the share p at which k or more of n is as rare as
+    alpha / 2. Never above Wilson's; one event of n >= 3 never lifts it past 1 %."""
+    if n <= 0 or k <= 0:
+        return 0.0
+    k = min(k, n)
+    lo, hi = 0.0, k / n
+    for _ in range(60):  # bisection to well under 1e-12 of the share
+        mid = (lo + hi) / 2
+        if _tail_at_least(k, n, mid) > alpha / 2:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _tail_at_least(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p), as 1 - P(X <= k - 1) summed in log space (O(k))."""
+    if p <= 0.0:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    j = np.arange(k - 1, dtype=float)
+    steps = np.log(n - j) - np.log(j + 1) + math.log(p / (1 - p))
+    log_pmf = n * math.log1p(-p) + np.concatenate(([0.0], np.cumsum(steps)))
+    top = float(log_pmf.max())
+    below = math.exp(top) * float(np.exp(log_pmf - top).sum())
+    return max(0.0, 1.0 - below)
 
 
 @dataclass(frozen=True, slots=True)
