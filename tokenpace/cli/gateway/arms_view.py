@@ -3,8 +3,6 @@ latency differences, the guard rails and the verdict line. Display only."""
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Console
 from rich.table import Table
 
@@ -34,11 +32,7 @@ def _pctl(d: Distribution, name: str) -> str:
     if value is None:
         return "-"
     ci = d.ci95.get(name)
-    if not ci:
-        return f"{value:,.1f}"
-    lo = "(unbounded" if math.isinf(ci[0]) else f"[{ci[0]:,.1f}"
-    hi = "unbounded)" if math.isinf(ci[1]) else f"{ci[1]:,.1f}]"
-    return f"{value:,.1f} {lo}, {hi}"
+    return f"{value:,.1f}" + (f" [{ci[0]:,.1f}, {ci[1]:,.1f}]" if ci else "")
 
 
 def srm_lines(report: ArmsReport) -> list[str]:
