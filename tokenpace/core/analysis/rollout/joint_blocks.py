@@ -18,8 +18,9 @@ to both cancels as it does in the data:
 - Used only where ``MIN_SHARED_BLOCKS`` blocks hold requests of both arms: arms in different
   windows, or too few blocks to measure a spread, keep the independent SE. Never below what
   per-request sampling alone gives (``load_match``'s Woodruff SE, as if requests were independent)
-  times the square root of the change's own dependence (tau of the series above): a spread the
-  blocks happened to draw narrow does not decide.
+  times the square root of the change's own dependence (tau of the series above, or where larger
+  an arm's design effect from requests of one user or session, which time blocks do not keep
+  together): a spread the blocks happened to draw narrow does not decide.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tokenpace.core.analysis.evidence.clusters import cluster_design_effect
 from tokenpace.core.analysis.evidence.dependence import block_length, captured
 from tokenpace.core.analysis.evidence.samples import Samples, metric_samples
 from tokenpace.core.record import RequestRecord
@@ -48,7 +50,7 @@ class JointSE:
     se_log: float
     blocks: int  # time blocks holding both arms
     block_s: float  # their length, seconds
-    tau: float = 1.0  # the change's variance inflation from requests that move together (>= 1)
+    tau: float = 1.0  # the change's variance inflation: requests that move together in time or by user
 
     def floored(self, independent_se: float) -> float:
         """The SE a verdict uses: never below per-request sampling's (``independent_se``, as if
@@ -70,28 +72,43 @@ def _arm_samples(
     groups: list[np.ndarray] = []
     sent: list[int] = []
     band_of: list[int] = []
+    keys: list[str] = []
     for j, b in enumerate(bands):
         s = metric_samples(by_band[b], metric)
         groups += s.groups
         sent += [int(t) for t in s.sent_ns] if s.sent_ns is not None else [0] * len(s.groups)
         band_of += [j] * len(s.groups)
-    return Samples(groups, np.array(sent, dtype=np.int64)), np.array(band_of, dtype=np.int64)
+        keys += s.cluster or [""] * len(s.groups)
+    found = Samples(groups, np.array(sent, dtype=np.int64), keys if any(keys) else None)
+    return found, np.array(band_of, dtype=np.int64)
 
 
-def _contrast(s_ref: Samples, s_cand: Samples, q: float) -> tuple[np.ndarray, np.ndarray]:
+def _clusters(s: Samples) -> np.ndarray | None:
+    """An id per request of its user or session (a request without one: its own); None: no keys."""
+    if s.cluster is None:
+        return None
+    loose = iter(range(len(s.cluster)))
+    codes: np.ndarray = np.unique([k or f"\0{next(loose)}" for k in s.cluster], return_inverse=True)[1]
+    return codes
+
+
+def _contrast(s_ref: Samples, s_cand: Samples, q: float) -> tuple[np.ndarray, np.ndarray, float]:
     """Both arms' requests in send order: their send times and each one's term in the change
-    (its share at or under its arm's percentile, less q, signed by arm, over the arm's count)."""
-    terms, sent = [], []
+    (its share at or under its arm's percentile, less q, signed by arm, over the arm's count);
+    and the larger arm's design effect from requests of one user or session (1: none)."""
+    terms, sent, deff = [], [], 1.0
     for s, sign in ((s_ref, -1.0), (s_cand, 1.0)):
         assert s.sent_ns is not None
         values, sizes = np.concatenate(s.groups), np.array([len(g) for g in s.groups])
         starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
         under = np.add.reduceat((values <= np.percentile(values, q)).astype(np.float64), starts) / sizes
+        if (codes := _clusters(s)) is not None:
+            deff = max(deff, cluster_design_effect(under, codes))
         terms.append(sign * (under - q / 100) / len(s.groups))
         sent.append(s.sent_ns)
     times = np.concatenate(sent)
     order = np.argsort(times, kind="stable")
-    return times[order], np.concatenate(terms)[order]
+    return times[order], np.concatenate(terms)[order], deff
 
 
 def _arm(s: Samples, band_of: np.ndarray, start: float, width: float, k: int) -> _Arm:
@@ -146,7 +163,7 @@ def joint_ses(
     if len(s_ref.groups) < 2 or len(s_cand.groups) < 2 or not qs:  # no common bands: none here
         return {}
     contrasts = [_contrast(s_ref, s_cand, q) for q in qs]
-    fits = [(times, *serial_correlation(terms)) for times, terms in contrasts]
+    fits = [(deff, *serial_correlation(terms)) for _, terms, deff in contrasts]
     times = contrasts[0][0]
     block = max(block_length([tau for _, tau, _ in fits], len(times)), MIN_BLOCK)
     start, end = float(times[0]), float(times[-1])
@@ -168,7 +185,7 @@ def joint_ses(
         return {}
     sds = np.std(np.array(logs), axis=0, ddof=1)
     out = {}
-    for q, (_, tau, rho), sd in zip(qs, fits, sds, strict=True):
+    for q, (deff, tau, rho), sd in zip(qs, fits, sds, strict=True):
         widen = math.sqrt(max(1.0, tau / max(captured(rho, block), 1.0)))  # what blocks of ``block`` miss
-        out[float(q)] = JointSE(widen * float(sd), shared, width / 1e9, tau)
+        out[float(q)] = JointSE(widen * float(sd), shared, width / 1e9, max(tau, deff))
     return out
