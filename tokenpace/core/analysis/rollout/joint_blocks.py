@@ -39,7 +39,7 @@ from tokenpace.core.stats import serial_correlation
 
 MIN_BLOCK = 2  # requests of both arms together per block at least: a block can pair them
 MIN_SHARED_BLOCKS = 20  # time blocks holding both arms before their spread is trusted
-JOINT_RESAMPLES = 400  # resamples of the shared blocks (bounded work per guarded percentile)
+JOINT_RESAMPLES = 400  # draws of the blocks per metric (bounded work: one draw serves every percentile)
 MIN_VALID = 0.9  # share of resamples that must yield both percentiles
 
 
