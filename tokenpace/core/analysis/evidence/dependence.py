@@ -70,7 +70,8 @@ class Dependence:
     identified: np.ndarray | None = None  # per percentile: the run itself identified its dependence
 
 
-def _captured(rho: np.ndarray, block: int) -> float:
+def captured(rho: np.ndarray, block: int) -> float:
+    """The variance inflation blocks of ``block`` capture of a series with autocorrelations ``rho``."""
     k = np.arange(1, min(block, len(rho)))
     return float(1 + 2 * np.sum((1 - k / block) * rho[k]))
 
@@ -109,7 +110,7 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
             known = np.ones(len(qs), dtype=bool)
             return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known)
     block = block_length(taus, units)
-    widen = np.array([math.sqrt(max(1.0, t / max(_captured(rho, block), 1.0))) for t, rho in fits])
+    widen = np.array([math.sqrt(max(1.0, t / max(captured(rho, block), 1.0))) for t, rho in fits])
     n_eff = base / np.maximum(taus, 1.0)
     by = "time blocks" if block > 1 else "requests"
     steady = window_closed(serial_correlation(_series(groups, flat, 50.0, values))[1], units)

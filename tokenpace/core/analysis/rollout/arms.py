@@ -241,7 +241,7 @@ def arm_diff(
         min(ref.requests, cand.requests),
         min(ref.users, cand.users),
         load=load,
-        matched=at_matched_load(latency, load),
+        matched=at_matched_load(latency, load, seed),
     )
 
 

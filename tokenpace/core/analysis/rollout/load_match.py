@@ -14,7 +14,8 @@ compared within load bands both of them hold:
 - Their standard errors are Woodruff's: the interval of the weighted CDF at the percentile
   (stratified, sum of W_b^2 p_b (1 - p_b) / n_b over the bands) mapped back through the quantile
   function. The guard never uses a narrower SE than the unmatched comparison's (which counts
-  requests that move together).
+  requests that move together) -- except where the arms interleave in enough shared time blocks:
+  those resampled jointly, a wave that slowed both arms cancels (``joint_blocks``).
 - Where matching cannot fix the difference -- the common bands hold less than ``MIN_COVERAGE`` of
   either arm's requests, or the arms' mean loads within them still differ by more than
   ``MAX_RESIDUAL`` -- the comparison is *unmatched*: no latency verdict, the reason and the loads
@@ -40,6 +41,7 @@ from tokenpace.core.analysis.comparison.compare import Comparison
 from tokenpace.core.analysis.evidence.samples import measured_ok, metric_samples
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
+from tokenpace.core.analysis.rollout.joint_blocks import joint_ses
 from tokenpace.core.record import RequestRecord
 from tokenpace.core.stats import enough_samples
 
@@ -308,7 +310,9 @@ def matched_change(match: LoadMatch, metric: str, q: float) -> MatchedChange | N
     return MatchedChange(ref[0], cand[0], rel, math.hypot(ref[1], cand[1]), int(min(ref[2], cand[2])))
 
 
-def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[MatchedChange, float]]:
+def at_matched_load(
+    latency: Comparison, match: LoadMatch, seed: int = 0
+) -> dict[str, tuple[MatchedChange, float]]:
     """The latency table judged at matched load, in place: matched, each percentile's row holds
     both arms at the reference's load mix (its interval never narrower than the unmatched one's);
     unmatched, no row is called better or negligible (their p-values measured the load), and
@@ -316,7 +320,10 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
     Returns, per ``metric.pNN``, the matched change (in the common bands) and the SE the guards use."""
     out: dict[str, tuple[MatchedChange, float]] = {}
     z = NormalDist().inv_cdf(1 - latency.alpha / 2)
+    joined, common = 0, list(match.common) if match.state == MATCHED else []  # joint SEs: matched only
     for m in latency.metrics:
+        qs = [float(row.percentile[1:]) for row in m.rows if row.verdict is not Verdict.TOO_FEW]
+        joints = joint_ses(*match.by_band, common, m.metric, qs, seed)
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None
@@ -324,6 +331,8 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
                 continue
             mc = matched_change(match, m.metric, float(row.percentile[1:]))
             se = max(mc.se_log if mc else 0.0, row.change.se_log if row.change is not None else 0.0)
+            if mc is not None and (joint := joints.get(float(row.percentile[1:]))):  # joint_blocks
+                se, joined = joint.floored(mc.se_log), joined + 1
             if match.state == UNMATCHED:
                 row.verdict = _worse_in_common_bands(mc, se, z, m.higher_is_better, latency.min_effect)
                 if mc is not None:
@@ -347,6 +356,8 @@ def at_matched_load(latency: Comparison, match: LoadMatch) -> dict[str, tuple[Ma
             m.rank_p = m.prob_b_greater = None
     if match.state == MATCHED:
         latency.method = "percentiles at matched load (the candidate weighted to the reference's load mix)"
+        if joined:
+            latency.method += "; changes' SEs from time blocks both arms share, resampled jointly"
     return out
 
 

@@ -1,0 +1,191 @@
+"""The change between arms whose requests interleave in time, resampled in shared time blocks. Pure.
+
+A host stall or a burst of traffic slows both arms of a gray release at once: their requests are
+sent in the same moments. Each arm's own interval counts that wave (its requests move together),
+but the change between them does not carry it: it cancels in the ratio. Treating the two arms'
+noise as independent (their SEs added in quadrature) counts it twice. Here the change's SE is
+measured by resampling time blocks jointly -- the same blocks for both arms -- so the noise common
+to both cancels as it does in the data:
+
+- Block length: the evidence module's rule (``evidence.dependence.block_length``: twice the
+  integrated autocorrelation time, in requests) applied to the series whose dependence the change
+  carries -- both arms' requests in send order, each its arm's signed share at or under its
+  percentile (the change's influence) -- and at least ``MIN_BLOCK`` requests, so that a block can
+  hold both arms. Where blocks that long capture less of that dependence than it holds, the
+  spread is widened by the same factor the evidence module uses.
+- Blocks are drawn with replacement, the same draw for both arms; within each, the arms keep their
+  load bands (the candidate weighted to the reference's resampled load mix, as ``load_match``).
+- Used only where ``MIN_SHARED_BLOCKS`` blocks hold requests of both arms: arms in different
+  windows, or too few blocks to measure a spread, keep the independent SE. Never below what
+  per-request sampling alone gives (``load_match``'s Woodruff SE, as if requests were independent)
+  times the square root of the change's own dependence (tau of the series above, or where larger
+  an arm's design effect from requests of one user or session, which time blocks do not keep
+  together): a spread the blocks happened to draw narrow does not decide.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenpace.core.analysis.evidence.clusters import cluster_design_effect
+from tokenpace.core.analysis.evidence.dependence import block_length, captured
+from tokenpace.core.analysis.evidence.samples import Samples, metric_samples
+from tokenpace.core.record import RequestRecord
+from tokenpace.core.stats import serial_correlation
+
+MIN_BLOCK = 2  # requests of both arms together per block at least: a block can pair them
+MIN_SHARED_BLOCKS = 20  # time blocks holding both arms before their spread is trusted
+JOINT_RESAMPLES = 400  # draws of the blocks per metric (bounded work: one draw serves every percentile)
+MIN_VALID = 0.9  # share of resamples that must yield both percentiles
+
+
+@dataclass(frozen=True, slots=True)
+class JointSE:
+    """The change's SE on the log scale from shared time blocks, and the blocks it rests on."""
+
+    se_log: float
+    blocks: int  # time blocks holding both arms
+    block_s: float  # their length, seconds
+    tau: float = 1.0  # the change's variance inflation: requests that move together in time or by user
+
+    def floored(self, independent_se: float) -> float:
+        """The SE a verdict uses: never below per-request sampling's (``independent_se``, as if
+        requests were independent) times the square root of the change's own dependence."""
+        return max(self.se_log, independent_se * math.sqrt(self.tau))
+
+
+@dataclass(frozen=True, slots=True)
+class _Arm:
+    values: np.ndarray  # sorted
+    bands: np.ndarray  # index into the common bands, per value
+    blocks: np.ndarray  # time block, per value (ITL gaps of one request share its block)
+
+
+def _arm_samples(
+    by_band: dict[int, list[RequestRecord]], bands: list[int], metric: str
+) -> tuple[Samples, np.ndarray]:
+    """The arm's samples over the common bands (their send times kept) and each request's band."""
+    groups: list[np.ndarray] = []
+    sent: list[int] = []
+    band_of: list[int] = []
+    keys: list[str] = []
+    for j, b in enumerate(bands):
+        s = metric_samples(by_band[b], metric)
+        groups += s.groups
+        sent += [int(t) for t in s.sent_ns] if s.sent_ns is not None else [0] * len(s.groups)
+        band_of += [j] * len(s.groups)
+        keys += s.cluster or [""] * len(s.groups)
+    found = Samples(groups, np.array(sent, dtype=np.int64), keys if any(keys) else None)
+    return found, np.array(band_of, dtype=np.int64)
+
+
+def _clusters(s: Samples) -> np.ndarray | None:
+    """An id per request of its user or session (a request without one: its own); None: no keys."""
+    if s.cluster is None:
+        return None
+    loose = iter(range(len(s.cluster)))
+    codes: np.ndarray = np.unique([k or f"\0{next(loose)}" for k in s.cluster], return_inverse=True)[1]
+    return codes
+
+
+def _contrast(s_ref: Samples, s_cand: Samples, q: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Both arms' requests in send order: their send times and each one's term in the change
+    (its share at or under its arm's percentile, less q, signed by arm, over the arm's count);
+    and the larger arm's design effect from requests of one user or session (1: none)."""
+    terms, sent, deff = [], [], 1.0
+    for s, sign in ((s_ref, -1.0), (s_cand, 1.0)):
+        assert s.sent_ns is not None
+        values, sizes = np.concatenate(s.groups), np.array([len(g) for g in s.groups])
+        starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+        under = np.add.reduceat((values <= np.percentile(values, q)).astype(np.float64), starts) / sizes
+        if (codes := _clusters(s)) is not None:
+            deff = max(deff, cluster_design_effect(under, codes))
+        terms.append(sign * (under - q / 100) / len(s.groups))
+        sent.append(s.sent_ns)
+    times = np.concatenate(sent)
+    order = np.argsort(times, kind="stable")
+    return times[order], np.concatenate(terms)[order], deff
+
+
+def _arm(s: Samples, band_of: np.ndarray, start: float, width: float, k: int) -> _Arm:
+    assert s.sent_ns is not None
+    req_block = np.minimum(((s.sent_ns - start) // width).astype(np.int64), k - 1)
+    counts = np.array([len(g) for g in s.groups])
+    values = np.concatenate(s.groups)
+    order = np.argsort(values, kind="stable")
+    return _Arm(values[order], np.repeat(band_of, counts)[order], np.repeat(req_block, counts)[order])
+
+
+def _quantiles(values: np.ndarray, weights: np.ndarray, qs: np.ndarray) -> np.ndarray:
+    keep = weights > 0
+    v, w = values[keep], weights[keep]
+    cum = np.cumsum(w)
+    out: np.ndarray = np.interp(qs, (cum - w / 2) / cum[-1], v)
+    return out
+
+
+def _draw(ref: _Arm, cand: _Arm, reps: np.ndarray, nb: int, qs: np.ndarray) -> np.ndarray | None:
+    """log(cand/ref) at each percentile of one resample: ``reps`` is how often each block was drawn."""
+    m_ref, m_cand = reps[ref.blocks].astype(np.float64), reps[cand.blocks].astype(np.float64)
+    tot_ref = np.bincount(ref.bands, weights=m_ref, minlength=nb)
+    tot_cand = np.bincount(cand.bands, weights=m_cand, minlength=nb)
+    both = (tot_ref > 0) & (tot_cand > 0)
+    if not both.any():
+        return None
+    shares = np.where(both, tot_ref, 0.0) / float(np.sum(tot_ref[both]))
+    w_ref = m_ref * (shares / np.where(both, tot_ref, 1.0))[ref.bands]
+    w_cand = m_cand * (shares / np.where(both, tot_cand, 1.0))[cand.bands]
+    a, b = _quantiles(ref.values, w_ref, qs), _quantiles(cand.values, w_cand, qs)
+    if not (np.all(a > 0) and np.all(b > 0)):
+        return None
+    out: np.ndarray = np.log(b / a)
+    return out
+
+
+def joint_ses(
+    by_ref: dict[int, list[RequestRecord]],
+    by_cand: dict[int, list[RequestRecord]],
+    bands: list[int],
+    metric: str,
+    qs: Sequence[float],
+    seed: int = 0,
+) -> dict[float, JointSE]:
+    """Per percentile ``q`` (0-100) of ``qs``: the SE of log(cand/ref) over the common ``bands``
+    from time blocks resampled jointly (one block length for all, the longest any needs, as the
+    evidence module does); empty where fewer than ``MIN_SHARED_BLOCKS`` blocks hold both arms
+    (disjoint windows, long dependence) or the percentiles cannot be resampled."""
+    s_ref, band_ref = _arm_samples(by_ref, bands, metric)
+    s_cand, band_cand = _arm_samples(by_cand, bands, metric)
+    if len(s_ref.groups) < 2 or len(s_cand.groups) < 2 or not qs:  # no common bands: none here
+        return {}
+    contrasts = [_contrast(s_ref, s_cand, q) for q in qs]
+    fits = [(deff, *serial_correlation(terms)) for _, terms, deff in contrasts]
+    times = contrasts[0][0]
+    block = max(block_length([tau for _, tau, _ in fits], len(times)), MIN_BLOCK)
+    start, end = float(times[0]), float(times[-1])
+    width = max(block * (end - start) / max(len(times) - 1, 1), 1.0)
+    k = max(1, math.ceil((end - start) / width))
+    ref, cand = _arm(s_ref, band_ref, start, width, k), _arm(s_cand, band_cand, start, width, k)
+    held = (np.bincount(ref.blocks, minlength=k) > 0) & (np.bincount(cand.blocks, minlength=k) > 0)
+    shared = int(np.sum(held))
+    if shared < MIN_SHARED_BLOCKS:
+        return {}
+    rng = np.random.default_rng(seed)
+    at = np.asarray(qs, dtype=np.float64) / 100
+    logs = []
+    for _ in range(JOINT_RESAMPLES):
+        reps = np.bincount(rng.integers(0, k, size=k), minlength=k)  # the same blocks for both arms
+        if (d := _draw(ref, cand, reps, len(bands), at)) is not None:
+            logs.append(d)
+    if len(logs) < MIN_VALID * JOINT_RESAMPLES:
+        return {}
+    sds = np.std(np.array(logs), axis=0, ddof=1)
+    out = {}
+    for q, (deff, tau, rho), sd in zip(qs, fits, sds, strict=True):
+        widen = math.sqrt(max(1.0, tau / max(captured(rho, block), 1.0)))  # what blocks of ``block`` miss
+        out[float(q)] = JointSE(widen * float(sd), shared, width / 1e9, max(tau, deff))
+    return out
