@@ -6,7 +6,9 @@ repeat group, each run's records drawn from one of a few prepared sets (so that 
 store's writes, not the drawing). The runs, their labels and their stored figures go through the
 store's own ``save_run`` and ``save_levels``; the records are bulk-inserted beside them as the rows
 ``save_run`` writes (10 million in minutes, not hours). A sweep and a gateway session (through the
-gateway's store writer) are added when missing. Then serves the console in this process (aiohttp's
+gateway's store writer; each record with the requests in flight on its upstream, the same load on
+both arms, so that arms compares them at matched load as a current gateway's) are added when
+missing. Then serves the console in this process (aiohttp's
 test server on 127.0.0.1) and asks each page and its JSON twin ``--repeats`` times after a first:
 printed the first answer's wall and CPU time, the repeats' median and P95, their median CPU time
 (what an answer costs whatever else the host runs) and the answer's size.
@@ -178,6 +180,7 @@ def add_sweep_and_session(store: Store, arm_records: int, seed: int = 1) -> None
                     sent_ns=r.sent_ns + shift, first_token_ns=(r.first_token_ns or 0) + shift,
                     token_ns=[x + shift for x in r.token_ns], end_ns=(r.end_ns or 0) + shift,
                     labels={"upstream": arm, "arm": arm, "config_epoch": "0"},
+                    upstream_inflight=int(rng.poisson(3)),  # the same load: compared at matched load
                 )
             )  # fmt: skip
         for start in range(0, len(recs), 1000):

@@ -173,10 +173,16 @@ class RequestRecord:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RequestRecord:
         # Keyword names as the class's own string objects: a decoder's fresh keys would be matched
-        # by comparing strings, not identity, the most of a stored record's decoding time.
-        kwargs = {_FIELD_NAMES[k]: v for k, v in data.items() if k in _FIELD_NAMES}
+        # by comparing strings, not identity, the most of a stored record's decoding time. A None
+        # where the default is None is left to the default: fewer keywords to match.
+        kwargs = {
+            _FIELD_NAMES[k]: v
+            for k, v in data.items()
+            if k in _FIELD_NAMES and (v is not None or k not in _NONE_BY_DEFAULT)
+        }
         kwargs["status"] = Status(kwargs.get("status", "ok"))
         return cls(**kwargs)
 
 
 _FIELD_NAMES = {f.name: f.name for f in fields(RequestRecord)}
+_NONE_BY_DEFAULT = frozenset(f.name for f in fields(RequestRecord) if f.default is None)

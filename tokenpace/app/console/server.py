@@ -18,6 +18,7 @@ from urllib.parse import urlencode
 
 import orjson
 from aiohttp import web
+from numpy import fft, random  # noqa: F401  (numpy loads them on first use: at start, not in an answer)
 
 from tokenpace.adapters.store import RunQuery, Store, StoreError
 from tokenpace.app.baseline.store_ops import open_store

@@ -284,21 +284,26 @@ def _percentile_se(
     return x, (math.log(hi) - math.log(lo)) / (2 * _Z95), n_eff
 
 
-def matched_change(match: LoadMatch, metric: str, q: float) -> MatchedChange | None:
+Strata = tuple[list[np.ndarray], list[np.ndarray], list[float]]  # each arm's sorted values, weights
+
+
+def _strata(match: LoadMatch, metric: str) -> Strata:
+    """Per common band holding both arms' samples of ``metric``: each arm's, sorted, and the
+    reference's count (the band's weight)."""
+    sides = [[np.sort(metric_samples(arm[b], metric).values) for arm in match.by_band] for b in match.common]
+    held = [(r, c) for r, c in sides if len(r) and len(c)]
+    return [r for r, _ in held], [c for _, c in held], [float(len(r)) for r, _ in held]
+
+
+def matched_change(
+    match: LoadMatch, metric: str, q: float, strata: Strata | None = None
+) -> MatchedChange | None:
     """The candidate's change in the ``q`` (0-100) percentile of ``metric`` at the reference's
     load mix over the common bands; None unless matched (or unmatched where only a breach
-    decides: ``only_worse``) with enough samples on both arms."""
+    decides: ``only_worse``) with enough samples on both arms. ``strata``: ``_strata``'s, once a metric."""
     if match.state != MATCHED and not (match.state == UNMATCHED and match.only_worse):
         return None
-    by_ref, by_cand = match.by_band
-    ref_strata, cand_strata, shares = [], [], []
-    for b in match.common:
-        r = np.sort(metric_samples(by_ref[b], metric).values)
-        c = np.sort(metric_samples(by_cand[b], metric).values)
-        if len(r) and len(c):
-            ref_strata.append(r)
-            cand_strata.append(c)
-            shares.append(float(len(r)))
+    ref_strata, cand_strata, shares = strata if strata is not None else _strata(match, metric)
     if not shares:
         return None
     shares = [s / sum(shares) for s in shares]
@@ -324,12 +329,13 @@ def at_matched_load(
     for m in latency.metrics:
         qs = [float(row.percentile[1:]) for row in m.rows if row.verdict is not Verdict.TOO_FEW]
         joints = joint_ses(*match.by_band, common, m.metric, qs, seed)
+        strata = _strata(match, m.metric) if match.state != UNCHECKED else None
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None
             if match.state == UNCHECKED or row.verdict is Verdict.TOO_FEW:
                 continue
-            mc = matched_change(match, m.metric, float(row.percentile[1:]))
+            mc = matched_change(match, m.metric, float(row.percentile[1:]), strata)
             se = max(mc.se_log if mc else 0.0, row.change.se_log if row.change is not None else 0.0)
             if mc is not None and (joint := joints.get(float(row.percentile[1:]))):  # joint_blocks
                 se, joined = joint.floored(mc.se_log), joined + 1
