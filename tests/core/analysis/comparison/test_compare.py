@@ -247,7 +247,8 @@ def test_two_arms_of_a_few_users_each_cover_a_true_zero_change() -> None:
             )
             m = compare_samples("ttft", [a], [b], (50.0, 95.0), resamples=100, seed=i, same_window=True)
             for row in m.rows:
-                covered += row.rel_ci is not None and row.rel_ci[0] <= 0 <= row.rel_ci[1]
+                lo, hi = row.rel_ci or (None, None)
+                covered += lo is not None and hi is not None and lo <= 0 <= hi
                 wrong += row.verdict in (Verdict.SLOWER, Verdict.FASTER)
         assert covered >= 0.93 * 80 and wrong == 0, (users, covered, wrong)
 

@@ -6,11 +6,11 @@ square over the variance per request (one-way ANOVA's F, whose expectation is th
 It rests on the clusters, not the requests: its degrees of freedom are those of C clusters of
 unequal sizes m_c, (sum m_c^2)^2 / sum m_c^4 - 1 (Satterthwaite; C - 1 when equal), so a few users
 that hold most requests give few however many single requests stand beside them. Within its noise
-of 1 (the F test at ``noise_ses`` normal SEs, as ``core.stats.serial_correlation``'s tau) it is 1: users
-that do not differ keep the plain intervals. Otherwise it is raised by (t/z)^2 at those degrees of
-freedom, exact t quantiles down to 1: the interval then is the t interval of C cluster means, exact
-where their effects are normal, so 3 users that differ get about twice the width 20 users would.
-Under 1 degree of freedom (one user, or one beside single requests) there is nothing to compare.
+of 1 (the chi-square point ``noise_ses`` normal SEs up, as ``core.stats.serial_correlation``'s tau)
+it is taken as 1: users that do not differ keep the plain intervals. Otherwise it is raised by
+(t/z)^2 at those degrees of freedom (exact t down to 1): the interval is then the t interval of C
+cluster means, exact where their effects are normal; 3 users that differ get about twice the width
+20 would. Under 1 degree of freedom (one user, or one beside single requests) nothing is compared.
 """
 
 from __future__ import annotations

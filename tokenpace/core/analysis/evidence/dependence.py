@@ -71,9 +71,7 @@ class Dependence:
     by: str = "requests"  # what is resampled: "requests", "time blocks", "user", "session"
     identified: np.ndarray | None = None  # per percentile: the run itself identified its dependence
     clusters: int = 0  # by user or session: how many held two requests or more
-    clusters_needed: np.ndarray | None = (
-        None  # ... and per percentile about how many would decide (0: unknown)
-    )
+    clusters_needed: np.ndarray | None = None  # ... per percentile, about how many would decide (0: ?)
 
 
 def captured(rho: np.ndarray, block: int) -> float:
