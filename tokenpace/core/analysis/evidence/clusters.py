@@ -9,8 +9,8 @@ that hold most requests give few however many single requests stand beside them.
 of 1 (the chi-square point ``noise_ses`` normal SEs up, as ``core.stats.serial_correlation``'s tau)
 it is taken as 1: users that do not differ keep the plain intervals. Otherwise it is raised by
 (t/z)^2 at those degrees of freedom (exact t down to 1): the interval is then the t interval of C
-cluster means, exact where their effects are normal; 3 users that differ get about twice the width
-20 would. Under 1 degree of freedom (one user, or one beside single requests) nothing is compared.
+cluster means, exact where their effects are normal (4.3 SEs a side from 3 users, 2.1 from 20).
+Under 1 degree of freedom (one user, or one beside single requests) nothing is compared.
 """
 
 from __future__ import annotations
