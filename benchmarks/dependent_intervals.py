@@ -17,11 +17,17 @@ A second table: requests of 20 or 100 users with a per-user latency factor
 request's user (``evidence.dependence``: whole users resampled when their design effect is the
 larger one), with the mean n_eff and how often users were chosen.
 
+``--few-users``: instead, 3, 5 and 8 users with a factor exp(0.3 u) each: the coverage of each
+percentile (the bootstrap over requests, and the one seeing users, at +- 1.96 SE), and of a true
+zero change between two arms of their own users each (``compare_samples`` as the gateway's arms:
+one window), with how often the change was decided either way (a wrong-way verdict).
+
 ``--timing``: the CPU time (best of 3; steadier than the wall clock on a busy host) of
 ``compare_records`` on two 10,000-request runs (independent, and AR(1) rho 0.9) and of
 ``summarize`` of one; run it under each tree to compare before and after.
 
     .venv/bin/python benchmarks/dependent_intervals.py [--trials 300] [--resamples 200] [--timing]
+    .venv/bin/python benchmarks/dependent_intervals.py --few-users [--trials 150]
 """
 
 from __future__ import annotations
@@ -139,6 +145,45 @@ def users(trials: int, resamples: int) -> None:
             )
 
 
+def few_users(trials: int, resamples: int, n: int = 1000, spread: float = 0.3) -> None:
+    from tokenpace.core.analysis.comparison.compare import compare_samples
+    from tokenpace.core.analysis.evidence.verdict import Verdict
+
+    print("| users | n | percentile | bootstrap over requests | bootstrap seeing users | median n_eff "
+          "| zero change covered (two arms) | wrong-way |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    truth = [ds.per_user_truth(q, spread) for q in QS]
+    for count in (3, 5, 8):
+        rng = np.random.default_rng([48, count])
+        series, who = ds.per_user(rng, trials, n, count, spread)
+        hits, n_eff = np.zeros((2, len(QS))), []
+        zero, wrong = np.zeros(len(QS)), np.zeros(len(QS))
+        for i, (x, w) in enumerate(zip(series, who, strict=True)):
+            keyed = Samples([np.array([v]) for v in x], None, [f"user:{u}" for u in w])
+            n_eff.append(dependence(keyed, QS).n_eff)
+            point = np.percentile(x, QS)
+            for k, s in enumerate((Samples(keyed.groups), keyed)):
+                sd = resample_percentiles(s, QS, resamples, rng).std(axis=0, ddof=1)
+                hits[k] += np.abs(point - np.array(truth)) <= Z * sd
+            if i % 2:  # this run and the one before: two arms of their own users, truly equal
+                prev = Samples(
+                    [np.array([v]) for v in series[i - 1]], None, [f"user:a{u}" for u in who[i - 1]]
+                )
+                m = compare_samples(
+                    "ttft", [prev], [keyed], QS, resamples=resamples, seed=i, same_window=True
+                )
+                for j, row in enumerate(m.rows):
+                    lo, hi = row.rel_ci or (None, None)
+                    zero[j] += lo is not None and hi is not None and lo <= 0 <= hi
+                    wrong[j] += row.verdict in (Verdict.SLOWER, Verdict.FASTER)
+        pairs = trials // 2
+        mid = np.median(n_eff, axis=0)
+        for j, q in enumerate(QS):
+            cov = " | ".join(f"{hits[k, j] / trials:.0%}" for k in range(2))
+            print(f"| {count} | {n} | P{q:g} | {cov} | {mid[j]:.0f} | {zero[j] / pairs:.0%} "
+                  f"| {wrong[j]:.0f} of {pairs} |")  # fmt: skip
+
+
 def timing() -> None:
     from tokenpace.core.analysis.comparison.compare import compare_records
     from tokenpace.core.metrics import summarize
@@ -175,9 +220,12 @@ def main() -> None:
     ap.add_argument("--trials", type=int, default=300)
     ap.add_argument("--resamples", type=int, default=200)
     ap.add_argument("--timing", action="store_true", help="time compare and summarize instead")
+    ap.add_argument("--few-users", action="store_true", help="3, 5 and 8 users instead")
     args = ap.parse_args()
     if args.timing:
         timing()
+    elif args.few_users:
+        few_users(args.trials, args.resamples)
     else:
         coverage(args.trials, args.resamples)
         print()

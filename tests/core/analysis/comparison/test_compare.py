@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from baseline_fixtures import make_record
 
-from tokenpace.core.analysis.comparison.compare import compare_records
+from tokenpace.core.analysis.comparison.compare import compare_records, compare_samples
 from tokenpace.core.analysis.comparison.gate import evaluate, parse_thresholds
 from tokenpace.core.analysis.evidence.bootstrap import percentile_differences
 from tokenpace.core.analysis.evidence.ranktest import mann_whitney, rankdata
@@ -230,3 +230,36 @@ def test_arms_interleaved_in_one_window_share_their_stalls_and_get_no_floor() ->
     )
     assert apart is not None and shared is not None and apart.change is not None and shared.change is not None
     assert shared.change.se_log < apart.change.se_log
+
+
+def test_two_arms_of_a_few_users_each_cover_a_true_zero_change() -> None:
+    # Arms of the gateway (one window), each with its own few users of their own speeds, truly equal.
+    for users in (3, 5, 8):
+        rng = np.random.default_rng([52, users])
+        series, who = ds.per_user(rng, 80, 300, users=users, spread=0.3)
+        covered, wrong = 0, 0
+        for i in range(40):
+            a, b = (
+                Samples(
+                    [np.array([v]) for v in series[2 * i + k]], None, [f"user:{k}{u}" for u in who[2 * i + k]]
+                )
+                for k in (0, 1)
+            )
+            m = compare_samples("ttft", [a], [b], (50.0, 95.0), resamples=100, seed=i, same_window=True)
+            for row in m.rows:
+                lo, hi = row.rel_ci or (None, None)
+                covered += lo is not None and hi is not None and lo <= 0 <= hi
+                wrong += row.verdict in (Verdict.SLOWER, Verdict.FASTER)
+        assert covered >= 0.93 * 80 and wrong == 0, (users, covered, wrong)
+
+
+def test_a_slowdown_on_a_few_users_is_undecided_for_want_of_users() -> None:
+    rng = np.random.default_rng(53)
+    x, who = ds.per_user(rng, 2, 400, users=5, spread=0.3)
+    a, b = (
+        Samples([np.array([v]) for v in (1 + 3 * k) * x[k]], None, [f"user:{k}{u}" for u in who[k]])
+        for k in (0, 1)
+    )
+    row = compare_samples("ttft", [a], [b], (50.0,), resamples=200).rows[0]
+    assert row.verdict is Verdict.UNDECIDED and row.dependence_note is not None
+    assert "5 users" in row.dependence_note and "users would decide" in row.dependence_note

@@ -13,7 +13,7 @@ import numpy as np
 from tokenpace.core.analysis.evidence.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
 from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.ranktest import mann_whitney
-from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, change, side_levels
+from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, change, cluster_caveat, side_levels
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, concurrent, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import (
@@ -262,7 +262,11 @@ def compare_samples(
         note = dependence_caveat(q, j, side_a, side_b)
         drift = DRIFT_REACH * (side_a.drift(j) + side_b.drift(j))
         decided = verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE)
-        if note and decided and not beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect):
+        # A run's halves hold the same users: their drift says nothing of the noise between users.
+        few_users = cluster_caveat(q, j, side_a, side_b)
+        if few_users and verdict is not Verdict.TOO_FEW:
+            rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, few_users
+        elif note and decided and not beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect):
             rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, note
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))

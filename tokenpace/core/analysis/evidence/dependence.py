@@ -20,7 +20,9 @@ by one would treat a burst as many independent observations. The plan, per sampl
 
 Where requests carry a user or session (``Samples.cluster``), the same is measured for whole
 clusters (``evidence.clusters.band_cluster_effect``); when it is the larger design effect, the plan
-resamples whole users or sessions instead of blocks of time, and ``by`` says which was used.
+resamples whole users or sessions instead of blocks of time, and ``by`` says which was used, with
+how many users or sessions there were and about how many would leave each percentile enough
+effective requests. The floor then carries what a bootstrap of a few clusters cannot (their t).
 
 A percentile whose window did not close within a quarter of the requests (``core.stats.
 window_closed``) is marked not ``identified``: its requests moved together over much of the run, and
@@ -39,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tokenpace.core.analysis.evidence.clusters import band_cluster_effect
+from tokenpace.core.analysis.evidence.clusters import band_cluster_effect, cluster_df, clusters_needed
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.stats import (
     band_correlation,
@@ -68,6 +70,8 @@ class Dependence:
     floor_sd: np.ndarray  # per percentile: the least SD of its resampled values (0: none)
     by: str = "requests"  # what is resampled: "requests", "time blocks", "user", "session"
     identified: np.ndarray | None = None  # per percentile: the run itself identified its dependence
+    clusters: int = 0  # by user or session: how many held two requests or more
+    clusters_needed: np.ndarray | None = None  # ... per percentile, about how many would decide (0: ?)
 
 
 def captured(rho: np.ndarray, block: int) -> float:
@@ -108,7 +112,15 @@ def dependence(samples: Samples, qs: Sequence[float]) -> Dependence:
             ]
             floor = _floor_sd(ordered, qs, deffs)
             known = np.ones(len(qs), dtype=bool)
-            return Dependence(clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known)
+            sizes = np.bincount(codes)
+            count, df = int(np.sum(sizes > 1)), cluster_df(codes)
+            need = [
+                clusters_needed(count, df, float(d), base, q) or 0 for d, q in zip(deffs, qs, strict=True)
+            ]
+            needs = np.array(need, dtype=np.int64)
+            return Dependence(
+                clusters, deffs, np.ones(len(qs)), 1, base / deffs, floor, kind, known, count, needs
+            )
     block = block_length(taus, units)
     widen = np.array([math.sqrt(max(1.0, t / max(captured(rho, block), 1.0))) for t, rho in fits])
     n_eff = base / np.maximum(taus, 1.0)

@@ -26,6 +26,7 @@ from tokenpace.core.analysis.evidence.runnoise import (
     t_quantile,
 )
 from tokenpace.core.analysis.evidence.samples import Samples
+from tokenpace.core.stats import enough_samples
 
 
 @dataclass(slots=True)
@@ -40,6 +41,8 @@ class SideLevels:
     by: list[str] = dataclasses.field(default_factory=list)  # per run: what its bootstrap resampled
     identified: np.ndarray | None = None  # per run and percentile: the run identified its dependence
     drifts: np.ndarray | None = None  # per run and percentile: |log| of its second half over its first
+    clusters: list[int] = dataclasses.field(default_factory=list)  # per run: users or sessions (by them)
+    clusters_needed: np.ndarray | None = None  # per run and percentile: about how many would decide
 
     def drift(self, column: int) -> float:
         """The largest drift of one percentile between a run's halves, over the side's runs (log)."""
@@ -70,22 +73,55 @@ def side_levels(
 ) -> SideLevels:
     """The percentiles ``qs`` of every run of a side with their sampling SEs; every run non-empty.
     ``floor``: the spread floored at the order-statistic interval's at n_eff (``dependence``); not
-    where both sides were measured interleaved in one window, whose stalls and queues they share."""
-    values, ses, n_effs, by, known = [], [], [], [], []
+    where both sides were measured interleaved in one window, whose stalls and queues they share --
+    but kept where a run is resampled by user or session: an arm's users are its own."""
+    values, ses, n_effs, by, known, clusters, needs = [], [], [], [], [], [], []
     drifts = [half_drift(s, qs) for s in runs]
     for s in runs:
         values.append(np.percentile(s.values, qs))
         plan = dependence(s, qs)
-        plan = plan if floor else dataclasses.replace(plan, floor_sd=np.zeros(len(qs)))
+        shared = not floor and plan.by in ("requests", "time blocks")
+        plan = dataclasses.replace(plan, floor_sd=np.zeros(len(qs))) if shared else plan
         boot = resample_percentiles(s, qs, resamples_for(s.n, resamples), rng, plan)
         ses.append(np.nanstd(boot, axis=0, ddof=1) if len(boot) > 1 else np.full(len(qs), np.nan))
         n_effs.append(np.minimum(plan.n_eff, s.n))
         by.append(plan.by)
+        clusters.append(plan.clusters)
+        needs.append(
+            plan.clusters_needed if plan.clusters_needed is not None else np.zeros(len(qs), np.int64)
+        )
         known.append(plan.identified if plan.identified is not None else np.ones(len(qs), dtype=bool))
     counts = [s.n for s in runs]
     return SideLevels(
-        np.array(values), np.array(ses), counts, np.array(n_effs), by, np.array(known), np.array(drifts)
+        np.array(values),
+        np.array(ses),
+        counts,
+        np.array(n_effs),
+        by,
+        np.array(known),
+        np.array(drifts),
+        clusters,
+        np.array(needs),
     )
+
+
+def cluster_caveat(q: float, column: int, *sides: SideLevels) -> str | None:
+    """Why one percentile's verdict cannot rest on a single run resampled by user or session: too
+    few of them for the effective requests it needs (more requests of the same users do not help).
+    None when no side is such a run."""
+    for name, side in zip("AB", sides, strict=True):
+        n, n_eff = float(sum(side.counts)), side.n_eff(column)
+        if side.runs != 1 or side.by[0] in ("requests", "time blocks") or enough_samples(n_eff, q):
+            continue
+        kind = "users or sessions" if " or " in side.by[0] else f"{side.by[0]}s"
+        need = int(side.clusters_needed[0, column]) if side.clusters_needed is not None else 0
+        would = f"about {need} {kind}" if need else f"many more {kind}"
+        return (
+            f"side {name}'s requests come from {side.clusters[0]} {kind} whose own latencies differ: "
+            f"too few {kind} to measure their effect at p{q:g} ({n_eff:.0f} effective requests of "
+            f"{n:.0f}); {would} would decide"
+        )
+    return None
 
 
 def half_drift(s: Samples, qs: Sequence[float]) -> np.ndarray:
