@@ -38,12 +38,12 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.analysis.comparison.compare import Comparison
-from tokenpace.core.analysis.evidence.samples import measured_ok, metric_samples
+from tokenpace.core.analysis.evidence.samples import measured_ok
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
 from tokenpace.core.analysis.rollout.joint_blocks import joint_ses
+from tokenpace.core.analysis.rollout.matched_strata import Strata, matched_strata, percentile_se
 from tokenpace.core.record import RequestRecord
-from tokenpace.core.stats import enough_samples
 
 EXACT_BELOW = 5  # in-flight counts 0..4: a band each (one request more matters most when few run)
 BAND_RATIO = 1.25  # above: bands 25 % wide (5-6, 7, 8-9, 10-12, 13-15, ...)
@@ -252,63 +252,23 @@ class MatchedChange:
     n: int  # the smaller arm's effective requests (the candidate's after weighting: Kish)
 
 
-def _weighted_quantile(values: np.ndarray, weights: np.ndarray, q: float) -> float:
-    cum = np.cumsum(weights)
-    at = (cum - weights / 2) / cum[-1]
-    return float(np.interp(q, at, values))
-
-
-def _percentile_se(
-    strata: list[np.ndarray], shares: list[float], q: float
-) -> tuple[float, float, float] | None:
-    """The weighted percentile of sorted strata with these shares, its SE on the log scale
-    (Woodruff), and the effective sample size (Kish). None without enough samples."""
-    values = np.concatenate(strata)
-    weights = np.concatenate([np.full(len(s), w / len(s)) for s, w in zip(strata, shares, strict=True)])
-    n_eff = 1.0 / float(np.sum(weights**2))
-    if not enough_samples(int(n_eff), q * 100):
-        return None
-    order = np.argsort(values, kind="stable")
-    values, weights = values[order], weights[order]
-    x = _weighted_quantile(values, weights, q)
-    var = sum(
-        w**2 * p * (1 - p) / len(s)
-        for s, w in zip(strata, shares, strict=True)
-        for p in [(float(np.searchsorted(s, x, "right")) + 0.5) / (len(s) + 1)]
-    )
-    half = _Z95 * math.sqrt(var)
-    lo = _weighted_quantile(values, weights, max(q - half, 0.0))
-    hi = _weighted_quantile(values, weights, min(q + half, 1.0))
-    if not (x > 0 and lo > 0 and hi > 0):
-        return None
-    return x, (math.log(hi) - math.log(lo)) / (2 * _Z95), n_eff
-
-
-Strata = tuple[list[np.ndarray], list[np.ndarray], list[float]]  # each arm's sorted values, weights
-
-
-def _strata(match: LoadMatch, metric: str) -> Strata:
-    """Per common band holding both arms' samples of ``metric``: each arm's, sorted, and the
-    reference's count (the band's weight)."""
-    sides = [[np.sort(metric_samples(arm[b], metric).values) for arm in match.by_band] for b in match.common]
-    held = [(r, c) for r, c in sides if len(r) and len(c)]
-    return [r for r, _ in held], [c for _, c in held], [float(len(r)) for r, _ in held]
-
-
 def matched_change(
     match: LoadMatch, metric: str, q: float, strata: Strata | None = None
 ) -> MatchedChange | None:
     """The candidate's change in the ``q`` (0-100) percentile of ``metric`` at the reference's
     load mix over the common bands; None unless matched (or unmatched where only a breach
-    decides: ``only_worse``) with enough samples on both arms. ``strata``: ``_strata``'s, once a metric."""
+    decides: ``only_worse``) with enough samples on both arms; ``strata``: ``matched_strata``'s
+    (computed once a metric by the caller, or here)."""
     if match.state != MATCHED and not (match.state == UNMATCHED and match.only_worse):
         return None
-    ref_strata, cand_strata, shares = strata if strata is not None else _strata(match, metric)
+    if strata is None:
+        strata = matched_strata(match.by_band, match.common, metric)
+    ref_strata, cand_strata, shares = strata
     if not shares:
         return None
     shares = [s / sum(shares) for s in shares]
-    ref = _percentile_se(ref_strata, shares, q / 100)
-    cand = _percentile_se(cand_strata, shares, q / 100)
+    ref = percentile_se(ref_strata, shares, q / 100)
+    cand = percentile_se(cand_strata, shares, q / 100)
     if ref is None or cand is None:
         return None
     rel = cand[0] / ref[0] - 1
@@ -329,7 +289,7 @@ def at_matched_load(
     for m in latency.metrics:
         qs = [float(row.percentile[1:]) for row in m.rows if row.verdict is not Verdict.TOO_FEW]
         joints = joint_ses(*match.by_band, common, m.metric, qs, seed)
-        strata = _strata(match, m.metric) if match.state != UNCHECKED else None
+        strata = matched_strata(match.by_band, match.common, m.metric) if match.state != UNCHECKED else None
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None

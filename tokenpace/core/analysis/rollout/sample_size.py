@@ -1,9 +1,9 @@
 """What a latency guard at matched load lacks before its percentile can be estimated. Pure.
 
 At matched load the candidate is weighted to the reference's load mix, so an arm's percentile rests
-on fewer effective requests than it holds (Kish: n_eff = 1 / sum of the squared weights, the weights
-summing to 1); the requests outside the common load bands add none. A percentile needs about
-``MIN_TAIL_SAMPLES`` effective requests beyond it (P95: 100). The arm that lacks most says how many
+on fewer effective requests than it holds (Kish, ``matched_strata``); the requests outside the
+common load bands add none. A percentile needs about ``MIN_TAIL_SAMPLES`` effective requests
+beyond it (P95: 100). The arm that lacks most says how many
 requests an arm would do, at the window's effective fraction (n_eff / the arm's measured requests),
 and how long that is at the window's traffic.
 """
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 
-from tokenpace.core.analysis.evidence.samples import metric_samples
 from tokenpace.core.analysis.rollout.guards import Guard, GuardItem, duration
 from tokenpace.core.analysis.rollout.load_match import MATCHED, LoadMatch
+from tokenpace.core.analysis.rollout.matched_strata import kish, matched_strata
 from tokenpace.core.stats import enough_samples, samples_needed
 
 
@@ -23,20 +23,14 @@ def matched_effective(match: LoadMatch, metric: str) -> tuple[float, int] | None
     weights them) and that arm's measured requests; None unless matched with common bands."""
     if match.state != MATCHED:
         return None
-    by_ref, by_cand = match.by_band
-    sizes = [
-        (len(metric_samples(by_ref[b], metric).values), len(metric_samples(by_cand[b], metric).values))
-        for b in match.common
-    ]
-    sizes = [(r, c) for r, c in sizes if r and c]
-    if not sizes:
+    ref, cand, counts = matched_strata(match.by_band, match.common, metric)
+    if not counts:
         return None
-    total = sum(r for r, _ in sizes)
-    shares = [r / total for r, _ in sizes]  # the reference's load mix
-    kish = [1 / sum(w * w / n for w, n in zip(shares, arm, strict=True)) for arm in zip(*sizes, strict=True)]
-    smaller = 0 if kish[0] <= kish[1] else 1
+    shares = [c / sum(counts) for c in counts]  # the reference's load mix
+    sizes = kish(ref, shares), kish(cand, shares)
+    smaller = 0 if sizes[0] <= sizes[1] else 1
     load = (match.reference, match.candidate)[smaller]
-    return kish[smaller], load.requests + load.missing
+    return sizes[smaller], load.requests + load.missing
 
 
 def too_few_item(guard: Guard, arm: str, match: LoadMatch | None, span_s: float | None) -> GuardItem | None:
