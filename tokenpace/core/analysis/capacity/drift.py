@@ -255,6 +255,8 @@ def _ranges(points: Sequence[LoadPoint]) -> dict[str, float]:
 
 def _log_se(ci: tuple[float, float]) -> float:
     lo, hi = ci
+    if math.isinf(lo) or math.isinf(hi):
+        return math.inf  # a side the run cannot bound: no noise it could rule out
     return (math.log(hi) - math.log(lo)) / (2 * Z95) if lo > 0 and hi > lo else 0.0
 
 
