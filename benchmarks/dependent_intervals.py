@@ -74,7 +74,7 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
         point = np.percentile(x, QS)
         for j, t in enumerate(truth):
             # the block bootstrap's side its own n_eff cannot bound is open, as compare leaves it
-            below, above = open_sides(float(plan.n_eff[j]), QS[j] / 100, 0.025)
+            below, above = open_sides(float(n), float(plan.n_eff[j]), QS[j] / 100, 0.025)
             sd = block[:, j].std(ddof=1)
             ivs = [
                 plain[j],

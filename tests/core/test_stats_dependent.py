@@ -148,10 +148,30 @@ def test_a_short_strongly_dependent_run_leaves_the_p95_unbounded_above_and_cover
     assert clamped < 0.93  # the run's maximum is no upper bound: the test can fail
 
 
-def test_a_side_is_open_only_where_no_rank_at_n_eff_bounds_it() -> None:
-    assert open_sides(71, 0.95, 0.025) == (False, True) and open_sides(72, 0.95, 0.025) == (False, False)
-    assert open_sides(5, 0.5, 0.025) == (True, True) and open_sides(6, 0.5, 0.025) == (False, False)
-    assert open_sides(367, 0.99, 0.025)[1] and not open_sides(368, 0.99, 0.025)[1]  # 0.99^n < 2.5 %
+def test_a_side_is_open_only_where_dependence_leaves_no_rank_at_n_eff_to_bound_it() -> None:
+    # 1,000 requests worth n_eff: open where the rank at n_eff lies beyond the sample
+    assert open_sides(1000, 71, 0.95, 0.025) == (False, True)
+    assert open_sides(1000, 72, 0.95, 0.025) == (False, False)
+    assert open_sides(1000, 5, 0.5, 0.025) == (True, True)
+    assert open_sides(1000, 6, 0.5, 0.025) == (False, False)
+    assert open_sides(1000, 367, 0.99, 0.025)[1] and not open_sides(1000, 368, 0.99, 0.025)[1]
+    # not the count alone: 64 requests bound no P95 even if independent, so the side stays clamped
+    assert open_sides(64, 64, 0.95, 0.025) == (False, False)
+    assert open_sides(64, 10, 0.95, 0.025) == (False, False)
+    assert open_sides(71, 30, 0.95, 0.025) == (False, False) and open_sides(72, 30, 0.95, 0.025)[1]
+    # nor a design effect under OPEN_MIN_DEFF (n_eff more than half of n)
+    assert open_sides(100, 60, 0.95, 0.025) == (False, False) and open_sides(100, 50, 0.95, 0.025)[1]
+
+
+def test_independent_requests_too_few_for_a_p95_keep_the_clamped_interval() -> None:
+    # a 64-request sweep step of independent requests: the P95 interval is the order-statistic one,
+    # clamped at the maximum, as it always was (low_sample flags it); no side opens
+    rng = np.random.default_rng(24)
+    for _ in range(20):
+        x = 100 * rng.lognormal(0, 0.5, 64)
+        (lo, hi), *_ = ordered_percentile_cis(x, [95.0])[0]
+        assert math.isfinite(lo) and hi == x.max()
+        assert "p95" in describe(x, ordered=True).low_sample
 
 
 def test_a_bounded_interval_keeps_its_width() -> None:

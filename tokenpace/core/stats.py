@@ -67,6 +67,10 @@ TIE_RESOLUTION = 0.005
 # The neighbourhood of a percentile q whose spread says whether it sits on a tie: the percentiles
 # q -/+ this many points (at most halfway to either end).
 TIE_NEIGHBOURHOOD = 5.0
+# A side of a percentile's interval opens (unbounded) only where dependence, not the count, leaves
+# too few effective requests to bound it: n_eff at most n / OPEN_MIN_DEFF, and the rank at n inside
+# the sample (a run too short even if independent keeps the clamped side and its low_sample flag).
+OPEN_MIN_DEFF = 2.0
 
 
 @dataclass(slots=True)
@@ -102,8 +106,9 @@ class Distribution:
 
 
 def ci_from_json(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
-    """An interval as stored (``to_dict``), a None side unbounded; None when there is none."""
-    if not ci or len(ci) != 2 or (ci[0] is None and ci[1] is None):
+    """An interval as stored (``to_dict``), a None side unbounded (both: neither side bounded);
+    None when there is none."""
+    if not ci or len(ci) != 2:
         return None
     return (-math.inf if ci[0] is None else float(ci[0])), (math.inf if ci[1] is None else float(ci[1]))
 
@@ -142,7 +147,8 @@ def percentile_cis(
     (n, q), so the ranks that bracket it with the asked confidence come from that distribution,
     whatever the latencies' own distribution. Exact for up to 2,000 samples, the normal
     approximation beyond. A rank past either end of the sample is clamped to it (such a tail is
-    flagged ``low_sample``; ``ordered_percentile_cis`` leaves it unbounded). No resampling."""
+    flagged ``low_sample``; ``ordered_percentile_cis`` leaves it unbounded where dependence, not
+    the count, put it there). No resampling."""
     n = len(sorted_values)
     if n == 0:
         return []
@@ -150,12 +156,21 @@ def percentile_cis(
     return [(float(sorted_values[lo]), float(sorted_values[hi])) for lo, hi in ranks]
 
 
-def open_sides(n_eff: float, p: float, alpha: float) -> tuple[bool, bool]:
-    """Whether the lower and upper rank of ``rank_bounds`` at n_eff lie beyond the sample: no value
-    bounds the percentile on that side with the asked confidence (P95: n_eff under 72)."""
-    n = max(1, int(n_eff))
-    lo, hi = rank_bounds(n, p, alpha, clamp=False)
-    return lo < 0, hi > n - 1
+def open_sides(n: float, n_eff: float, p: float, alpha: float) -> tuple[bool, bool]:
+    """Whether dependence leaves the percentile p (0-1) unbounded below and above: the rank of
+    ``rank_bounds`` at n_eff lies beyond the sample where the rank at n does not, and n_eff is
+    materially below n (at most n / OPEN_MIN_DEFF). P95: n_eff under 72, at most half of n >= 72."""
+    if n_eff * OPEN_MIN_DEFF > n:
+        return False, False
+    eff, full = _beyond(n_eff, p, alpha), _beyond(n, p, alpha)
+    return eff[0] and not full[0], eff[1] and not full[1]
+
+
+def _beyond(n: float, p: float, alpha: float) -> tuple[bool, bool]:
+    """Whether the lower and upper rank of ``rank_bounds`` among n requests lie beyond them."""
+    m = max(1, int(n))
+    lo, hi = rank_bounds(m, p, alpha, clamp=False)
+    return lo < 0, hi > m - 1
 
 
 def rank_bounds(n: int, p: float, alpha: float, clamp: bool = True) -> tuple[int, int]:
@@ -337,9 +352,9 @@ def ordered_percentile_cis(
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
     interval at the effective sample size, the design effect taken over the cut levels the true
-    percentile may sit at; a side whose rank at n_eff lies beyond the sample unbounded (-inf, inf:
-    the sample's extreme is no bound, all of a run that moved together may sit low), except on a
-    tie (``near_constant``). Returns the intervals and each percentile's n_eff."""
+    percentile may sit at; a side dependence leaves beyond the sample unbounded (-inf, inf:
+    ``open_sides``; the sample's extreme is no bound, all of a run that moved together may sit
+    low), except on a tie (``near_constant``). Returns the intervals and each percentile's n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -351,7 +366,7 @@ def ordered_percentile_cis(
     for q, d in zip(qs, deffs, strict=True):
         lo, hi = dependent_rank_bounds(n, q / 100, alpha, d)
         tie = near_constant(arr, q)  # a level that barely moves: its ranks bound it (as ever)
-        below, above = (False, False) if tie else open_sides(n / max(d, 1.0), q / 100, alpha)
+        below, above = (False, False) if tie else open_sides(n, n / max(d, 1.0), q / 100, alpha)
         cis.append((-math.inf if below else float(arr[lo]), math.inf if above else float(arr[hi])))
     return cis, [n / d for d in deffs]
 

@@ -66,7 +66,7 @@ def _interval(summary: Mapping[str, Any], metric: str) -> list[float | None] | N
         return None
     base, stat = metric.split(".", 1)
     ci = ((summary.get(f"{base}_ms") or {}).get("ci95") or {}).get(stat)
-    if not ci or len(ci) != 2 or (ci[0] is None and ci[1] is None):
+    if not ci or len(ci) != 2:
         return None
     return [None if v is None else float(v) for v in ci]
 

@@ -88,10 +88,10 @@ def _column(runs: Sequence[Levels], key: str) -> tuple[np.ndarray, np.ndarray, l
     return values, ses, [g.n for g in got], float(sum(g.n_eff for g in got))
 
 
-def _open(n_eff: float, q: float, alpha: float) -> tuple[bool, bool]:
+def _open(counts: Sequence[int], n_eff: float, q: float, alpha: float) -> tuple[bool, bool]:
     """``SideLevels.open_sides`` from stored figures, which keep no tie flag: a near-constant level
     with few effective requests is left open here where the records would bound it (undecided)."""
-    return open_sides(n_eff, q / 100, alpha / 2)
+    return open_sides(float(sum(counts)), n_eff, q / 100, alpha / 2)
 
 
 def levels_noise(runs: Sequence[Levels]) -> list[GroupNoise]:
@@ -141,7 +141,7 @@ def _metric(
         own = [g for v, s in ((va, sa), (vb, sb)) if (g := group_noise(key, v, s))]
         noise = concurrent(key) if same_window else gate_noise(key, learned, own, host)
         ch = change(va, sa, vb, sb, noise, alpha, min_effect, info.higher_is_better, one_sided)
-        ch = open_change(ch, _open(ea, q, alpha), _open(eb, q, alpha))
+        ch = open_change(ch, _open(ca, ea, q, alpha), _open(cb, eb, q, alpha))
         verdict = decide_interval(
             ch.rel_lo, ch.rel_hi, enough_in_every_run(ca + cb, q), info.higher_is_better, min_effect
         )

@@ -67,12 +67,13 @@ class SideLevels:
         return len(self.counts)
 
     def open_sides(self, column: int, q: float, alpha: float) -> tuple[bool, bool]:
-        """Whether the side's n_eff leaves percentile ``q`` (0-100) unbounded below, above, at a
-        two-sided ``alpha``: no value its runs hold bounds it there (``core.stats.open_sides``);
-        never where every run's percentile sits on a near-constant level (its ranks bound it)."""
+        """Whether the side's dependence leaves percentile ``q`` (0-100) unbounded below, above, at
+        a two-sided ``alpha``: no value its runs hold bounds it there, though their count would
+        (``core.stats.open_sides``); never where every run's percentile sits on a near-constant
+        level (its ranks bound it)."""
         if self.tied is not None and bool(np.all(self.tied[:, column])):
             return False, False
-        return open_sides(self.n_eff(column), q / 100, alpha / 2)
+        return open_sides(float(sum(self.counts)), self.n_eff(column), q / 100, alpha / 2)
 
 
 def side_levels(
