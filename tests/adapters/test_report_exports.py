@@ -67,7 +67,8 @@ def test_markdown_has_both_tables() -> None:
 def test_a_side_the_run_cannot_bound_reads_unbounded_never_as_a_number() -> None:
     assert interval([98.14, 120.0]) == "[98.1, 120.0]"
     assert interval([98.14, None]) == "[98.1, unbounded)" == interval((98.14, math.inf))
-    assert interval([None, 12.0]) == "(unbounded, 12.0]" and interval([None, None]) == "" == interval(None)
+    assert interval([None, 12.0]) == "(unbounded, 12.0]" and interval(None) == ""
+    assert interval([None, None]) == "(unbounded, unbounded)"  # neither side bounded
     ttft = {"n": 200, "p50": 90.0, "p95": 98.1, "ci95": {"p50": [85.0, 95.0], "p95": [93.0, None]}}
     rows = list(csv.reader(io.StringIO(to_csv({"summary": {"ttft_ms": ttft}}))))
     assert ["latency_ms", "TTFT", "p95_ci95_high", "unbounded"] in rows
