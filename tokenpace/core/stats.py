@@ -67,9 +67,8 @@ TIE_RESOLUTION = 0.005
 # The neighbourhood of a percentile q whose spread says whether it sits on a tie: the percentiles
 # q -/+ this many points (at most halfway to either end).
 TIE_NEIGHBOURHOOD = 5.0
-# A side of a percentile's interval opens (unbounded) only where dependence, not the count, leaves
-# too few effective requests to bound it: n_eff at most n / OPEN_MIN_DEFF, and the rank at n inside
-# the sample (a run too short even if independent keeps the clamped side and its low_sample flag).
+# A side of an interval opens (unbounded) only where dependence, not the count, leaves too few
+# effective requests to bound it: n_eff at most n / OPEN_MIN_DEFF, the rank at n inside the sample.
 OPEN_MIN_DEFF = 2.0
 
 
@@ -106,8 +105,7 @@ class Distribution:
 
 
 def ci_from_json(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
-    """An interval as stored (``to_dict``), a None side unbounded (both: neither side bounded);
-    None when there is none."""
+    """An interval as stored (``to_dict``), a None side unbounded; None where there is none."""
     if not ci or len(ci) != 2:
         return None
     return (-math.inf if ci[0] is None else float(ci[0])), (math.inf if ci[1] is None else float(ci[1]))
@@ -147,8 +145,7 @@ def percentile_cis(
     (n, q), so the ranks that bracket it with the asked confidence come from that distribution,
     whatever the latencies' own distribution. Exact for up to 2,000 samples, the normal
     approximation beyond. A rank past either end of the sample is clamped to it (such a tail is
-    flagged ``low_sample``; ``ordered_percentile_cis`` leaves it unbounded where dependence, not
-    the count, put it there). No resampling."""
+    flagged ``low_sample``; where dependence put it there, ``open_sides``). No resampling."""
     n = len(sorted_values)
     if n == 0:
         return []
@@ -162,15 +159,9 @@ def open_sides(n: float, n_eff: float, p: float, alpha: float) -> tuple[bool, bo
     materially below n (at most n / OPEN_MIN_DEFF). P95: n_eff under 72, at most half of n >= 72."""
     if n_eff * OPEN_MIN_DEFF > n:
         return False, False
-    eff, full = _beyond(n_eff, p, alpha), _beyond(n, p, alpha)
-    return eff[0] and not full[0], eff[1] and not full[1]
-
-
-def _beyond(n: float, p: float, alpha: float) -> tuple[bool, bool]:
-    """Whether the lower and upper rank of ``rank_bounds`` among n requests lie beyond them."""
-    m = max(1, int(n))
-    lo, hi = rank_bounds(m, p, alpha, clamp=False)
-    return lo < 0, hi > m - 1
+    m_e, m = max(1, int(n_eff)), max(1, int(n))
+    (lo_e, hi_e), (lo, hi) = rank_bounds(m_e, p, alpha, clamp=False), rank_bounds(m, p, alpha, clamp=False)
+    return lo_e < 0 <= lo, hi_e >= m_e and hi < m
 
 
 def rank_bounds(n: int, p: float, alpha: float, clamp: bool = True) -> tuple[int, int]:
@@ -352,9 +343,8 @@ def ordered_percentile_cis(
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
     interval at the effective sample size, the design effect taken over the cut levels the true
-    percentile may sit at; a side dependence leaves beyond the sample unbounded (-inf, inf:
-    ``open_sides``; the sample's extreme is no bound, all of a run that moved together may sit
-    low), except on a tie (``near_constant``). Returns the intervals and each percentile's n_eff."""
+    percentile may sit at; a side ``open_sides`` opens unbounded (-inf, inf: a run that moved together
+    may sit low), except on a tie (``near_constant``). Returns the intervals and each n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -389,13 +379,8 @@ def describe(
     if n == 0:
         return Distribution(n=0)
     pcts = np.percentile(arr, PERCENTILES)
-    dist = Distribution(
-        n=n,
-        mean=float(arr.mean()),
-        std=float(arr.std(ddof=1)) if n > 1 else 0.0,
-        min=float(arr[0]),
-        max=float(arr[-1]),
-    )
+    std = float(arr.std(ddof=1)) if n > 1 else 0.0
+    dist = Distribution(n=n, mean=float(arr.mean()), std=std, min=float(arr[0]), max=float(arr[-1]))
     n_effs = [float(n)] * len(PERCENTILES)
     cis = None
     if with_ci and ordered:
