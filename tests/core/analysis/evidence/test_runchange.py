@@ -10,7 +10,7 @@ import orjson
 
 from tokenpace.core.analysis.comparison.compare import Comparison, compare_samples
 from tokenpace.core.analysis.comparison.gate import evaluate, parse_thresholds
-from tokenpace.core.analysis.evidence.runchange import Change, open_change
+from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, open_change
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.testing import dependent_series as ds
@@ -58,3 +58,18 @@ def test_short_runs_that_moved_together_leave_p95_open_and_never_pass_a_gate() -
     steady = compare_samples("ttft", [_flat(c)], [_flat(d)], percentiles=(95.0,), resamples=200)
     lo, hi = steady.rows[0].rel_ci or (None, None)
     assert lo is not None and hi is not None and math.isfinite(hi) and lo > -1
+
+
+def test_a_side_opens_from_its_dependence_never_from_its_count_alone() -> None:
+    def side(counts: list[int], n_effs: list[float]) -> SideLevels:
+        col = np.array([[v] for v in n_effs])
+        return SideLevels(col, col, counts, col)
+
+    # runs of 64 requests bound no P95 even if independent: the side stays as before (closed)
+    assert side([64], [64.0]).open_sides(0, 95.0, 0.05) == SHUT
+    assert side([64], [20.0]).open_sides(0, 95.0, 0.05) == SHUT
+    # 200 requests worth 20 (two runs together 400 worth 40): dependence leaves P95 open above
+    assert side([200], [20.0]).open_sides(0, 95.0, 0.05) == (False, True)
+    assert side([200, 200], [20.0, 20.0]).open_sides(0, 95.0, 0.05) == (False, True)
+    # worth more than half their count: not material, closed
+    assert side([130], [70.0]).open_sides(0, 95.0, 0.05) == SHUT
