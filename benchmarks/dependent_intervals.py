@@ -8,7 +8,9 @@ over ``--trials`` seeded series each:
   counted as independent), and the plain bootstrap's normal interval (percentile +- 1.96 SE);
 - *dependent*: ``core.stats.ordered_percentile_cis`` (the interval at n_eff, what SLO steps, select
   and sweep steps judge on), and the block bootstrap of ``evidence.bootstrap.resample_percentiles``
-  (what compare, check and arms guards take their SE from);
+  (what compare, check and arms guards take their SE from), each with a side its n_eff cannot bound
+  open (``core.stats.open_sides``; an open side covers the truth on that side; widths are of the
+  intervals bounded on both sides, with the share open beside them);
 - how often the percentile is decided (at least 5 effective observations beyond it) and the
   coverage among those decided, for both (compare calls a percentile with fewer undecided).
 
@@ -41,7 +43,7 @@ import numpy as np
 from tokenpace.core.analysis.evidence.bootstrap import resample_percentiles
 from tokenpace.core.analysis.evidence.dependence import dependence
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import enough_samples, ordered_percentile_cis, percentile_cis
+from tokenpace.core.stats import enough_samples, open_sides, ordered_percentile_cis, percentile_cis
 from tokenpace.testing import dependent_series as ds
 
 QS = (50.0, 95.0)
@@ -65,6 +67,7 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
     trials, n = series.shape
     hits = np.zeros((4, len(QS)))
     width = np.zeros((4, len(QS)))
+    bounded = np.zeros((4, len(QS)))  # intervals with both sides bounded (the widths' count)
     decided = np.zeros(len(QS))
     decided_hits = np.zeros(len(QS))
     block_decided, block_hits = np.zeros(len(QS)), np.zeros(len(QS))
@@ -76,15 +79,20 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
         iid = np.percentile(x[rng.integers(0, n, (resamples, n))], QS, axis=1).T
         point = np.percentile(x, QS)
         for j, t in enumerate(truth):
+            # the block bootstrap's side its own n_eff cannot bound is open, as compare leaves it
+            below, above = open_sides(float(n), float(plan.n_eff[j]), QS[j] / 100, 0.025)
+            sd = block[:, j].std(ddof=1)
             ivs = [
                 plain[j],
                 (point[j] - Z * iid[:, j].std(ddof=1), point[j] + Z * iid[:, j].std(ddof=1)),
                 dep[j],
-                (point[j] - Z * block[:, j].std(ddof=1), point[j] + Z * block[:, j].std(ddof=1)),
+                (-np.inf if below else point[j] - Z * sd, np.inf if above else point[j] + Z * sd),
             ]
             for k, (lo, hi) in enumerate(ivs):
-                hits[k, j] += lo <= t <= hi
-                width[k, j] += (hi - lo) / t
+                hits[k, j] += lo <= t <= hi  # an open side covers the truth on that side
+                if np.isfinite(hi - lo):
+                    bounded[k, j] += 1
+                    width[k, j] += (hi - lo) / t
             if enough_samples(n_eff[j], QS[j]):
                 decided[j] += 1
                 decided_hits[j] += dep[j][0] <= t <= dep[j][1]
@@ -93,11 +101,18 @@ def _case(series: np.ndarray, truth: list[float], resamples: int, rng: np.random
                 block_hits[j] += ivs[3][0] <= t <= ivs[3][1]
     rows = []
     for j, q in enumerate(QS):
-        cov = [f"{hits[k, j] / trials:.0%} ({width[k, j] / trials:.1%})" for k in range(4)]
+        cov = [_cell(hits[k, j], width[k, j], bounded[k, j], trials) for k in range(4)]
         cond = f"{decided_hits[j] / decided[j]:.0%}" if decided[j] else "-"
         block_cond = f"{block_hits[j] / block_decided[j]:.0%}" if block_decided[j] else "-"
         rows.append(f"P{q:g} | " + " | ".join(cov) + f" | {decided[j] / trials:.0%} | {cond} | {block_cond}")
     return rows
+
+
+def _cell(hits: float, width: float, bounded: float, trials: int) -> str:
+    """Coverage (mean width of the bounded intervals; the share with a side open, where any)."""
+    shown = f"{width / bounded:.1%}" if bounded else "-"
+    opened = f"; {(trials - bounded) / trials:.0%} open" if bounded < trials else ""
+    return f"{hits / trials:.0%} ({shown}{opened})"
 
 
 def coverage(trials: int, resamples: int) -> None:

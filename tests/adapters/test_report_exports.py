@@ -1,12 +1,16 @@
 """A sweep's Markdown report gives the conditions every step shares as the sweep's, and per step
-only what differs (never step 1's start time or validity as the whole sweep's)."""
+only what differs (never step 1's start time or validity as the whole sweep's); an interval's side
+the run cannot bound reads "unbounded" in every format."""
 
 from __future__ import annotations
 
+import csv
+import io
+import math
 from typing import Any
 
-from tokenpace.adapters.report.exports import to_markdown
-from tokenpace.adapters.report.tables import sweep_conditions
+from tokenpace.adapters.report.exports import to_csv, to_markdown
+from tokenpace.adapters.report.tables import interval, sweep_conditions
 
 
 def _step(i: int, concurrency: int, valid: bool, sent: int = 40) -> dict[str, Any]:
@@ -58,3 +62,14 @@ def test_markdown_has_both_tables() -> None:
     shared = md.split("## Test conditions (every step)")[1].split("## Conditions that differ")[0]
     assert "| seed | 7 |" in shared and "07:01:00" not in shared
     assert "| step | load | started | valid |" in md and "| 2 | c=4 | 2026-12-06T07:02:00+00:00 | no:" in md
+
+
+def test_a_side_the_run_cannot_bound_reads_unbounded_never_as_a_number() -> None:
+    assert interval([98.14, 120.0]) == "[98.1, 120.0]"
+    assert interval([98.14, None]) == "[98.1, unbounded)" == interval((98.14, math.inf))
+    assert interval([None, 12.0]) == "(unbounded, 12.0]" and interval(None) == ""
+    assert interval([None, None]) == "(unbounded, unbounded)"  # neither side bounded
+    ttft = {"n": 200, "p50": 90.0, "p95": 98.1, "ci95": {"p50": [85.0, 95.0], "p95": [93.0, None]}}
+    rows = list(csv.reader(io.StringIO(to_csv({"summary": {"ttft_ms": ttft}}))))
+    assert ["latency_ms", "TTFT", "p95_ci95_high", "unbounded"] in rows
+    assert ["latency_ms", "TTFT", "p95_ci95_low", "93.0"] in rows

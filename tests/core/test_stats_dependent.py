@@ -3,6 +3,9 @@ of known truth (seeded, vectorised generation, a few hundred trials)."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 
 from tokenpace.core.stats import (
@@ -12,6 +15,7 @@ from tokenpace.core.stats import (
     design_effects,
     enough_samples,
     near_constant,
+    open_sides,
     ordered_percentile_cis,
     percentile_cis,
 )
@@ -125,3 +129,67 @@ def test_a_band_cut_tied_with_the_percentile_is_no_other_level() -> None:
     tied = np.sort(100 * (1 + 0.002 * rng.random(1000)))
     assert band_correlation(series_at, 1000, 50.0, spread)[0] > 5
     assert band_correlation(series_at, 1000, 50.0, tied)[0] == 1.0
+
+
+def test_a_short_strongly_dependent_run_leaves_the_p95_unbounded_above_and_covers_the_truth() -> None:
+    # 200 requests of AR(1) rho 0.9 are worth about 10: no value of the run bounds P95 from above
+    # (all of it may sit low), so the side is open and covers the truth; clamped at the run's
+    # maximum it covered 87 %.
+    series = ds.ar1(np.random.default_rng(21), 300, 200, 0.9)
+    truth = ds.ar1_truth(95)
+    covered = opened = 0
+    for x in series:
+        lo, hi = ordered_percentile_cis(x, [95.0])[0][0]
+        covered += lo <= truth <= hi
+        opened += hi == math.inf
+    assert covered / len(series) >= 0.93, covered
+    assert opened / len(series) >= 0.9  # open because the data cannot bound it, not by chance
+    clamped = sum(x.max() >= truth for x in series) / len(series)
+    assert clamped < 0.93  # the run's maximum is no upper bound: the test can fail
+
+
+def test_a_side_is_open_only_where_dependence_leaves_no_rank_at_n_eff_to_bound_it() -> None:
+    # 1,000 requests worth n_eff: open where the rank at n_eff lies beyond the sample
+    assert open_sides(1000, 71, 0.95, 0.025) == (False, True)
+    assert open_sides(1000, 72, 0.95, 0.025) == (False, False)
+    assert open_sides(1000, 5, 0.5, 0.025) == (True, True)
+    assert open_sides(1000, 6, 0.5, 0.025) == (False, False)
+    assert open_sides(1000, 367, 0.99, 0.025)[1] and not open_sides(1000, 368, 0.99, 0.025)[1]
+    # not the count alone: 64 requests bound no P95 even if independent, so the side stays clamped
+    assert open_sides(64, 64, 0.95, 0.025) == (False, False)
+    assert open_sides(64, 10, 0.95, 0.025) == (False, False)
+    assert open_sides(71, 30, 0.95, 0.025) == (False, False) and open_sides(72, 30, 0.95, 0.025)[1]
+    # nor a design effect under OPEN_MIN_DEFF (n_eff more than half of n)
+    assert open_sides(100, 60, 0.95, 0.025) == (False, False) and open_sides(100, 50, 0.95, 0.025)[1]
+
+
+def test_independent_requests_too_few_for_a_p95_keep_the_clamped_interval() -> None:
+    # a 64-request sweep step of independent requests: the P95 interval is the order-statistic one,
+    # clamped at the maximum, as it always was (low_sample flags it); no side opens
+    rng = np.random.default_rng(24)
+    for _ in range(20):
+        x = 100 * rng.lognormal(0, 0.5, 64)
+        (lo, hi), *_ = ordered_percentile_cis(x, [95.0])[0]
+        assert math.isfinite(lo) and hi == x.max()
+        assert "p95" in describe(x, ordered=True).low_sample
+
+
+def test_a_bounded_interval_keeps_its_width() -> None:
+    # independent requests and dependent ones with enough effective samples: the order-statistic
+    # interval at n_eff, as before, with no side open
+    rng = np.random.default_rng(22)
+    for x in (100 * rng.lognormal(0, 0.5, 200), ds.ar1(rng, 1, 1000, 0.5)[0]):
+        cis, n_eff = ordered_percentile_cis(x, QS)
+        arr = np.sort(x)
+        for (lo, hi), q, ne in zip(cis, QS, n_eff, strict=True):
+            r_lo, r_hi = dependent_rank_bounds(len(x), q / 100, 0.025, len(x) / ne)
+            assert (lo, hi) == (arr[r_lo], arr[r_hi])
+
+
+def test_a_summary_with_an_unbounded_side_is_valid_json() -> None:
+    x = ds.ar1(np.random.default_rng(23), 1, 200, 0.9)[0]
+    d = describe(x, ordered=True)
+    assert d.ci95["p95"][1] == math.inf
+    text = json.dumps(d.to_dict(), allow_nan=False)  # raises on an Infinity or NaN token
+    assert json.loads(text)["ci95"]["p95"][1] is None
+    assert "Infinity" not in text and "NaN" not in text

@@ -22,6 +22,7 @@ Requests of one user or session may move together instead: ``evidence.clusters``
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -66,6 +67,9 @@ TIE_RESOLUTION = 0.005
 # The neighbourhood of a percentile q whose spread says whether it sits on a tie: the percentiles
 # q -/+ this many points (at most halfway to either end).
 TIE_NEIGHBOURHOOD = 5.0
+# A side of an interval opens (unbounded) only where dependence, not the count, leaves too few
+# effective requests to bound it: n_eff at most n / OPEN_MIN_DEFF, the rank at n inside the sample.
+OPEN_MIN_DEFF = 2.0
 
 
 @dataclass(slots=True)
@@ -81,6 +85,7 @@ class Distribution:
     p90: float | None = None
     p95: float | None = None
     p99: float | None = None
+    # a side the data cannot bound is -inf or inf (None in ``to_dict``: JSON has no infinity)
     ci95: dict[str, tuple[float, float]] = field(default_factory=dict)
     low_sample: list[str] = field(default_factory=list)  # percentiles resting on too few samples
     # effective sample size per percentile, where the samples were in send order and moved together
@@ -91,19 +96,19 @@ class Distribution:
         return value
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "n": self.n,
-            "mean": self.mean,
-            "std": self.std,
-            "min": self.min,
-            "max": self.max,
-        }
-        for p in PERCENTILES:
-            out[f"p{p}"] = getattr(self, f"p{p}")
-        out["ci95"] = {k: list(v) for k, v in self.ci95.items()}
+        out: dict[str, Any] = {k: getattr(self, k) for k in ("n", "mean", "std", "min", "max")}
+        out |= {f"p{p}": getattr(self, f"p{p}") for p in PERCENTILES}
+        out["ci95"] = {k: [v if math.isfinite(v) else None for v in ci] for k, ci in self.ci95.items()}
         out["low_sample"] = list(self.low_sample)
         out["n_eff"] = dict(self.n_eff)
         return out
+
+
+def ci_from_json(ci: Sequence[float | None] | None) -> tuple[float, float] | None:
+    """An interval as stored (``to_dict``), a None side unbounded; None where there is none."""
+    if not ci or len(ci) != 2:
+        return None
+    return (-math.inf if ci[0] is None else float(ci[0])), (math.inf if ci[1] is None else float(ci[1]))
 
 
 def robust_sd(values: Sequence[float] | np.ndarray) -> float:
@@ -140,28 +145,34 @@ def percentile_cis(
     (n, q), so the ranks that bracket it with the asked confidence come from that distribution,
     whatever the latencies' own distribution. Exact for up to 2,000 samples, the normal
     approximation beyond. A rank past either end of the sample is clamped to it (such a tail is
-    flagged ``low_sample`` anyway). Costs nothing next to a bootstrap: no resampling."""
+    flagged ``low_sample``; where dependence put it there, ``open_sides``). No resampling."""
     n = len(sorted_values)
     if n == 0:
         return []
-    alpha = (1 - confidence) / 2
-    out = []
-    for q in qs:
-        lo_rank, hi_rank = rank_bounds(n, q / 100, alpha)
-        out.append((float(sorted_values[lo_rank]), float(sorted_values[hi_rank])))
-    return out
+    ranks = [rank_bounds(n, q / 100, (1 - confidence) / 2) for q in qs]
+    return [(float(sorted_values[lo]), float(sorted_values[hi])) for lo, hi in ranks]
 
 
-def rank_bounds(n: int, p: float, alpha: float) -> tuple[int, int]:
+def open_sides(n: float, n_eff: float, p: float, alpha: float) -> tuple[bool, bool]:
+    """Whether dependence leaves the percentile p (0-1) unbounded below and above: the rank of
+    ``rank_bounds`` at n_eff lies beyond the sample where the rank at n does not, and n_eff is
+    materially below n (at most n / OPEN_MIN_DEFF). P95: n_eff under 72, at most half of n >= 72."""
+    if n_eff * OPEN_MIN_DEFF > n:
+        return False, False
+    m_e, m = max(1, int(n_eff)), max(1, int(n))
+    (lo_e, hi_e), (lo, hi) = rank_bounds(m_e, p, alpha, clamp=False), rank_bounds(m, p, alpha, clamp=False)
+    return lo_e < 0 <= lo, hi_e >= m_e and hi < m
+
+
+def rank_bounds(n: int, p: float, alpha: float, clamp: bool = True) -> tuple[int, int]:
     """0-based ranks (l, u) with P(X_(l) <= percentile <= X_(u)) >= 1 - 2 alpha, as equal tails."""
     if n * p * (1 - p) > 0 and n > _EXACT_BINOMIAL_N:
         z = NormalDist().inv_cdf(1 - alpha)
         half = z * np.sqrt(n * p * (1 - p))
-        lo = int(np.floor(n * p - half))
-        hi = int(np.ceil(n * p + half))
+        lo, hi = int(np.floor(n * p - half)), int(np.ceil(n * p + half))
     else:
         lo, hi = _binomial_ranks(n, p, alpha)
-    return int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))
+    return (int(np.clip(lo, 0, n - 1)), int(np.clip(hi, 0, n - 1))) if clamp else (lo, hi)
 
 
 def _binomial_ranks(n: int, p: float, alpha: float) -> tuple[int, int]:
@@ -332,7 +343,8 @@ def ordered_percentile_cis(
 ) -> tuple[list[tuple[float, float]], list[float]]:
     """percentile_cis for values in send order, counting serial dependence: the order-statistic
     interval at the effective sample size, the design effect taken over the cut levels the true
-    percentile may sit at. Returns the intervals and each percentile's n_eff."""
+    percentile may sit at; a side ``open_sides`` opens unbounded (-inf, inf: a run that moved together
+    may sit low), except on a tie (``near_constant``). Returns the intervals and each n_eff."""
     x = np.asarray(ordered, dtype=np.float64)
     n = len(x)
     if n == 0:
@@ -343,7 +355,9 @@ def ordered_percentile_cis(
     cis = []
     for q, d in zip(qs, deffs, strict=True):
         lo, hi = dependent_rank_bounds(n, q / 100, alpha, d)
-        cis.append((float(arr[lo]), float(arr[hi])))
+        tie = near_constant(arr, q)  # a level that barely moves: its ranks bound it (as ever)
+        below, above = (False, False) if tie else open_sides(n, n / max(d, 1.0), q / 100, alpha)
+        cis.append((-math.inf if below else float(arr[lo]), math.inf if above else float(arr[hi])))
     return cis, [n / d for d in deffs]
 
 
@@ -365,13 +379,8 @@ def describe(
     if n == 0:
         return Distribution(n=0)
     pcts = np.percentile(arr, PERCENTILES)
-    dist = Distribution(
-        n=n,
-        mean=float(arr.mean()),
-        std=float(arr.std(ddof=1)) if n > 1 else 0.0,
-        min=float(arr[0]),
-        max=float(arr[-1]),
-    )
+    std = float(arr.std(ddof=1)) if n > 1 else 0.0
+    dist = Distribution(n=n, mean=float(arr.mean()), std=std, min=float(arr[0]), max=float(arr[-1]))
     n_effs = [float(n)] * len(PERCENTILES)
     cis = None
     if with_ci and ordered:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 from typing import Any
 
 from tokenpace.adapters.report.breakdowns import breakdowns
@@ -87,8 +88,10 @@ def to_csv(doc: dict[str, Any]) -> str:
         for h, v in zip(headers[1:], row[1:], strict=True):
             w.writerow(["latency_ms", row[0], h, _cell(v)])
         for point in percentile_points(doc["summary"], key_of[row[0]]):
-            for side, bound in zip(("low", "high"), point["ci95"] or (None, None), strict=True):
-                w.writerow(["latency_ms", row[0], f"{point['name']}_ci95_{side}", _cell(bound)])
+            ci = point["ci95"]
+            for side, bound in zip(("low", "high"), ci or (None, None), strict=True):
+                shown = "unbounded" if ci and (bound is None or math.isinf(bound)) else _cell(bound)
+                w.writerow(["latency_ms", row[0], f"{point['name']}_ci95_{side}", shown])
     for name, value in throughput_table(doc["summary"])[1]:
         w.writerow(["throughput", name, "value", _cell(value)])
     return buf.getvalue()

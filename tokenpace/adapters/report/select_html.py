@@ -5,6 +5,7 @@ in the style of the run report (plotly.js inside)."""
 from __future__ import annotations
 
 import html
+import math
 from typing import Any
 
 import plotly.graph_objects as go
@@ -41,7 +42,7 @@ def lines_figure(doc: dict[str, Any]) -> go.Figure:
             value = v.get(f"{key}.{pct}")
             if value is None:
                 continue
-            hi, lo = v.get(f"{key}.{pct}.hi", value), v.get(f"{key}.{pct}.lo", value)
+            hi, lo = _bound(v, f"{key}.{pct}.hi", value), _bound(v, f"{key}.{pct}.lo", value)
             name = _name(cand)
             fig.add_trace(
                 go.Scatter(
@@ -71,6 +72,12 @@ def lines_figure(doc: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _bound(values: dict[str, Any], key: str, value: float) -> float:
+    """A side of an interval, drawn; one the run cannot bound (None, infinite) draws no bar."""
+    got = values.get(key)
+    return value if got is None or not math.isfinite(got) else float(got)
+
+
 def cost_figure(doc: dict[str, Any]) -> go.Figure:
     """Cost per 1k requests against the first line's upper bound; the Pareto front joined."""
     line = _latency_lines(doc)[0]
@@ -78,7 +85,7 @@ def cost_figure(doc: dict[str, Any]) -> go.Figure:
     pts = []
     for cand in doc["candidates"]:
         cost, upper = (cand.get("cost") or {}).get("per_k_requests"), (cand.get("values") or {}).get(key)
-        if cost is not None and upper is not None:
+        if cost is not None and upper is not None and math.isfinite(upper):
             pts.append((_name(cand), float(upper), float(cost), cand["status"]))
     fig = go.Figure()
     for name, x, y, status in pts:

@@ -5,8 +5,11 @@ Every table is (headers, rows) with raw values (None for missing); ``fmt`` rende
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
+
+from tokenpace.core.stats import ci_from_json
 
 Table = tuple[list[str], list[list[Any]]]
 
@@ -65,15 +68,21 @@ def percentile_points(summary: dict[str, Any], key: str) -> list[dict[str, Any]]
 
 
 def interval(ci: Any) -> str:
-    """A 95 % interval as people read it: [11.9, 13.0] ("" when there is none)."""
-    if not ci or ci[0] is None:
+    """A 95 % interval as people read it: [11.9, 13.0]; a side the data cannot bound (None, or
+    infinite) open: [98.1, unbounded) ("" when there is none)."""
+    bounds = ci_from_json(ci)
+    if bounds is None:
         return ""
-    return f"[{fmt(ci[0])}, {fmt(ci[1])}]"
+    lo, hi = bounds
+    left = "(unbounded" if math.isinf(lo) else f"[{fmt(lo)}"
+    right = "unbounded)" if math.isinf(hi) else f"{fmt(hi)}]"
+    return f"{left}, {right}"
 
 
 INTERVAL_NOTE = (
     "[a, b]: the 95 % confidence interval of the percentile (distribution-free, from the order "
-    "statistics); ~ marks a percentile with fewer than 5 samples beyond it"
+    "statistics); ~ marks a percentile with fewer than 5 samples beyond it; [a, unbounded): too few "
+    "effective samples beyond it to bound that side (more requests, or a longer run)"
 )
 
 

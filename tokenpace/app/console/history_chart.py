@@ -25,8 +25,9 @@ def series_names(series: list[dict[str, Any]]) -> list[str]:
 
 
 def _error(points: list[dict[str, Any]]) -> dict[str, Any]:
-    up = [(p["ci95"][1] - p["value"]) if p["ci95"] else 0.0 for p in points]
-    down = [(p["value"] - p["ci95"][0]) if p["ci95"] else 0.0 for p in points]
+    # a side the run could not bound (None) draws no bar; the table says "unbounded"
+    up = [(p["ci95"][1] - p["value"]) if p["ci95"] and p["ci95"][1] is not None else 0.0 for p in points]
+    down = [(p["value"] - p["ci95"][0]) if p["ci95"] and p["ci95"][0] is not None else 0.0 for p in points]
     return {"type": "data", "symmetric": False, "array": up, "arrayminus": down}
 
 

@@ -60,12 +60,15 @@ def _as_text(value: Any) -> str | None:
     return str(value) if isinstance(value, (int, float, str)) else None
 
 
-def _interval(summary: Mapping[str, Any], metric: str) -> list[float] | None:
+def _interval(summary: Mapping[str, Any], metric: str) -> list[float | None] | None:
+    """The stat's interval as stored: [lo, hi], a side the run could not bound None."""
     if metric in SCALARS:
         return None
     base, stat = metric.split(".", 1)
     ci = ((summary.get(f"{base}_ms") or {}).get("ci95") or {}).get(stat)
-    return [float(ci[0]), float(ci[1])] if ci and ci[0] is not None and ci[1] is not None else None
+    if not ci or len(ci) != 2:
+        return None
+    return [None if v is None else float(v) for v in ci]
 
 
 def _parse_threshold(text: str) -> float:

@@ -3,6 +3,8 @@ latency differences, the guard rails and the verdict line. Display only."""
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Console
 from rich.table import Table
 
@@ -32,7 +34,11 @@ def _pctl(d: Distribution, name: str) -> str:
     if value is None:
         return "-"
     ci = d.ci95.get(name)
-    return f"{value:,.1f}" + (f" [{ci[0]:,.1f}, {ci[1]:,.1f}]" if ci else "")
+    if not ci:
+        return f"{value:,.1f}"
+    lo = "(unbounded" if math.isinf(ci[0]) else f"[{ci[0]:,.1f}"
+    hi = "unbounded)" if math.isinf(ci[1]) else f"{ci[1]:,.1f}]"
+    return f"{value:,.1f} {lo}, {hi}"
 
 
 def srm_lines(report: ArmsReport) -> list[str]:

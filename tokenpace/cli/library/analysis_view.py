@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +30,14 @@ _STYLE = {
 def num(v: float | None, digits: int = 2, signed: bool = False) -> str:
     if v is None:
         return "-"
+    if math.isinf(v):
+        return "unbounded"  # a side the runs cannot bound
     return f"{v:+,.{digits}f}" if signed else f"{v:,.{digits}f}"
 
 
 def pct(v: float | None, signed: bool = True) -> str:
+    if v is not None and math.isinf(v):
+        return "unbounded"  # a side the runs cannot bound
     return "-" if v is None else (f"{v:+.1%}" if signed else f"{v:.1%}")
 
 

@@ -5,10 +5,12 @@ the knee stands. Hand-made steps with hand-made trends."""
 
 from __future__ import annotations
 
-from core.analysis.capacity.test_noise_verdicts import slotted_sweep, trend
+import pytest
+
+from core.analysis.capacity.test_noise_verdicts import revisited, slotted_sweep, trend
 from core.analysis.capacity.test_plan_basis import points, step
 from tokenpace.adapters.report.plan_lines import plan_lines
-from tokenpace.core.analysis.capacity.plan import analyze, make_plan
+from tokenpace.core.analysis.capacity.plan import analyze, make_plan, point_from_result
 
 
 def cold_start() -> tuple[list[dict], list[tuple[str, dict]]]:
@@ -49,3 +51,18 @@ def test_a_trend_no_step_flagged_is_no_drift_seen():
     steps, _ = cold_start()
     steps[0].pop("time_trend")
     assert analyze(points(steps), off_curve=[("probe (run 1)", None)]).drift.detected == []
+
+
+def test_a_revisit_whose_p50_has_an_open_side_still_sees_the_drift():
+    # the first run's P50 unbounded above (its requests moved together; None as stored): the noise
+    # comes from its bounded side, so a 25 % rise when revisited is still drift ...
+    steps, again = revisited(0.25)
+    first = steps[0]["summary"]["e2e_ms"]
+    first["ci95"]["p50"][1] = None
+    drift = analyze(points(steps), revisit=point_from_result(5, again)).drift
+    assert drift.moved and drift.revisit is not None and "E2E P50" in drift.revisit.notes[0]
+    # ... and not where that bounded side is as wide as the rise (20 %): its noise explains it
+    steps, again = revisited(0.25, ci=0.2)
+    steps[0]["summary"]["e2e_ms"]["ci95"]["p50"][1] = None
+    drift = analyze(points(steps), revisit=point_from_result(5, again)).drift
+    assert not drift.moved and drift.revisit is not None and drift.revisit.change == pytest.approx(0.25)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from tokenpace.adapters.report.plan_lines import plan_lines
 from tokenpace.core.analysis.capacity.plan import analyze, little_check, make_plan, point_from_result
+from tokenpace.core.stats import describe
 
 
 def add_intervals(summary: dict) -> None:
@@ -183,3 +186,32 @@ def test_littles_law_open_loop_keeping_up_and_falling_behind():
 def test_steps_with_many_errors_are_not_checked():
     c = little_check(point_from_result(1, step(8, 5.0, 95, 830, errors=0.2)))
     assert c.status == "skipped" and "errors" in c.note
+
+
+def test_independent_64_request_steps_keep_their_p95_slo_capacity_and_ceiling():
+    # 64 requests bound no P95 even if independent: its interval stays clamped at the maximum (as
+    # before any side could open), so the steps under the line hold and the plan has a ceiling
+    rng = np.random.default_rng(5)
+    steps = [step(c, rps, 90, 700, sent=64) for c, rps in ((1, 1.6), (2, 3.1), (4, 5.9), (8, 9.6))]
+    for s, median in zip(steps, (80, 82, 85, 900), strict=True):
+        s["summary"]["ttft_ms"] = describe(median * rng.lognormal(0, 0.5, 64), ordered=True).to_dict()
+        assert None not in s["summary"]["ttft_ms"]["ci95"]["p95"]
+    a = analyze(points(steps), slo={"ttft_ms": 500}, slo_percentile="p95")
+    assert a.slo is not None and a.slo.holds == [True, True, True, False]
+    assert a.slo.load_rps == 5.9 and a.slo.bounded
+    plan = make_plan(a, peak_rps=30)
+    assert plan.ceiling_rps is not None and plan.replicas is not None
+
+
+def test_an_open_side_is_an_undecided_step_and_the_plan_still_forms():
+    # a step whose P95 (and P50) its requests left unbounded, as stored (None): undecided, said so
+    steps = [step(1, 1.6, 80, 600), step(2, 3.1, 82, 640), step(4, 5.9, 85, 680), step(8, 9.6, 900, 830)]
+    steps[1]["summary"]["ttft_ms"]["ci95"]["p95"][1] = None
+    steps[2]["summary"]["ttft_ms"]["ci95"]["p50"] = [None, None]
+    a = analyze(points(steps), slo={"ttft_ms": 500}, slo_percentile="p95")
+    assert a.slo is not None and a.slo.holds == [True, None, True, False]
+    assert "unbounded" in a.slo.reasons[1], a.slo.reasons
+    plan = make_plan(a, peak_rps=30)
+    assert plan.ceiling_rps is not None and plan.replicas is not None
+    lines = plan_lines({"analysis": a.to_dict(), "plan": plan.to_dict(), "steps": steps})
+    assert not any("inf" in ln for ln in lines), lines

@@ -198,7 +198,7 @@ def test_a_slowdown_on_near_constant_latencies_keeps_its_narrow_interval() -> No
 def test_a_difference_beyond_the_runs_own_drift_is_decided_whatever_the_dependence_window() -> None:
     # Side A's TTFT climbs 15 % through its run (its window never closes: not identified). B is 13x
     # slower: no drift of A's carries that across the threshold, so it is decided. B 30 % slower on
-    # the same climb is not, though its interval alone clears 5 %: twice the halves' drifts reach it.
+    # the same climb is not: twice the halves' drifts reach the threshold.
     rng = np.random.default_rng(42)
     climb = 5.5 * (1 + 0.15 * np.arange(120) / 120) * (1 + 0.02 * rng.standard_normal(120))
     far = 13 * 5.5 * (1 + 0.003 * rng.standard_normal(120))
@@ -210,9 +210,8 @@ def test_a_difference_beyond_the_runs_own_drift_is_decided_whatever_the_dependen
     held = (
         compare_records(_run(climb), _run(near), metrics=["ttft"], learned=_quiet()).metric("ttft").row("p50")
     )
-    assert (
-        held is not None and held.rel_ci is not None and held.rel_ci[0] is not None and held.rel_ci[0] > 0.05
-    )
+    # one effective request a side bounds neither side of the change: shown open, not decided
+    assert held is not None and held.rel_ci == (-1.0, math.inf)
     assert held.verdict is Verdict.UNDECIDED and "moved together" in (held.dependence_note or "")
 
 

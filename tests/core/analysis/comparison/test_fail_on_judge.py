@@ -3,13 +3,17 @@ only when it lies within, undecided when it straddles, the run is too short, or 
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any
 
 import numpy as np
 
 from tokenpace.core.analysis.comparison.fail_on import parse_fail_on
 from tokenpace.core.analysis.comparison.fail_on_judge import judge_fail_on
+from tokenpace.core.exit_codes import ExitStatus, verdict_code
 from tokenpace.core.stats import describe
+from tokenpace.testing import dependent_series as ds
 
 
 def _summary(ttft: dict[str, Any], sent: int = 500, errors: int = 0, **rest: Any) -> dict[str, Any]:
@@ -120,3 +124,20 @@ def test_the_run_verdict_is_the_worst_line_and_names_it() -> None:
     assert undecided.outcome == "undecided" and undecided.to_dict()["decided_by"] == "ttft.p95"
     passed = judge_fail_on(parse_fail_on("error_rate<1%,ttft.p95<500ms"), s)
     assert passed.outcome == "pass" and passed.line().startswith("PASS: ttft.p95")  # the closest line
+
+
+def test_a_side_the_run_cannot_bound_never_passes_but_its_lower_bound_still_fails() -> None:
+    # 200 requests of AR(1) rho 0.9: worth about 10 at P95, whose upper side no value bounds
+    x = ds.ar1(np.random.default_rng(31), 1, 200, 0.9)[0]
+    s = _summary(describe(x, ordered=True).to_dict(), sent=200)
+    lo, hi = s["ttft_ms"]["ci95"]["p95"]
+    assert hi is None and lo is not None  # as JSON carries it (no Infinity token)
+    far = judge_fail_on(parse_fail_on(f"ttft.p95<{100 * x.max():.0f}ms"), s)  # 100x every request
+    assert far.outcome == "undecided" and verdict_code(far.outcome) is ExitStatus.UNDECIDED
+    assert far.items[0].interval is not None and far.items[0].interval[1] == math.inf
+    doc = json.dumps(far.to_dict(), allow_nan=False)  # valid JSON: the open side is null
+    assert json.loads(doc)["lines"][0]["ci95"] == [lo, None]
+    assert _judge(f"ttft.p95<{lo / 2:.3f}ms", s)[0] == "fail"  # the lower bound beyond the line decides
+    # the same from a summary written by hand: a None side is unbounded
+    hand = _summary(_dist(p95=450.0, ci95={"p95": [440.0, None]}))
+    assert _judge("ttft.p95<1000s", hand)[0] == "undecided" and _judge("ttft.p95<400ms", hand)[0] == "fail"

@@ -253,9 +253,24 @@ def _ranges(points: Sequence[LoadPoint]) -> dict[str, float]:
     return out
 
 
-def _log_se(ci: tuple[float, float]) -> float:
+def _closed(ci: tuple[float, float], value: float) -> tuple[float, float]:
+    """A P50's interval with a side the run cannot bound (infinite) mirrored, in log, from its
+    finite side: the noise that side shows, so that drift inside a step is still seen. Neither
+    side bounded (the step's requests moved together as a whole, as under a trend): the value
+    alone, leaving the noise between runs, which holds that of one run, to explain a change."""
     lo, hi = ci
-    return (math.log(hi) - math.log(lo)) / (2 * Z95) if lo > 0 and hi > lo else 0.0
+    if math.isinf(hi) and math.isfinite(lo) and lo > 0:
+        return lo, value * value / lo
+    if math.isinf(lo) and math.isfinite(hi):
+        return value * value / hi, hi
+    return (value, value) if math.isinf(lo) or math.isinf(hi) else ci
+
+
+def _log_se(ci: tuple[float, float], value: float, upward: bool) -> float:
+    """The SE (log) of a P50 on the side of its interval that faces the other run's (above it where
+    ``upward``)."""
+    bound = ci[1] if upward else ci[0]
+    return abs(math.log(bound) - math.log(value)) / Z95 if bound > 0 else 0.0
 
 
 def revisit_check(
@@ -275,7 +290,8 @@ def revisit_check(
             continue
         change = b / a - 1
         largest = max(largest, abs(change))
-        noise = Z95 * math.sqrt(_log_se(ca) ** 2 + _log_se(cb) ** 2 + 2 * rel_sd**2)
+        ca, cb = _closed(ca, a), _closed(cb, b)
+        noise = Z95 * math.sqrt(_log_se(ca, a, b > a) ** 2 + _log_se(cb, b, a > b) ** 2 + 2 * rel_sd**2)
         beyond = _apart(ca, cb) and abs(math.log(b / a)) > noise
         matters = ranges is None or abs(b - a) >= SHARE_OF_RANGE * ranges.get(metric, 0.0)
         if beyond and abs(change) >= REVISIT_MIN_CHANGE and matters:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tokenpace.core.stats import ci_from_json
+
 LATENCY_KEYS = ("mean", "p50", "p90", "p95", "p99")
 
 
@@ -94,7 +96,8 @@ def _cis(s: dict[str, Any], names: dict[str, str]) -> dict[str, dict[str, tuple[
     out: dict[str, dict[str, tuple[float, float]]] = {}
     for metric, src in names.items():
         cis = (s.get(src) or {}).get("ci95") or {}
-        out[metric] = {k: (float(v[0]), float(v[1])) for k, v in cis.items() if v and len(v) == 2}
+        # a side the run cannot bound (None) is infinite: it never holds a line
+        out[metric] = {k: ci for k, v in cis.items() if (ci := ci_from_json(v)) is not None}
     return out
 
 

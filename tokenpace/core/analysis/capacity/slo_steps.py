@@ -65,11 +65,22 @@ def judge_step(p: LoadPoint, slo: dict[str, float], percentile: str, max_error_r
         point_only = point_only or ci is None
         if lo > limit:
             return StepSlo(BREAKS, f"{name} {value:.4g} ms, lower bound {lo:.4g} > {limit:g}", point_only)
-        if hi >= limit:
-            undecided.append(f"{name} {value:.4g} ms, interval [{lo:.4g}, {hi:.4g}] straddles {limit:g}")
+        if math.isinf(hi):  # an open side: dependence left too few effective requests beyond it
+            undecided.append(
+                f"{name} {value:.4g} ms, interval {_span(lo, hi)}: requests moved together, too few "
+                "effective ones beyond it to bound it from above; a longer step would decide"
+            )
+        elif hi >= limit:
+            undecided.append(f"{name} {value:.4g} ms, interval {_span(lo, hi)} straddles {limit:g}")
     if undecided:
         return StepSlo(UNDECIDED, "; ".join(undecided), point_only)
     return StepSlo(HOLDS, "every upper bound under its line", point_only)
+
+
+def _span(lo: float, hi: float) -> str:
+    """[lo, hi] as read; a side the step cannot bound (infinite) "unbounded"."""
+    left = "(unbounded" if math.isinf(lo) else f"[{lo:.4g}"
+    return f"{left}, {'unbounded)' if math.isinf(hi) else f'{hi:.4g}]'}"
 
 
 def _too_few_effective(p: LoadPoint, metric: str, percentile: str) -> str:

@@ -13,7 +13,14 @@ import numpy as np
 from tokenpace.core.analysis.evidence.bootstrap import DEFAULT_RESAMPLES, DiffEstimate
 from tokenpace.core.analysis.evidence.gate_noise import gate_noise
 from tokenpace.core.analysis.evidence.ranktest import mann_whitney
-from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, change, cluster_caveat, side_levels
+from tokenpace.core.analysis.evidence.runchange import (
+    Change,
+    SideLevels,
+    change,
+    cluster_caveat,
+    open_change,
+    side_levels,
+)
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise, RunNoise, concurrent, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, Samples, metric_samples
 from tokenpace.core.analysis.evidence.verdict import (
@@ -256,17 +263,21 @@ def compare_samples(
         )  # fmt: skip
         enough = enough_in_every_run(side_a.counts + side_b.counts, q)
         verdict = decide_interval(ch.rel_lo, ch.rel_hi, enough, info.higher_is_better, min_effect)
+        drift = DRIFT_REACH * (side_a.drift(j) + side_b.drift(j))
+        decided = verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE)
+        held = decided and beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect)
+        if not held:  # a side the runs cannot bound stays open, unless their drift decides it
+            ch = open_change(ch, side_a.open_sides(j, q, alpha), side_b.open_sides(j, q, alpha))
+            verdict = decide_interval(ch.rel_lo, ch.rel_hi, enough, info.higher_is_better, min_effect)
         rows[q] = row_from_change(metric, q, n_a, n_b, ch, verdict, noise)
         rows[q].n_eff_a, rows[q].n_eff_b = round(side_a.n_eff(j), 1), round(side_b.n_eff(j), 1)
         rows[q].resampled_by_a, rows[q].resampled_by_b = side_a.resampled_by, side_b.resampled_by
         note = dependence_caveat(q, j, side_a, side_b)
-        drift = DRIFT_REACH * (side_a.drift(j) + side_b.drift(j))
-        decided = verdict in (Verdict.SLOWER, Verdict.FASTER, Verdict.NEGLIGIBLE)
         # A run's halves hold the same users: their drift says nothing of the noise between users.
         few_users = cluster_caveat(q, j, side_a, side_b)
         if few_users and verdict is not Verdict.TOO_FEW:
             rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, few_users
-        elif note and decided and not beyond_drift(ch, drift, verdict, info.higher_is_better, min_effect):
+        elif note and decided and not held:  # decided on its closed interval: say what would decide
             rows[q].verdict, rows[q].dependence_note = Verdict.UNDECIDED, note
     result.rows = [rows[q] for q in percentiles]
     rank = mann_whitney(rank_units(pool_a), rank_units(pool_b))

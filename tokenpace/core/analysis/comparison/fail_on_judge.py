@@ -7,7 +7,9 @@ when the interval straddles the line, when the run is too short for the percenti
 still fail, on its interval's lower bound, never pass), or when no interval can be formed. The
 intervals are the ones the summary carries: a percentile's order-statistic interval (at the
 effective sample size where requests sent close in time moved together: core/stats.py), the asked
-percentiles' (``--percentiles``) for other pNN. Formed here:
+percentiles' (``--percentiles``) for other pNN; a side the summary leaves unbounded (None: too few
+effective samples beyond the percentile) is infinite, so it never passes and its other bound may
+still fail. Formed here:
 a mean's, mean +- 1.96 sd / sqrt(n_e) (n_e the smallest effective count the summary gives); the
 error rate's, Wilson's score interval over requests sent; a throughput's, the Poisson score interval
 of its count over the measurement window (output tokens: the requests' count, scaled by the tokens
@@ -26,7 +28,7 @@ from typing import Any
 
 from tokenpace.core.analysis.comparison.fail_on import ERROR_RATE, LATENCIES, FailOnLine
 from tokenpace.core.analysis.evidence.rates import wilson, z_for
-from tokenpace.core.stats import enough_samples, samples_needed
+from tokenpace.core.stats import ci_from_json, enough_samples, samples_needed
 
 PASS, FAIL, UNDECIDED = "pass", "fail", "undecided"
 _Z = z_for(0.05)
@@ -46,7 +48,8 @@ class LineVerdict:
             **self.line.to_dict(),
             "outcome": self.outcome,
             "value": self.value,
-            "ci95": list(self.interval) if self.interval else None,
+            # a side the run cannot bound: None (JSON has no infinity)
+            "ci95": [v if math.isfinite(v) else None for v in self.interval] if self.interval else None,
             "reason": self.reason,
         }
 
@@ -135,15 +138,16 @@ def _latency(line: FailOnLine, dist: Mapping[str, Any], asked: Mapping[str, Any]
         return float(mean), (float(mean) - half, float(mean) + half), float(n), ""
     q = line.q
     assert q is not None
-    value, ci = dist.get(line.stat), (dist.get("ci95") or {}).get(line.stat)
+    value, ci = dist.get(line.stat), ci_from_json((dist.get("ci95") or {}).get(line.stat))
     if value is None or ci is None:
-        value, ci = _asked(asked, line)
+        value, asked_ci = _asked(asked, line)
+        ci = ci_from_json(asked_ci)
     thin = _thin(q, n, float(n_effs.get(line.stat, n)))
     if value is None or ci is None:
         return (
             thin or f"no interval for {line.stat.upper()} in this run (bench --percentiles {q:g} measures it)"
         )
-    return float(value), (float(ci[0]), float(ci[1])), float(n), thin
+    return float(value), ci, float(n), thin
 
 
 def _thin(q: float, n: int, n_e: float) -> str:
@@ -162,7 +166,7 @@ def _thin(q: float, n: int, n_e: float) -> str:
     return ""
 
 
-def _asked(asked: Mapping[str, Any], line: FailOnLine) -> tuple[float | None, Sequence[float] | None]:
+def _asked(asked: Mapping[str, Any], line: FailOnLine) -> tuple[float | None, Sequence[float | None] | None]:
     for point in (asked.get("metrics") or {}).get(f"{line.metric}_ms") or []:
         if point.get("name") == line.stat:
             return point.get("value"), point.get("ci95")
@@ -221,6 +225,8 @@ def _needs(value: float, lo: float, hi: float, limit: float, n: float) -> str:
     one over the square root of the count)."""
     gap = abs(value - limit)
     half = (hi - value) if value < limit else (value - lo)
+    if math.isinf(half):
+        return "that side of the interval is unbounded: more requests, or a longer run, would bound it"
     if gap == 0 or half <= 0:
         return "the estimate sits on the line: no run length decides it"
     factor = (half / gap) ** 2
@@ -243,6 +249,8 @@ def _needs_share(rate: float, line: FailOnLine, n: float) -> str:
 
 
 def _fmt(line: FailOnLine, x: float) -> str:
+    if math.isinf(x):
+        return "unbounded"
     if line.metric == ERROR_RATE:
         return f"{x:.2%}"
     if line.metric in LATENCIES:

@@ -173,6 +173,11 @@ def _assumed(rel: float | None, lo: float, hi: float, limit: float, noise: RunNo
 
 def _undecided(rel: float | None, lo: float, hi: float, limit: float, runs: int | None, lost: LeftOut) -> str:
     head = f"{_pct(rel)} [{_pct(lo)}, {_pct(hi)}] holds the {limit:.0%} allowed"
+    if math.isinf(hi) or lo <= -1:
+        return (
+            f"{head}: its requests moved together, leaving too few effective ones beyond the "
+            "percentile to bound the interval on one side; longer runs (more requests) would decide"
+        )
     if runs is None:
         return f"{head}: even a truth at its far end would take more than 50 runs a side to decide"
     return (
@@ -187,4 +192,4 @@ def requests_needed(q: float) -> int:
 
 
 def _pct(rel: float | None) -> str:
-    return "n/a" if rel is None else f"{rel:+.1%}"
+    return "n/a" if rel is None else "unbounded" if math.isinf(rel) else f"{rel:+.1%}"

@@ -27,7 +27,7 @@ from tokenpace.core.analysis.comparison.compare import (
 )
 from tokenpace.core.analysis.evidence.bootstrap import DEFAULT_RESAMPLES
 from tokenpace.core.analysis.evidence.gate_noise import gate_noise
-from tokenpace.core.analysis.evidence.runchange import change, side_levels
+from tokenpace.core.analysis.evidence.runchange import change, open_change, side_levels
 from tokenpace.core.analysis.evidence.runnoise import GroupNoise, concurrent, group_noise, noise_key
 from tokenpace.core.analysis.evidence.samples import METRICS, metric_samples
 from tokenpace.core.analysis.evidence.verdict import (
@@ -37,7 +37,7 @@ from tokenpace.core.analysis.evidence.verdict import (
     enough_in_every_run,
 )
 from tokenpace.core.record import RequestRecord
-from tokenpace.core.stats import enough_samples
+from tokenpace.core.stats import enough_samples, open_sides
 
 # The percentiles kept: those compare shows and those the library learns its noise at.
 STORED_PERCENTILES = (50.0, 90.0, 95.0, 99.0)
@@ -88,6 +88,12 @@ def _column(runs: Sequence[Levels], key: str) -> tuple[np.ndarray, np.ndarray, l
     return values, ses, [g.n for g in got], float(sum(g.n_eff for g in got))
 
 
+def _open(counts: Sequence[int], n_eff: float, q: float, alpha: float) -> tuple[bool, bool]:
+    """``SideLevels.open_sides`` from stored figures, which keep no tie flag: a near-constant level
+    with few effective requests is left open here where the records would bound it (undecided)."""
+    return open_sides(float(sum(counts)), n_eff, q / 100, alpha / 2)
+
+
 def levels_noise(runs: Sequence[Levels]) -> list[GroupNoise]:
     """What reruns of one test teach of the noise between runs, from their stored figures: as
     ``repeats.repeat_noise`` from their records (every run holding enough samples at a percentile)."""
@@ -135,6 +141,7 @@ def _metric(
         own = [g for v, s in ((va, sa), (vb, sb)) if (g := group_noise(key, v, s))]
         noise = concurrent(key) if same_window else gate_noise(key, learned, own, host)
         ch = change(va, sa, vb, sb, noise, alpha, min_effect, info.higher_is_better, one_sided)
+        ch = open_change(ch, _open(ca, ea, q, alpha), _open(cb, eb, q, alpha))
         verdict = decide_interval(
             ch.rel_lo, ch.rel_hi, enough_in_every_run(ca + cb, q), info.higher_is_better, min_effect
         )

@@ -26,7 +26,7 @@ from tokenpace.core.analysis.evidence.runnoise import (
     t_quantile,
 )
 from tokenpace.core.analysis.evidence.samples import Samples
-from tokenpace.core.stats import enough_samples
+from tokenpace.core.stats import enough_samples, near_constant, open_sides
 
 
 @dataclass(slots=True)
@@ -43,6 +43,7 @@ class SideLevels:
     drifts: np.ndarray | None = None  # per run and percentile: |log| of its second half over its first
     clusters: list[int] = dataclasses.field(default_factory=list)  # per run: users or sessions (by them)
     clusters_needed: np.ndarray | None = None  # per run and percentile: about how many would decide
+    tied: np.ndarray | None = None  # per run and percentile: it sits on a near-constant level
 
     def drift(self, column: int) -> float:
         """The largest drift of one percentile between a run's halves, over the side's runs (log)."""
@@ -67,6 +68,15 @@ class SideLevels:
     def runs(self) -> int:
         return len(self.counts)
 
+    def open_sides(self, column: int, q: float, alpha: float) -> tuple[bool, bool]:
+        """Whether the side's dependence leaves percentile ``q`` (0-100) unbounded below, above, at
+        a two-sided ``alpha``: no value its runs hold bounds it there, though their count would
+        (``core.stats.open_sides``); never where every run's percentile sits on a near-constant
+        level (its ranks bound it)."""
+        if self.tied is not None and bool(np.all(self.tied[:, column])):
+            return False, False
+        return open_sides(float(sum(self.counts)), self.n_eff(column), q / 100, alpha / 2)
+
 
 def side_levels(
     runs: Sequence[Samples], qs: Sequence[float], resamples: int, rng: np.random.Generator, floor: bool = True
@@ -77,6 +87,7 @@ def side_levels(
     but kept where a run is resampled by user or session: an arm's users are its own."""
     values, ses, n_effs, by, known, clusters, needs = [], [], [], [], [], [], []
     drifts = [half_drift(s, qs) for s in runs]
+    tied = [[near_constant(np.sort(s.values), q) for q in qs] for s in runs]
     for s in runs:
         values.append(np.percentile(s.values, qs))
         plan = dependence(s, qs)
@@ -93,16 +104,9 @@ def side_levels(
         known.append(plan.identified if plan.identified is not None else np.ones(len(qs), dtype=bool))
     counts = [s.n for s in runs]
     return SideLevels(
-        np.array(values),
-        np.array(ses),
-        counts,
-        np.array(n_effs),
-        by,
-        np.array(known),
-        np.array(drifts),
-        clusters,
-        np.array(needs),
-    )
+        np.array(values), np.array(ses), counts, np.array(n_effs), by, np.array(known), np.array(drifts),
+        clusters, np.array(needs), np.array(tied, dtype=bool),
+    )  # fmt: skip
 
 
 def cluster_caveat(q: float, column: int, *sides: SideLevels) -> str | None:
@@ -214,6 +218,24 @@ def change(
     return against(base, threshold, higher_is_better, one_sided)
 
 
+def open_change(ch: Change, a_open: tuple[bool, bool], b_open: tuple[bool, bool]) -> Change:
+    """``ch`` with what the sides cannot bound left open (``SideLevels.open_sides``: below, above):
+    B unbounded above or A below leaves B/A - 1 unbounded above (inf); A above or B below, below
+    (-100 %). No count of runs is advised for it: the runs are too short to bound the percentile."""
+    if ch.rel_lo is None or ch.rel_hi is None:
+        return ch
+    hi = math.inf if b_open[1] or a_open[0] else ch.rel_hi
+    lo = -1.0 if a_open[1] or b_open[0] else ch.rel_lo
+    if (lo, hi) == (ch.rel_lo, ch.rel_hi):
+        return ch
+    return dataclasses.replace(ch, rel_lo=lo, rel_hi=hi, runs_needed=None)
+
+
+def is_open(ch: Change) -> bool:
+    """Whether a side of the change's interval is open (``open_change``)."""
+    return ch.rel_lo is not None and ch.rel_hi is not None and (ch.rel_lo <= -1 or math.isinf(ch.rel_hi))
+
+
 def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: bool) -> Change:
     """``ch`` with ``detectable`` and ``runs_needed`` for this threshold."""
     if ch.rel is None or ch.rel_lo is None or ch.rel_hi is None:
@@ -227,7 +249,7 @@ def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: boo
         detectable = math.exp(math.log(1 + m) + reach) - 1
     bounds = ((-m,) if higher_is_better else (m,)) if one_sided else (m, -m)
     log_r = math.log(1 + ch.rel)
-    needed = _runs_needed(log_r, ch.rel_lo, ch.rel_hi, bounds, ch.per_run_var, t)
+    needed = None if is_open(ch) else _runs_needed(log_r, ch.rel_lo, ch.rel_hi, bounds, ch.per_run_var, t)
     return dataclasses.replace(ch, detectable=detectable, runs_needed=needed)
 
 

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from tokenpace.core.analysis.comparison.compare import Comparison
+from tokenpace.core.analysis.evidence.runchange import is_open
 from tokenpace.core.analysis.evidence.samples import measured_ok
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
@@ -309,6 +310,9 @@ def at_matched_load(
                 continue
             log_r = math.log1p(mc.rel)
             lo, hi = math.expm1(log_r - z * se), math.expm1(log_r + z * se)
+            if row.change is not None and is_open(row.change):  # a side an arm's n_eff cannot bound
+                lo = -1.0 if row.change.rel_lo is not None and row.change.rel_lo <= -1 else lo
+                hi = math.inf if row.change.rel_hi is not None and math.isinf(row.change.rel_hi) else hi
             row.a, row.b, row.diff, row.rel = mc.a, mc.b, mc.b - mc.a, mc.rel
             row.ci, row.rel_ci = (mc.a * lo, mc.a * hi), (lo, hi)
             row.p_value = 2 * (1 - NormalDist().cdf(abs(log_r) / se)) if se > 0 else None

@@ -26,6 +26,7 @@ among them) and no valid step above it can, the verdict is undecided with that s
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -34,7 +35,7 @@ from tokenpace.core.analysis.capacity.little import little_check
 from tokenpace.core.analysis.capacity.loadpoint import LoadPoint, point_from_result
 from tokenpace.core.analysis.selection.scenarios import Scenario, SloLine
 from tokenpace.core.analysis.selection.settled import HALVES, unsettled
-from tokenpace.core.stats import MIN_TAIL_SAMPLES
+from tokenpace.core.stats import MIN_TAIL_SAMPLES, ci_from_json
 
 LOAD_TOLERANCE = 0.10  # a run within 10 % of the scenario's load is at it
 LENGTH_TOLERANCE = 0.25  # a workload further off the scenario's lengths gets a warning
@@ -105,10 +106,9 @@ def _flatten(summary: Mapping[str, Any], scheduled: bool, suffix: str, values: d
             key = f"{metric}.{pct}{suffix}"
             if dist.get(pct) is not None:
                 values[key] = float(dist[pct])
-            ci = (dist.get("ci95") or {}).get(pct)
-            if ci:
-                values[f"{key}.lo"] = float(ci[0])
-                values[f"{key}.hi"] = float(ci[1])
+            ci = ci_from_json((dist.get("ci95") or {}).get(pct))
+            if ci:  # a side the run cannot bound: infinite, so that it never passes a line
+                values[f"{key}.lo"], values[f"{key}.hi"] = ci
             n_eff = (dist.get("n_eff") or {}).get(pct)
             if n_eff is not None:
                 values[f"{key}.n_eff"] = float(n_eff)
@@ -249,6 +249,12 @@ def judge_line(line: SloLine, at: Placement) -> Cell:
         return cell("pass", f"upper bound {upper:.4g} ms < {thr:g} ms")
     if value >= thr:
         return cell("fail", f"{pct} {value:.4g} ms is over the line {thr:g} ms")
+    if math.isinf(upper):
+        return cell(
+            "undecided",
+            f"{pct} {value:.4g} ms meets the line on its estimate, but too few effective requests lie "
+            "beyond it to bound it from above: more requests, or a longer run, would decide",
+        )
     return cell(
         "undecided",
         f"{pct} {value:.4g} ms meets the line on its estimate, but its upper bound {upper:.4g} is not "
