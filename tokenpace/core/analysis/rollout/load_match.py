@@ -298,7 +298,8 @@ def at_matched_load(
                 continue
             mc = matched_change(match, m.metric, float(row.percentile[1:]), strata)
             se = max(mc.se_log if mc else 0.0, row.change.se_log if row.change is not None else 0.0)
-            if mc is not None and (joint := joints.get(float(row.percentile[1:]))):  # joint_blocks
+            joint = joints.get(float(row.percentile[1:])) if mc is not None else None
+            if mc is not None and joint is not None:  # joint_blocks
                 se, joined = joint.floored(mc.se_log), joined + 1
             if match.state == UNMATCHED:
                 row.verdict = _worse_in_common_bands(mc, se, z, m.higher_is_better, latency.min_effect)
@@ -310,7 +311,9 @@ def at_matched_load(
                 continue
             log_r = math.log1p(mc.rel)
             lo, hi = math.expm1(log_r - z * se), math.expm1(log_r + z * se)
-            if row.change is not None and is_open(row.change):  # a side an arm's n_eff cannot bound
+            # A side an arm's n_eff cannot bound stays open, unless shared blocks measured the
+            # change itself: the waves both arms ride cancel in it.
+            if joint is None and row.change is not None and is_open(row.change):
                 lo = -1.0 if row.change.rel_lo is not None and row.change.rel_lo <= -1 else lo
                 hi = math.inf if row.change.rel_hi is not None and math.isinf(row.change.rel_hi) else hi
             row.a, row.b, row.diff, row.rel = mc.a, mc.b, mc.b - mc.a, mc.rel
