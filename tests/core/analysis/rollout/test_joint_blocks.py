@@ -74,10 +74,10 @@ def test_arms_in_different_windows_keep_the_independent_se() -> None:
     records = gray_release(0, 36.9, 39.0, apart=True)
     match = match_load("a", records["a"], "b", records["b"])
     assert match.state == MATCHED
-    assert joint_ses(*match.by_band, list(match.common), "ttft", [50.0]) == {}
+    assert joint_ses(*match.samples("ttft"), list(match.common), [50.0]) == {}
     interleaved = gray_release(0, 36.9, 39.0)
     shared = match_load("a", interleaved["a"], "b", interleaved["b"])
-    found = joint_ses(*shared.by_band, list(shared.common), "ttft", [50.0])
+    found = joint_ses(*shared.samples("ttft"), list(shared.common), [50.0])
     assert found and found[50.0].blocks >= MIN_SHARED_BLOCKS
     report = _report(records, 0)
     assert "time blocks both arms share" not in report.diffs[0].latency.method
@@ -91,7 +91,7 @@ def test_independent_requests_a_true_zero_is_covered() -> None:
         match = match_load("a", records["a"], "b", records["b"])
         mc = matched_change(match, "ttft", 50)
         assert mc is not None
-        found = joint_ses(*match.by_band, list(match.common), "ttft", [50.0], seed).get(50.0)
+        found = joint_ses(*match.samples("ttft"), list(match.common), [50.0], seed).get(50.0)
         se = found.floored(mc.se_log) if found is not None else mc.se_log
         joined += found is not None
         covered += abs(math.log1p(mc.rel)) <= 1.96 * se
@@ -108,7 +108,7 @@ def test_waves_each_arm_has_alone_do_not_cancel_and_a_true_zero_is_covered() -> 
         match = match_load("a", records["a"], "b", records["b"])
         mc = matched_change(match, "ttft", 50)
         assert mc is not None
-        found = joint_ses(*match.by_band, list(match.common), "ttft", [50.0], seed).get(50.0)
+        found = joint_ses(*match.samples("ttft"), list(match.common), [50.0], seed).get(50.0)
         if found is not None:
             joined += 1
             covered += abs(math.log1p(mc.rel)) <= 1.96 * found.floored(mc.se_log)

@@ -83,7 +83,7 @@ def _p50s(report: ArmsReport, match: LoadMatch) -> dict[str, tuple[float, float,
     for metric in METRICS:
         row = report.diffs[0].latency.metric(metric).row("p50")
         mc = matched_change(match, metric, 50.0)
-        joint = joint_ses(*match.by_band, list(match.common), metric, [50.0]).get(50.0)
+        joint = joint_ses(*match.samples(metric), list(match.common), [50.0]).get(50.0)
         assert row is not None and row.rel_ci is not None and row.rel is not None and mc is not None, metric
         assert joint is not None, metric  # the arms interleave in enough shared blocks
         lo, hi = row.rel_ci
@@ -117,7 +117,7 @@ def test_random_halves_of_one_real_run_the_interval_covers_zero_as_95_percent_sh
             continue
         for metric in METRICS:
             mc = matched_change(match, metric, 50.0)
-            joint = joint_ses(*match.by_band, list(match.common), metric, [50.0], seed).get(50.0)
+            joint = joint_ses(*match.samples(metric), list(match.common), [50.0], seed).get(50.0)
             if mc is None or joint is None:
                 continue
             judged += 1

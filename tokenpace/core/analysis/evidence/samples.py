@@ -107,10 +107,13 @@ def measured_ok(records: Iterable[RequestRecord]) -> list[RequestRecord]:
     return [r for r in records if not r.warmup and r.status is Status.OK]
 
 
-def _single(ok: Sequence[RequestRecord], values: Iterable[float | None]) -> Samples:
+def _single(
+    ok: Sequence[RequestRecord], values: Iterable[float | None]
+) -> tuple[Samples, list[RequestRecord]]:
     kept = [(r, v) for r, v in zip(ok, values, strict=True) if v is not None]
     groups = [np.array([v], dtype=np.float64) for _, v in kept]
-    return Samples(groups, np.array([r.sent_ns for r, _ in kept], dtype=np.int64), _keys(r for r, _ in kept))
+    records = [r for r, _ in kept]
+    return Samples(groups, np.array([r.sent_ns for r in records], dtype=np.int64), _keys(records)), records
 
 
 def _keys(records: Iterable[RequestRecord]) -> list[str] | None:
@@ -120,6 +123,11 @@ def _keys(records: Iterable[RequestRecord]) -> list[str] | None:
 
 def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
     """Samples of ``metric`` (a key of METRICS) from a run's records, in the metric's unit."""
+    return samples_and_records(records, metric)[0]
+
+
+def samples_and_records(records: Sequence[RequestRecord], metric: str) -> tuple[Samples, list[RequestRecord]]:
+    """``metric_samples`` and the record of each group (measured, OK, with a value of it)."""
     ok = measured_ok(records)
     if metric == "ttft":
         return _single(ok, (None if (t := ttft_ns(r)) is None else t / NS_PER_MS for r in ok))
@@ -132,9 +140,9 @@ def metric_samples(records: Sequence[RequestRecord], metric: str) -> Samples:
     if metric == "itl":
         pairs = [(r, np.asarray(itl_gaps_ns(r), dtype=np.float64) / NS_PER_MS) for r in ok]
         kept = [(r, g) for r, g in pairs if len(g)]
-        return Samples(
-            [g for _, g in kept],
-            np.array([r.sent_ns for r, _ in kept], dtype=np.int64),
-            _keys(r for r, _ in kept),
+        recs = [r for r, _ in kept]
+        found = Samples(
+            [g for _, g in kept], np.array([r.sent_ns for r in recs], dtype=np.int64), _keys(recs)
         )
+        return found, recs
     raise KeyError(f"unknown metric {metric!r}; known: {', '.join(METRICS)}")

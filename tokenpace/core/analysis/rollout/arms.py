@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tokenpace.core.analysis.comparison.compare import Comparison, compare_records, pct_name
+from tokenpace.core.analysis.comparison.compare import Comparison, compare_samples, pct_name
 from tokenpace.core.analysis.evidence.rates import Share, ShareDiff, share, share_diff, z_for
-from tokenpace.core.analysis.evidence.samples import metric_samples
 from tokenpace.core.analysis.evidence.verdict import DEFAULT_MIN_EFFECT, Verdict
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, check_event_guards, judge
 from tokenpace.core.analysis.rollout.load_match import (
@@ -28,8 +27,10 @@ from tokenpace.core.analysis.rollout.load_match import (
     arm_load,
     at_matched_load,
     match_load,
+    sample_memo,
     unmatched_item,
 )
+from tokenpace.core.analysis.rollout.matched_strata import SampleMemo
 from tokenpace.core.analysis.rollout.sample_size import too_few_item
 from tokenpace.core.analysis.rollout.srm import SrmResult, srm_check
 from tokenpace.core.events import UNKNOWN_ARM, OutcomeEvent
@@ -183,7 +184,10 @@ def arm_stats(
     weight: float | None,
     alpha: float,
     metrics: Sequence[str] = LATENCY,
+    memo: SampleMemo | None = None,
 ) -> ArmStats:
+    """``memo``: the arm's samples by metric (``sample_memo`` of ``records``), shared with ``arm_diff``."""
+    memo = memo or sample_memo(records)
     sent = [r for r in records if not r.warmup]
     request_ids = {r.request_id for r in sent}
     users = {u for r in sent if (u := r.labels.get("user"))}
@@ -197,7 +201,7 @@ def arm_stats(
         rates[name] = EventRates(
             len(mine), share(len(by_request), len(sent), alpha), share(len(by_user), len(users), alpha)
         )
-    latency = {m: describe(metric_samples(sent, m).values) for m in metrics}
+    latency = {m: describe(memo(m).values) for m in metrics}
     errors, cuts = share(failed, len(sent), alpha), share(cut, len(sent), alpha)
     return ArmStats(arm, weight, len(sent), len(users), latency, errors, cuts, rates, arm_load(sent))
 
@@ -211,16 +215,23 @@ def arm_diff(
     resamples: int,
     seed: int,
     metrics: Sequence[str] = LATENCY,
+    memos: Mapping[str, SampleMemo] | None = None,
 ) -> ArmDiff:
+    """``memos``: each arm's samples by metric (``sample_memo`` of its records), taken once."""
     # Arms share one window: no noise between runs to count. The table calls a change faster or
     # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
     # guards judge against their own limits. Both at matched load (load_match), where recorded.
     # Each metric drawn with its own seed (its place in LATENCY): a subset's rows are the table's.
+    memos = memos or {}
+    mine = (
+        memos.get(ref.arm) or sample_memo(records[ref.arm]),
+        memos.get(cand.arm) or sample_memo(records[cand.arm]),
+    )
     compared = [
-        compare_records(
-            records[ref.arm], records[cand.arm], percentiles, alpha, DEFAULT_MIN_EFFECT, (m,), resamples,
-            seed + LATENCY.index(m), same_window=True,
-        ).metrics[0]
+        compare_samples(
+            m, [mine[0](m).samples], [mine[1](m).samples], percentiles, alpha, DEFAULT_MIN_EFFECT,
+            resamples, seed + LATENCY.index(m), same_window=True,
+        )
         for m in metrics
     ]  # fmt: skip
     latency = Comparison(alpha, DEFAULT_MIN_EFFECT, compared)
@@ -231,7 +242,8 @@ def arm_diff(
         )
         for name in ref.events
     }
-    load = match_load(ref.arm, records[ref.arm], cand.arm, records[cand.arm])
+    loads = (ref.load, cand.load) if ref.load is not None and cand.load is not None else None
+    load = match_load(ref.arm, records[ref.arm], cand.arm, records[cand.arm], mine, loads)
     return ArmDiff(
         cand.arm,
         latency,
@@ -366,11 +378,14 @@ def analyse_arms(
     check_event_guards(guards, sorted({*(known_events or ()), *(e.event for e in events)}))
     guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
     names = sorted({e.event for e in joined} | guarded)
-    stats = {a: arm_stats(a, records[a], joined, names, weights.get(a), alpha, metrics) for a in order}
+    memos = {a: sample_memo(records[a]) for a in order}  # each arm's samples of a metric, taken once
+    stats = {
+        a: arm_stats(a, records[a], joined, names, weights.get(a), alpha, metrics, memos[a]) for a in order
+    }
     srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
     diffs = [
-        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed, metrics)
+        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed, metrics, memos)
         for a in order
         if a != reference and stats[a].requests > 0 and candidate in (None, a)
     ]

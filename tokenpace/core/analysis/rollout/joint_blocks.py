@@ -33,8 +33,8 @@ import numpy as np
 
 from tokenpace.core.analysis.evidence.clusters import cluster_design_effect
 from tokenpace.core.analysis.evidence.dependence import block_length, captured
-from tokenpace.core.analysis.evidence.samples import Samples, metric_samples
-from tokenpace.core.record import RequestRecord
+from tokenpace.core.analysis.evidence.samples import Samples
+from tokenpace.core.analysis.rollout.matched_strata import ArmSamples
 from tokenpace.core.stats import serial_correlation
 
 MIN_BLOCK = 2  # requests of both arms together per block at least: a block can pair them
@@ -63,24 +63,6 @@ class _Arm:
     values: np.ndarray  # sorted
     bands: np.ndarray  # index into the common bands, per value
     blocks: np.ndarray  # time block, per value (ITL gaps of one request share its block)
-
-
-def _arm_samples(
-    by_band: dict[int, list[RequestRecord]], bands: list[int], metric: str
-) -> tuple[Samples, np.ndarray]:
-    """The arm's samples over the common bands (their send times kept) and each request's band."""
-    groups: list[np.ndarray] = []
-    sent: list[int] = []
-    band_of: list[int] = []
-    keys: list[str] = []
-    for j, b in enumerate(bands):
-        s = metric_samples(by_band[b], metric)
-        groups += s.groups
-        sent += [int(t) for t in s.sent_ns] if s.sent_ns is not None else [0] * len(s.groups)
-        band_of += [j] * len(s.groups)
-        keys += s.cluster or [""] * len(s.groups)
-    found = Samples(groups, np.array(sent, dtype=np.int64), keys if any(keys) else None)
-    return found, np.array(band_of, dtype=np.int64)
 
 
 def _clusters(s: Samples) -> np.ndarray | None:
@@ -147,19 +129,18 @@ def _draw(ref: _Arm, cand: _Arm, reps: np.ndarray, nb: int, qs: np.ndarray) -> n
 
 
 def joint_ses(
-    by_ref: dict[int, list[RequestRecord]],
-    by_cand: dict[int, list[RequestRecord]],
+    ref_arm: ArmSamples,
+    cand_arm: ArmSamples,
     bands: list[int],
-    metric: str,
     qs: Sequence[float],
     seed: int = 0,
 ) -> dict[float, JointSE]:
-    """Per percentile ``q`` (0-100) of ``qs``: the SE of log(cand/ref) over the common ``bands``
-    from time blocks resampled jointly (one block length for all, the longest any needs, as the
-    evidence module does); empty where fewer than ``MIN_SHARED_BLOCKS`` blocks hold both arms
-    (disjoint windows, long dependence) or the percentiles cannot be resampled."""
-    s_ref, band_ref = _arm_samples(by_ref, bands, metric)
-    s_cand, band_cand = _arm_samples(by_cand, bands, metric)
+    """Per percentile ``q`` (0-100) of ``qs``: the SE of log(cand/ref) of the arms' metric over
+    the common ``bands`` from time blocks resampled jointly (one block length for all, the longest
+    any needs, as the evidence module does); empty where fewer than ``MIN_SHARED_BLOCKS`` blocks
+    hold both arms (disjoint windows, long dependence) or the percentiles cannot be resampled."""
+    s_ref, band_ref = ref_arm.of_bands(bands)
+    s_cand, band_cand = cand_arm.of_bands(bands)
     if len(s_ref.groups) < 2 or len(s_cand.groups) < 2 or not qs:  # no common bands: none here
         return {}
     contrasts = [_contrast(s_ref, s_cand, q) for q in qs]

@@ -43,7 +43,13 @@ from tokenpace.core.analysis.evidence.samples import measured_ok
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.core.analysis.rollout.guards import Evidence, Guard, GuardItem, judge
 from tokenpace.core.analysis.rollout.joint_blocks import joint_ses
-from tokenpace.core.analysis.rollout.matched_strata import Strata, matched_strata, percentile_se
+from tokenpace.core.analysis.rollout.matched_strata import (
+    ArmSamples,
+    SampleMemo,
+    Strata,
+    matched_strata,
+    percentile_se,
+)
 from tokenpace.core.record import RequestRecord
 
 EXACT_BELOW = 5  # in-flight counts 0..4: a band each (one request more matters most when few run)
@@ -140,6 +146,12 @@ class LoadMatch:
     mean_load: tuple[float, float] | None = None  # each arm's mean in flight at the reference's mix
     only_worse: bool = False  # unmatched, its load maybe its own doing: a breach in common bands decides
     by_band: tuple[dict[int, list[RequestRecord]], dict[int, list[RequestRecord]]] = ({}, {})
+    memos: tuple[SampleMemo, SampleMemo] | None = None  # each arm's samples by metric, taken once
+
+    def samples(self, metric: str) -> tuple[ArmSamples, ArmSamples]:
+        """Both arms' samples of ``metric`` with their load bands."""
+        assert self.memos is not None  # match_load sets them
+        return self.memos[0](metric), self.memos[1](metric)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -165,14 +177,27 @@ def _by_band(records: Sequence[RequestRecord]) -> dict[int, list[RequestRecord]]
     return out
 
 
+def sample_memo(records: Sequence[RequestRecord]) -> SampleMemo:
+    """An arm's samples by metric, with each request's load band, each taken once."""
+    return SampleMemo(records, band)
+
+
 def _mean(records: Sequence[RequestRecord]) -> float:
     return sum(r.upstream_inflight or 0 for r in records) / len(records)
 
 
 def match_load(
-    ref_arm: str, ref: Sequence[RequestRecord], cand_arm: str, cand: Sequence[RequestRecord]
+    ref_arm: str,
+    ref: Sequence[RequestRecord],
+    cand_arm: str,
+    cand: Sequence[RequestRecord],
+    memos: tuple[SampleMemo, SampleMemo] | None = None,
+    loads: tuple[ArmLoad, ArmLoad] | None = None,
 ) -> LoadMatch:
-    ref_load, cand_load = arm_load(ref), arm_load(cand)
+    """``memos``: the arms' samples (``sample_memo`` of ``ref`` and ``cand``) where the caller
+    took some already; ``loads``: their ``arm_load``, likewise."""
+    memos = memos or (sample_memo(ref), sample_memo(cand))
+    ref_load, cand_load = loads or (arm_load(ref), arm_load(cand))
     names = f"{ref_arm} {ref_load.text}, {cand_arm} {cand_load.text}"
     if not ref_load.requests or not cand_load.requests:
         lacking = " and ".join(a for a, ld in ((ref_arm, ref_load), (cand_arm, cand_load)) if not ld.requests)
@@ -182,6 +207,7 @@ def match_load(
             "the arms' loads could not be checked, latency is compared as if they were equal",
             ref_load,
             cand_load,
+            memos=memos,
         )
     by_ref, by_cand = _by_band(ref), _by_band(cand)
     n_ref, n_cand = sum(map(len, by_ref.values())), sum(map(len, by_cand.values()))
@@ -193,7 +219,7 @@ def match_load(
     cov_ref = sum(r for r, _ in common.values()) / n_ref if n_ref else 0.0
     cov_cand = sum(c for _, c in common.values()) / n_cand if n_cand else 0.0
     match = LoadMatch(
-        MATCHED, "", ref_load, cand_load, common, (cov_ref, cov_cand), by_band=(by_ref, by_cand)
+        MATCHED, "", ref_load, cand_load, common, (cov_ref, cov_cand), by_band=(by_ref, by_cand), memos=memos
     )
     if min(cov_ref, cov_cand) < MIN_COVERAGE:
         match.state = UNMATCHED
@@ -263,7 +289,7 @@ def matched_change(
     if match.state != MATCHED and not (match.state == UNMATCHED and match.only_worse):
         return None
     if strata is None:
-        strata = matched_strata(match.by_band, match.common, metric)
+        strata = matched_strata(match.samples(metric), match.common)
     ref_strata, cand_strata, shares = strata
     if not shares:
         return None
@@ -289,8 +315,9 @@ def at_matched_load(
     joined, common = 0, list(match.common) if match.state == MATCHED else []  # joint SEs: matched only
     for m in latency.metrics:
         qs = [float(row.percentile[1:]) for row in m.rows if row.verdict is not Verdict.TOO_FEW]
-        joints = joint_ses(*match.by_band, common, m.metric, qs, seed)
-        strata = matched_strata(match.by_band, match.common, m.metric) if match.state != UNCHECKED else None
+        arms = match.samples(m.metric) if match.state != UNCHECKED else None
+        joints = joint_ses(*arms, common, qs, seed) if arms is not None else {}
+        strata = matched_strata(arms, match.common) if arms is not None else None
         for row in m.rows:
             if match.state == UNMATCHED:  # its p-value and power measured the load
                 row.p_value, row.detectable, row.runs_needed = None, None, None

@@ -23,7 +23,7 @@ def matched_effective(match: LoadMatch, metric: str) -> tuple[float, int] | None
     weights them) and that arm's measured requests; None unless matched with common bands."""
     if match.state != MATCHED:
         return None
-    ref, cand, counts = matched_strata(match.by_band, match.common, metric)
+    ref, cand, counts = matched_strata(match.samples(metric), match.common)
     if not counts:
         return None
     shares = [c / sum(counts) for c in counts]  # the reference's load mix
