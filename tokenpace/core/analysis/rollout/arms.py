@@ -178,17 +178,14 @@ def resolve_events(
 
 def arm_stats(
     arm: str,
-    records: Sequence[RequestRecord],
+    memo: SampleMemo,  # the arm's records and its samples by metric (``sample_memo``)
     events: Sequence[OutcomeEvent],
     names: Sequence[str],
     weight: float | None,
     alpha: float,
     metrics: Sequence[str] = LATENCY,
-    memo: SampleMemo | None = None,
 ) -> ArmStats:
-    """``memo``: the arm's samples by metric (``sample_memo`` of ``records``), shared with ``arm_diff``."""
-    memo = memo or sample_memo(records)
-    sent = [r for r in records if not r.warmup]
+    sent = [r for r in memo.records if not r.warmup]
     request_ids = {r.request_id for r in sent}
     users = {u for r in sent if (u := r.labels.get("user"))}
     failed = sum(1 for r in sent if r.status in FAILURE_STATUSES)
@@ -209,24 +206,18 @@ def arm_stats(
 def arm_diff(
     ref: ArmStats,
     cand: ArmStats,
-    records: Mapping[str, Sequence[RequestRecord]],
+    memos: Mapping[str, SampleMemo],  # each arm's records and samples by metric (``sample_memo``)
     percentiles: Sequence[float],
     alpha: float,
     resamples: int,
     seed: int,
     metrics: Sequence[str] = LATENCY,
-    memos: Mapping[str, SampleMemo] | None = None,
 ) -> ArmDiff:
-    """``memos``: each arm's samples by metric (``sample_memo`` of its records), taken once."""
     # Arms share one window: no noise between runs to count. The table calls a change faster or
     # slower by compare's practical threshold (5 %), not whenever its interval excludes zero; the
     # guards judge against their own limits. Both at matched load (load_match), where recorded.
     # Each metric drawn with its own seed (its place in LATENCY): a subset's rows are the table's.
-    memos = memos or {}
-    mine = (
-        memos.get(ref.arm) or sample_memo(records[ref.arm]),
-        memos.get(cand.arm) or sample_memo(records[cand.arm]),
-    )
+    mine = memos[ref.arm], memos[cand.arm]
     compared = [
         compare_samples(
             m, [mine[0](m).samples], [mine[1](m).samples], percentiles, alpha, DEFAULT_MIN_EFFECT,
@@ -243,7 +234,7 @@ def arm_diff(
         for name in ref.events
     }
     loads = (ref.load, cand.load) if ref.load is not None and cand.load is not None else None
-    load = match_load(ref.arm, records[ref.arm], cand.arm, records[cand.arm], mine, loads)
+    load = match_load(ref.arm, mine[0].records, cand.arm, mine[1].records, mine, loads)
     return ArmDiff(
         cand.arm,
         latency,
@@ -379,13 +370,11 @@ def analyse_arms(
     guarded = {g.event[0] for g in guards if g.event}  # known, perhaps not reported in this window
     names = sorted({e.event for e in joined} | guarded)
     memos = {a: sample_memo(records[a]) for a in order}  # each arm's samples of a metric, taken once
-    stats = {
-        a: arm_stats(a, records[a], joined, names, weights.get(a), alpha, metrics, memos[a]) for a in order
-    }
+    stats = {a: arm_stats(a, memos[a], joined, names, weights.get(a), alpha, metrics) for a in order}
     srm = _split_checks(stats, weights, expected or {})
     percentiles = sorted({*PERCENTILES, *(g.percentile[1] for g in guards if g.percentile)})
     diffs = [
-        arm_diff(stats[reference], stats[a], records, percentiles, alpha, resamples, seed, metrics, memos)
+        arm_diff(stats[reference], stats[a], memos, percentiles, alpha, resamples, seed, metrics)
         for a in order
         if a != reference and stats[a].requests > 0 and candidate in (None, a)
     ]
