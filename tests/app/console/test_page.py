@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from tokenpace.app.console.page import Ask, Kept
 
 
-def _reader(reads: list[str]):
+def _reader(reads: list[str]) -> Callable[[str, int], tuple[str, int]]:
     def read(key: str, n: int) -> tuple[str, int]:
         reads.append(key)
         return key, n
@@ -15,7 +17,7 @@ def _reader(reads: list[str]):
 
 
 def test_a_kept_read_is_reused_until_pushed_out_by_count_or_size() -> None:
-    kept, reads = Kept(most=2, size_max=100, ttl_s=60.0), []
+    kept, reads = Kept(most=2, size_max=100, ttl_s=60.0), list[str]()
     read = _reader(reads)
     get = lambda key, n: kept.get(key, lambda: read(key, n), lambda r: r[1])  # noqa: E731
     assert get("a", 10) == ("a", 10) and get("a", 10) == ("a", 10) and reads == ["a"]
@@ -36,7 +38,7 @@ def test_a_kept_read_is_reused_until_pushed_out_by_count_or_size() -> None:
 
 
 def test_a_kept_read_lives_no_longer_than_its_ttl() -> None:
-    kept, reads = Kept(most=4, size_max=100, ttl_s=0.0), []
+    kept, reads = Kept(most=4, size_max=100, ttl_s=0.0), list[str]()
     read = _reader(reads)
     kept.get("a", lambda: read("a", 1), lambda r: r[1])
     kept.get("a", lambda: read("a", 1), lambda r: r[1])
