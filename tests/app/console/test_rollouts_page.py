@@ -153,10 +153,13 @@ def test_each_guard_tried_reuses_the_sessions_read_until_it_gains_records(
     shutil.copy(db, tmp_path / "runs.db")
     store = connect(f"sqlite:///{tmp_path / 'runs.db'}")
     reads: list[ArmsQuery] = []
+    held: list[int] = []
 
     def counted(store: Store, query: ArmsQuery) -> Traffic:
         reads.append(query)
-        return read_traffic(store, query)
+        traffic = read_traffic(store, query)
+        held.append(rollouts_page.held_bytes(traffic))
+        return traffic
 
     monkeypatch.setattr(rollouts_page, "read_traffic", counted)
     page, console = next(p for p in PAGES if p.name == "rollout"), Console(store)
@@ -174,5 +177,10 @@ def test_each_guard_tried_reuses_the_sessions_read_until_it_gains_records(
     store.append_records(run.id, [late], run.record_count)
     again = orjson.loads(console._answer(page, asked("ttft.p95=+10%"), api=True))
     assert len(reads) == 2 and sum(sum(a["requests"]) for a in again["timeline"]["arms"].values()) == 401
-    assert console.kept.held() == 401 + 400  # both reads kept: each within the bound
+    assert console.kept.held() == sum(held) and held[1] > held[0] > 400 * rollouts_page.RECORD_BYTES
+    small = Console(store)
+    small.kept.size_max = held[1] - 1  # a read larger than the bound is not kept: read each time
+    small._answer(page, asked("ttft.p95=+30%"), api=True)
+    small._answer(page, asked("ttft.p95=+40%"), api=True)
+    assert len(reads) == 4 and small.kept.held() == 0
     store.close()

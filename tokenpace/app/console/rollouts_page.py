@@ -20,6 +20,7 @@ from tokenpace.app.rollout.terms import parse_guards
 
 SCAN_MAX = 5000  # newest gateway runs read to list the sessions
 RUNS_MAX = 500  # runs of one session read (one per arm, config epoch and upstream)
+RECORD_BYTES, TOKEN_BYTES = 1200, 48  # about, in memory: a decoded record (no tokens), a token time
 
 
 def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -65,10 +66,15 @@ def _traffic(store: Store, ask: Ask, query: ArmsQuery, runs: list[RunInfo]) -> T
     if ask.kept is None:
         return None
     key = ("traffic", query.session, query.since_unix, query.until_unix, _stamp(runs))
-    read = ask.kept.get(
-        key, lambda: read_traffic(store, query), lambda t: sum(len(r.records) for r in t.runs)
-    )
+    read = ask.kept.get(key, lambda: read_traffic(store, query), held_bytes)
     return dataclasses.replace(read, query=query)
+
+
+def held_bytes(traffic: Traffic) -> int:
+    """About the memory a read holds: a decoded record's fields and labels, and its token times."""
+    records = sum(len(r.records) for r in traffic.runs)
+    tokens = sum(len(rec.token_ns) for r in traffic.runs for rec in r.records)
+    return RECORD_BYTES * records + TOKEN_BYTES * tokens
 
 
 def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:

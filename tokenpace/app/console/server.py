@@ -35,7 +35,7 @@ CACHE_MAX = 64  # answers kept (``_Answer``) of the pages that cache (compare, h
 CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
 DATA_KEEP_MAX = 256 * 1024  # bytes of JSON twin up to which an answer keeps its data for its HTML
 READS_MAX = 4  # reads the pages reuse (a gateway session's traffic: each guard tried reuses it)
-READ_RECORDS_MAX = 200_000  # records those reads hold in all; a larger read is not kept
+READ_BYTES_MAX = 256 * 1024 * 1024  # about the memory they hold in all; a larger read is not kept
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
 STATIC = {"/static/console.js": "application/javascript", "/static/console.css": "text/css"}
@@ -95,7 +95,7 @@ class Console:
         self.waiting = 0
         self.cache: OrderedDict[Any, _Answer] = OrderedDict()
         self.cache_lock = threading.Lock()
-        self.kept = Kept(READS_MAX, READ_RECORDS_MAX, CACHE_TTL_S)
+        self.kept = Kept(READS_MAX, READ_BYTES_MAX, CACHE_TTL_S)
 
     def _state(self) -> tuple[Any, ...]:
         """The store as far as a cached answer cares: a run or baseline added or deleted changes it."""
