@@ -52,3 +52,8 @@ def test_an_ask_keeping_reads_answers_the_same_request() -> None:
     assert ask.kept is None and other.kept is kept
     assert other.key() == ask.key() and other.text("guard") == "ttft.p95=+10%"
     assert other.path("session") == "s"
+
+
+def test_a_relative_time_is_told_from_a_fixed_one() -> None:
+    ask = Ask([("since", "1h"), ("until", "2026-05-01")], {})
+    assert ask.relative("since") and not ask.relative("until") and not ask.relative("nothing")

@@ -183,4 +183,7 @@ def test_each_guard_tried_reuses_the_sessions_read_until_it_gains_records(
     small._answer(page, asked("ttft.p95=+30%"), api=True)
     small._answer(page, asked("ttft.p95=+40%"), api=True)
     assert len(reads) == 4 and small.kept.held() == 0
+    since = Ask([("since", "1d"), ("guard", "ttft.p95=+10%")], {"session": SESSION})
+    console._answer(page, since, api=True)  # a window that moves with the clock: read, not kept
+    assert len(reads) == 4 and console.kept.held() == sum(held[:2])
     store.close()

@@ -4,6 +4,7 @@ dropped; a large answer's data is not kept), and computes again once a run is ad
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -87,4 +88,23 @@ def test_the_html_first_keeps_the_json_and_a_large_answer_keeps_no_data(
     assert "<h1>big</h1>" in console._answer(page, big, api=False)
     assert calls == {"data": 3, "charts": 2}  # computed again for the HTML, then both kept
     assert console._answer(page, big, api=False) and calls == {"data": 3, "charts": 2}
+    store.close()
+
+
+def test_racing_requests_for_one_answer_each_get_the_right_form(tmp_path: Path) -> None:
+    store = make_store(tmp_path / "runs.db")
+    calls = {"data": 0, "charts": 0}
+    page, console = _counted(calls), Console(store)
+    ask = Ask([("a", "r")], {})
+    expected = {
+        True: console._answer(page, ask, api=True),
+        False: Console(store)._answer(page, ask, api=False),
+    }
+    console.cache.clear()
+    forms = [i % 2 == 0 for i in range(16)]
+    with ThreadPoolExecutor(max_workers=server.WORKERS) as pool:
+        got = list(pool.map(lambda api: console._answer(page, ask, api), forms))
+    assert got == [expected[api] for api in forms]  # maybe computed more than once, never mixed
+    (kept,) = console.cache.values()
+    assert kept.form(True) == expected[True] and kept.form(False) in (None, expected[False])
     store.close()

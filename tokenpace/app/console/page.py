@@ -134,6 +134,10 @@ class Ask:
             raise BadAsk(f"{name}: {raw[:40]!r} is not a time: use e.g. 7d, 12h, 2026-05-01") from None
         return (when if when.tzinfo else when.replace(tzinfo=timezone.utc)).timestamp()
 
+    def relative(self, name: str) -> bool:
+        """The time asked under ``name`` is relative (``7d``): it moves with the clock."""
+        return _RELATIVE.match(self.text(name)) is not None
+
     def pairs(self, name: str) -> dict[str, str]:
         """``name=KEY=VALUE`` parameters as a mapping."""
         out = {}

@@ -62,8 +62,9 @@ def _stamp(runs: list[RunInfo]) -> tuple[tuple[str, int], ...]:
 
 def _traffic(store: Store, ask: Ask, query: ArmsQuery, runs: list[RunInfo]) -> Traffic | None:
     """The session's window as read for another guard (the read holds no guard: it is judged under
-    this query's), else read now and kept; None: read where judged (no console keeps reads)."""
-    if ask.kept is None:
+    this query's), else read now and kept; None: read where judged (no console keeps reads, or the
+    window moves with the clock: ``since=1h``)."""
+    if ask.kept is None or ask.relative("since") or ask.relative("until"):
         return None
     key = ("traffic", query.session, query.since_unix, query.until_unix, _stamp(runs))
     read = ask.kept.get(key, lambda: read_traffic(store, query), held_bytes)

@@ -33,7 +33,7 @@ from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 WORKERS = 4  # pages computed at once (threads reading the store)
 CACHE_MAX = 64  # answers kept (``_Answer``) of the pages that cache (compare, history, rollout)
 CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
-DATA_KEEP_MAX = 256 * 1024  # bytes of JSON twin up to which an answer keeps its data for its HTML
+DATA_KEEP_MAX = 256 * 1024  # bytes: an answer whose JSON is no larger keeps its data for its HTML
 READS_MAX = 4  # reads the pages reuse (a gateway session's traffic: each guard tried reuses it)
 READ_BYTES_MAX = 256 * 1024 * 1024  # about the memory they hold in all; a larger read is not kept
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
