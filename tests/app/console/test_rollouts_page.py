@@ -1,7 +1,8 @@
 """The gateway sessions and rollouts pages over a rollout a real gateway stored (a split moved live,
 complaints reported): the session listed, its arms over time and each step's verdict in the JSON
 twin (the verdict `tokenpace arms` gives on that step), 404 and 400; the answer kept until the
-session gains records; in Chromium, no console error and the charts hold the stored points."""
+session gains records; the session read once for every guard tried (the same verdicts as a fresh
+read) until it gains records; in Chromium, no console error and the charts hold the stored points."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from aiohttp.test_utils import TestClient, TestServer
 from app.console.browser import needs_chromium, visit
 from app.rollout.arms_traffic import SESSION, store_rollout
 from tokenpace.adapters.store import Store, connect
+from tokenpace.app.console import rollouts_page
 from tokenpace.app.console.page import Ask
 from tokenpace.app.console.rollouts_page import rollout_data
 from tokenpace.app.console.routes import PAGES
 from tokenpace.app.console.server import Console, build_app
-from tokenpace.app.rollout.arms import ArmsQuery, arms_report
+from tokenpace.app.rollout.arms import ArmsQuery, Traffic, arms_report, read_traffic
 from tokenpace.core.analysis.rollout.guards import parse_guards
 from tokenpace.testing.procs import run_cli
 
@@ -142,4 +144,46 @@ def test_the_rollout_answer_is_kept_until_the_session_gains_records(db: Path, tm
     again = orjson.loads(console._answer(page, Ask([], {"session": SESSION}), api=True))
     assert len(calls) == 2 and again != orjson.loads(first)
     assert sum(sum(a["requests"]) for a in again["timeline"]["arms"].values()) == 401
+    store.close()
+
+
+def test_each_guard_tried_reuses_the_sessions_read_until_it_gains_records(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shutil.copy(db, tmp_path / "runs.db")
+    store = connect(f"sqlite:///{tmp_path / 'runs.db'}")
+    reads: list[ArmsQuery] = []
+    held: list[int] = []
+
+    def counted(store: Store, query: ArmsQuery) -> Traffic:
+        reads.append(query)
+        traffic = read_traffic(store, query)
+        held.append(rollouts_page.held_bytes(traffic))
+        return traffic
+
+    monkeypatch.setattr(rollouts_page, "read_traffic", counted)
+    page, console = next(p for p in PAGES if p.name == "rollout"), Console(store)
+    asked = lambda guard: Ask([("guard", guard)] if guard else [], {"session": SESSION})  # noqa: E731
+    console._answer(page, asked(""), api=False)
+    text = "ttft.p95=+50%,e2e.p99=+50%,complaint=+5pp,error_rate=+1pp"
+    for guard in ("ttft.p95=+10%", text):
+        got = orjson.loads(console._answer(page, asked(guard), api=True))
+    assert len(reads) == 1 and reads[0].guards == ()  # one read, judged under each guard asked
+    fresh = rollout_data(store, asked(text))  # no console: read afresh, as offline reports do
+    assert len(reads) == 1 and got["steps"] == orjson.loads(orjson.dumps(fresh["steps"]))
+    assert {g["guard"] for s in got["steps"] for g in s["guards"]} == set(text.split(","))
+    run = store.list_runs({"gateway_session": SESSION, "arm": "b"})[0]  # a running gateway appends
+    late = dataclasses.replace(store.load_records(run.id)[-1], request_id="late")
+    store.append_records(run.id, [late], run.record_count)
+    again = orjson.loads(console._answer(page, asked("ttft.p95=+10%"), api=True))
+    assert len(reads) == 2 and sum(sum(a["requests"]) for a in again["timeline"]["arms"].values()) == 401
+    assert console.kept.held() == sum(held) and held[1] > held[0] > 400 * rollouts_page.RECORD_BYTES
+    small = Console(store)
+    small.kept.size_max = held[1] - 1  # a read larger than the bound is not kept: read each time
+    small._answer(page, asked("ttft.p95=+30%"), api=True)
+    small._answer(page, asked("ttft.p95=+40%"), api=True)
+    assert len(reads) == 4 and small.kept.held() == 0
+    since = Ask([("since", "1d"), ("guard", "ttft.p95=+10%")], {"session": SESSION})
+    console._answer(page, since, api=True)  # a window that moves with the clock: read, not kept
+    assert len(reads) == 4 and console.kept.held() == sum(held[:2])
     store.close()

@@ -8,7 +8,10 @@ Adding a page takes three things, and nothing else changes:
    ``NotFound`` or ``BadAsk`` for a missing run or a bad filter, and returns plain JSON data: that
    dict is the page's ``/api/...`` answer and its template's context (keys starting with ``_``
    reach the template and charts only, never the JSON: records, objects). Charts, if any, come from a
-   second function ``def my_charts(data) -> list[Chart]`` (plotly figures from the same data).
+   second function ``def my_charts(data) -> list[Chart]`` (plotly figures from the same data; it
+   never changes the data: a cached page's HTML may be drawn later from the data kept for it). A
+   read worth reusing between requests goes through ``ask.kept`` (``page.Kept``, bounded; None
+   offline), keyed by all it depends on: the rollout page keeps a session's traffic so.
 2. A template ``templates/my.html`` that extends ``base.html`` and fills ``{% block body %}``;
    autoescape is on (never ``|safe`` on stored text), charts are drawn with the ``charts`` macro.
 3. One line in ``PAGES`` (``routes.py``): ``Page("my", "/my/{ref}", "my.html", my_data, "My",

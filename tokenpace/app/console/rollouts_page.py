@@ -2,21 +2,25 @@
 ``gateway``, labelled ``gateway_session``), and one session's arms over time (traffic share, the load
 each arm carried, latency percentiles, error and business-event rates, each configuration change
 a marker) with the guards' verdict on each step of the rollout: ``app/rollout/arms_timeline.py``,
-drawn by ``adapters/report/arms_html.py``'s figures (the same as ``arms --html``)."""
+drawn by ``adapters/report/arms_html.py``'s figures (the same as ``arms --html``). The session's
+read (``read_traffic``) does not depend on the guards: the console keeps it (``Ask.kept``), so the
+page and each guard a user tries next cost one read while the session's records are unchanged."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from tokenpace.adapters.report.arms_html import arms_figures, iso, steps_table
 from tokenpace.adapters.store import RunInfo, Store
 from tokenpace.app.console.page import Ask, BadAsk, Chart, NotFound
-from tokenpace.app.rollout.arms import ArmsQuery
+from tokenpace.app.rollout.arms import ArmsQuery, Traffic, read_traffic
 from tokenpace.app.rollout.arms_timeline import arms_over_time
 from tokenpace.app.rollout.terms import parse_guards
 
 SCAN_MAX = 5000  # newest gateway runs read to list the sessions
 RUNS_MAX = 500  # runs of one session read (one per arm, config epoch and upstream)
+RECORD_BYTES, TOKEN_BYTES = 1200, 48  # about, in memory: a decoded record (no tokens), a token time
 
 
 def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -49,7 +53,29 @@ def _session_runs(store: Store, ask: Ask) -> tuple[str, list[RunInfo]]:
 def session_stamp(store: Store, ask: Ask) -> tuple[tuple[str, int], ...]:
     """What a kept answer depends on besides the store's runs: the session's records so far (a
     running gateway appends to its runs)."""
-    return tuple((r.id, r.record_count) for r in _session_runs(store, ask)[1])
+    return _stamp(_session_runs(store, ask)[1])
+
+
+def _stamp(runs: list[RunInfo]) -> tuple[tuple[str, int], ...]:
+    return tuple((r.id, r.record_count) for r in runs)
+
+
+def _traffic(store: Store, ask: Ask, query: ArmsQuery, runs: list[RunInfo]) -> Traffic | None:
+    """The session's window as read for another guard (the read holds no guard: it is judged under
+    this query's), else read now and kept; None: read where judged (no console keeps reads, or the
+    window moves with the clock: ``since=1h``)."""
+    if ask.kept is None or ask.relative("since") or ask.relative("until"):
+        return None
+    key = ("traffic", query.session, query.since_unix, query.until_unix, _stamp(runs))
+    read = ask.kept.get(key, lambda: read_traffic(store, query), held_bytes)
+    return dataclasses.replace(read, query=query)
+
+
+def held_bytes(traffic: Traffic) -> int:
+    """About the memory a read holds: a decoded record's fields and labels, and its token times."""
+    records = sum(len(r.records) for r in traffic.runs)
+    tokens = sum(len(rec.token_ns) for r in traffic.runs for rec in r.records)
+    return RECORD_BYTES * records + TOKEN_BYTES * tokens
 
 
 def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
@@ -64,7 +90,8 @@ def rollout_data(store: Store, ask: Ask) -> dict[str, Any]:
     since = ask.when("since") or min(r.started_unix for r in runs)
     try:
         # arms' own defaults (alpha, resamples, seed): each step's verdict is the one ``arms`` gives
-        over = arms_over_time(store, ArmsQuery(since, ask.when("until"), tuple(guards), session=session))
+        query = ArmsQuery(since, ask.when("until"), tuple(guards), session=session)
+        over = arms_over_time(store, query, _traffic(store, ask, query, runs))
     except ValueError as exc:
         raise NotFound(str(exc)) from None
     doc = over.to_dict()

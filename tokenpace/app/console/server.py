@@ -2,7 +2,8 @@
 access and headers (``access``). The store is read in worker threads, ``WORKERS`` at a time, with
 at most ``QUEUE_MAX`` requests waiting (more: 503); no answer is larger than ``RESPONSE_MAX``; the
 pages that cache keep ``CACHE_MAX`` answers, dropped once a run is added or deleted (or what the
-page's ``stamp`` says it depends on changes)."""
+page's ``stamp`` says it depends on changes): each answer's JSON, its HTML once asked, and its data
+until both are rendered (when small); the pages reuse ``READS_MAX`` reads (``page.Kept``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -23,14 +25,17 @@ from numpy import fft, random  # noqa: F401  (numpy loads them on first use: at 
 from tokenpace.adapters.store import RunQuery, Store, StoreError
 from tokenpace.app.baseline.store_ops import open_store
 from tokenpace.app.console import access
-from tokenpace.app.console.page import Ask, BadAsk, NotFound, Page
+from tokenpace.app.console.page import Ask, BadAsk, Kept, NotFound, Page
 from tokenpace.app.console.render import PLOTLY_PATH, plotly_js, render, static_file
 from tokenpace.app.console.routes import PAGES
 from tokenpace.app.run.run_loop import run_event_loop, stop_on_signals
 
 WORKERS = 4  # pages computed at once (threads reading the store)
-CACHE_MAX = 64  # answers kept (JSON and HTML) of the pages that cache (compare, history, rollout)
+CACHE_MAX = 64  # answers kept (``_Answer``) of the pages that cache (compare, history, rollout)
 CACHE_TTL_S = 60.0  # and for at most this long (a label or baseline edit shows within a minute)
+DATA_KEEP_MAX = 256 * 1024  # bytes: an answer whose JSON is no larger keeps its data for its HTML
+READS_MAX = 4  # reads the pages reuse (a gateway session's traffic: each guard tried reuses it)
+READ_BYTES_MAX = 256 * 1024 * 1024  # about the memory they hold in all; a larger read is not kept
 QUEUE_MAX = 32  # requests waiting for a worker; past it 503
 RESPONSE_MAX = 16 * 1024 * 1024  # bytes of one page or JSON answer
 STATIC = {"/static/console.js": "application/javascript", "/static/console.css": "text/css"}
@@ -59,6 +64,28 @@ def _nav() -> list[tuple[str, str]]:
     return [(p.path, p.title) for p in PAGES if p.title]
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A cached page's answer as computed at ``at``: its JSON, its HTML once asked, and its data
+    while the HTML is not rendered yet (only when the JSON is at most ``DATA_KEEP_MAX`` bytes: the
+    data's ``_`` keys hold small objects, compare's a deferred read). Replaced, never changed."""
+
+    at: float
+    json: bytes
+    html: str | None = None
+    data: dict[str, Any] | None = None
+
+    def form(self, api: bool) -> bytes | str | None:
+        return self.json if api else self.html
+
+    def rendered(self, page: Page, data: dict[str, Any], api: bool) -> tuple[_Answer, bytes | str]:
+        """The form asked, and this answer with it (its HTML rendered once asked, then no data)."""
+        if api:
+            return self, self.json
+        html = self.html if self.html is not None else _html(page, data)
+        return _Answer(self.at, self.json, html), html
+
+
 class Console:
     """The pages over one store; ``key``: the access key, None on a loopback address only."""
 
@@ -66,8 +93,9 @@ class Console:
         self.store, self.key = store, key
         self.slots = asyncio.Semaphore(WORKERS)
         self.waiting = 0
-        self.cache: OrderedDict[Any, tuple[float, bytes, str]] = OrderedDict()
+        self.cache: OrderedDict[Any, _Answer] = OrderedDict()
         self.cache_lock = threading.Lock()
+        self.kept = Kept(READS_MAX, READ_BYTES_MAX, CACHE_TTL_S)
 
     def _state(self) -> tuple[Any, ...]:
         """The store as far as a cached answer cares: a run or baseline added or deleted changes it."""
@@ -77,7 +105,9 @@ class Console:
         return found.total, newest.id if newest else None, newest.stored_unix if newest else None, baselines
 
     def _answer(self, page: Page, ask: Ask, api: bool) -> bytes | str:
-        """The page's JSON (bytes) or HTML (str); a page that caches keeps both, not its data."""
+        """The page's JSON (bytes) or HTML (str); a page that caches keeps its answer (``_Answer``):
+        the JSON at once (cheap), the HTML only once asked (the figures cost tens of ms)."""
+        ask = ask.keeping(self.kept)
         if not page.cached:
             data = page.data(self.store, ask)
             return _json(data) if api else _html(page, data)
@@ -85,16 +115,25 @@ class Console:
         now = time.monotonic()
         with self.cache_lock:
             hit = self.cache.get(key)
-            if hit is not None and now - hit[0] < CACHE_TTL_S:
+            if hit is not None and now - hit.at < CACHE_TTL_S:
                 self.cache.move_to_end(key)
-                return hit[1] if api else hit[2]
-        data = page.data(self.store, ask)
-        entry = (now, _json(data), _html(page, data))
+            else:
+                hit = None
+        if hit is not None and (out := hit.form(api)) is not None:
+            return out
+        if hit is not None and hit.data is not None:  # the JSON's data, kept for its HTML
+            answer, out = hit.rendered(page, hit.data, api)
+        else:
+            data = page.data(self.store, ask)
+            first = _json(data)
+            kept = _Answer(now, first, data=data if len(first) <= DATA_KEEP_MAX else None)
+            answer, out = kept.rendered(page, data, api)
         with self.cache_lock:
-            self.cache[key] = entry
+            self.cache[key] = answer
+            self.cache.move_to_end(key)
             while len(self.cache) > CACHE_MAX:
                 self.cache.popitem(last=False)
-        return entry[1] if api else entry[2]
+        return out
 
     async def _compute(self, page: Page, ask: Ask, api: bool) -> bytes | str:
         if self.waiting >= QUEUE_MAX:
