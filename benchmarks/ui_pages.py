@@ -15,7 +15,8 @@ printed the first answer's wall and CPU time, the repeats' median and P95, their
 
 Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
 compare`` (seconds). Repeats of compare, history and a rollout are answered from the console's
-cache. ``--only /rollouts/``: only the pages whose path holds it (after the store is built).
+cache; the rollout's guards after its first view reuse that view's read of the session, the last
+path (a window of its own) reads it afresh. ``--only /rollouts/``: only the pages whose path holds it (after the store is built).
 
     .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """
@@ -242,6 +243,8 @@ def main() -> None:
         f"/compare?a={a1}&b={b}", f"/api/compare?a={a2}&b={b}", f"/compare?a={a1}&b={b}&exact=1",
         "/sweeps", f"/sweeps/{SWEEP}?peak=50", "/rollouts", f"/rollouts/{SESSION}",
         f"/api/rollouts/{SESSION}?guard=ttft.p95=%2B10%25", f"/rollouts/{SESSION}?guard=ttft.p95=%2B20%25",
+        # a guard's link opened cold: a window of its own, so the session is read afresh
+        f"/rollouts/{SESSION}?guard=e2e.p99=%2B10%25&since=2020-01-01",
     ]  # fmt: skip
     paths = [p for p in paths if args.only in p]
     results = asyncio.run(measure(store, paths, args.repeats))
