@@ -16,7 +16,8 @@ printed the first answer's wall and CPU time, the repeats' median and P95, their
 Compare answers from the runs' stored figures; ``exact=1`` runs the same bootstrap as ``tokenpace
 compare`` (seconds). Repeats of compare, history and a rollout are answered from the console's
 cache; the rollout's guards after its first view reuse that view's read of the session, the last
-path (a window of its own) reads it afresh. ``--only /rollouts/``: only the pages whose path holds it (after the store is built).
+path (a window of its own) reads it afresh. ``--only /rollouts/``: only the pages whose path holds
+it (after the store is built).
 
     .venv/bin/python benchmarks/ui_pages.py --store /tmp/ui-10m.db [--runs 10000] [--records 10000000]
 """

@@ -15,6 +15,8 @@ to both cancels as it does in the data:
   spread is widened by the same factor the evidence module uses.
 - Blocks are drawn with replacement, the same draw for both arms; within each, the arms keep their
   load bands (the candidate weighted to the reference's resampled load mix, as ``load_match``).
+  The draws are made a chunk at a time, a draw a row (``CHUNK_ELEMENTS`` weights an arm a chunk,
+  or one draw where an arm holds more): bounded memory at any size, a few array operations a chunk.
 - Used only where ``MIN_SHARED_BLOCKS`` blocks hold requests of both arms: arms in different
   windows, or too few blocks to measure a spread, keep the independent SE. Never below what
   per-request sampling alone gives (``load_match``'s Woodruff SE, as if requests were independent)
@@ -41,6 +43,8 @@ MIN_BLOCK = 2  # requests of both arms together per block at least: a block can 
 MIN_SHARED_BLOCKS = 20  # time blocks holding both arms before their spread is trusted
 JOINT_RESAMPLES = 400  # draws of the blocks per metric (bounded work: one draw serves every percentile)
 MIN_VALID = 0.9  # share of resamples that must yield both percentiles
+CHUNK_ELEMENTS = 1 << 16  # resamples are drawn in chunks of at most this many weights an arm (a
+# matrix of 512 KiB), or of one draw where an arm holds more values
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,30 +106,78 @@ def _arm(s: Samples, band_of: np.ndarray, start: float, width: float, k: int) ->
     return _Arm(values[order], np.repeat(band_of, counts)[order], np.repeat(req_block, counts)[order])
 
 
-def _quantiles(values: np.ndarray, weights: np.ndarray, qs: np.ndarray) -> np.ndarray:
-    keep = weights > 0
-    v, w = values[keep], weights[keep]
-    cum = np.cumsum(w)
-    out: np.ndarray = np.interp(qs, (cum - w / 2) / cum[-1], v)
-    return out
+def weighted_quantiles(
+    values: np.ndarray, weights: np.ndarray, qs: np.ndarray, work: np.ndarray | None = None
+) -> np.ndarray:
+    """Per row of ``weights`` (draws x values, ``values`` sorted): the weighted quantiles at ``qs``
+    (0-1), each value of positive weight a node at the midpoint of its weight in the cumulative
+    share, linearly interpolated between the nodes either side (clamped at the ends); a value of
+    zero weight is no node. NaN where a row has no weight. The nodes either side are found by one
+    search of all rows' cumulative weights (each row set apart by an offset), then moved node by
+    node to where their exact positions put them. ``weights`` is overwritten; ``work``: an array of
+    its shape to work in (one is made where None)."""
+    rows, n = weights.shape
+    nodes = np.flatnonzero(weights > 0)  # flat indices, row after row
+    if len(nodes) == 0:
+        return np.full((rows, len(qs)), np.nan)
+    cum = np.cumsum(weights, axis=1, out=work)
+    total = cum[:, -1:].copy()
+    weights *= 0.5
+    mid = np.subtract(cum, weights, out=weights).ravel()  # each node's midpoint, as cum - w / 2
+    bounds = np.searchsorted(nodes, np.arange(rows + 1) * n)
+    first, end = bounds[:-1, None], bounds[1:, None]  # each row's nodes: nodes[first:end]
+    norm = np.where(total > 0, total, 1.0)
+
+    def position(i: np.ndarray) -> np.ndarray:  # of the node nodes[i] (clipped to the array)
+        out: np.ndarray = mid[np.take(nodes, i, mode="clip")] / norm
+        return out
+
+    offset = np.arange(rows)[:, None] * (2 * float(total.max()) + 1)
+    cum += offset
+    ends = np.searchsorted(cum.ravel(), offset + qs * total, side="right")
+    under = np.searchsorted(nodes, ends - 1, side="right")  # past the nodes ending at or before q
+    while np.any(back := (under > first) & (position(under - 1) > qs)):
+        under -= back
+    while np.any(ahead := (under < end) & (position(under) <= qs)):
+        under += ahead  # past the nodes at or before q, exactly
+    lo, hi = np.take(nodes, under - 1, mode="clip"), np.take(nodes, under, mode="clip")
+    x0, y0, y1 = position(under - 1), values[lo % n], values[hi % n]
+    with np.errstate(divide="ignore", invalid="ignore"):  # only where clamped at an end
+        inner = (y1 - y0) / (position(under) - x0) * (qs - x0) + y0
+    found: np.ndarray = np.where(under == first, y1, np.where(under == end, y0, inner))
+    found[first[:, 0] == end[:, 0]] = np.nan
+    return found
 
 
-def _draw(ref: _Arm, cand: _Arm, reps: np.ndarray, nb: int, qs: np.ndarray) -> np.ndarray | None:
-    """log(cand/ref) at each percentile of one resample: ``reps`` is how often each block was drawn."""
-    m_ref, m_cand = reps[ref.blocks].astype(np.float64), reps[cand.blocks].astype(np.float64)
-    tot_ref = np.bincount(ref.bands, weights=m_ref, minlength=nb)
-    tot_cand = np.bincount(cand.bands, weights=m_cand, minlength=nb)
+def _draws(
+    ref: _Arm, cand: _Arm, cells: np.ndarray, reps: np.ndarray, qs: np.ndarray, work: np.ndarray
+) -> np.ndarray:
+    """log(cand/ref) at each percentile of each resample (a row each: ``reps`` counts how often each
+    block was drawn), those where a band holds both arms and both percentiles are positive only.
+    ``cells``: how many values each arm has in each time block and band (k x 2 bands); ``work``:
+    two flat arrays to work in, each of a weight per value and draw at least."""
+    drawn = reps.astype(np.float64)
+    tot_ref, tot_cand = np.split(drawn @ cells, 2, axis=1)
     both = (tot_ref > 0) & (tot_cand > 0)
-    if not both.any():
-        return None
-    shares = np.where(both, tot_ref, 0.0) / float(np.sum(tot_ref[both]))
-    w_ref = m_ref * (shares / np.where(both, tot_ref, 1.0))[ref.bands]
-    w_cand = m_cand * (shares / np.where(both, tot_cand, 1.0))[cand.bands]
-    a, b = _quantiles(ref.values, w_ref, qs), _quantiles(cand.values, w_cand, qs)
-    if not (np.all(a > 0) and np.all(b > 0)):
-        return None
-    out: np.ndarray = np.log(b / a)
+    ok = both.any(axis=1)
+    held = np.where(both, tot_ref, 0.0)
+    shares = held / np.where(ok, np.sum(held, axis=1), 1.0)[:, None]
+    quantiles = []
+    for arm, tot in ((ref, tot_ref), (cand, tot_cand)):
+        weights, scratch = (w[: drawn.shape[0] * len(arm.values)].reshape(-1, len(arm.values)) for w in work)
+        # each value's weight: its block's draws times its band's factor (np.take: row by row)
+        np.take(drawn, arm.blocks, axis=1, out=weights, mode="clip")
+        weights *= np.take(shares / np.where(both, tot, 1.0), arm.bands, axis=1, out=scratch, mode="clip")
+        quantiles.append(weighted_quantiles(arm.values, weights, qs, scratch))
+    a, b = quantiles
+    ok &= np.all(a > 0, axis=1) & np.all(b > 0, axis=1)
+    out: np.ndarray = np.log(b[ok] / a[ok])
     return out
+
+
+def _cells(arm: _Arm, k: int, nb: int) -> np.ndarray:
+    """How many of the arm's values each time block holds in each band (k x nb)."""
+    return np.bincount(arm.blocks * nb + arm.bands, minlength=k * nb).reshape(k, nb).astype(np.float64)
 
 
 def joint_ses(
@@ -157,14 +209,20 @@ def joint_ses(
         return {}
     rng = np.random.default_rng(seed)
     at = np.asarray(qs, dtype=np.float64) / 100
+    cells = np.hstack([_cells(ref, k, len(bands)), _cells(cand, k, len(bands))])
+    values = max(len(ref.values), len(cand.values))
+    chunks = -(-JOINT_RESAMPLES * max(values, k) // CHUNK_ELEMENTS)
+    rows = -(-JOINT_RESAMPLES // chunks)  # draws a chunk: CHUNK_ELEMENTS weights an arm, or one draw
+    work = np.empty((2, rows * values))  # reused by every chunk: fresh memory costs more than the work
     logs = []
-    for _ in range(JOINT_RESAMPLES):
-        reps = np.bincount(rng.integers(0, k, size=k), minlength=k)  # the same blocks for both arms
-        if (d := _draw(ref, cand, reps, len(bands), at)) is not None:
-            logs.append(d)
-    if len(logs) < MIN_VALID * JOINT_RESAMPLES:
+    for done in range(0, JOINT_RESAMPLES, rows):  # the same blocks for both arms, a draw a row
+        m = min(rows, JOINT_RESAMPLES - done)
+        picks = (rng.integers(0, k, size=(m, k)) + np.arange(m)[:, None] * k).ravel()
+        logs.append(_draws(ref, cand, cells, np.bincount(picks, minlength=m * k).reshape(m, k), at, work))
+    found = np.concatenate(logs)
+    if len(found) < MIN_VALID * JOINT_RESAMPLES:
         return {}
-    sds = np.std(np.array(logs), axis=0, ddof=1)
+    sds = np.std(found, axis=0, ddof=1)
     out = {}
     for q, (deff, tau, rho), sd in zip(qs, fits, sds, strict=True):
         widen = math.sqrt(max(1.0, tau / max(captured(rho, block), 1.0)))  # what blocks of ``block`` miss
