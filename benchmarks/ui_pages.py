@@ -42,7 +42,7 @@ import orjson
 from aiohttp.test_utils import TestClient, TestServer
 
 from tokenpace.adapters.store import Store, connect
-from tokenpace.app.console.server import build_app
+from tokenpace.app.console.server import build_app, start_up
 from tokenpace.core.analysis.comparison.stored_levels import RunLevel, run_levels
 from tokenpace.core.metrics import summarize
 from tokenpace.core.record import RequestRecord, Status
@@ -248,6 +248,7 @@ def main() -> None:
         f"/rollouts/{SESSION}?guard=e2e.p99=%2B10%25&since=2020-01-01",
     ]  # fmt: skip
     paths = [p for p in paths if args.only in p]
+    start_up()  # as `tokenpace ui` does before it listens
     results = asyncio.run(measure(store, paths, args.repeats))
     print(f"\n{'page':<44} {'first':>7} {'cpu':>7} {'median':>7} {'p95':>7} {'cpu':>7} {'bytes':>9}")
     for path, first, first_cpu, times, cpu, size in results:

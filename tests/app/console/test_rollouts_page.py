@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
@@ -187,3 +190,35 @@ def test_each_guard_tried_reuses_the_sessions_read_until_it_gains_records(
     console._answer(page, since, api=True)  # a window that moves with the clock: read, not kept
     assert len(reads) == 4 and console.kept.held() == sum(held[:2])
     store.close()
+
+
+_FIRST_ANSWER = """
+import gc, sys
+from tokenpace.adapters.store import connect
+from tokenpace.app.console.page import Ask
+from tokenpace.app.console.routes import PAGES
+from tokenpace.app.console.server import Console, start_up
+
+store = connect(sys.argv[1])  # opened before start-up, as `tokenpace ui` does
+start_up()
+assert gc.get_freeze_count() > 0, "start-up objects left to the full collections"
+page = next(p for p in PAGES if p.name == "rollout")
+before = set(sys.modules)
+for api in (False, True):
+    Console(store)._answer(page, Ask([("guard", "ttft.p95=+10%")], {"session": sys.argv[2]}), api)
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_start_up_loads_what_a_first_answer_would(db: Path) -> None:
+    # a process of its own: start_up freezes the collector's view of everything alive
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    found = subprocess.run(
+        [sys.executable, "-c", _FIRST_ANSWER, f"sqlite:///{db}", SESSION],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert found.returncode == 0, found.stderr[-2000:]
+    # the first guarded answer, HTML and JSON, loads no trace class, no numpy module, no template
+    loaded = found.stdout.split()
+    assert not [m for m in loaded if m.startswith(("numpy", "plotly.graph_objs._", "plotly.validators"))]
+    assert not [m for m in loaded if m.startswith("jinja2") or "templates" in m], loaded

@@ -57,6 +57,28 @@ def plotly_js() -> bytes:
     return text.encode()
 
 
+def warm_up() -> None:
+    """Pay at start what the first answers would: plotly's trace, layout, shape and annotation
+    classes (loaded on first use) and the templates (compiled on first use)."""
+    import plotly.graph_objects as go  # the figures' own import: only when serving
+
+    fig = go.Figure(
+        [go.Scatter(x=[0], y=[0], error_y={"array": [0]}), go.Bar(x=[0], y=[0]), go.Histogram(x=[0])],
+        go.Layout(
+            title={"text": "t"},
+            xaxis={"title": {"text": "x"}},
+            yaxis={"title": {"text": "y"}},
+            margin={"t": 1},
+        ),
+    )
+    fig.add_shape(type="line", x0=0, x1=0, yref="paper", y0=0, y1=1, line={"dash": "dot"})
+    fig.add_annotation(x=0, y=1, yref="paper", text="a", showarrow=False, font={"size": 10})
+    fig.to_json(validate=False)
+    env = _env()
+    for name in env.list_templates():
+        env.get_template(name)
+
+
 def _figure_json(chart: Chart) -> Markup:
     # JSON inside <script type="application/json">: "<" escaped so no text can close the element
     text = chart.figure.to_json(validate=False, pretty=False)
