@@ -12,7 +12,7 @@ import pytest
 
 from tokenpace.app.watch.preflight import resolve_model_when_ready
 from tokenpace.sim import SimServer
-from tokenpace.testing.procs import free_port, run_cli
+from tokenpace.testing.procs import FINISHED, free_port, run_cli
 from tokenpace.wire.endpoint import parse_endpoint
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "vllm.md"
@@ -27,7 +27,7 @@ def _doc_command() -> list[str]:
 
 def test_the_docs_command_writes_vllm_keys_that_agree_with_the_summary(tmp_path):
     r = run_cli(*_doc_command(), "--out", "result.json", cwd=str(tmp_path), timeout=180)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode in FINISHED, r.stderr  # the keys agree whether or not the host kept up
     v = json.loads((tmp_path / "vllm.json").read_text())
     result = json.loads((tmp_path / "result.json").read_text())
     s = result["summary"]
@@ -94,7 +94,7 @@ def test_request_rate_inf_is_a_closed_loop_of_max_concurrency(tmp_path):
         "r.json",
         cwd=str(tmp_path),
     )
-    assert r.returncode == 0, r.stderr
+    assert r.returncode in FINISHED, r.stderr  # NOT VALID on a busy host: the load asked is what counts
     load = json.loads((tmp_path / "r.json").read_text())["conditions"]["load"]
     assert (load["mode"], load["concurrency"], load["requests"]) == ("closed_loop", 3, 6)
 
