@@ -10,7 +10,7 @@ import subprocess
 import urllib.request
 from pathlib import Path
 
-from tokenpace.testing.procs import cli_command, run_cli
+from tokenpace.testing.procs import FINISHED, cli_command, run_cli
 
 
 def _worker_of_a_new_connection(url: str) -> str:
@@ -44,7 +44,7 @@ def test_two_workers_share_the_port_and_stop_together() -> None:
         assert seen == {"0", "1"}, seen  # the kernel spreads connections over both engines
         done = run_cli("bench", "--url", found.group(1), "-c", "8", "-n", "40", "--no-store", "-q",
                        "--output-len", "16")  # fmt: skip
-        assert done.returncode == 0, done.stderr[-2000:]
+        assert done.returncode in FINISHED, done.stderr[-2000:]  # 3: the host fell behind, the engines served
         workers = _children(proc.pid)
         assert len(workers) == 2, workers
     finally:
