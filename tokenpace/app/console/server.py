@@ -252,8 +252,8 @@ def _to_stdout(line: str) -> None:
 def start_up() -> None:
     """What the console does before it listens: loads what the first answers would (``warm_up``),
     then takes the start-up objects (modules, plotly's classes) out of the garbage collector's
-    full collections -- they live as long as the process, and a page's allocations trigger a full
-    collection now and then, which otherwise walks them all (about 45 ms of a page, 11 frozen)."""
+    full collections: they live as long as the process, and a full collection, which a page's
+    allocations trigger now and then, would otherwise walk them all within that page's answer."""
     warm_up()
     gc.collect()
     gc.freeze()
