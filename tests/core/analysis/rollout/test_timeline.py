@@ -54,6 +54,16 @@ def test_events_per_request_and_changes_as_markers() -> None:
     ]  # fmt: skip
 
 
+def test_an_event_naming_its_request_counts_in_that_requests_bucket() -> None:
+    # a: 6 requests in bucket 0, none in bucket 1; complaints about two of them come in bucket 1
+    a = [(T0 + 1 + i, rec(i, 50.0)) for i in range(6)]
+    late = [OutcomeEvent("complaint", "a", T0 + 15, request_id=f"r{i}") for i in (0, 3)]
+    late.append(OutcomeEvent("complaint", "a", T0 + 16, request_id="not-stored"))  # its own time
+    tl = arms_timeline({"a": a}, late, [], T0, T0 + 20, buckets=2)
+    assert tl["arms"]["a"]["requests"] == [6, 0]
+    assert tl["arms"]["a"]["events"] == {"complaint": [pytest.approx(2 / 6), None]}
+
+
 def test_buckets_are_round_and_bounded() -> None:
     assert bucket_seconds(60) == 1.0 and bucket_seconds(600) == 5.0 and bucket_seconds(7 * 86400) == 7200.0
     a = [(T0 + i * 3600, rec(i, 50.0)) for i in range(24 * 30)]  # a month, an hour apart

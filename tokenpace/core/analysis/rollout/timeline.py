@@ -82,12 +82,21 @@ def _arm_series(
 
 
 def _events(
-    events: Sequence[OutcomeEvent], arms: dict[str, dict[str, Any]], start: float, width: float, n: int
+    events: Sequence[OutcomeEvent],
+    records: Mapping[str, Sequence[tuple[float, RequestRecord]]],
+    arms: dict[str, dict[str, Any]],
+    start: float,
+    width: float,
+    n: int,
 ) -> None:
-    """Each event name's count per request of its arm, bucket by bucket (events of no known arm apart)."""
+    """Each event name's count per request of its arm, bucket by bucket (events of no known arm apart).
+    An event names its request where it can: it is counted in that request's bucket, since an
+    outcome is reported after the answer, often in a bucket where its arm sent nothing."""
+    sent = {r.request_id: t for pairs in records.values() for t, r in pairs}
     counts: dict[tuple[str, str], list[int]] = {}
     for e in events:
-        i = int((e.unix_s - start) // width)
+        at = sent.get(e.request_id, e.unix_s) if e.request_id else e.unix_s
+        i = int((at - start) // width)
         if e.arm in arms and 0 <= i < n:
             counts.setdefault((e.arm, e.event), [0] * n)[i] += 1
     for (arm, name), per in sorted(counts.items()):
@@ -126,7 +135,7 @@ def arms_timeline(
     totals = [sum(a["requests"][i] for a in arms.values()) for i in range(n)]
     for a in arms.values():
         a["share"] = [q / t if t else None for q, t in zip(a["requests"], totals, strict=True)]
-    _events(events, arms, start, width, n)
+    _events(events, records, arms, start, width, n)
     return {
         "start_unix": start,
         "bucket_s": width,
