@@ -76,14 +76,22 @@ def test_bad_fail_on_is_one_line_exit_2() -> None:
 def test_sweep_judges_every_step_and_names_the_failing_ones(threaded_server, tmp_path) -> None:
     out = tmp_path / "s.json"
     done = run_cli(
-        "sweep", "--url", threaded_server.url, "--model", "ok", "--concurrency", "1,2", "-n", "30",
+        "sweep", "--url", threaded_server.url, "--model", "ok", "--concurrency", "1,2", "-n", "60",
         "--output-len", "4", "--no-store", "-q", "--out", str(out), "--fail-on", "e2e.p50<1ms",
         timeout=120,
     )  # fmt: skip
-    assert done.returncode in (1, 3), done.stderr
+    assert done.returncode in (1, 3, 5), done.stderr
     steps = json.loads(out.read_text())["steps"]
-    assert all(s["fail_on"]["outcome"] == "fail" for s in steps)
+    outcomes = [s["fail_on"]["outcome"] for s in steps]
+    # e2e is ~30 ms: a step fails, unless a busy host made its requests move together so much that
+    # P50 has no interval (then it is undecided, and says what would decide it)
+    for step, outcome in zip(steps, outcomes, strict=True):
+        reason = step["fail_on"]["lines"][0]["reason"]
+        assert outcome == "fail" or (outcome == "undecided" and "too few effective samples" in reason)
     text = " ".join(done.stdout.split())
-    assert "fail-on step 1 (c=1): FAIL: e2e.p50" in text and "fail-on step 2 (c=2): FAIL" in text
+    for i, outcome in enumerate(outcomes, start=1):
+        assert f"fail-on step {i} (c={i}): {outcome.upper()}: e2e.p50" in text
+    failing = [str(i) for i, o in enumerate(outcomes, start=1) if o == "fail"]
     if done.returncode == 1:
-        assert "--fail-on fail at step(s) 1, 2 (step 1: e2e.p50) (exit 1)" in done.stderr
+        assert f"--fail-on fail at step(s) {', '.join(failing)} (step {failing[0]}: e2e.p50)" in done.stderr
+    assert failing or done.returncode != 1
