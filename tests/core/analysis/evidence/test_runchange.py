@@ -10,7 +10,8 @@ import orjson
 
 from tokenpace.core.analysis.comparison.compare import Comparison, compare_samples
 from tokenpace.core.analysis.comparison.gate import evaluate, parse_thresholds
-from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, open_change
+from tokenpace.core.analysis.evidence.runchange import Change, SideLevels, change, open_change
+from tokenpace.core.analysis.evidence.runnoise import RunNoise
 from tokenpace.core.analysis.evidence.samples import Samples
 from tokenpace.core.analysis.evidence.verdict import Verdict, decide_interval
 from tokenpace.testing import dependent_series as ds
@@ -73,3 +74,15 @@ def test_a_side_opens_from_its_dependence_never_from_its_count_alone() -> None:
     assert side([200, 200], [20.0, 20.0]).open_sides(0, 95.0, 0.05) == (False, True)
     # worth more than half their count: not material, closed
     assert side([130], [70.0]).open_sides(0, 95.0, 0.05) == SHUT
+
+
+def test_the_runs_advised_are_never_fewer_than_the_runs_that_left_it_undecided() -> None:
+    # five runs a side, +7 % [~+1 %, ~+13 %] against a 5 % gate: the far end lies 8 % past the line,
+    # which three runs centred there would clear, but five runs already left it holding the line
+    a = np.array([100.0, 101.0, 99.0, 100.5, 99.5])
+    noise = RunNoise("ttft.p95", 0.055, math.inf, 3, 15, point_sd=0.055)
+    ch = change(a, np.zeros(5), a * 1.07, np.zeros(5), noise, 0.05, 0.05, False, one_sided=True)
+    assert ch.rel_lo is not None and ch.rel_hi is not None and ch.rel_lo < 0.05 < ch.rel_hi
+    assert ch.runs == 5 and ch.runs_needed is not None and ch.runs_needed > 5
+    one = change(a[:1], np.zeros(1), a[:1] * 1.07, np.zeros(1), noise, 0.05, 0.05, False, one_sided=True)
+    assert one.runs == 1 and one.runs_needed is not None and one.runs_needed >= 2

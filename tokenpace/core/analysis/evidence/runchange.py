@@ -158,6 +158,7 @@ class Change:
     runs_needed: int | None  # runs a side deciding a truth at the interval's far end (None: > 50)
     per_run_var: float = 0.0  # relative variance of one run's value: between-run plus sampling
     alpha: float = 0.05
+    runs: int = 1  # runs of the side with fewer: what runs_needed must exceed to add any evidence
 
     @property
     def diff(self) -> float:
@@ -214,7 +215,9 @@ def change(
     lo, hi = math.exp(log_r - t * se) - 1, math.exp(log_r + t * se) - 1
     p = 2 * (1 - t_cdf(abs(log_r) / se, df)) if se > 0 else (0.0 if log_r else 1.0)
     base = Change(level_a, level_b, level_b / level_a - 1, lo, hi, p, se, df, None, None)
-    base = dataclasses.replace(base, per_run_var=tau2 + (within_a + within_b) / 2, alpha=alpha)
+    base = dataclasses.replace(
+        base, per_run_var=tau2 + (within_a + within_b) / 2, alpha=alpha, runs=min(k_a, k_b)
+    )
     return against(base, threshold, higher_is_better, one_sided)
 
 
@@ -250,6 +253,9 @@ def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: boo
     bounds = ((-m,) if higher_is_better else (m,)) if one_sided else (m, -m)
     log_r = math.log(1 + ch.rel)
     needed = None if is_open(ch) else _runs_needed(log_r, ch.rel_lo, ch.rel_hi, bounds, ch.per_run_var, t)
+    if needed:  # never fewer than it has: those runs left it undecided
+        needed = ch.runs + 1 if needed <= ch.runs else needed
+        needed = needed if needed <= MAX_RUNS_ADVISED else None
     return dataclasses.replace(ch, detectable=detectable, runs_needed=needed)
 
 
