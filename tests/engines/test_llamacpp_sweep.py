@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from engines.engines_support import LlamaServer, read_jsonl, run_cli
+from engines.engines_support import RESEND, LlamaServer, read_jsonl, run_cli
 
 
 @pytest.mark.timing  # a knee from live latency on two busy cores
@@ -26,7 +26,7 @@ def test_sweep_throughput_saturates_at_the_slot_count(
     out = tmp_path / "sweep.json"
     run_cli(
         "sweep", "--url", server.url, "--concurrency", "1,2,4", "-n", "16", "--input-len", "16",
-        "--output-len", "40", "--keep-going", "--no-store", "-q", "--out", str(out),
+        "--output-len", "40", "--keep-going", "--no-store", "-q", "--out", str(out), RESEND,
         timeout_s=180,
     )  # fmt: skip
     sweep = json.loads(out.read_text())
