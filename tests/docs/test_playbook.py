@@ -42,7 +42,8 @@ EXPECTED = [
     ("tokenpace plan", ["Replicas for a peak of 300 req/s"]),
     ("tokenpace report", ["html: report.html"]),
     ("baseline set", ["baseline release-1.0 = run"]),
-    ("gate.sh", ["PASS: no regression", "gate exit 0"]),
+    # a busy host's runs drift apart: the gate may then be undecided, saying what would decide it
+    ("gate.sh", [r"gate exit 0\n[\s\S]*PASS: no regression|gate exit 5\n[\s\S]*UNDECIDED: "]),
     ("tokenpace history", [r"shift \+"]),
     ("GIT_SHA=1.2", ["ttft.p95"]),
     # the console leaves NOT VALID runs out of the fit: a busy host's stalled night leaves too few
