@@ -19,9 +19,9 @@ from tokenpace.testing.scripted_server import Script, ScriptedServer
 def test_ab_finds_b_slower_block_by_block_and_stores_both_arms(tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     out = tmp_path / "ab.json"
-    with served(Script(ttft_s=0.05, itl_s=0.005)) as a, served(Script(ttft_s=0.08, itl_s=0.005)) as b:
+    with served(Script(ttft_s=0.05, itl_s=0.005)) as a, served(Script(ttft_s=0.15, itl_s=0.005)) as b:
         done = tokenpace("ab", "--a", a.url, "--b", b.url, "--model", "m", "--blocks", "6",
-                         "--block-requests", "10", "-c", "5", "--input-len", "16", "--output-len", "4",
+                         "--block-requests", "10", "-c", "5", "--input-len", "16", "--output-len", "16",
                          "--out", str(out), "--store", db)  # fmt: skip
         assert a.stats.requests >= 60 and b.stats.requests >= 60
     assert done.returncode == 0, done.stderr
@@ -31,11 +31,14 @@ def test_ab_finds_b_slower_block_by_block_and_stores_both_arms(tmp_path: Path) -
     ttft = next(m for m in analysis["metrics"] if m["metric"] == "ttft")
     assert ttft["verdict"] == "slower"
     p50 = ttft["percentiles"][0]
-    # scripted 30 ms slower; a loaded machine may stretch it, never turn it around
-    assert p50["verdict"] == "slower" and p50["diff"] > 15
-    assert all(d > 10 for d in analysis["block_deltas"]["ttft"]["p50"])
+    # scripted 100 ms slower (a busy host holds a block's requests for tens of ms): a loaded machine
+    # may stretch it, never turn it around
+    assert p50["verdict"] == "slower" and p50["diff"] > 50
+    assert all(d > 0 for d in analysis["block_deltas"]["ttft"]["p50"])
     tpot = next(m for m in analysis["metrics"] if m["metric"] == "tpot")
-    assert tpot["verdict"] in ("undecided", "negligible")
+    # equal TPOTs are never told apart; a busy host that delivered one of a block's streams in a
+    # single read leaves it without a TPOT, and that block's P50 too few samples
+    assert tpot["verdict"] in ("undecided", "negligible", "too few samples")
     assert "stored arm A as run" in done.stdout and "sign-flip" in done.stdout
     store = connect(db)
     for arm in ("a", "b"):
@@ -49,7 +52,7 @@ def test_equal_arms_are_never_called_slower_or_faster() -> None:
         script = Script(ttft_s=0.04, itl_s=0.005)
         async with ScriptedServer(default=script) as a, ScriptedServer(default=script) as b:
             base = BenchConfig(url="", model="m", concurrency=5, input_len=parse_length("16"),
-                               output_len=parse_length("4"))  # fmt: skip
+                               output_len=parse_length("16"))  # fmt: skip
             # alpha 0.01 (8 blocks reach p = 0.0078): each metric's false-alarm chance stays at 1%
             # even on a loaded machine whose noise exceeds the 1% minimum effect
             config = AbConfig(a.url, b.url, base, blocks=8, block_requests=10, alpha=0.01)
@@ -57,8 +60,8 @@ def test_equal_arms_are_never_called_slower_or_faster() -> None:
 
     result = asyncio.run(main())
     assert result.analysis is not None and len(result.blocks) == 8 and not result.interrupted
-    for m in result.analysis.comparison.metrics:
-        assert m.verdict in (Verdict.UNDECIDED, Verdict.NEGLIGIBLE), (m.metric, m.verdict)
+    for m in result.analysis.comparison.metrics:  # too few: a stream a busy host delivered in one read
+        assert m.verdict in (Verdict.UNDECIDED, Verdict.NEGLIGIBLE, Verdict.TOO_FEW), (m.metric, m.verdict)
     assert len(result.records("a")) == len(result.records("b")) == 80
 
 
