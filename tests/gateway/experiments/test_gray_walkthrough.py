@@ -175,12 +175,12 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
             assert _weights(admin_url) == START_SPLIT
             _step(
                 url,
-                [f"u1b-{i}" for i in range(600)] + _on_b(users, START_SPLIT, ("b", "baseline")) * 15,
+                [f"u1b-{i}" for i in range(600)] + _on_b(users, START_SPLIT, ("b", "baseline")) * 30,
                 START_SPLIT,
                 0,
             )
             steps = [
-                ({"a": 80, "baseline": 10, "b": 10}, 300, 25),
+                ({"a": 80, "baseline": 10, "b": 10}, 300, 40),
                 (HALF, 400, 0),
             ]  # b and its baseline alike
             for n, (weights, count, more) in enumerate(steps):
@@ -207,7 +207,7 @@ def test_the_documented_gray_release_on_one_gateway(tmp_path: Path) -> None:
             new.default = FAST  # fixed: the manual step back to 50 %, then the promote to 100 %
             manual = _cli(SET_50, tmp_path, admin)
             assert manual.returncode == 0 and _weights(admin_url) == HALF, manual.stdout + manual.stderr
-            _step(url, [f"u4-{i}" for i in range(400)], HALF, 6)
+            _step(url, [f"u4-{i}" for i in range(400)], HALF, 10)
             last = _cli(APPLY, tmp_path, admin)
             assert last.returncode == 0 and "VERDICT: PROMOTE" in last.stdout, last.stdout + last.stderr
             assert _weights(admin_url) == {"a": 0, "baseline": 0, "b": 100}
