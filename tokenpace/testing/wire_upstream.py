@@ -34,6 +34,7 @@ STREAM = (
 )
 LATE_CLOSE_S = 0.005
 BOMB_BYTES = 128 * 1024 * 1024  # past every cap on an inflated body (tokenpace.wire.inflate)
+BOMBS = frozenset({"bomb-sse", "bomb-json"})
 
 
 @cache
@@ -111,7 +112,9 @@ class WireUpstream:
                 if model == "read-drop" and served:
                     writer.transport.abort()  # read, then dropped without an answer
                     return
-                writer.write(answer(model))
+                # a bomb takes seconds of CPU to build the first time: built on a thread, as this
+                # server shares its event loop with the client or gateway under test
+                writer.write(await asyncio.to_thread(answer, model) if model in BOMBS else answer(model))
                 await writer.drain()
                 served += 1
                 if model == "late-close":

@@ -162,10 +162,13 @@ def test_a_hostile_candidate_gets_its_copies_and_each_has_one_record_with_a_reas
     event, a reset, endless headers, gzip bombs) each end in one shadow record with its reason;
     the live requests beside them are all ok."""
     from gateway.hostile_upstream import HostileUpstream
-    from tokenpace.testing.wire_upstream import WireUpstream
+    from tokenpace.testing.wire_upstream import WireUpstream, answer
 
     async def main() -> tuple[list[RequestRecord], list[RequestRecord]]:
         records: list[RequestRecord] = []
+        if candidate == "wire":  # the bombs built (cached) first: the copies meet them, not a wait
+            for model in models:
+                await asyncio.to_thread(answer, model)
         cand_cm = HostileUpstream() if candidate == "hostile" else WireUpstream()
         async with ScriptedServer(LIVE) as up, cand_cm as cand:
             config = GatewayConfig(
@@ -179,7 +182,12 @@ def test_a_hostile_candidate_gets_its_copies_and_each_has_one_record_with_a_reas
                 for model in models:
                     async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "model": model}) as r:
                         assert r.status == 200
-                        await r.read()
+                        try:
+                            await r.read()
+                        except aiohttp.ClientPayloadError:  # the live record says who cut it
+                            await asyncio.sleep(0.2)
+                            seen = [(x.labels.get("shadow"), x.status, x.error) for x in records]
+                            raise AssertionError(f"live stream cut ({model}): {seen}") from None
                 for _ in range(200):  # until every copy has its record (each is bounded in time)
                     if sum(1 for r in records if r.labels.get("shadow") == "true") >= len(models):
                         break
@@ -193,3 +201,60 @@ def test_a_hostile_candidate_gets_its_copies_and_each_has_one_record_with_a_reas
     for r in shadow:
         assert r.status is not Status.OK and r.error, (r.labels["model"], r.status, r.error)
         assert r.labels["outcome"] != "internal_error"
+
+
+def test_a_shadow_copys_bomb_is_inflated_a_slice_per_call_and_ends_at_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A candidate's gzip bomb is inflated on the loop at most TURN_BYTES (+ one step) per call,
+    the rest on later turns, so live streams run between; the copy ends at the inflation cap."""
+    from tokenpace.testing.wire_upstream import WireUpstream, answer
+    from tokenpace.wire import inflate
+
+    largest = [0]
+    feed = inflate.Inflater.feed
+
+    def counted(self: inflate.Inflater, data: bytes, budget: int | None = None):  # type: ignore[no-untyped-def]
+        n = 0
+        for piece in feed(self, data, budget):
+            n += len(piece)
+            yield piece
+        largest[0] = max(largest[0], n)
+
+    monkeypatch.setattr(inflate.Inflater, "feed", counted)
+    models = ["bomb-sse", "bomb-json"]
+
+    async def main() -> list[RequestRecord]:
+        for model in models:
+            await asyncio.to_thread(answer, model)  # built (cached) off the loop first
+        async with ScriptedServer(LIVE) as up, WireUpstream() as cand:
+            live, shadow = await _one_live_request_each(up.url, f"cand={cand.url}", models)
+        assert len(live) == len(models) and all(r.status is Status.OK for r in live)
+        return shadow
+
+    shadow = asyncio.run(asyncio.wait_for(main(), 120))
+    errors = {r.labels["model"]: r.error for r in shadow}
+    assert errors == {
+        "bomb-sse": "compressed body inflates past 64 MiB",
+        "bomb-json": "compressed body inflates past 8 MiB",
+    }
+    assert 0 < largest[0] <= inflate.TURN_BYTES + inflate.STEP_BYTES
+
+
+async def _one_live_request_each(
+    live_url: str, mirror: str, models: list[str]
+) -> tuple[list[RequestRecord], list[RequestRecord]]:
+    """One live request per model, then until every copy has its record."""
+    records: list[RequestRecord] = []
+    config = GatewayConfig(
+        upstreams=(parse_upstream(f"live={live_url}"),), port=0, mirrors=(parse_mirror(mirror),)
+    )
+    async with RunningGateway(config, on_record=records.append) as gw, aiohttp.ClientSession() as s:
+        for model in models:
+            async with s.post(gw.url + "/v1/chat/completions", json={**CHAT, "model": model}) as r:
+                assert r.status == 200
+                await r.read()
+        while sum(1 for r in records if r.labels.get("shadow") == "true") < len(models):
+            await asyncio.sleep(0.05)
+    live = [r for r in records if r.labels.get("shadow") != "true"]
+    return live, [r for r in records if r.labels.get("shadow") == "true"]
