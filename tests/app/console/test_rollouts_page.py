@@ -23,9 +23,10 @@ from aiohttp.test_utils import TestClient, TestServer
 from app.console.browser import needs_chromium, visit
 from app.rollout.arms_traffic import SESSION, store_rollout
 from tokenpace.adapters.store import Store, connect
+from tokenpace.adapters.store.protocol import RunInfo
 from tokenpace.app.console import rollouts_page
 from tokenpace.app.console.page import Ask
-from tokenpace.app.console.rollouts_page import rollout_data
+from tokenpace.app.console.rollouts_page import rollout_data, sessions_data
 from tokenpace.app.console.routes import PAGES
 from tokenpace.app.console.server import Console, build_app
 from tokenpace.app.rollout.arms import ArmsQuery, Traffic, arms_report, read_traffic
@@ -59,6 +60,22 @@ def _get(store: Store, *paths: str) -> list[tuple[int, dict]]:
             return out
 
     return asyncio.run(go())
+
+
+def test_the_sessions_list_names_its_arms_in_order_whatever_order_they_were_stored() -> None:
+    def run(arm: str, epoch: str) -> RunInfo:
+        labels = {"gateway_session": "s", "arm": arm, "config_epoch": epoch}
+        return RunInfo(
+            arm + epoch, "gateway", "2026-12-01T00:00:00", 0.0, 0.0, None, None, None, False, True,
+            None, 10, labels,
+        )  # fmt: skip
+
+    class Listed:  # newest first, as the store lists them: b's run was stored last
+        def list_runs(self, where: dict[str, str], limit: int) -> list[RunInfo]:
+            return [run("b", "1"), run("a", "1"), run("b", "0")]
+
+    (row,) = sessions_data(Listed(), Ask({}, {}))["sessions"]  # type: ignore[arg-type]
+    assert row["arms"] == ["a", "b"] and row["requests"] == 30 and row["config_changes"] == 1
 
 
 def test_the_json_twins_list_the_session_and_its_arms_over_time(store: Store) -> None:

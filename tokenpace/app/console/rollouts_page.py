@@ -42,6 +42,7 @@ def sessions_data(store: Store, ask: Ask) -> dict[str, Any]:
     rows = sorted(sessions.values(), key=lambda r: r["started_at"], reverse=True)
     for row in rows:
         row["config_changes"] = len(row.pop("epochs")) - 1
+        row["arms"].sort()  # by name: the order runs were stored in is the traffic's, not a meaning
     return {"sessions": rows}
 
 
