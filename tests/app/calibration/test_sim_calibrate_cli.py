@@ -13,11 +13,13 @@ import pytest
 
 from tokenpace.app.serving.simproc import SimProcess
 from tokenpace.sim.profiles.profile import get_profile
-from tokenpace.testing.procs import FINISHED, run_cli
+from tokenpace.testing.procs import FINISHED, run_cli, run_cli_measured
 
 
 def _sweep(url: str, out: Path, *args: str) -> None:
-    done = run_cli("sweep", "--url", url, "--keep-going", "--no-store", "-q", "--out", str(out), *args)
+    done = run_cli_measured(
+        "sweep", "--url", url, "--keep-going", "--no-store", "-q", "--out", str(out), *args
+    )  # a setup: measured as the calibration it feeds needs (VALID steps)
     assert done.returncode in FINISHED, done.stderr[-2000:]
 
 
