@@ -208,20 +208,11 @@ def test_a_shadow_copys_bomb_is_inflated_a_slice_per_call_and_ends_at_the_cap(
 ) -> None:
     """A candidate's gzip bomb is inflated on the loop at most TURN_BYTES (+ one step) per call,
     the rest on later turns, so live streams run between; the copy ends at the inflation cap."""
+    from gateway.inflate_probe import largest_slice
     from tokenpace.testing.wire_upstream import WireUpstream, answer
     from tokenpace.wire import inflate
 
-    largest = [0]
-    feed = inflate.Inflater.feed
-
-    def counted(self: inflate.Inflater, data: bytes, budget: int | None = None):  # type: ignore[no-untyped-def]
-        n = 0
-        for piece in feed(self, data, budget):
-            n += len(piece)
-            yield piece
-        largest[0] = max(largest[0], n)
-
-    monkeypatch.setattr(inflate.Inflater, "feed", counted)
+    largest = largest_slice(monkeypatch)
     models = ["bomb-sse", "bomb-json"]
 
     async def main() -> list[RequestRecord]:

@@ -117,19 +117,10 @@ def test_expect_100_continue_with_a_body_over_the_limit_gets_413_at_once() -> No
 def test_a_bomb_is_inflated_a_bounded_slice_per_call_never_whole_on_the_loop(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Issue 38, class 2: an upstream bomb is inflated at most TURN_BYTES (+ one step) per call on
     the loop; the rest waits a turn (upstream reading paused), so healthy streams run between."""
+    from gateway.inflate_probe import largest_slice
     from tokenpace.wire import inflate
 
-    largest = [0]
-    feed = inflate.Inflater.feed
-
-    def counted(self: inflate.Inflater, data: bytes, budget: int | None = None):  # type: ignore[no-untyped-def]
-        n = 0
-        for piece in feed(self, data, budget):
-            n += len(piece)
-            yield piece
-        largest[0] = max(largest[0], n)
-
-    monkeypatch.setattr(inflate.Inflater, "feed", counted)
+    largest = largest_slice(monkeypatch)
 
     async def body(gw: RunningGateway, s: aiohttp.ClientSession) -> list[object]:
         return list(await asyncio.gather(post(s, gw.url, "bomb-sse"), post(s, gw.url, "healthy")))
