@@ -253,8 +253,8 @@ def against(ch: Change, threshold: float, higher_is_better: bool, one_sided: boo
     bounds = ((-m,) if higher_is_better else (m,)) if one_sided else (m, -m)
     log_r = math.log(1 + ch.rel)
     needed = None if is_open(ch) else _runs_needed(log_r, ch.rel_lo, ch.rel_hi, bounds, ch.per_run_var, t)
-    if needed:  # never fewer than it has: those runs left it undecided
-        needed = ch.runs + 1 if needed <= ch.runs else needed
+    if needed:  # more than it has: those runs left it undecided
+        needed = max(needed, ch.runs + 1)
         needed = needed if needed <= MAX_RUNS_ADVISED else None
     return dataclasses.replace(ch, detectable=detectable, runs_needed=needed)
 
